@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs every Debian package the project needs to build, test and run.
+# Used by the README's two commands, by CI and by deploy/Dockerfile.
+# Usage: install_deps.sh [runtime|build|test]   (default: test, the superset)
+set -euo pipefail
+mode="${1:-test}"
+
+runtime_pkgs=(libtorch1.13 libopenblas0-pthread libgrpc++1.51 libprotobuf32
+  libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libspdlog1.10
+  ca-certificates)
+build_pkgs=(build-essential cmake ninja-build pkg-config git
+  libtorch-dev libopenblas0-pthread libgrpc++-dev libgrpc-dev
+  protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libabsl-dev
+  prometheus-cpp-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev)
+test_pkgs=(libgtest-dev libgmock-dev python3-torch python3-numpy python3-grpcio
+  python3-protobuf clang-format prometheus nginx docker-compose python3-yaml)
+
+case "$mode" in
+  runtime) pkgs=("${runtime_pkgs[@]}") ;;
+  build) pkgs=("${build_pkgs[@]}") ;;
+  test) pkgs=("${build_pkgs[@]}" "${test_pkgs[@]}") ;;
+  *) echo "usage: $0 [runtime|build|test]" >&2; exit 2 ;;
+esac
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+    || missing+=("$p")
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "install_deps: all ${#pkgs[@]} packages present"
+  exit 0
+fi
+echo "install_deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,345 @@
+#include "server/batching/batcher.h"
+
+#include <algorithm>
+#include <exception>
+#include <iterator>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace encoder::batching {
+namespace {
+
+constexpr char kDeadline[] = "deadline";
+constexpr char kCancelled[] = "cancelled";
+constexpr char kOverload[] = "overload";
+constexpr char kShutdown[] = "shutdown";
+
+// Longest single wait; bounds the chrono conversion and re-checks the clock.
+constexpr absl::Duration kMaxWait = absl::Hours(1);
+
+// Waits on `cv` until notified or `until` passes (spuriously early returns
+// are allowed: callers re-check their condition in a loop).
+void WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
+               absl::Time until) {
+  if (until == absl::InfiniteFuture()) {
+    cv.wait(lock);
+    return;
+  }
+  const absl::Duration left =
+      std::clamp(until - absl::Now(), absl::ZeroDuration(), kMaxWait);
+  cv.wait_for(lock, absl::ToChronoNanoseconds(left));
+}
+
+}  // namespace
+
+// Sequences dropped by the worker in one round, reported once per reason.
+struct Batcher::DropCounts {
+  int64_t deadline = 0;
+  int64_t cancelled = 0;
+
+  void Add(const char* reason, int64_t n) {
+    if (reason == kDeadline) deadline += n;
+    if (reason == kCancelled) cancelled += n;
+  }
+  void Report(const BatcherObserver& observer) const {
+    if (!observer.on_dropped) return;
+    if (deadline > 0) observer.on_dropped(kDeadline, deadline);
+    if (cancelled > 0) observer.on_dropped(kCancelled, cancelled);
+  }
+};
+
+Batcher::Batcher(ModelRunner* runner, BatchOptions options,
+                 BatcherObserver observer)
+    : runner_(runner),
+      options_(std::move(options)),
+      observer_(std::move(observer)) {
+  worker_ = std::thread(&Batcher::WorkerLoop, this);
+}
+
+Batcher::~Batcher() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    accepting_ = false;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  worker_.join();
+}
+
+absl::Status Batcher::Submit(std::shared_ptr<Request> request) {
+  if (request == nullptr || request->sequences.empty()) {
+    return absl::InvalidArgumentError("request has no sequences");
+  }
+  if (!request->done) {
+    return absl::InvalidArgumentError("request has no completion callback");
+  }
+  const int64_t count = static_cast<int64_t>(request->sequences.size());
+  auto state = std::make_shared<RequestState>();
+  state->request = std::move(request);
+  state->submitted = absl::Now();
+  state->results.resize(count);
+  state->remaining = count;
+
+  int64_t queued = 0;
+  bool full = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!accepting_) return absl::UnavailableError("server is shutting down");
+    queued = static_cast<int64_t>(queue_.size());
+    full = queued + count > options_.max_queued_sequences;
+    if (!full) {
+      for (int64_t i = 0; i < count; ++i) {
+        queue_.push_back(Pending{state, static_cast<size_t>(i)});
+      }
+      ++in_flight_requests_;
+    }
+  }
+  if (full) {
+    if (observer_.on_dropped) observer_.on_dropped(kOverload, count);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "queue full: ", queued, " sequences queued + ", count,
+        " requested > --max-queued-sequences=", options_.max_queued_sequences,
+        "; retry with backoff"));
+  }
+  cv_.notify_one();
+  return absl::OkStatus();
+}
+
+bool Batcher::Drain(absl::Time deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (accepting_) {
+    accepting_ = false;
+    cv_.notify_one();  // the worker stops waiting for company
+  }
+  while (in_flight_requests_ > 0) {
+    if (absl::Now() >= deadline) return false;
+    WaitUntil(idle_cv_, lock, deadline);
+  }
+  return true;
+}
+
+int64_t Batcher::queued_sequences() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int64_t>(queue_.size());
+}
+
+void Batcher::WorkerLoop() {
+  // Once draining, nothing new can arrive, so a batch never waits for one.
+  BatchOptions flush_options = options_;
+  flush_options.max_queue_delay = absl::ZeroDuration();
+
+  std::vector<QueuedSequence> view;
+  int64_t reported_depth = -1;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    const int64_t depth = static_cast<int64_t>(queue_.size());
+    if (depth != reported_depth && observer_.on_queue_depth) {
+      reported_depth = depth;
+      lock.unlock();
+      observer_.on_queue_depth(depth);
+      lock.lock();
+      continue;  // the queue may have changed meanwhile
+    }
+    if (queue_.empty()) {
+      cv_.wait(lock);
+      continue;
+    }
+    view.clear();
+    for (const Pending& pending : queue_) {
+      const SequenceSpec& spec =
+          pending.state->request->sequences[pending.index];
+      view.push_back(QueuedSequence{static_cast<int64_t>(spec.token_ids.size()),
+                                    pending.state->submitted});
+    }
+    const BatchDecision decision =
+        DecideBatch(view, accepting_ ? options_ : flush_options, absl::Now());
+    if (decision.take.empty()) {
+      WaitUntil(cv_, lock, decision.wake_at);
+      continue;
+    }
+    std::vector<Pending> batch = PopLocked(decision.take);
+    lock.unlock();
+    ProcessBatch(std::move(batch));
+    lock.lock();
+  }
+  lock.unlock();
+  FailQueued();
+}
+
+std::vector<Batcher::Pending> Batcher::PopLocked(
+    const std::vector<size_t>& take) {
+  std::vector<Pending> batch;
+  batch.reserve(take.size());
+  std::deque<Pending> rest;
+  size_t next = 0;
+  for (size_t i = 0; i < queue_.size(); ++i) {
+    if (next < take.size() && take[next] == i) {
+      batch.push_back(std::move(queue_[i]));
+      ++next;
+    } else {
+      rest.push_back(std::move(queue_[i]));
+    }
+  }
+  queue_.swap(rest);
+  return batch;
+}
+
+void Batcher::ProcessBatch(std::vector<Pending> batch) {
+  std::vector<Completion> completions;
+  DropCounts drops;
+  std::vector<Pending> run =
+      TakeRunnable(std::move(batch), &completions, &drops);
+  if (!run.empty()) RunBatch(std::move(run), &completions);
+  if (!completions.empty()) {
+    for (const Pending& pending : PurgeFailed()) {
+      drops.Add(pending.state->drop_reason, 1);
+    }
+  }
+  drops.Report(observer_);
+  Complete(std::move(completions));
+}
+
+void Batcher::Fail(const std::shared_ptr<RequestState>& state,
+                   absl::Status status, const char* drop_reason,
+                   std::vector<Completion>* completions) {
+  state->failed = true;
+  state->drop_reason = drop_reason;
+  state->results.clear();
+  completions->push_back(Completion{state, std::move(status)});
+}
+
+std::vector<Batcher::Pending> Batcher::TakeRunnable(
+    std::vector<Pending> batch, std::vector<Completion>* completions,
+    DropCounts* drops) {
+  const absl::Time now = absl::Now();
+  std::vector<Pending> run;
+  for (Pending& pending : batch) {
+    const RequestState& state = *pending.state;
+    const Request& request = *state.request;
+    if (state.failed) {
+      drops->Add(state.drop_reason, 1);
+    } else if (request.deadline <= now) {
+      Fail(pending.state,
+           absl::DeadlineExceededError(
+               "deadline passed before the sequence was computed"),
+           kDeadline, completions);
+      drops->Add(kDeadline, 1);
+    } else if (request.is_cancelled && request.is_cancelled()) {
+      Fail(pending.state, absl::CancelledError("request was cancelled"),
+           kCancelled, completions);
+      drops->Add(kCancelled, 1);
+    } else {
+      run.push_back(std::move(pending));
+    }
+  }
+  return run;
+}
+
+void Batcher::RunBatch(std::vector<Pending> run,
+                       std::vector<Completion>* completions) {
+  std::vector<const SequenceSpec*> specs;
+  BatchStats stats;
+  stats.batch_size = static_cast<int64_t>(run.size());
+  int64_t longest = 0;
+  absl::Time oldest = absl::InfiniteFuture();
+  for (const Pending& pending : run) {
+    specs.push_back(&pending.state->request->sequences[pending.index]);
+    const int64_t length = static_cast<int64_t>(specs.back()->token_ids.size());
+    longest = std::max(longest, length);
+    stats.real_tokens += length;
+    oldest = std::min(oldest, pending.state->submitted);
+  }
+  stats.padded_tokens = longest * stats.batch_size;
+
+  std::vector<SequenceResult> results;
+  const absl::Time start = absl::Now();
+  absl::Status status = RunGuarded(specs, &results);
+  stats.inference_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  stats.queue_seconds = absl::ToDoubleSeconds(start - oldest);
+  if (status.ok() && results.size() != run.size()) {
+    status = absl::InternalError(absl::StrCat("model runner returned ",
+                                              results.size(), " results for ",
+                                              run.size(), " sequences"));
+  }
+  if (observer_.on_batch) observer_.on_batch(stats);
+
+  for (size_t i = 0; i < run.size(); ++i) {
+    const std::shared_ptr<RequestState>& state = run[i].state;
+    // A request fails once; a later poll may have cancelled it after an
+    // earlier sequence of it was taken into this batch.
+    if (state->failed) continue;
+    if (!status.ok()) {
+      Fail(state, status, nullptr, completions);
+      continue;
+    }
+    SequenceResult& result = state->results[run[i].index];
+    result = std::move(results[i]);
+    result.batch = stats;
+    result.batch.queue_seconds =
+        absl::ToDoubleSeconds(start - state->submitted);
+    if (--state->remaining == 0) {
+      completions->push_back(Completion{state, absl::OkStatus()});
+    }
+  }
+}
+
+absl::Status Batcher::RunGuarded(const std::vector<const SequenceSpec*>& specs,
+                                 std::vector<SequenceResult>* results) {
+  try {
+    return runner_->Run(specs, results);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("model runner threw: ", e.what()));
+  } catch (...) {
+    return absl::InternalError("model runner threw a non-standard exception");
+  }
+}
+
+std::vector<Batcher::Pending> Batcher::PurgeFailed() {
+  std::vector<Pending> removed;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto kept = std::stable_partition(
+      queue_.begin(), queue_.end(),
+      [](const Pending& pending) { return !pending.state->failed; });
+  std::move(kept, queue_.end(), std::back_inserter(removed));
+  queue_.erase(kept, queue_.end());
+  return removed;
+}
+
+void Batcher::Complete(std::vector<Completion> completions) {
+  if (completions.empty()) return;
+  for (Completion& completion : completions) {
+    RequestState& state = *completion.state;
+    std::vector<SequenceResult> results;
+    if (completion.status.ok()) results = std::move(state.results);
+    state.request->done(std::move(completion.status), std::move(results));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  in_flight_requests_ -= static_cast<int64_t>(completions.size());
+  if (in_flight_requests_ == 0) idle_cv_.notify_all();
+}
+
+void Batcher::FailQueued() {
+  std::deque<Pending> queued;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queued.swap(queue_);
+  }
+  if (queued.empty()) return;
+  std::vector<Completion> completions;
+  for (const Pending& pending : queued) {
+    RequestState& state = *pending.state;
+    if (state.failed) continue;
+    state.failed = true;
+    state.results.clear();
+    completions.push_back(Completion{
+        pending.state, absl::UnavailableError("server is shutting down")});
+  }
+  if (observer_.on_dropped) {
+    observer_.on_dropped(kShutdown, static_cast<int64_t>(queued.size()));
+  }
+  Complete(std::move(completions));
+}
+
+}  // namespace encoder::batching

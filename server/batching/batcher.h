@@ -1,0 +1,159 @@
+// Dynamic batcher: one per model. Callers submit requests of one or more
+// sequences; one worker thread forms batches with DecideBatch, runs them on
+// the ModelRunner and completes each request through its callback once all
+// of its sequences are done. No thread waits per request.
+#ifndef ENCODER_SERVER_BATCHING_BATCHER_H_
+#define ENCODER_SERVER_BATCHING_BATCHER_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "server/batching/batch_policy.h"
+#include "server/batching/model_runner.h"
+#include "server/batching/types.h"
+
+namespace encoder::batching {
+
+// Hooks the batcher calls for metrics; all optional. They are called on the
+// worker thread, except on_dropped("overload") which is called inside a
+// failing Submit on the submitting thread, so on_dropped may run
+// concurrently with itself and must be thread-safe. Never called with the
+// batcher's lock held; a hook may call Submit but must neither call Drain
+// nor destroy the batcher (the worker would wait for itself).
+struct BatcherObserver {
+  // Once per forward pass; queue_seconds is that of the oldest member.
+  std::function<void(const BatchStats&)> on_batch;
+  // Sequences discarded without compute. reason: "deadline", "cancelled",
+  // "overload" (Submit rejected them), "shutdown" (queued at destruction).
+  std::function<void(const char* reason, int64_t sequences)> on_dropped;
+  // The number of queued (not running) sequences, when the worker sees it
+  // change.
+  std::function<void(int64_t queued_sequences)> on_queue_depth;
+};
+
+// One caller's unit of submission. The batcher shares ownership from Submit
+// until `done` returns; the caller must not modify it in between.
+struct Request {
+  std::vector<SequenceSpec> sequences;
+  // Sequences not started by then are dropped (DEADLINE_EXCEEDED).
+  absl::Time deadline = absl::InfiniteFuture();
+  // Polled on the worker thread before a sequence is computed; may be empty.
+  // Must be thread-safe and must not throw.
+  std::function<bool()> is_cancelled;
+  // Required. Called exactly once per accepted request, on the worker
+  // thread, with results in the order of `sequences` when OK; on error the
+  // vector is empty. Never called when Submit fails. Must not block for
+  // long, must not throw, and must not destroy the batcher.
+  std::function<void(absl::Status, std::vector<SequenceResult>)> done;
+};
+
+class Batcher {
+ public:
+  // `runner` is not owned, must not be null and must outlive the batcher.
+  // Starts the worker thread.
+  Batcher(ModelRunner* runner, BatchOptions options,
+          BatcherObserver observer = {});
+  // Stops accepting, lets a running batch finish, fails queued work with
+  // UNAVAILABLE (each `done` called on the worker thread), joins the worker.
+  ~Batcher();
+
+  Batcher(const Batcher&) = delete;
+  Batcher& operator=(const Batcher&) = delete;
+
+  // Queues a request. On INVALID_ARGUMENT (null request, no sequences or no
+  // `done`), RESOURCE_EXHAUSTED (queue full; message names the limit) or
+  // UNAVAILABLE (draining), nothing is queued and `done` is NOT called: the
+  // status is returned to the caller instead. Thread-safe.
+  absl::Status Submit(std::shared_ptr<Request> request);
+
+  // Stops accepting new requests (Submit -> UNAVAILABLE) and waits until
+  // every accepted request has completed or `deadline` passes; returns
+  // whether all completed. While draining, batches start without waiting
+  // for max_queue_delay (no company can arrive). Remaining work is failed
+  // with UNAVAILABLE on destruction. Thread-safe.
+  bool Drain(absl::Time deadline);
+
+  // Sequences accepted and not yet taken into a batch. Thread-safe.
+  int64_t queued_sequences() const;
+  const BatchOptions& options() const { return options_; }
+
+ private:
+  // Progress of one accepted request. Created by Submit; afterwards read and
+  // written only by the worker thread, so it needs no lock of its own.
+  struct RequestState {
+    std::shared_ptr<Request> request;
+    absl::Time submitted;
+    std::vector<SequenceResult> results;  // indexed like request->sequences
+    size_t remaining = 0;                 // sequences without a result yet
+    bool failed = false;                  // `done` already has its error
+    // Why a failed request's other sequences count as dropped; null when
+    // the failure was not a drop (a runner error).
+    const char* drop_reason = nullptr;
+  };
+
+  // One queued sequence: its request and its index in request->sequences.
+  struct Pending {
+    std::shared_ptr<RequestState> state;
+    size_t index = 0;
+  };
+
+  // A request whose `done` is due, with its final status.
+  struct Completion {
+    std::shared_ptr<RequestState> state;
+    absl::Status status;
+  };
+
+  struct DropCounts;  // sequences dropped in one round, by reason
+
+  void WorkerLoop();
+  // Takes the queue entries at `take` (ascending). Requires mu_.
+  std::vector<Pending> PopLocked(const std::vector<size_t>& take);
+  // Drops, runs and completes one batch. Worker thread, without mu_.
+  void ProcessBatch(std::vector<Pending> batch);
+  // Marks the request failed and schedules its `done` with `status`.
+  static void Fail(const std::shared_ptr<RequestState>& state,
+                   absl::Status status, const char* drop_reason,
+                   std::vector<Completion>* completions);
+  // Returns the members of `batch` that may be computed; fails the requests
+  // of the others (deadline passed, cancelled, already failed).
+  std::vector<Pending> TakeRunnable(std::vector<Pending> batch,
+                                    std::vector<Completion>* completions,
+                                    DropCounts* drops);
+  // Runs `run` in one forward pass and stores its results or its error.
+  void RunBatch(std::vector<Pending> run, std::vector<Completion>* completions);
+  // Runs `specs` on the runner, turning exceptions into INTERNAL.
+  absl::Status RunGuarded(const std::vector<const SequenceSpec*>& specs,
+                          std::vector<SequenceResult>* results);
+  // Removes the queued sequences of failed requests and returns them, so
+  // that they are discarded without compute. Takes mu_.
+  std::vector<Pending> PurgeFailed();
+  // Calls `done` for each completion, then updates in_flight_requests_.
+  void Complete(std::vector<Completion> completions);
+  // Fails everything still queued with UNAVAILABLE. Worker thread, at exit.
+  void FailQueued();
+
+  ModelRunner* runner_;
+  const BatchOptions options_;
+  BatcherObserver observer_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;       // worker: work arrived or stopping
+  std::condition_variable idle_cv_;  // Drain: accepted work finished
+  std::deque<Pending> queue_;        // arrival order; guarded by mu_
+  int64_t in_flight_requests_ = 0;   // accepted, `done` not yet returned
+  bool accepting_ = true;
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+}  // namespace encoder::batching
+
+#endif  // ENCODER_SERVER_BATCHING_BATCHER_H_

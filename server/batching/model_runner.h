@@ -1,0 +1,26 @@
+// What the batcher needs from a model: run a batch of sequences.
+#ifndef ENCODER_SERVER_BATCHING_MODEL_RUNNER_H_
+#define ENCODER_SERVER_BATCHING_MODEL_RUNNER_H_
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "server/batching/types.h"
+
+namespace encoder::batching {
+
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+
+  // Computes every sequence of `batch` in one forward pass and writes
+  // `results` (resized to batch.size(), in order; BatchStats are filled in
+  // by the batcher). A non-OK status fails the whole batch. Called from one
+  // worker thread at a time per runner.
+  virtual absl::Status Run(const std::vector<const SequenceSpec*>& batch,
+                           std::vector<SequenceResult>* results) = 0;
+};
+
+}  // namespace encoder::batching
+
+#endif  // ENCODER_SERVER_BATCHING_MODEL_RUNNER_H_

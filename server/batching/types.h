@@ -1,0 +1,63 @@
+// The unit of work of the batcher: one sequence, with what the caller wants
+// computed for it, and its result. Plain C++ types: no protobuf, no LibTorch.
+#ifndef ENCODER_SERVER_BATCHING_TYPES_H_
+#define ENCODER_SERVER_BATCHING_TYPES_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace encoder::batching {
+
+enum class PoolingMode { kMean, kFirst };
+
+// What to compute for one sequence. Validated by the caller (ids in the
+// vocabulary, layer/head indices in range) before it reaches the batcher.
+struct SequenceSpec {
+  std::vector<int64_t> token_ids;
+  PoolingMode pooling = PoolingMode::kMean;
+  bool normalize = false;
+  bool want_tokens = false;               // per-token embeddings
+  std::vector<int64_t> attention_layers;  // attention maps of these layers
+  std::vector<int64_t> attention_heads;   // empty: all heads
+  bool average_heads = false;             // maps averaged over the heads
+  bool want_attention_stats = false;      // per layer x head statistics
+};
+
+// Per-head attention statistics of one layer (padding excluded).
+struct AttentionStats {
+  int64_t layer = 0;
+  int64_t head = 0;
+  double entropy = 0;        // nats, mean over query rows
+  double mean_distance = 0;  // mean over rows of sum_j a_ij |i - j|
+  double self_mass = 0;
+  double prev_mass = 0;
+  double next_mass = 0;
+  double first_mass = 0;
+};
+
+// Which batch a sequence ran in and how long it took.
+struct BatchStats {
+  int64_t batch_size = 0;     // sequences in the forward pass
+  int64_t padded_tokens = 0;  // longest x batch_size
+  int64_t real_tokens = 0;    // sum of lengths
+  double queue_seconds = 0;   // from submission to the start of the batch
+  double inference_seconds = 0;
+};
+
+struct SequenceResult {
+  std::vector<float> pooled;     // [D]
+  std::vector<float> tokens;     // [seq, D], when wanted
+  std::vector<float> attention;  // see attention_shape
+  // [layers, heads, seq, seq], or [layers, seq, seq] when averaged.
+  std::vector<int64_t> attention_shape;
+  std::vector<AttentionStats> attention_stats;
+  int64_t num_tokens = 0;
+  int64_t dim = 0;
+  BatchStats batch;
+};
+
+}  // namespace encoder::batching
+
+#endif  // ENCODER_SERVER_BATCHING_TYPES_H_

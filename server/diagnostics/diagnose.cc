@@ -1,0 +1,155 @@
+// Diagnose: validates a request, runs the model once at positions 0..S-1 and
+// then the requested probes against that run.
+#include <c10/core/InferenceMode.h>
+#include <c10/util/Exception.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "server/diagnostics/diagnostics.h"
+#include "server/diagnostics/probes.h"
+#include "server/diagnostics/structure.h"
+
+namespace encoder::diagnostics {
+namespace {
+
+constexpr int64_t kMinStructurePositions = 2;
+constexpr int64_t kMaxStructurePositions = 1024;
+// Keeps offset + S far from int64 overflow.
+constexpr int64_t kMaxShiftOffset = 1'000'000'000;
+
+absl::Status CheckPermutation(const std::vector<int64_t>& order, int64_t s) {
+  if (static_cast<int64_t>(order.size()) != s) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("permutation_order has ", order.size(),
+                     " entries but the input has ", s, " tokens"));
+  }
+  std::vector<bool> seen(s, false);
+  for (int64_t v : order) {
+    if (v < 0 || v >= s) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("permutation_order is not a permutation of 0..", s - 1,
+                       ": entry ", v, " is out of range"));
+    }
+    if (seen[v]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("permutation_order is not a permutation of 0..", s - 1,
+                       ": entry ", v, " repeats"));
+    }
+    seen[v] = true;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Validate(const DiagnoseOptions& options) {
+  const int64_t s = static_cast<int64_t>(options.token_ids.size());
+  if (s == 0) return absl::InvalidArgumentError("token_ids is empty");
+  if (options.structure &&
+      (options.structure_positions < kMinStructurePositions ||
+       options.structure_positions > kMaxStructurePositions)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "structure_positions must be in [", kMinStructurePositions, ", ",
+        kMaxStructurePositions, "], got ", options.structure_positions));
+  }
+  if (options.shift && std::abs(options.shift_offset) > kMaxShiftOffset) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shift_offset must be within +-", kMaxShiftOffset,
+                     ", got ", options.shift_offset));
+  }
+  if (options.permutation && !options.permutation_order.empty()) {
+    return CheckPermutation(options.permutation_order, s);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DiagnoseReport> Run(const model::Encoder& model,
+                                   const DiagnoseOptions& options) {
+  const int64_t s = static_cast<int64_t>(options.token_ids.size());
+  const int64_t layers = model.config().num_layers;
+  const bool want_attention =
+      options.attention_stats || options.return_attention_maps;
+
+  BaseRun base;
+  base.ids =
+      at::tensor(options.token_ids, at::kLong).view({1, s}).to(model.device());
+  base.mask = at::ones({1, s}, base.ids.options().dtype(at::kBool));
+  model::ForwardOptions forward_options;
+  if (want_attention) {
+    for (int64_t l = 0; l < layers; ++l) {
+      forward_options.attention_layers.push_back(l);
+    }
+  }
+  absl::StatusOr<model::EncoderOutput> out = model.Forward(
+      {base.ids, base.mask, at::arange(s, base.ids.options()).view({1, s})},
+      forward_options);
+  if (!out.ok()) return out.status();
+  base.tokens = out->tokens;
+
+  const double tolerance =
+      options.tolerance > 0 ? options.tolerance : kDefaultTolerance;
+  DiagnoseReport report;
+  if (options.permutation) {
+    const std::vector<int64_t> order =
+        options.permutation_order.empty()
+            ? SeededPermutation(s, options.permutation_seed)
+            : options.permutation_order;
+    absl::StatusOr<PermutationResult> result =
+        RunPermutationProbe(model, base, order, tolerance);
+    if (!result.ok()) return result.status();
+    report.permutation = std::move(*result);
+  }
+  if (options.shift) {
+    const bool rope =
+        model.config().positional.type == model::SchemeType::kRope;
+    const double shift_tolerance =
+        options.tolerance > 0
+            ? options.tolerance
+            : (rope ? kDefaultRopeShiftTolerance : kDefaultTolerance);
+    absl::StatusOr<ShiftResult> result =
+        RunShiftProbe(model, base, options.shift_offset, shift_tolerance);
+    if (!result.ok()) return result.status();
+    report.shift = std::move(*result);
+  }
+  if (options.structure) {
+    report.structure = AnalyzeStructure(model, options.structure_positions);
+  }
+  if (options.attention_stats) {
+    report.uniform_entropy = std::log(static_cast<double>(s));
+    for (int64_t l = 0; l < layers; ++l) {
+      std::vector<HeadStats> stats =
+          ComputeHeadStats(out->attention.at(l).select(0, 0), l);
+      report.attention_stats.insert(report.attention_stats.end(), stats.begin(),
+                                    stats.end());
+    }
+  }
+  if (options.return_attention_maps) {
+    std::vector<at::Tensor> maps;
+    for (int64_t l = 0; l < layers; ++l) {
+      maps.push_back(out->attention.at(l).select(0, 0));  // [H, S, S]
+    }
+    report.attention_maps = at::stack(maps).to(at::kCPU, at::kFloat);
+  }
+  return report;
+}
+
+}  // namespace
+
+absl::StatusOr<DiagnoseReport> Diagnose(const model::Encoder& model,
+                                        const DiagnoseOptions& options) {
+  if (absl::Status status = Validate(options); !status.ok()) return status;
+  try {
+    c10::InferenceMode guard;
+    return Run(model, options);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(
+        absl::StrCat("diagnostics failed: ", e.what_without_backtrace()));
+  }
+}
+
+}  // namespace encoder::diagnostics

@@ -1,0 +1,91 @@
+// Structure probes per scheme kind: dispatch, rotary and bias schemes.
+#include "server/diagnostics/structure.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cstdint>
+
+#include "server/diagnostics/matrix_stats.h"
+#include "server/model/pe_math.h"
+
+namespace encoder::diagnostics {
+namespace {
+
+// Fixed seed of the probe vectors, so reports are reproducible.
+constexpr uint64_t kRotarySeed = 20240601;
+
+// RoPE: with seeded random q, k [head_dim], relativity[m][n] =
+// <R_m q, R_n k> should depend only on n - m, and |R_p q| = |q|.
+StructureResult AnalyzeRotary(const model::Encoder& model, int64_t n) {
+  const model::ModelConfig& config = model.config();
+  const int64_t d = config.head_dim();
+  StructureResult result;
+  result.kind = "rotary";
+  result.positions = n;
+
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(kRotarySeed);
+  const auto f64 = at::TensorOptions().dtype(at::kDouble);
+  at::Tensor q = at::randn({d}, gen, f64);
+  at::Tensor k = at::randn({d}, gen, f64);
+  at::Tensor positions =
+      at::arange(n, at::TensorOptions().dtype(at::kLong)).unsqueeze(0);
+  auto [cos, sin] = model::RopeCosSin(positions, d, config.positional.base,
+                                      at::kDouble);  // [1, 1, N, d/2]
+  auto rotate = [&](const at::Tensor& x) {
+    return model::RopeRotate(x.expand({1, 1, n, d}), cos, sin,
+                             config.positional.rope_layout)
+        .reshape({n, d});
+  };
+  at::Tensor rq = rotate(q);  // [N, d], row p = R_p q
+  at::Tensor rk = rotate(k);
+  result.relativity = at::matmul(rq, rk.t());  // [N, N]
+  result.relativity_deviation = ToeplitzDeviation(result.relativity);
+  result.norm_ratio_deviation =
+      (rq.norm(2, {1}) / q.norm() - 1).abs().max().item<double>();
+  return result;
+}
+
+// ALiBi and relative bias: the per-head bias over positions 0..N-1.
+StructureResult AnalyzeBias(const model::Encoder& model, int64_t n) {
+  StructureResult result;
+  result.kind = "bias";
+  result.positions = n;
+  at::Tensor positions =
+      at::arange(n, at::TensorOptions(model.device()).dtype(at::kLong))
+          .unsqueeze(0);  // [1, N]
+  result.bias = model.scheme()
+                    .AttentionBias(positions, positions, at::kDouble)
+                    .select(0, 0)
+                    .to(at::kCPU, at::kDouble);  // [H, N, N]
+  result.slopes = model.scheme().Describe().alibi_slopes;
+  result.symmetry_deviation = SymmetryDeviation(result.bias);
+  result.symmetric = result.symmetry_deviation < kExactTolerance;
+  result.toeplitz_deviation = ToeplitzDeviation(result.bias);
+  result.toeplitz = result.toeplitz_deviation <= kExactTolerance;
+  return result;
+}
+
+}  // namespace
+
+StructureResult AnalyzeStructure(const model::Encoder& model,
+                                 int64_t positions) {
+  switch (model.config().positional.type) {
+    case model::SchemeType::kSinusoidal:
+    case model::SchemeType::kLearned:
+      return AnalyzeAdditive(model, positions);
+    case model::SchemeType::kRope:
+      return AnalyzeRotary(model, positions);
+    case model::SchemeType::kAlibi:
+    case model::SchemeType::kRelative:
+      return AnalyzeBias(model, positions);
+    case model::SchemeType::kNone:
+      break;
+  }
+  StructureResult result;
+  result.kind = "none";
+  result.positions = positions;
+  return result;
+}
+
+}  // namespace encoder::diagnostics

@@ -1,0 +1,29 @@
+// Positional structure probes: what a scheme's codes, rotations or biases
+// look like over positions 0..N-1 (PE_SPEC.md, "positional structure").
+// Internal to the diagnostics library. All results are float64 on the CPU.
+#ifndef ENCODER_SERVER_DIAGNOSTICS_STRUCTURE_H_
+#define ENCODER_SERVER_DIAGNOSTICS_STRUCTURE_H_
+
+#include <cstdint>
+
+#include "server/diagnostics/diagnostics.h"
+#include "server/model/encoder.h"
+
+namespace encoder::diagnostics {
+
+// Tolerance for the exact (float64) structure verdicts: symmetric, Toeplitz.
+inline constexpr double kExactTolerance = 1e-9;
+
+// Dispatches on the scheme kind; `positions` is N >= 2. Throws c10::Error on
+// library failures.
+StructureResult AnalyzeStructure(const model::Encoder& model,
+                                 int64_t positions);
+
+// Additive schemes (sinusoidal, learned): Gram matrix of the codes, its
+// Toeplitz deviation and decay by distance, code uniqueness and the residual
+// of PE(p+k) = M_k PE(p). For learned, N is capped at the table size.
+StructureResult AnalyzeAdditive(const model::Encoder& model, int64_t positions);
+
+}  // namespace encoder::diagnostics
+
+#endif  // ENCODER_SERVER_DIAGNOSTICS_STRUCTURE_H_

@@ -1,0 +1,108 @@
+// The Transformer encoder ("native architecture" of PE_SPEC.md): token
+// embedding, a positional scheme, N encoder layers (post- or pre-norm), and
+// pooling. LibTorch only; no RPC types.
+#ifndef ENCODER_SERVER_MODEL_ENCODER_H_
+#define ENCODER_SERVER_MODEL_ENCODER_H_
+
+#include <ATen/ATen.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/model/config.h"
+#include "server/model/positional.h"
+
+namespace encoder::model {
+
+// One encoder layer's weights, in nn.TransformerEncoderLayer's layout.
+struct LayerWeights {
+  at::Tensor in_proj_weight;   // [3D, D], rows [W_q; W_k; W_v]
+  at::Tensor in_proj_bias;     // [3D]
+  at::Tensor out_proj_weight;  // [D, D]
+  at::Tensor out_proj_bias;    // [D]
+  at::Tensor linear1_weight;   // [F, D]
+  at::Tensor linear1_bias;     // [F]
+  at::Tensor linear2_weight;   // [D, F]
+  at::Tensor linear2_bias;     // [D]
+  at::Tensor norm1_weight, norm1_bias, norm2_weight, norm2_bias;  // [D]
+};
+
+struct EncoderInput {
+  at::Tensor ids;        // [batch, seq] int64, padded with any valid id
+  at::Tensor mask;       // [batch, seq] bool, true for real tokens
+  at::Tensor positions;  // [batch, seq] int64; undefined -> 0..seq-1
+};
+
+struct ForwardOptions {
+  // Layers whose attention probabilities to return (any order, no repeats).
+  std::vector<int64_t> attention_layers;
+};
+
+struct EncoderOutput {
+  at::Tensor tokens;  // [batch, seq, D]; padded rows are unspecified
+  // Attention probabilities [batch, heads, seq, seq] for each requested
+  // layer, keyed by layer index. Padded keys have probability 0.
+  std::map<int64_t, at::Tensor> attention;
+};
+
+class Encoder {
+ public:
+  // Builds from a state_dict (names per PE_SPEC.md). Checks every tensor's
+  // presence and shape, rejects unexpected names, converts to `dtype` and
+  // moves to `device` once. Errors name the tensor.
+  static absl::StatusOr<std::unique_ptr<Encoder>> Create(
+      const ModelConfig& config,
+      const std::map<std::string, at::Tensor>& state_dict, at::Device device,
+      at::ScalarType dtype = at::kFloat);
+
+  // A deterministic random state_dict for `config` (same seed, same weights,
+  // on any machine): normal(0, 0.02) matrices, unit LayerNorm gains.
+  static std::map<std::string, at::Tensor> RandomStateDict(
+      const ModelConfig& config, uint64_t seed);
+
+  // The expected state_dict names and shapes for a config.
+  static std::map<std::string, std::vector<int64_t>> ExpectedShapes(
+      const ModelConfig& config);
+
+  // Runs the encoder under inference mode. Thread-safe (const, no state).
+  // Library errors (c10::Error) come back as Internal statuses; shape errors
+  // in the input come back as InvalidArgument.
+  absl::StatusOr<EncoderOutput> Forward(const EncoderInput& input,
+                                        const ForwardOptions& options) const;
+
+  const ModelConfig& config() const { return config_; }
+  const PositionalScheme& scheme() const { return *scheme_; }
+  at::Device device() const { return device_; }
+  at::ScalarType dtype() const { return dtype_; }
+  int64_t parameter_count() const;
+
+ private:
+  Encoder(ModelConfig config, at::Device device, at::ScalarType dtype)
+      : config_(std::move(config)), device_(device), dtype_(dtype) {}
+
+  at::Tensor Layer(const LayerWeights& w, const at::Tensor& x,
+                   const at::Tensor& positions, const at::Tensor& bias,
+                   at::Tensor* attention) const;
+  at::Tensor Attention(const LayerWeights& w, const at::Tensor& x,
+                       const at::Tensor& positions, const at::Tensor& bias,
+                       at::Tensor* attention) const;
+
+  ModelConfig config_;
+  at::Device device_;
+  at::ScalarType dtype_;
+  at::Tensor embedding_;  // [vocab, D]
+  std::vector<LayerWeights> layers_;
+  at::Tensor final_norm_weight_, final_norm_bias_;  // pre-norm only
+  std::unique_ptr<PositionalScheme> scheme_;
+};
+
+// Pools token embeddings [batch, seq, D] with mask [batch, seq] -> [batch, D].
+at::Tensor Pool(const at::Tensor& tokens, const at::Tensor& mask,
+                Pooling pooling, bool normalize);
+
+}  // namespace encoder::model
+
+#endif  // ENCODER_SERVER_MODEL_ENCODER_H_

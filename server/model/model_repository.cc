@@ -1,0 +1,197 @@
+#include "server/model/model_repository.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "server/model/safetensors.h"
+
+namespace encoder::model {
+namespace {
+
+using nlohmann::json;
+
+absl::StatusOr<std::string> ReadText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string Resolve(const std::string& base_dir, const std::string& path) {
+  if (path.empty() || path[0] == '/' || base_dir.empty()) return path;
+  return absl::StrCat(base_dir, "/", path);
+}
+
+absl::Status ModelError(const std::string& model, const std::string& msg) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("model repository: model \"", model, "\": ", msg));
+}
+
+absl::StatusOr<ModelSpec> ParseModel(const json& m,
+                                     const std::string& base_dir) {
+  if (!m.is_object() || !m.contains("name") || !m["name"].is_string() ||
+      m["name"].get<std::string>().empty()) {
+    return absl::InvalidArgumentError(
+        "model repository: every model needs a non-empty string \"name\"");
+  }
+  ModelSpec spec;
+  spec.name = m["name"].get<std::string>();
+  static const std::set<std::string> kKeys = {
+      "name", "config", "config_file", "weights", "seed", "batching"};
+  for (const auto& item : m.items()) {
+    if (kKeys.count(item.key()) == 0) {
+      return ModelError(spec.name,
+                        absl::StrCat("unknown key \"", item.key(), "\""));
+    }
+  }
+  std::string config_text = "{}";
+  if (m.contains("config") && m.contains("config_file")) {
+    return ModelError(spec.name, "give either config or config_file");
+  }
+  if (m.contains("config")) {
+    if (!m["config"].is_object()) {
+      return ModelError(spec.name, "config must be an object");
+    }
+    config_text = m["config"].dump();
+  } else if (m.contains("config_file")) {
+    if (!m["config_file"].is_string()) {
+      return ModelError(spec.name, "config_file must be a string");
+    }
+    auto text =
+        ReadText(Resolve(base_dir, m["config_file"].get<std::string>()));
+    if (!text.ok())
+      return ModelError(spec.name, std::string(text.status().message()));
+    config_text = *text;
+  }
+  auto config = ParseModelConfig(config_text);
+  if (!config.ok()) {
+    return ModelError(spec.name, std::string(config.status().message()));
+  }
+  spec.config = *config;
+  if (m.contains("weights")) {
+    if (!m["weights"].is_string()) {
+      return ModelError(spec.name, "weights must be a string path");
+    }
+    spec.weights_path = Resolve(base_dir, m["weights"].get<std::string>());
+  }
+  if (m.contains("seed")) {
+    if (!m["seed"].is_number_unsigned()) {
+      return ModelError(spec.name, "seed must be a non-negative integer");
+    }
+    spec.seed = m["seed"].get<uint64_t>();
+  }
+  if (m.contains("batching")) {
+    static const std::set<std::string> kBatchKeys = {
+        "max_batch_sequences", "max_batch_tokens", "max_queue_delay_us",
+        "max_queued_sequences"};
+    if (!m["batching"].is_object()) {
+      return ModelError(spec.name, "batching must be an object");
+    }
+    for (const auto& item : m["batching"].items()) {
+      if (kBatchKeys.count(item.key()) == 0 ||
+          !item.value().is_number_integer() ||
+          item.value().get<int64_t>() < 0) {
+        return ModelError(spec.name,
+                          absl::StrCat("batching.", item.key(),
+                                       " is not a known non-negative integer "
+                                       "option"));
+      }
+      spec.batching[item.key()] = item.value().get<int64_t>();
+    }
+  }
+  return spec;
+}
+
+}  // namespace
+
+Repository BuiltinRepository() {
+  Repository repo;
+  uint64_t seed = 20240601;
+  for (SchemeType type :
+       {SchemeType::kNone, SchemeType::kSinusoidal, SchemeType::kLearned,
+        SchemeType::kRope, SchemeType::kAlibi, SchemeType::kRelative}) {
+    ModelSpec spec;
+    spec.name = SchemeName(type);
+    spec.config.positional.type = type;
+    spec.seed = seed++;
+    repo.models.push_back(spec);
+  }
+  repo.default_model = "sinusoidal";
+  return repo;
+}
+
+absl::StatusOr<Repository> ParseRepository(const std::string& json_text,
+                                           const std::string& base_dir) {
+  json obj = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (obj.is_discarded() || !obj.is_object()) {
+    return absl::InvalidArgumentError(
+        "model repository: not a valid JSON object");
+  }
+  for (const auto& item : obj.items()) {
+    if (item.key() != "models" && item.key() != "default_model") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model repository: unknown key \"", item.key(), "\""));
+    }
+  }
+  if (!obj.contains("models") || !obj["models"].is_array() ||
+      obj["models"].empty()) {
+    return absl::InvalidArgumentError(
+        "model repository: \"models\" must be a non-empty array");
+  }
+  Repository repo;
+  std::set<std::string> names;
+  for (const json& m : obj["models"]) {
+    auto spec = ParseModel(m, base_dir);
+    if (!spec.ok()) return spec.status();
+    if (!names.insert(spec->name).second) {
+      return ModelError(spec->name, "defined twice");
+    }
+    repo.models.push_back(*std::move(spec));
+  }
+  repo.default_model = repo.models.front().name;
+  if (obj.contains("default_model")) {
+    if (!obj["default_model"].is_string() ||
+        names.count(obj["default_model"].get<std::string>()) == 0) {
+      return absl::InvalidArgumentError(
+          "model repository: default_model must name a defined model");
+    }
+    repo.default_model = obj["default_model"].get<std::string>();
+  }
+  return repo;
+}
+
+absl::StatusOr<Repository> ReadRepository(const std::string& path) {
+  auto text = ReadText(path);
+  if (!text.ok()) return text.status();
+  const size_t slash = path.find_last_of('/');
+  return ParseRepository(
+      *text, slash == std::string::npos ? "" : path.substr(0, slash));
+}
+
+absl::StatusOr<std::unique_ptr<Encoder>> LoadModel(const ModelSpec& spec,
+                                                   at::Device device,
+                                                   at::ScalarType dtype) {
+  std::map<std::string, at::Tensor> weights;
+  if (spec.weights_path.empty()) {
+    weights = Encoder::RandomStateDict(spec.config, spec.seed);
+  } else {
+    auto file = ReadSafetensors(spec.weights_path);
+    if (!file.ok()) return file.status();
+    weights = std::move(file->tensors);
+  }
+  auto encoder = Encoder::Create(spec.config, weights, device, dtype);
+  if (!encoder.ok()) {
+    return absl::Status(encoder.status().code(),
+                        absl::StrCat("model \"", spec.name,
+                                     "\": ", encoder.status().message()));
+  }
+  return encoder;
+}
+
+}  // namespace encoder::model

@@ -1,0 +1,63 @@
+// Named models: the built-in defaults (one per positional scheme) and a
+// repository file that defines models and points at weights.
+#ifndef ENCODER_SERVER_MODEL_MODEL_REPOSITORY_H_
+#define ENCODER_SERVER_MODEL_MODEL_REPOSITORY_H_
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/model/config.h"
+#include "server/model/encoder.h"
+
+namespace encoder::model {
+
+struct ModelSpec {
+  std::string name;
+  ModelConfig config;
+  std::string weights_path;  // safetensors; empty: random from `seed`
+  uint64_t seed = 0;
+  // Per-model batching overrides by option name (max_batch_sequences,
+  // max_batch_tokens, max_queue_delay_us, max_queued_sequences); the
+  // model layer only carries them.
+  std::map<std::string, int64_t> batching;
+};
+
+struct Repository {
+  std::vector<ModelSpec> models;
+  std::string default_model;
+};
+
+// One model per scheme, named after it ("none", "sinusoidal", "learned",
+// "rope", "alibi", "relative"), with the seeds' hyper-parameters (vocab
+// 10000, width 512, 8 heads, feed-forward 2048, 4 layers), seeded
+// deterministically. The default model is "sinusoidal".
+Repository BuiltinRepository();
+
+// Parses a repository file:
+// {"default_model": "name",            // optional: the first model
+//  "models": [{"name": "...",
+//              "config": {...} | "config_file": "path.json",
+//              "weights": "path.safetensors",   // optional
+//              "seed": 7,                       // optional
+//              "batching": {"max_batch_sequences": 16, ...}}]}
+// Relative paths are resolved against the repository file's directory.
+// Errors name the model and the field.
+absl::StatusOr<Repository> ParseRepository(const std::string& json_text,
+                                           const std::string& base_dir);
+absl::StatusOr<Repository> ReadRepository(const std::string& path);
+
+// Builds the encoder for a spec: reads its weights (or draws them from the
+// seed), checks them against the config, moves them to the device.
+absl::StatusOr<std::unique_ptr<Encoder>> LoadModel(const ModelSpec& spec,
+                                                   at::Device device,
+                                                   at::ScalarType dtype);
+
+}  // namespace encoder::model
+
+#endif  // ENCODER_SERVER_MODEL_MODEL_REPOSITORY_H_

@@ -1,0 +1,81 @@
+// The positional scheme: one interface with the three places where position
+// enters a Transformer (input, query/key, attention logits). Each hook is a
+// no-op by default; the attention code calls all three and never asks which
+// scheme it runs.
+//
+// Positions are explicit int64 tensors [batch, seq], so a shift diagnostic is
+// "positions + c". All hooks are const and thread-safe.
+#ifndef ENCODER_SERVER_MODEL_POSITIONAL_H_
+#define ENCODER_SERVER_MODEL_POSITIONAL_H_
+
+#include <ATen/ATen.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/model/config.h"
+
+namespace encoder::model {
+
+// What a scheme reports about itself (model info, diagnostics).
+struct SchemeDescription {
+  std::string name;  // "none", "sinusoidal", ...
+  // Human-readable parameters, e.g. {"base": "10000", "layout": "half"}.
+  std::map<std::string, std::string> params;
+  std::vector<double> alibi_slopes;  // per head, alibi only
+  bool extrapolates = true;          // false: longer than max_positions fails
+  int64_t max_positions = 0;
+  // Where position enters: any of "input", "query_key", "logits".
+  std::vector<std::string> hooks;
+};
+
+class PositionalScheme {
+ public:
+  virtual ~PositionalScheme() = default;
+
+  // x: [batch, seq, d_model]; positions: [batch, seq] int64.
+  // Returns x plus the positional code (a new tensor) or x itself.
+  virtual at::Tensor AddToInput(const at::Tensor& x,
+                                const at::Tensor& positions) const;
+
+  // q, k: [batch, heads, seq, head_dim]; rotated in place of the handles.
+  virtual void RotateQk(at::Tensor& q, at::Tensor& k,
+                        const at::Tensor& positions) const;
+
+  // Additive bias for the scaled scores, [batch, heads, q_seq, k_seq] in the
+  // given dtype, or an undefined tensor when the scheme adds none.
+  virtual at::Tensor AttentionBias(const at::Tensor& query_positions,
+                                   const at::Tensor& key_positions,
+                                   at::ScalarType dtype) const;
+
+  virtual SchemeDescription Describe() const = 0;
+
+  // The scheme's own trained tensors, by state_dict name (learned table,
+  // relative bias table); empty for parameter-free schemes.
+  virtual std::map<std::string, at::Tensor> Parameters() const { return {}; }
+
+  // The additive code PE(p) for positions [n] -> [n, d_model], for schemes
+  // that add to the input; undefined otherwise. Used by diagnostics.
+  virtual at::Tensor InputCode(const at::Tensor& positions) const {
+    (void)positions;
+    return {};
+  }
+};
+
+// Builds the scheme for a config. `params` supplies trained tensors by
+// state_dict name ("pos_embedding.weight", "relative_attention_bias.weight")
+// already checked for shape by the caller; missing ones are an error.
+absl::StatusOr<std::unique_ptr<PositionalScheme>> MakePositionalScheme(
+    const ModelConfig& config, const std::map<std::string, at::Tensor>& params,
+    at::Device device, at::ScalarType dtype);
+
+// Names and shapes of the trained tensors a scheme needs.
+std::map<std::string, std::vector<int64_t>> SchemeParameterShapes(
+    const ModelConfig& config);
+
+}  // namespace encoder::model
+
+#endif  // ENCODER_SERVER_MODEL_POSITIONAL_H_

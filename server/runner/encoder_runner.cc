@@ -1,0 +1,165 @@
+#include "server/runner/encoder_runner.h"
+
+#include <c10/core/InferenceMode.h>
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "server/diagnostics/diagnostics.h"
+
+#ifdef ENCODER_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace encoder::runner {
+namespace {
+
+using batching::SequenceResult;
+using batching::SequenceSpec;
+
+std::vector<float> ToFloats(const at::Tensor& t) {
+  at::Tensor c = t.to(at::kCPU, at::kFloat).contiguous();
+  return std::vector<float>(c.data_ptr<float>(),
+                            c.data_ptr<float>() + c.numel());
+}
+
+}  // namespace
+
+// Per-runner device resources: its own CUDA stream, so that several model
+// workers do not serialize on the default stream.
+struct EncoderRunner::DeviceState {
+#ifdef ENCODER_WITH_CUDA
+  std::optional<c10::cuda::CUDAStream> stream;
+#endif
+};
+
+EncoderRunner::EncoderRunner(const model::Encoder* model)
+    : model_(model), device_state_(std::make_unique<DeviceState>()) {
+#ifdef ENCODER_WITH_CUDA
+  if (model_->device().is_cuda()) {
+    device_state_->stream =
+        c10::cuda::getStreamFromPool(false, model_->device().index());
+  }
+#endif
+}
+
+EncoderRunner::~EncoderRunner() = default;
+
+absl::Status EncoderRunner::Run(const std::vector<const SequenceSpec*>& batch,
+                                std::vector<SequenceResult>* results) {
+  try {
+#ifdef ENCODER_WITH_CUDA
+    std::optional<c10::cuda::CUDAStreamGuard> guard;
+    if (device_state_->stream) guard.emplace(*device_state_->stream);
+#endif
+    return RunImpl(batch, results);
+  } catch (const c10::OutOfMemoryError& e) {
+#ifdef ENCODER_WITH_CUDA
+    c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
+    return absl::ResourceExhaustedError(
+        absl::StrCat("device out of memory for a batch of ", batch.size(),
+                     " sequences; retry with fewer or shorter inputs"));
+  } catch (const c10::Error& e) {
+    return absl::InternalError(
+        absl::StrCat("forward failed: ", e.what_without_backtrace()));
+  }
+}
+
+absl::Status EncoderRunner::RunImpl(
+    const std::vector<const SequenceSpec*>& batch,
+    std::vector<SequenceResult>* results) {
+  c10::InferenceMode guard;
+  const int64_t b = static_cast<int64_t>(batch.size());
+  int64_t longest = 0;
+  for (const SequenceSpec* spec : batch) {
+    longest = std::max<int64_t>(longest, spec->token_ids.size());
+  }
+  // Host tensors (pinned when the model is on a GPU, for async copies).
+  const bool cuda = model_->device().is_cuda();
+  auto host = at::TensorOptions().pinned_memory(cuda);
+  model::EncoderInput input;
+  input.ids = at::zeros({b, longest}, host.dtype(at::kLong));
+  input.mask = at::zeros({b, longest}, host.dtype(at::kBool));
+  int64_t* ids = input.ids.data_ptr<int64_t>();
+  bool* mask = input.mask.data_ptr<bool>();
+  std::set<int64_t> layers;
+  bool any_stats = false;
+  for (int64_t i = 0; i < b; ++i) {
+    const std::vector<int64_t>& t = batch[i]->token_ids;
+    std::copy(t.begin(), t.end(), ids + i * longest);
+    std::fill(mask + i * longest, mask + i * longest + t.size(), true);
+    layers.insert(batch[i]->attention_layers.begin(),
+                  batch[i]->attention_layers.end());
+    any_stats |= batch[i]->want_attention_stats;
+  }
+  if (cuda) {
+    input.ids = input.ids.to(model_->device(), /*non_blocking=*/true);
+    input.mask = input.mask.to(model_->device(), /*non_blocking=*/true);
+  }
+  const int64_t num_layers = model_->config().num_layers;
+  if (any_stats) {
+    for (int64_t l = 0; l < num_layers; ++l) layers.insert(l);
+  }
+  model::ForwardOptions options;
+  options.attention_layers.assign(layers.begin(), layers.end());
+  auto out = model_->Forward(input, options);
+  if (!out.ok()) return out.status();
+
+  const at::Tensor mask_dev = input.mask.to(model_->device());
+  results->assign(b, SequenceResult{});
+  for (int64_t i = 0; i < b; ++i) {
+    const SequenceSpec& spec = *batch[i];
+    SequenceResult& r = (*results)[i];
+    const int64_t n = static_cast<int64_t>(spec.token_ids.size());
+    at::Tensor tokens = out->tokens[i].narrow(0, 0, n).unsqueeze(0);
+    at::Tensor pooled = model::Pool(
+        tokens, mask_dev[i].narrow(0, 0, n).unsqueeze(0),
+        spec.pooling == batching::PoolingMode::kFirst ? model::Pooling::kFirst
+                                                      : model::Pooling::kMean,
+        spec.normalize);
+    r.pooled = ToFloats(pooled);
+    r.num_tokens = n;
+    r.dim = model_->config().d_model;
+    if (spec.want_tokens) r.tokens = ToFloats(tokens);
+    if (!spec.attention_layers.empty()) {
+      std::vector<at::Tensor> maps;
+      for (int64_t l : spec.attention_layers) {
+        at::Tensor m = out->attention.at(l)[i].narrow(1, 0, n).narrow(2, 0, n);
+        if (!spec.attention_heads.empty()) {
+          m = m.index_select(
+              0, at::tensor(spec.attention_heads, at::kLong).to(m.device()));
+        }
+        maps.push_back(spec.average_heads ? m.mean(0) : m);
+      }
+      at::Tensor stacked = at::stack(maps);
+      r.attention_shape.assign(stacked.sizes().begin(), stacked.sizes().end());
+      r.attention = ToFloats(stacked);
+    }
+    if (spec.want_attention_stats) {
+      for (int64_t l = 0; l < num_layers; ++l) {
+        at::Tensor m = out->attention.at(l)[i].narrow(1, 0, n).narrow(2, 0, n);
+        for (const diagnostics::HeadStats& h :
+             diagnostics::ComputeHeadStats(m, l)) {
+          r.attention_stats.push_back({h.layer, h.head, h.entropy,
+                                       h.mean_distance, h.self_mass,
+                                       h.prev_mass, h.next_mass, h.first_mass});
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EncoderRunner::WarmUp() {
+  SequenceSpec spec;
+  spec.token_ids = {1, 5, 6, 7, 2};
+  spec.want_tokens = true;
+  std::vector<SequenceResult> results;
+  return Run({&spec}, &results);
+}
+
+}  // namespace encoder::runner

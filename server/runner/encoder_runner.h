@@ -1,0 +1,42 @@
+// Runs batches of sequences on a model::Encoder: pads them into one tensor
+// with a key-padding mask, runs one forward pass, and slices each sequence's
+// pooled output, token embeddings, attention maps and statistics back out.
+// The bridge between the torch-free batcher and the LibTorch model.
+#ifndef ENCODER_SERVER_RUNNER_ENCODER_RUNNER_H_
+#define ENCODER_SERVER_RUNNER_ENCODER_RUNNER_H_
+
+#include <memory>
+#include <vector>
+
+#include "server/batching/model_runner.h"
+#include "server/model/encoder.h"
+
+namespace encoder::runner {
+
+class EncoderRunner : public batching::ModelRunner {
+ public:
+  // `model` must outlive the runner.
+  explicit EncoderRunner(const model::Encoder* model);
+  ~EncoderRunner() override;
+
+  // CUDA out-of-memory comes back as RESOURCE_EXHAUSTED (after releasing
+  // cached blocks); other library failures as INTERNAL.
+  absl::Status Run(const std::vector<const batching::SequenceSpec*>& batch,
+                   std::vector<batching::SequenceResult>* results) override;
+
+  // One forward pass on a short input, so the first request is not slow.
+  absl::Status WarmUp();
+
+ private:
+  struct DeviceState;  // CUDA stream, when built with CUDA
+
+  absl::Status RunImpl(const std::vector<const batching::SequenceSpec*>& batch,
+                       std::vector<batching::SequenceResult>* results);
+
+  const model::Encoder* model_;
+  std::unique_ptr<DeviceState> device_state_;
+};
+
+}  // namespace encoder::runner
+
+#endif  // ENCODER_SERVER_RUNNER_ENCODER_RUNNER_H_

@@ -1,0 +1,76 @@
+// Hosts the models of a repository: for each, the encoder, its runner and
+// its batcher (one worker per model). Built once at start-up; read-only and
+// thread-safe afterwards, except DrainAll.
+#ifndef ENCODER_SERVER_RUNNER_MODEL_HOST_H_
+#define ENCODER_SERVER_RUNNER_MODEL_HOST_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/batching/batcher.h"
+#include "server/model/model_repository.h"
+#include "server/runner/encoder_runner.h"
+
+namespace encoder::runner {
+
+struct HostOptions {
+  at::Device device = at::kCPU;
+  at::ScalarType dtype = at::kFloat;
+  // Defaults for every model; a model's repository entry may override.
+  batching::BatchOptions batching;
+  bool warm_up = true;
+  // Observer for a model's batcher (metrics); may be empty.
+  std::function<batching::BatcherObserver(const std::string& model)>
+      make_observer;
+};
+
+struct HostedModel {
+  model::ModelSpec spec;
+  std::unique_ptr<model::Encoder> encoder;
+  std::unique_ptr<EncoderRunner> runner;
+  batching::BatchOptions batch_options;
+  std::unique_ptr<batching::Batcher> batcher;  // destroyed first
+};
+
+class ModelHost {
+ public:
+  // Loads every model of the repository (weights, device, warm-up) and
+  // starts its batcher. Fails on the first model that cannot be loaded,
+  // naming it.
+  static absl::StatusOr<std::unique_ptr<ModelHost>> Create(
+      const model::Repository& repository, const HostOptions& options);
+
+  ~ModelHost();
+
+  // The model by name; an empty name gives the default. nullptr: unknown.
+  const HostedModel* Find(const std::string& name) const;
+  const std::vector<std::unique_ptr<HostedModel>>& models() const {
+    return models_;
+  }
+  const std::string& default_model() const { return default_model_; }
+  const HostOptions& options() const { return options_; }
+
+  // Stops every batcher accepting and waits for accepted work, up to
+  // `deadline`. Returns whether everything completed.
+  bool DrainAll(absl::Time deadline);
+
+ private:
+  ModelHost() = default;
+
+  HostOptions options_;
+  std::vector<std::unique_ptr<HostedModel>> models_;
+  std::string default_model_;
+};
+
+// Applies a repository entry's batching overrides to the defaults.
+batching::BatchOptions MergeBatchOptions(
+    const batching::BatchOptions& defaults,
+    const std::map<std::string, int64_t>& overrides);
+
+}  // namespace encoder::runner
+
+#endif  // ENCODER_SERVER_RUNNER_MODEL_HOST_H_

@@ -1,0 +1,214 @@
+#include "server/batching/batch_policy.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace encoder::batching {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+const absl::Time kStart = absl::FromUnixSeconds(1'000'000);
+
+// A queue of the given lengths, enqueued one millisecond apart from kStart.
+std::vector<QueuedSequence> Queue(const std::vector<int64_t>& lengths) {
+  std::vector<QueuedSequence> queue;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    queue.push_back({lengths[i], kStart + absl::Milliseconds(i)});
+  }
+  return queue;
+}
+
+BatchOptions Options(int64_t max_sequences, int64_t max_tokens,
+                     absl::Duration delay, bool group) {
+  BatchOptions options;
+  options.max_batch_sequences = max_sequences;
+  options.max_batch_tokens = max_tokens;
+  options.max_queue_delay = delay;
+  options.group_by_length = group;
+  return options;
+}
+
+int64_t PaddedTokens(const std::vector<QueuedSequence>& queue,
+                     const std::vector<size_t>& take) {
+  int64_t longest = 0;
+  for (size_t i : take) longest = std::max(longest, queue[i].length);
+  return longest * static_cast<int64_t>(take.size());
+}
+
+TEST(DecideBatchTest, EmptyQueueWaitsForever) {
+  const BatchDecision d =
+      DecideBatch({}, Options(8, 1000, absl::Milliseconds(5), true), kStart);
+  EXPECT_THAT(d.take, IsEmpty());
+  EXPECT_EQ(d.wake_at, absl::InfiniteFuture());
+}
+
+TEST(DecideBatchTest, SingleSequenceWithZeroDelayRunsAtOnce) {
+  const BatchDecision d = DecideBatch(
+      Queue({7}), Options(8, 1000, absl::ZeroDuration(), true), kStart);
+  EXPECT_THAT(d.take, ElementsAre(0u));
+}
+
+TEST(DecideBatchTest, ZeroDelayTakesEverythingThatFits) {
+  const BatchDecision d = DecideBatch(
+      Queue({3, 4, 5}), Options(8, 1000, absl::ZeroDuration(), true),
+      kStart + absl::Milliseconds(2));
+  EXPECT_THAT(d.take, ElementsAre(0u, 1u, 2u));
+}
+
+TEST(DecideBatchTest, WaitsUntilOldestEnqueuedPlusDelay) {
+  const auto queue = Queue({7, 8});
+  const BatchOptions options = Options(8, 1000, absl::Milliseconds(50), true);
+  const absl::Time due = kStart + absl::Milliseconds(50);
+
+  BatchDecision d = DecideBatch(queue, options, kStart + absl::Milliseconds(3));
+  EXPECT_THAT(d.take, IsEmpty());
+  EXPECT_EQ(d.wake_at, due);  // the oldest's, not the newest's
+
+  d = DecideBatch(queue, options, due - absl::Nanoseconds(1));
+  EXPECT_THAT(d.take, IsEmpty());
+  EXPECT_EQ(d.wake_at, due);
+
+  d = DecideBatch(queue, options, due);
+  EXPECT_THAT(d.take, ElementsAre(0u, 1u));
+}
+
+TEST(DecideBatchTest, InfiniteDelayWaitsForArrivalsOnly) {
+  const BatchDecision d =
+      DecideBatch(Queue({7}), Options(8, 1000, absl::InfiniteDuration(), true),
+                  kStart + absl::Hours(24));
+  EXPECT_THAT(d.take, IsEmpty());
+  EXPECT_EQ(d.wake_at, absl::InfiniteFuture());
+}
+
+TEST(DecideBatchTest, FullByCountRunsWithoutWaiting) {
+  const BatchOptions options = Options(3, 1000, absl::Hours(1), false);
+  BatchDecision d = DecideBatch(Queue({5, 5, 5}), options, kStart);
+  EXPECT_THAT(d.take, ElementsAre(0u, 1u, 2u));
+
+  d = DecideBatch(Queue({5, 5, 5, 5, 5}), options, kStart);
+  EXPECT_THAT(d.take, ElementsAre(0u, 1u, 2u));
+}
+
+TEST(DecideBatchTest, MaxOneSequenceTakesOnlyTheOldest) {
+  const BatchDecision d = DecideBatch(
+      Queue({5, 5, 5}), Options(1, 1000, absl::Hours(1), true), kStart);
+  EXPECT_THAT(d.take, ElementsAre(0u));
+}
+
+TEST(DecideBatchTest, TokenLimitCountsLongestTimesCount) {
+  // 10 x 2 = 20 fits in 25; 10 x 3 = 30 does not, though the sum (14) would.
+  const BatchDecision d = DecideBatch(
+      Queue({10, 2, 2}), Options(8, 25, absl::ZeroDuration(), false), kStart);
+  EXPECT_THAT(d.take, ElementsAre(0u, 1u));
+}
+
+TEST(DecideBatchTest, TokenLimitRespectedAcrossManyQueues) {
+  for (int64_t max_tokens : {16, 40, 64, 100}) {
+    for (bool group : {false, true}) {
+      std::vector<int64_t> lengths;
+      for (int i = 0; i < 40; ++i) lengths.push_back(1 + (i * 7) % 15);
+      const auto queue = Queue(lengths);
+      const BatchDecision d = DecideBatch(
+          queue, Options(16, max_tokens, absl::ZeroDuration(), group), kStart);
+      ASSERT_FALSE(d.take.empty());
+      EXPECT_EQ(d.take.front(), 0u);
+      EXPECT_LE(d.take.size(), 16u);
+      EXPECT_LE(PaddedTokens(queue, d.take), max_tokens)
+          << "max_tokens=" << max_tokens << " group=" << group;
+    }
+  }
+}
+
+TEST(DecideBatchTest, FullByTokensRunsWithoutWaiting) {
+  // 3 x 10 = 30 reaches the limit exactly.
+  BatchDecision d = DecideBatch(Queue({10, 10, 10}),
+                                Options(8, 30, absl::Hours(1), true), kStart);
+  EXPECT_THAT(d.take, ElementsAre(0u, 1u, 2u));
+
+  // More is queued than one batch can carry: no point in waiting.
+  d = DecideBatch(Queue({10, 12}), Options(8, 22, absl::Hours(1), true),
+                  kStart);
+  EXPECT_THAT(d.take, ElementsAre(0u));
+}
+
+TEST(DecideBatchTest, UnderfullBatchWaits) {
+  const BatchDecision d = DecideBatch(
+      Queue({10, 10}), Options(8, 30, absl::Seconds(1), true), kStart);
+  EXPECT_THAT(d.take, IsEmpty());
+  EXPECT_EQ(d.wake_at, kStart + absl::Seconds(1));
+}
+
+TEST(DecideBatchTest, OversizeSingleSequenceRunsAlone) {
+  const BatchDecision d = DecideBatch(
+      Queue({100, 5, 5}), Options(8, 50, absl::Hours(1), true), kStart);
+  EXPECT_THAT(d.take, ElementsAre(0u));
+}
+
+TEST(DecideBatchTest, OversizeSequenceBehindOthersWaitsItsTurn) {
+  const BatchDecision d = DecideBatch(
+      Queue({5, 100, 5}), Options(8, 50, absl::ZeroDuration(), true), kStart);
+  EXPECT_THAT(d.take, ElementsAre(0u, 2u));
+}
+
+TEST(DecideBatchTest, GroupingPicksSimilarLengths) {
+  const BatchDecision d =
+      DecideBatch(Queue({10, 50, 11, 49, 9, 30}),
+                  Options(3, 1000, absl::ZeroDuration(), true), kStart);
+  EXPECT_THAT(d.take, ElementsAre(0u, 2u, 4u));
+}
+
+TEST(DecideBatchTest, GroupingAlwaysIncludesTheOldest) {
+  const BatchDecision d =
+      DecideBatch(Queue({100, 5, 5, 5, 5}),
+                  Options(2, 1000, absl::ZeroDuration(), true), kStart);
+  ASSERT_EQ(d.take.size(), 2u);
+  EXPECT_EQ(d.take[0], 0u);
+}
+
+TEST(DecideBatchTest, GroupingBreaksTiesByAge) {
+  // 12 and 8 are equally close to 10: the older one (index 1) wins.
+  BatchDecision d = DecideBatch(
+      Queue({10, 12, 8}), Options(2, 1000, absl::ZeroDuration(), true), kStart);
+  EXPECT_THAT(d.take, ElementsAre(0u, 1u));
+  d = DecideBatch(Queue({10, 8, 12}),
+                  Options(2, 1000, absl::ZeroDuration(), true), kStart);
+  EXPECT_THAT(d.take, ElementsAre(0u, 1u));
+}
+
+TEST(DecideBatchTest, GroupingSkipsWhatDoesNotFitAndKeepsLooking) {
+  // 14 is closest to 10 but 14 x 2 = 28 > 25; 4 is further and fits.
+  const BatchDecision d = DecideBatch(
+      Queue({10, 14, 4}), Options(8, 25, absl::ZeroDuration(), true), kStart);
+  EXPECT_THAT(d.take, ElementsAre(0u, 2u));
+}
+
+TEST(DecideBatchTest, ArrivalOrderWhenGroupingOff) {
+  const BatchDecision d =
+      DecideBatch(Queue({10, 50, 11, 49, 9, 30}),
+                  Options(3, 1000, absl::ZeroDuration(), false), kStart);
+  EXPECT_THAT(d.take, ElementsAre(0u, 1u, 2u));
+}
+
+TEST(DecideBatchTest, ResultIndicesAreOldestFirst) {
+  // Grouping visits 3 (length 20) before 1 (length 26); the result is sorted.
+  const BatchDecision d =
+      DecideBatch(Queue({20, 26, 40, 20, 90}),
+                  Options(3, 1000, absl::ZeroDuration(), true), kStart);
+  EXPECT_THAT(d.take, ElementsAre(0u, 1u, 3u));
+  EXPECT_TRUE(std::is_sorted(d.take.begin(), d.take.end()));
+}
+
+TEST(DecideBatchTest, NonPositiveLimitsStillRunTheOldest) {
+  const BatchDecision d =
+      DecideBatch(Queue({4, 4}), Options(0, 0, absl::Hours(1), true), kStart);
+  EXPECT_THAT(d.take, ElementsAre(0u));
+}
+
+}  // namespace
+}  // namespace encoder::batching

@@ -1,0 +1,97 @@
+#include "server/model/config.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "server/model/tokenizer.h"
+
+namespace encoder::model {
+namespace {
+
+TEST(Config, ParsesEveryField) {
+  auto c = ParseModelConfig(R"({
+    "vocab_size": 500, "d_model": 64, "num_heads": 4, "num_layers": 3,
+    "d_ff": 128, "activation": "gelu", "norm_first": true,
+    "layer_norm_eps": 1e-6, "max_positions": 77, "max_input_tokens": 99,
+    "pooling": "first", "normalize": true, "embedding_scale": true,
+    "positional": {"type": "sinusoidal", "base": 500, "layout": "concat",
+                   "denominator": "half_minus_one", "offset": 2}})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->vocab_size, 500);
+  EXPECT_EQ(c->num_layers, 3);
+  EXPECT_EQ(c->activation, Activation::kGelu);
+  EXPECT_TRUE(c->norm_first);
+  EXPECT_DOUBLE_EQ(c->layer_norm_eps, 1e-6);
+  EXPECT_EQ(c->max_length(), 99);
+  EXPECT_EQ(c->pooling, Pooling::kFirst);
+  EXPECT_TRUE(c->normalize && c->embedding_scale);
+  EXPECT_EQ(c->positional.sinusoidal_layout, SinusoidalLayout::kConcat);
+  EXPECT_EQ(c->positional.sinusoidal_denominator,
+            SinusoidalDenominator::kHalfMinusOne);
+  EXPECT_EQ(c->positional.sinusoidal_offset, 2);
+  EXPECT_DOUBLE_EQ(c->positional.base, 500);
+}
+
+TEST(Config, DefaultsAreTheSeedsExperiment) {
+  auto c = ParseModelConfig("{}");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->vocab_size, 10000);
+  EXPECT_EQ(c->d_model, 512);
+  EXPECT_EQ(c->num_heads, 8);
+  EXPECT_EQ(c->d_ff, 2048);
+  EXPECT_EQ(c->positional.type, SchemeType::kSinusoidal);
+  EXPECT_EQ(c->positional.sinusoidal_layout, SinusoidalLayout::kInterleaved);
+}
+
+TEST(Config, LearnedLengthLimitIsTheTable) {
+  auto c = ParseModelConfig(
+      R"({"max_positions": 128, "positional": {"type": "learned"}})");
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->rejects_beyond_max_positions());
+  EXPECT_EQ(c->max_length(), 128);
+}
+
+TEST(Config, ErrorsNameTheField) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"not json", "not valid JSON"},
+      {"[]", "JSON object"},
+      {R"({"d_modle": 3})", "unknown key \"d_modle\""},
+      {R"({"d_model": "big"})", "d_model must be an integer"},
+      {R"({"d_model": 10, "num_heads": 3})", "not divisible"},
+      {R"({"activation": "tanh"})", "activation \"tanh\""},
+      {R"({"positional": {"type": "wavelet"}})", "\"wavelet\""},
+      {R"({"positional": {"type": "rope", "layout": "concat"}})",
+       "layout \"concat\""},
+      {R"({"positional": {"type": "relative", "num_buckets": 7}})",
+       "num_buckets"},
+      {R"({"d_model": 12, "num_heads": 4, "positional": {"type": "rope"}})",
+       "even head dim"},
+      {R"({"vocab_size": 0})", "vocab_size must be > 0"},
+  };
+  for (const auto& [json, needle] : cases) {
+    auto c = ParseModelConfig(json);
+    ASSERT_FALSE(c.ok()) << json;
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(c.status().message()).find(needle), std::string::npos)
+        << json << " -> " << c.status();
+  }
+}
+
+TEST(Tokenizer, BytesAreShiftedAndFramed) {
+  auto ids = ByteTokenizer::Encode("Hé", 10000);
+  ASSERT_TRUE(ids.ok());
+  // 'H' = 0x48, 'é' = 0xc3 0xa9 in UTF-8.
+  const std::vector<int64_t> want = {1, 4 + 0x48, 4 + 0xc3, 4 + 0xa9, 2};
+  EXPECT_EQ(*ids, want);
+  EXPECT_EQ(ByteTokenizer::Label(1), "[CLS]");
+  EXPECT_EQ(ByteTokenizer::Label(4 + 'a'), "a");
+  EXPECT_EQ(ByteTokenizer::Label(4 + 0xc3), "\\xc3");
+  auto small = ByteTokenizer::Encode("x", 100);
+  ASSERT_FALSE(small.ok());
+  EXPECT_NE(std::string(small.status().message()).find("260"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace encoder::model

@@ -1,0 +1,233 @@
+#include "server/model/encoder.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "server/model/model_repository.h"
+
+namespace encoder::model {
+namespace {
+
+ModelConfig SmallConfig(SchemeType type) {
+  ModelConfig c;
+  c.vocab_size = 300;
+  c.d_model = 32;
+  c.num_heads = 4;
+  c.num_layers = 2;
+  c.d_ff = 64;
+  c.max_positions = 40;
+  c.positional.type = type;
+  return c;
+}
+
+std::unique_ptr<Encoder> Make(const ModelConfig& c, uint64_t seed = 1) {
+  auto enc = Encoder::Create(c, Encoder::RandomStateDict(c, seed), at::kCPU);
+  EXPECT_TRUE(enc.ok()) << enc.status();
+  return std::move(enc).value();
+}
+
+EncoderInput Single(const std::vector<int64_t>& ids) {
+  EncoderInput in;
+  in.ids = at::tensor(ids, at::kLong).view({1, -1});
+  in.mask = at::ones_like(in.ids, at::kBool);
+  return in;
+}
+
+at::Tensor Tokens(const Encoder& enc, const EncoderInput& in) {
+  auto out = enc.Forward(in, {});
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out->tokens;
+}
+
+double MaxAbs(const at::Tensor& t) {
+  return t.numel() == 0 ? 0.0 : t.abs().max().item<double>();
+}
+
+const std::vector<SchemeType> kAllSchemes = {
+    SchemeType::kNone, SchemeType::kSinusoidal, SchemeType::kLearned,
+    SchemeType::kRope, SchemeType::kAlibi,      SchemeType::kRelative};
+
+TEST(Encoder, OnlyNoneIsPermutationEquivariant) {
+  const std::vector<int64_t> ids = {5, 17, 42, 99, 7, 250, 31, 64};
+  const std::vector<int64_t> perm = {3, 0, 7, 5, 1, 6, 2, 4};
+  std::vector<int64_t> permuted;
+  for (int64_t p : perm) permuted.push_back(ids[p]);
+  at::Tensor index = at::tensor(perm, at::kLong);
+  for (SchemeType type : kAllSchemes) {
+    auto enc = Make(SmallConfig(type));
+    at::Tensor y = Tokens(*enc, Single(ids))[0];
+    at::Tensor y_perm = Tokens(*enc, Single(permuted))[0];
+    // f(Px) against P f(x).
+    const double err = MaxAbs(y_perm - y.index_select(0, index));
+    if (type == SchemeType::kNone) {
+      EXPECT_LT(err, 1e-5) << SchemeName(type);
+    } else {
+      EXPECT_GT(err, 1e-3) << SchemeName(type);
+    }
+  }
+}
+
+TEST(Encoder, PaddingDoesNotChangeResults) {
+  for (SchemeType type : kAllSchemes) {
+    auto enc = Make(SmallConfig(type));
+    const std::vector<std::vector<int64_t>> seqs = {
+        {1, 9, 8, 7}, {1, 20, 21, 22, 23, 24, 25, 26, 27, 2}, {1, 2}};
+    EncoderInput batch;
+    batch.ids = at::zeros({3, 10}, at::kLong);
+    batch.mask = at::zeros({3, 10}, at::kBool);
+    for (int64_t b = 0; b < 3; ++b) {
+      for (size_t s = 0; s < seqs[b].size(); ++s) {
+        batch.ids[b][s] = seqs[b][s];
+        batch.mask[b][s] = true;
+      }
+    }
+    auto out = enc->Forward(batch, {{0, 1}});
+    ASSERT_TRUE(out.ok()) << out.status();
+    for (int64_t b = 0; b < 3; ++b) {
+      const int64_t n = static_cast<int64_t>(seqs[b].size());
+      auto alone = enc->Forward(Single(seqs[b]), {{1}});
+      ASSERT_TRUE(alone.ok());
+      at::Tensor got = out->tokens[b].narrow(0, 0, n);
+      EXPECT_LT(MaxAbs(got - alone->tokens[0]), 1e-5) << SchemeName(type);
+      at::Tensor attn = out->attention.at(1)[b];  // [H, S, S]
+      EXPECT_LT(MaxAbs(attn.narrow(1, 0, n).narrow(2, 0, n) -
+                       alone->attention.at(1)[0]),
+                1e-5);
+      // Padded keys get no probability; real rows sum to one.
+      EXPECT_EQ(MaxAbs(attn.narrow(1, 0, n).narrow(2, n, 10 - n)), 0.0);
+      EXPECT_LT(MaxAbs(attn.narrow(1, 0, n).sum(-1) - 1), 1e-5);
+    }
+  }
+}
+
+TEST(Encoder, SameSeedSameWeightsOtherSeedOtherWeights) {
+  ModelConfig c = SmallConfig(SchemeType::kRelative);
+  auto a = Encoder::RandomStateDict(c, 5), b = Encoder::RandomStateDict(c, 5),
+       other = Encoder::RandomStateDict(c, 6);
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, t] : a) {
+    EXPECT_TRUE(t.equal(b.at(name))) << name;
+  }
+  EXPECT_FALSE(a.at("embedding.weight").equal(other.at("embedding.weight")));
+  EXPECT_EQ(a.count("relative_attention_bias.weight"), 1u);
+}
+
+TEST(Encoder, StateDictMismatchesNameTheTensor) {
+  ModelConfig c = SmallConfig(SchemeType::kLearned);
+  auto dict = Encoder::RandomStateDict(c, 1);
+  auto expect_error = [&](std::map<std::string, at::Tensor> d,
+                          const std::string& needle) {
+    auto enc = Encoder::Create(c, d, at::kCPU);
+    ASSERT_FALSE(enc.ok());
+    EXPECT_EQ(enc.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(enc.status().message()).find(needle),
+              std::string::npos)
+        << enc.status();
+  };
+  auto missing = dict;
+  missing.erase("pos_embedding.weight");
+  expect_error(missing, "missing tensor \"pos_embedding.weight\"");
+  auto extra = dict;
+  extra["encoder.layers.9.linear1.weight"] = at::zeros({1});
+  expect_error(extra, "unexpected tensor \"encoder.layers.9.linear1.weight\"");
+  auto shape = dict;
+  shape["encoder.layers.1.linear2.weight"] = at::zeros({32, 63});
+  expect_error(shape, "\"encoder.layers.1.linear2.weight\" has shape [32, 63]");
+  auto dtype = dict;
+  dtype["embedding.weight"] = at::zeros({300, 32}, at::kLong);
+  expect_error(dtype, "\"embedding.weight\" has dtype Long");
+}
+
+TEST(Encoder, LearnedRejectsInputsBeyondItsTableAndNamesIt) {
+  auto enc = Make(SmallConfig(SchemeType::kLearned));
+  EXPECT_TRUE(enc->Forward(Single(std::vector<int64_t>(40, 5)), {}).ok());
+  auto out = enc->Forward(Single(std::vector<int64_t>(41, 5)), {});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(out.status().message()).find("40 positions"),
+            std::string::npos)
+      << out.status();
+  // Extrapolating schemes accept the same length.
+  auto rope = Make(SmallConfig(SchemeType::kRope));
+  EXPECT_TRUE(rope->Forward(Single(std::vector<int64_t>(41, 5)), {}).ok());
+}
+
+TEST(Encoder, BadInputsAreInvalidArgument) {
+  auto enc = Make(SmallConfig(SchemeType::kAlibi));
+  auto vocab = enc->Forward(Single({1, 300}), {});
+  EXPECT_EQ(vocab.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(vocab.status().message()).find("[0, 300)"),
+            std::string::npos);
+  EXPECT_EQ(enc->Forward(Single({1, -1}), {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(enc->Forward(Single({1, 2}), {{2}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EncoderInput bad = Single({1, 2});
+  bad.mask = at::ones({1, 3}, at::kBool);
+  EXPECT_EQ(enc->Forward(bad, {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Pool, MeanIgnoresPaddingFirstTakesTokenZeroNormalizeIsUnit) {
+  at::Tensor tokens =
+      at::tensor({1.0f, 2.0f, 3.0f, 4.0f, 100.0f, 100.0f}).view({1, 3, 2});
+  at::Tensor mask = at::tensor({1, 1, 0}, at::kLong).view({1, 3}).to(at::kBool);
+  at::Tensor mean = Pool(tokens, mask, Pooling::kMean, false);
+  EXPECT_FLOAT_EQ(mean[0][0].item<float>(), 2.0f);
+  EXPECT_FLOAT_EQ(mean[0][1].item<float>(), 3.0f);
+  at::Tensor first = Pool(tokens, mask, Pooling::kFirst, true);
+  EXPECT_NEAR(first[0][0].item<float>(), 1 / std::sqrt(5.0f), 1e-7);
+  EXPECT_NEAR(first.norm().item<float>(), 1.0f, 1e-6);
+}
+
+TEST(Repository, BuiltinsCoverEverySchemeAndLoad) {
+  Repository repo = BuiltinRepository();
+  ASSERT_EQ(repo.models.size(), 6u);
+  EXPECT_EQ(repo.default_model, "sinusoidal");
+  for (size_t i = 0; i < repo.models.size(); ++i) {
+    EXPECT_EQ(repo.models[i].name, SchemeName(kAllSchemes[i]));
+    EXPECT_EQ(repo.models[i].config.d_model, 512);
+    EXPECT_EQ(repo.models[i].config.num_heads, 8);
+    EXPECT_EQ(repo.models[i].config.d_ff, 2048);
+    EXPECT_EQ(repo.models[i].config.vocab_size, 10000);
+  }
+}
+
+TEST(Repository, ParsesModelsAndRejectsMistakes) {
+  auto repo = ParseRepository(
+      R"({"default_model": "b", "models": [
+            {"name": "a", "config": {"d_model": 16, "num_heads": 2,
+             "positional": {"type": "rope", "layout": "half"}}},
+            {"name": "b", "config_file": "b.json", "seed": 3,
+             "batching": {"max_batch_sequences": 4}}]})",
+      "/nonexistent");
+  EXPECT_FALSE(repo.ok());  // b.json cannot be read
+  EXPECT_NE(std::string(repo.status().message()).find("model \"b\""),
+            std::string::npos);
+  auto ok = ParseRepository(
+      R"({"models": [{"name": "a", "seed": 9, "batching":
+           {"max_queue_delay_us": 500},
+           "config": {"d_model": 16, "num_heads": 2,
+                      "positional": {"type": "rope", "layout": "half"}}}]})",
+      "");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->default_model, "a");
+  EXPECT_EQ(ok->models[0].seed, 9u);
+  EXPECT_EQ(ok->models[0].batching.at("max_queue_delay_us"), 500);
+  EXPECT_EQ(ok->models[0].config.positional.rope_layout, RopeLayout::kHalf);
+  for (const char* bad :
+       {R"({"models": []})", R"({"models": [{"name": "a", "wat": 1}]})",
+        R"({"models": [{"name": "a"}, {"name": "a"}]})",
+        R"({"models": [{"name": "a"}], "default_model": "z"})",
+        R"({"models": [{"name": "a", "config": {"d_model": 10,
+             "num_heads": 3}}]})"}) {
+    EXPECT_EQ(ParseRepository(bad, "").status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
+}
+
+}  // namespace
+}  // namespace encoder::model

@@ -1,0 +1,201 @@
+// Every test vector and property of PE_SPEC.md for the pure scheme math.
+#include "server/model/pe_math.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace encoder::model {
+namespace {
+
+at::Tensor Code(std::vector<int64_t> positions, int64_t d,
+                PositionalConfig pc = {}) {
+  return SinusoidalCode(at::tensor(positions, at::kLong), d, pc);
+}
+
+void ExpectVectorNear(const at::Tensor& got, const std::vector<double>& want,
+                      double tol) {
+  ASSERT_EQ(got.numel(), static_cast<int64_t>(want.size()));
+  at::Tensor g = got.to(at::kDouble).contiguous();
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(g.data_ptr<double>()[i], want[i], tol) << "index " << i;
+  }
+}
+
+TEST(Sinusoidal, SpecVectorsD8) {
+  at::Tensor pe = Code({1, 3}, 8);
+  ExpectVectorNear(pe[0],
+                   {0.841471, 0.540302, 0.099833, 0.995004, 0.010000, 0.999950,
+                    0.001000, 1.000000},
+                   1e-6);
+  ExpectVectorNear(pe[1],
+                   {0.141120, -0.989992, 0.295520, 0.955336, 0.029996, 0.999550,
+                    0.003000, 0.999996},
+                   1e-6);
+}
+
+TEST(Sinusoidal, ShiftIsABlockRotationIndependentOfPosition) {
+  const int64_t d = 16;
+  const std::vector<double> w =
+      SinusoidalFrequencies(d, 10000, SinusoidalDenominator::kModelDim);
+  for (int64_t k : {1, 5, 37}) {
+    at::Tensor m = at::zeros({d, d}, at::kDouble);
+    for (int64_t i = 0; i < d / 2; ++i) {
+      const double c = std::cos(k * w[i]), s = std::sin(k * w[i]);
+      // (sin, cos) of (p + k) w from (sin, cos) of p w.
+      m[2 * i][2 * i] = c;
+      m[2 * i][2 * i + 1] = s;
+      m[2 * i + 1][2 * i] = -s;
+      m[2 * i + 1][2 * i + 1] = c;
+    }
+    for (int64_t p : {0, 3, 100}) {
+      at::Tensor residual = Code({p + k}, d)[0] - at::mv(m, Code({p}, d)[0]);
+      EXPECT_LT(residual.abs().max().item<double>(), 1e-12)
+          << "k=" << k << " p=" << p;
+    }
+  }
+}
+
+TEST(Sinusoidal, GramDependsOnDistanceOnlyWithSpecValues) {
+  const int64_t d = 64;
+  at::Tensor pe = Code({0, 1, 2, 5, 10, 50, 60, 61, 62, 65, 70, 110}, d);
+  const std::vector<double> want = {32, 30.917, 28.304, 23.504, 21.052, 15.674};
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double from_zero = at::dot(pe[0], pe[i]).item<double>();
+    const double from_sixty = at::dot(pe[6], pe[6 + i]).item<double>();
+    EXPECT_NEAR(from_zero, want[i], 1e-3) << "distance index " << i;
+    EXPECT_NEAR(from_zero, from_sixty, 1e-9);
+    EXPECT_NEAR(at::dot(pe[i], pe[0]).item<double>(), from_zero, 1e-12);
+  }
+}
+
+TEST(Sinusoidal, VariantsFollowTheirFormulas) {
+  PositionalConfig pc;
+  pc.sinusoidal_layout = SinusoidalLayout::kConcat;
+  pc.sinusoidal_denominator = SinusoidalDenominator::kHalfMinusOne;
+  pc.sinusoidal_offset = 2;
+  const int64_t d = 8;
+  at::Tensor pe = Code({1}, d, pc)[0];
+  // p = 1 + offset 2 = 3, w_i = 10000^(-i/3), [sin | cos].
+  std::vector<double> want(d);
+  for (int i = 0; i < 4; ++i) {
+    const double w = std::pow(10000.0, -i / 3.0);
+    want[i] = std::sin(3 * w);
+    want[4 + i] = std::cos(3 * w);
+  }
+  ExpectVectorNear(pe, want, 1e-12);
+}
+
+at::Tensor Rotate(std::vector<double> x, int64_t p, RopeLayout layout) {
+  auto [cos, sin] =
+      RopeCosSin(at::tensor({p}, at::kLong).view({1, 1}),
+                 static_cast<int64_t>(x.size()), 10000, at::kDouble);
+  // x as [batch 1, heads 1, seq 1, d].
+  at::Tensor t = at::tensor(x, at::kDouble).view({1, 1, 1, -1});
+  return RopeRotate(t, cos, sin, layout).flatten();
+}
+
+TEST(Rope, SpecVectors) {
+  ExpectVectorNear(Rotate({1, 2, 3, 4}, 1, RopeLayout::kInterleaved),
+                   {-1.142640, 1.922076, 2.959851, 4.029800}, 1e-6);
+  ExpectVectorNear(Rotate({1, 2, 3, 4}, 1, RopeLayout::kHalf),
+                   {-1.984111, 1.959901, 2.462378, 4.019800}, 1e-6);
+}
+
+TEST(Rope, ScoresDependOnlyOnOffsetAndNormsArePreserved) {
+  at::manual_seed(3);
+  std::vector<double> q(16), k(16);
+  at::Tensor rq = at::randn({16}, at::kDouble),
+             rk = at::randn({16}, at::kDouble);
+  for (int i = 0; i < 16; ++i) {
+    q[i] = rq[i].item<double>();
+    k[i] = rk[i].item<double>();
+  }
+  for (RopeLayout layout : {RopeLayout::kInterleaved, RopeLayout::kHalf}) {
+    for (int64_t delta : {0, 1, 7, 40}) {
+      const double base_score =
+          at::dot(Rotate(q, 0, layout), Rotate(k, delta, layout))
+              .item<double>();
+      for (int64_t m : {3, 250, 4000}) {
+        const double score =
+            at::dot(Rotate(q, m, layout), Rotate(k, m + delta, layout))
+                .item<double>();
+        EXPECT_NEAR(score, base_score, 1e-9) << "m=" << m << " delta=" << delta;
+      }
+    }
+    at::Tensor r = Rotate(q, 123, layout);
+    EXPECT_NEAR(r.norm().item<double>(), rq.norm().item<double>(), 1e-12);
+  }
+}
+
+TEST(Alibi, SlopesFollowThePaperRule) {
+  auto pow2 = [](std::vector<double> e) {
+    std::vector<double> v;
+    for (double x : e) v.push_back(std::pow(2.0, x));
+    return v;
+  };
+  const std::vector<std::pair<int64_t, std::vector<double>>> cases = {
+      {8, pow2({-1, -2, -3, -4, -5, -6, -7, -8})},
+      {12, pow2({-1, -2, -3, -4, -5, -6, -7, -8, -0.5, -1.5, -2.5, -3.5})},
+      {6, pow2({-2, -4, -6, -8, -1, -3})},
+      {16, pow2({-0.5, -1, -1.5, -2, -2.5, -3, -3.5, -4, -4.5, -5, -5.5, -6,
+                 -6.5, -7, -7.5, -8})},
+  };
+  for (const auto& [n, want] : cases) {
+    const std::vector<double> got = AlibiSlopes(n);
+    ASSERT_EQ(got.size(), want.size()) << "n=" << n;
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_DOUBLE_EQ(got[i], want[i]) << "n=" << n << " head " << i;
+    }
+  }
+}
+
+int64_t T5Expected(int64_t r) {
+  // The table of PE_SPEC.md for num_buckets 32, max_distance 128.
+  const int64_t a = r < 0 ? -r : r;
+  int64_t b;
+  if (a < 8) {
+    b = a;
+  } else if (a <= 11) {
+    b = 8;
+  } else if (a <= 15) {
+    b = 9;
+  } else if (a <= 22) {
+    b = 10;
+  } else if (a <= 31) {
+    b = 11;
+  } else if (a <= 45) {
+    b = 12;
+  } else if (a <= 63) {
+    b = 13;
+  } else if (a <= 90) {
+    b = 14;
+  } else {
+    b = 15;
+  }
+  return r > 0 ? b + 16 : b;
+}
+
+TEST(RelativeBucket, MatchesTheSpecTable) {
+  for (int64_t r = -300; r <= 300; ++r) {
+    EXPECT_EQ(RelativeBucket(r, 32, 128), T5Expected(r)) << "r=" << r;
+  }
+  EXPECT_EQ(RelativeBucket(0, 32, 128), 0);
+  EXPECT_EQ(RelativeBucket(1, 32, 128), 17);
+  EXPECT_EQ(RelativeBucket(8, 32, 128), 24);
+  EXPECT_EQ(RelativeBucket(64, 32, 128), 30);
+  EXPECT_EQ(RelativeBucket(91, 32, 128), 31);
+  EXPECT_EQ(RelativeBucket(100000, 32, 128), 31);
+}
+
+TEST(RelativeBucket, TensorFormAgreesElementwise) {
+  at::Tensor r = at::arange(-150, 151, at::kLong);
+  at::Tensor b = RelativeBuckets(r, 32, 128);
+  for (int64_t i = 0; i < r.numel(); ++i) {
+    EXPECT_EQ(b[i].item<int64_t>(), T5Expected(r[i].item<int64_t>()));
+  }
+}
+
+}  // namespace
+}  // namespace encoder::model
