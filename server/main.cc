@@ -1,0 +1,289 @@
+// encoder-server: flags -> options, wiring, signals, shutdown order.
+//
+// Start-up: bind gRPC (health NOT_SERVING) -> load and warm every model ->
+// health SERVING -> write the ready file. SIGINT/SIGTERM: health
+// NOT_SERVING, new calls UNAVAILABLE, accepted calls finish (bounded by
+// --drain-grace-seconds), exit 0.
+#include <ATen/Parallel.h>
+#include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "server/metrics/prometheus_metrics.h"
+#include "server/model/model_repository.h"
+#include "server/runner/model_host.h"
+#include "server/service/server.h"
+
+namespace {
+
+// Every flag, with its default; filled by ParseFlags and read only here.
+struct Flags {
+  std::string listen = "127.0.0.1:50051";
+  std::string metrics_listen;
+  std::string models;
+  std::string device = "auto";
+  std::string dtype = "float32";
+  int intra_op_threads = 1;
+  int64_t max_receive_message_bytes = 16 << 20;
+  int64_t max_send_message_bytes = 64 << 20;
+  int64_t max_inputs_per_request = 256;
+  int64_t max_batch_sequences = 32;
+  int64_t max_batch_tokens = 16384;
+  int64_t max_queue_delay_us = 0;
+  int64_t max_queued_sequences = 4096;
+  double drain_grace_seconds = 20;
+  int64_t max_diagnose_tokens = 512;
+  int64_t max_structure_positions = 512;
+  bool warm_up = true;
+  std::string ready_file;
+  std::string log_level = "info";
+};
+
+void DefineFlags(CLI::App& app, Flags& f) {
+  app.add_option("--listen", f.listen,
+                 "gRPC listen address HOST:PORT (port 0 picks a free port)")
+      ->capture_default_str();
+  app.add_option("--metrics-listen", f.metrics_listen,
+                 "Prometheus /metrics address HOST:PORT; empty disables "
+                 "metrics");
+  app.add_option("--models", f.models,
+                 "model repository JSON file; empty serves the built-in "
+                 "models (none, sinusoidal, learned, rope, alibi, relative)");
+  app.add_option("--device", f.device, "auto | cpu | cuda | cuda:N")
+      ->capture_default_str();
+  app.add_option("--dtype", f.dtype,
+                 "float32 | float16 | bfloat16 (half types need CUDA)")
+      ->capture_default_str();
+  app.add_option("--intra-op-threads", f.intra_op_threads,
+                 "LibTorch intra-op threads (BLAS keeps its own)")
+      ->capture_default_str();
+  app.add_option("--max-receive-message-bytes", f.max_receive_message_bytes,
+                 "largest request message accepted")
+      ->capture_default_str();
+  app.add_option("--max-send-message-bytes", f.max_send_message_bytes,
+                 "largest response; larger ones are refused before compute "
+                 "with RESOURCE_EXHAUSTED")
+      ->capture_default_str();
+  app.add_option("--max-inputs-per-request", f.max_inputs_per_request,
+                 "inputs per Embed request")
+      ->capture_default_str();
+  app.add_option("--max-batch-sequences", f.max_batch_sequences,
+                 "sequences per forward pass")
+      ->capture_default_str();
+  app.add_option("--max-batch-tokens", f.max_batch_tokens,
+                 "longest length x sequences per forward pass")
+      ->capture_default_str();
+  app.add_option("--max-queue-delay-us", f.max_queue_delay_us,
+                 "how long the oldest queued sequence may wait for company")
+      ->capture_default_str();
+  app.add_option("--max-queued-sequences", f.max_queued_sequences,
+                 "queued sequences per model beyond which calls fail at once "
+                 "with RESOURCE_EXHAUSTED")
+      ->capture_default_str();
+  app.add_option("--drain-grace-seconds", f.drain_grace_seconds,
+                 "on SIGTERM/SIGINT, how long accepted calls may take")
+      ->capture_default_str();
+  app.add_option("--max-diagnose-tokens", f.max_diagnose_tokens,
+                 "input length accepted by Diagnose")
+      ->capture_default_str();
+  app.add_option("--max-structure-positions", f.max_structure_positions,
+                 "positions N of Diagnose's Gram and bias matrices")
+      ->capture_default_str();
+  app.add_flag("--warm-up,!--no-warm-up", f.warm_up,
+               "run one forward per model before serving")
+      ->capture_default_str();
+  app.add_option("--ready-file", f.ready_file,
+                 "once serving, write {\"grpc_port\": P, \"metrics_port\": "
+                 "M} here (atomically)");
+  app.add_option("--log-level", f.log_level,
+                 "trace | debug | info | warn | error")
+      ->capture_default_str();
+}
+
+}  // namespace
+
+namespace {
+
+using encoder::runner::HostOptions;
+
+absl::StatusOr<at::Device> ParseDevice(const std::string& name) {
+  if (name == "auto") {
+    return at::hasCUDA() ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
+  }
+  if (name == "cpu") return at::Device(at::kCPU);
+  if (name == "cuda" || absl::StartsWith(name, "cuda:")) {
+    if (!at::hasCUDA()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("--device=", name, " but this build or machine has ",
+                       "no CUDA; use --device=cpu"));
+    }
+    try {
+      return at::Device(name);
+    } catch (const c10::Error&) {
+      return absl::InvalidArgumentError(absl::StrCat("bad --device ", name));
+    }
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--device must be auto, cpu, cuda or cuda:N, got ", name));
+}
+
+absl::StatusOr<at::ScalarType> ParseDtype(const std::string& name,
+                                          const at::Device& device) {
+  at::ScalarType t;
+  if (name == "float32") {
+    t = at::kFloat;
+  } else if (name == "float16") {
+    t = at::kHalf;
+  } else if (name == "bfloat16") {
+    t = at::kBFloat16;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--dtype must be float32, float16 or bfloat16, got ", name));
+  }
+  if (t != at::kFloat && !device.is_cuda()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dtype=", name, " needs a CUDA device"));
+  }
+  return t;
+}
+
+bool WriteReadyFile(const std::string& path, int grpc_port, int metrics_port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << "{\"grpc_port\": " << grpc_port
+        << ", \"metrics_port\": " << metrics_port << "}\n";
+    if (!out) return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+int Fail(const absl::Status& status) {
+  spdlog::error("{}", status.ToString());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app(
+      "Serves Transformer encoders with selectable positional schemes over "
+      "gRPC (encoder.v1.EncoderService), with health, reflection and "
+      "Prometheus metrics.",
+      "encoder-server");
+  Flags flags;
+  DefineFlags(app, flags);
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::from_str(flags.log_level));
+
+  // Signals are taken by sigwait below; block them before any thread starts
+  // so that every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  at::set_num_threads(flags.intra_op_threads);
+  auto device = ParseDevice(flags.device);
+  if (!device.ok()) return Fail(device.status());
+  auto dtype = ParseDtype(flags.dtype, *device);
+  if (!dtype.ok()) return Fail(dtype.status());
+
+  encoder::metrics::NoopMetrics noop;
+  std::unique_ptr<encoder::metrics::PrometheusMetrics> prometheus;
+  encoder::metrics::Metrics* metrics = &noop;
+  if (!flags.metrics_listen.empty()) {
+    auto started =
+        encoder::metrics::PrometheusMetrics::Start(flags.metrics_listen);
+    if (!started.ok()) return Fail(started.status());
+    prometheus = std::move(started).value();
+    metrics = prometheus.get();
+    spdlog::info("metrics on port {}", prometheus->port());
+  }
+
+  encoder::service::ServerOptions server_options;
+  server_options.listen = flags.listen;
+  server_options.max_receive_message_bytes = flags.max_receive_message_bytes;
+  server_options.max_send_message_bytes = flags.max_send_message_bytes;
+  server_options.max_inputs_per_request = flags.max_inputs_per_request;
+  server_options.diagnose.max_tokens = flags.max_diagnose_tokens;
+  server_options.diagnose.max_structure_positions =
+      flags.max_structure_positions;
+  auto server = encoder::service::EncoderServer::Start(server_options, metrics);
+  if (!server.ok()) return Fail(server.status());
+  spdlog::info("gRPC on port {} (health NOT_SERVING while loading)",
+               (*server)->port());
+
+  auto repository = flags.models.empty()
+                        ? absl::StatusOr<encoder::model::Repository>(
+                              encoder::model::BuiltinRepository())
+                        : encoder::model::ReadRepository(flags.models);
+  if (!repository.ok()) return Fail(repository.status());
+
+  HostOptions host_options;
+  host_options.device = *device;
+  host_options.dtype = *dtype;
+  host_options.warm_up = flags.warm_up;
+  host_options.batching.max_batch_sequences = flags.max_batch_sequences;
+  host_options.batching.max_batch_tokens = flags.max_batch_tokens;
+  host_options.batching.max_queue_delay =
+      absl::Microseconds(flags.max_queue_delay_us);
+  host_options.batching.max_queued_sequences = flags.max_queued_sequences;
+  host_options.make_observer = [metrics](const std::string& model) {
+    encoder::batching::BatcherObserver o;
+    o.on_batch = [metrics, model](const encoder::batching::BatchStats& b) {
+      metrics->Batch(model, b.batch_size, b.padded_tokens, b.real_tokens);
+    };
+    o.on_dropped = [metrics, model](const char* reason, int64_t n) {
+      metrics->Dropped(model, reason, n);
+    };
+    o.on_queue_depth = [metrics, model](int64_t depth) {
+      metrics->QueueDepth(model, depth);
+    };
+    return o;
+  };
+  const absl::Time load_start = absl::Now();
+  auto host = encoder::runner::ModelHost::Create(*repository, host_options);
+  if (!host.ok()) return Fail(host.status());
+  for (const auto& m : (*host)->models()) {
+    const auto& c = m->spec.config;
+    metrics->RegisterModel({m->spec.name, m->encoder->scheme().Describe().name,
+                            m->encoder->device().str(),
+                            c10::toString(m->encoder->dtype()), c.d_model,
+                            c.num_heads, c.num_layers});
+    spdlog::info("model {} ({}, {} layers, d={}, {} parameters) on {}",
+                 m->spec.name, m->encoder->scheme().Describe().name,
+                 c.num_layers, c.d_model, m->encoder->parameter_count(),
+                 m->encoder->device().str());
+  }
+  (*server)->SetModels(host->get());
+  spdlog::info("serving {} models on port {} (loaded in {:.1f} s); default {}",
+               (*host)->models().size(), (*server)->port(),
+               absl::ToDoubleSeconds(absl::Now() - load_start),
+               (*host)->default_model());
+  const std::string ready = flags.ready_file;
+  if (!ready.empty() && !WriteReadyFile(ready, (*server)->port(),
+                                        prometheus ? prometheus->port() : 0)) {
+    return Fail(absl::InternalError(absl::StrCat("cannot write ", ready)));
+  }
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  spdlog::info("signal {}: draining (grace {} s)", signal_number,
+               flags.drain_grace_seconds);
+  const bool drained =
+      (*server)->Drain(absl::Seconds(flags.drain_grace_seconds));
+  spdlog::info(drained ? "drained; exiting"
+                       : "grace period over with work left; exiting");
+  server->reset();
+  host->reset();
+  return 0;
+}

@@ -1,0 +1,69 @@
+// The metrics the service and batcher report. An interface so that unit
+// tests use NoopMetrics and the server a Prometheus-backed implementation.
+// All methods are thread-safe and cheap (called on hot paths).
+#ifndef ENCODER_SERVER_METRICS_METRICS_H_
+#define ENCODER_SERVER_METRICS_METRICS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace encoder::metrics {
+
+// Static facts about a hosted model, exported as an info gauge.
+struct ModelLabels {
+  std::string model;
+  std::string scheme;
+  std::string device;
+  std::string dtype;
+  int64_t d_model = 0;
+  int64_t num_heads = 0;
+  int64_t num_layers = 0;
+};
+
+class Metrics {
+ public:
+  virtual ~Metrics() = default;
+
+  virtual void RegisterModel(const ModelLabels& labels) = 0;
+
+  // One finished RPC. code: the gRPC code name ("OK", "INVALID_ARGUMENT").
+  // model may be empty when the request named no valid model.
+  virtual void RequestDone(const std::string& rpc, const std::string& model,
+                           const std::string& code, double seconds) = 0;
+
+  // One sequence's time in the queue and in its forward pass.
+  virtual void SequenceTimes(const std::string& model, double queue_seconds,
+                             double inference_seconds) = 0;
+
+  // One forward pass: sequences, padded tokens (longest x count) and real
+  // tokens.
+  virtual void Batch(const std::string& model, int64_t sequences,
+                     int64_t padded_tokens, int64_t real_tokens) = 0;
+
+  // Sequences dropped before compute. reason: deadline | cancelled |
+  // overload | shutdown.
+  virtual void Dropped(const std::string& model, const std::string& reason,
+                       int64_t sequences) = 0;
+
+  virtual void QueueDepth(const std::string& model, int64_t sequences) = 0;
+  // +1 when an RPC starts, -1 when it finishes.
+  virtual void InFlight(const std::string& rpc, int delta) = 0;
+};
+
+// Does nothing; for tests and for servers run without --metrics-listen.
+class NoopMetrics : public Metrics {
+ public:
+  void RegisterModel(const ModelLabels&) override {}
+  void RequestDone(const std::string&, const std::string&, const std::string&,
+                   double) override {}
+  void SequenceTimes(const std::string&, double, double) override {}
+  void Batch(const std::string&, int64_t, int64_t, int64_t) override {}
+  void Dropped(const std::string&, const std::string&, int64_t) override {}
+  void QueueDepth(const std::string&, int64_t) override {}
+  void InFlight(const std::string&, int) override {}
+};
+
+}  // namespace encoder::metrics
+
+#endif  // ENCODER_SERVER_METRICS_METRICS_H_

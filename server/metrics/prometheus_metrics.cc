@@ -1,0 +1,460 @@
+#include "server/metrics/prometheus_metrics.h"
+
+#include <prometheus/client_metric.h>
+#include <prometheus/collectable.h>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <exception>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <set>
+#include <utility>
+
+#include "absl/status/status.h"
+
+namespace encoder::metrics {
+namespace {
+
+// Seconds, from 50 us (a queue hop on an idle server) to a minute (a large
+// batch on a slow CPU).
+const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
+  static const auto* buckets = new prometheus::Histogram::BucketBoundaries{
+      0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+      0.1,     0.25,   0.5,     1.0,    2.5,   5.0,    10.0,  30.0, 60.0};
+  return *buckets;
+}
+
+// Sequences per forward pass: powers of two up to 512.
+prometheus::Histogram::BucketBoundaries BatchSizeBuckets() {
+  prometheus::Histogram::BucketBoundaries buckets;
+  for (double b = 1; b <= 512; b *= 2) buckets.push_back(b);
+  return buckets;
+}
+
+// Padded tokens per forward pass: powers of two from 16 to 128 Ki.
+prometheus::Histogram::BucketBoundaries BatchTokenBuckets() {
+  prometheus::Histogram::BucketBoundaries buckets;
+  for (double b = 16; b <= 131072; b *= 2) buckets.push_back(b);
+  return buckets;
+}
+
+// Share of a batch's padded tokens that are padding; le="0" counts batches
+// with none.
+prometheus::Histogram::BucketBoundaries PaddingRatioBuckets() {
+  return {0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95};
+}
+
+// The reasons the batcher reports (Metrics::Dropped); their counters exist
+// at zero from registration on.
+constexpr const char* kDropReasons[] = {"deadline", "cancelled", "overload",
+                                        "shutdown"};
+
+bool IsCudaDevice(const std::string& device) {
+  return device.rfind("cuda", 0) == 0;
+}
+
+// Resident set size of this process in bytes, 0 when unreadable.
+double ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size_pages = 0;
+  int64_t resident_pages = 0;
+  if (!(statm >> size_pages >> resident_pages)) return 0;
+  return static_cast<double>(resident_pages) *
+         static_cast<double>(sysconf(_SC_PAGESIZE));
+}
+
+// Moves a series' value into `to` and removes `from` from its family.
+void MoveInto(prometheus::Family<prometheus::Counter>* family,
+              prometheus::Counter* from, prometheus::Counter* to) {
+  to->Increment(from->Value());
+  family->Remove(from);
+}
+
+void MoveInto(prometheus::Family<prometheus::Gauge>* family,
+              prometheus::Gauge* from, prometheus::Gauge* to) {
+  to->Set(from->Value());
+  family->Remove(from);
+}
+
+// Both histograms must have the same buckets.
+void MoveInto(prometheus::Family<prometheus::Histogram>* family,
+              prometheus::Histogram* from, prometheus::Histogram* to) {
+  const prometheus::ClientMetric sample = from->Collect();
+  std::vector<double> increments;
+  std::uint64_t previous = 0;
+  for (const prometheus::ClientMetric::Bucket& b : sample.histogram.bucket) {
+    increments.push_back(static_cast<double>(b.cumulative_count - previous));
+    previous = b.cumulative_count;
+  }
+  to->ObserveMultiple(increments, sample.histogram.sample_sum);
+  family->Remove(from);
+}
+
+prometheus::ClientMetric GaugeSample(
+    double value, std::vector<prometheus::ClientMetric::Label> labels) {
+  prometheus::ClientMetric metric;
+  metric.label = std::move(labels);
+  metric.gauge.value = value;
+  return metric;
+}
+
+}  // namespace
+
+// Values read at scrape time: resident memory and GPU memory.
+class PrometheusMetrics::ProcessCollector : public prometheus::Collectable {
+ public:
+  // `owner` outlives every Collect call (its HTTP server stops first).
+  explicit ProcessCollector(const PrometheusMetrics* owner) : owner_(owner) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    std::vector<prometheus::MetricFamily> families;
+    prometheus::MetricFamily rss;
+    rss.name = "process_resident_memory_bytes";
+    rss.help = "Resident memory size in bytes.";
+    rss.type = prometheus::MetricType::Gauge;
+    rss.metric.push_back(GaugeSample(ResidentBytes(), {}));
+    families.push_back(std::move(rss));
+
+    GpuMemoryReader reader = owner_->gpu_reader();
+    if (!reader) return families;
+    prometheus::MetricFamily gpu;
+    gpu.name = "encoder_gpu_memory_bytes";
+    gpu.help = "GPU memory of a CUDA device used by the model allocator.";
+    gpu.type = prometheus::MetricType::Gauge;
+    for (const std::string& device : owner_->CudaDevices()) {
+      absl::StatusOr<GpuMemory> memory = reader(device);
+      if (!memory.ok()) continue;
+      gpu.metric.push_back(
+          GaugeSample(static_cast<double>(memory->allocated_bytes),
+                      {{"device", device}, {"kind", "allocated"}}));
+      gpu.metric.push_back(
+          GaugeSample(static_cast<double>(memory->reserved_bytes),
+                      {{"device", device}, {"kind", "reserved"}}));
+    }
+    if (!gpu.metric.empty()) families.push_back(std::move(gpu));
+    return families;
+  }
+
+ private:
+  const PrometheusMetrics* owner_;
+};
+
+absl::StatusOr<std::unique_ptr<PrometheusMetrics>> PrometheusMetrics::Start(
+    const std::string& listen_address) {
+  if (listen_address.empty()) {
+    return absl::InvalidArgumentError("metrics listen address is empty");
+  }
+  std::unique_ptr<PrometheusMetrics> metrics(new PrometheusMetrics());
+  const PrometheusMetrics* self = metrics.get();
+  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http =
+      MetricsHttpServer::Start(listen_address,
+                               [self] { return self->Render(); });
+  if (!http.ok()) return http.status();
+  metrics->http_ = std::move(http).value();
+  return metrics;
+}
+
+PrometheusMetrics::PrometheusMetrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      process_collector_(std::make_unique<ProcessCollector>(this)) {
+  prometheus::Registry& r = *registry_;
+  requests_ = &prometheus::BuildCounter()
+                   .Name("encoder_requests_total")
+                   .Help("Finished RPCs by method, model and gRPC code.")
+                   .Register(r);
+  request_duration_ =
+      &prometheus::BuildHistogram()
+           .Name("encoder_request_duration_seconds")
+           .Help("Server-side RPC latency, receipt to response.")
+           .Register(r);
+  queue_duration_ = &prometheus::BuildHistogram()
+                         .Name("encoder_queue_duration_seconds")
+                         .Help("Time a sequence waited in the batch queue.")
+                         .Register(r);
+  inference_duration_ =
+      &prometheus::BuildHistogram()
+           .Name("encoder_inference_duration_seconds")
+           .Help("Forward-pass time of the batch that held a sequence.")
+           .Register(r);
+  batch_size_ = &prometheus::BuildHistogram()
+                     .Name("encoder_batch_size")
+                     .Help("Sequences per forward pass.")
+                     .Register(r);
+  batch_tokens_ = &prometheus::BuildHistogram()
+                       .Name("encoder_batch_tokens")
+                       .Help(
+                           "Padded tokens (longest x sequences) per "
+                           "forward pass.")
+                       .Register(r);
+  padding_ratio_ = &prometheus::BuildHistogram()
+                        .Name("encoder_batch_padding_ratio")
+                        .Help(
+                            "Share of a forward pass's tokens that are "
+                            "padding.")
+                        .Register(r);
+  tokens_ = &prometheus::BuildCounter()
+                 .Name("encoder_tokens_total")
+                 .Help("Real (unpadded) tokens run through the model.")
+                 .Register(r);
+  dropped_ = &prometheus::BuildCounter()
+                  .Name("encoder_dropped_sequences_total")
+                  .Help("Sequences dropped before compute, by reason.")
+                  .Register(r);
+  queue_depth_ = &prometheus::BuildGauge()
+                      .Name("encoder_queue_depth")
+                      .Help("Sequences waiting in the batch queue.")
+                      .Register(r);
+  in_flight_ = &prometheus::BuildGauge()
+                    .Name("encoder_in_flight_requests")
+                    .Help("RPCs started and not yet finished.")
+                    .Register(r);
+  model_info_ = &prometheus::BuildGauge()
+                     .Name("encoder_model_info")
+                     .Help("A hosted model; always 1.")
+                     .Register(r);
+}
+
+PrometheusMetrics::~PrometheusMetrics() = default;
+
+std::string PrometheusMetrics::Render() const {
+  std::vector<prometheus::MetricFamily> families = registry_->Collect();
+  std::vector<prometheus::MetricFamily> process = process_collector_->Collect();
+  families.insert(families.end(), std::make_move_iterator(process.begin()),
+                  std::make_move_iterator(process.end()));
+  return prometheus::TextSerializer().Serialize(families);
+}
+
+void PrometheusMetrics::SetGpuMemoryReader(GpuMemoryReader reader) {
+  std::unique_lock lock(mu_);
+  gpu_reader_ = std::move(reader);
+}
+
+GpuMemoryReader PrometheusMetrics::gpu_reader() const {
+  std::shared_lock lock(mu_);
+  return gpu_reader_;
+}
+
+std::vector<std::string> PrometheusMetrics::CudaDevices() const {
+  std::shared_lock lock(mu_);
+  std::set<std::string> devices;
+  for (const auto& [name, labels] : registered_) {
+    if (IsCudaDevice(labels.device)) devices.insert(labels.device);
+  }
+  return {devices.begin(), devices.end()};
+}
+
+void PrometheusMetrics::RegisterModel(const ModelLabels& labels) {
+  std::unique_lock lock(mu_);
+  registered_[labels.model] = labels;
+  auto old = info_by_model_.find(labels.model);
+  if (old != info_by_model_.end()) model_info_->Remove(old->second);
+  prometheus::Gauge& info =
+      model_info_->Add({{"model", labels.model},
+                        {"scheme", labels.scheme},
+                        {"device", labels.device},
+                        {"dtype", labels.dtype},
+                        {"d_model", std::to_string(labels.d_model)},
+                        {"num_heads", std::to_string(labels.num_heads)},
+                        {"num_layers", std::to_string(labels.num_layers)}});
+  info.Set(1);
+  info_by_model_[labels.model] = &info;
+  auto entry = models_.find(labels.model);
+  if (entry != models_.end() && entry->second.scheme != labels.scheme) {
+    RelabelLocked(labels.model);
+  }
+  EntryLocked(labels.model, /*with_series=*/true);
+}
+
+PrometheusMetrics::ModelSeries& PrometheusMetrics::EntryLocked(
+    const std::string& model, bool with_series) {
+  auto [it, inserted] = models_.try_emplace(model);
+  ModelSeries& s = it->second;
+  if (inserted) {
+    auto reg = registered_.find(model);
+    if (reg != registered_.end()) s.scheme = reg->second.scheme;
+  }
+  if (!with_series || s.queue != nullptr) return s;
+  const prometheus::Labels labels = {{"model", model}, {"scheme", s.scheme}};
+  s.queue = &queue_duration_->Add(labels, LatencyBuckets());
+  s.inference = &inference_duration_->Add(labels, LatencyBuckets());
+  s.batch_size = &batch_size_->Add(labels, BatchSizeBuckets());
+  s.batch_tokens = &batch_tokens_->Add(labels, BatchTokenBuckets());
+  s.padding_ratio = &padding_ratio_->Add(labels, PaddingRatioBuckets());
+  s.tokens = &tokens_->Add(labels);
+  s.queue_depth = &queue_depth_->Add(labels);
+  for (const char* reason : kDropReasons) DroppedLocked(s, model, reason);
+  return s;
+}
+
+PrometheusMetrics::RpcSeries& PrometheusMetrics::RpcLocked(
+    ModelSeries& series, const std::string& model, const std::string& rpc) {
+  auto [it, inserted] = series.rpcs.try_emplace(rpc);
+  if (inserted) {
+    it->second.duration = &request_duration_->Add(
+        {{"rpc", rpc}, {"model", model}, {"scheme", series.scheme}},
+        LatencyBuckets());
+  }
+  return it->second;
+}
+
+prometheus::Counter& PrometheusMetrics::RequestsLocked(
+    RpcSeries& series, const ModelSeries& model_series,
+    const std::string& model, const std::string& rpc, const std::string& code) {
+  auto [it, inserted] = series.by_code.try_emplace(code, nullptr);
+  if (inserted) {
+    it->second = &requests_->Add({{"rpc", rpc},
+                                  {"model", model},
+                                  {"scheme", model_series.scheme},
+                                  {"code", code}});
+  }
+  return *it->second;
+}
+
+prometheus::Counter& PrometheusMetrics::DroppedLocked(
+    ModelSeries& series, const std::string& model, const std::string& reason) {
+  auto [it, inserted] = series.dropped.try_emplace(reason, nullptr);
+  if (inserted) {
+    it->second = &dropped_->Add(
+        {{"model", model}, {"scheme", series.scheme}, {"reason", reason}});
+  }
+  return *it->second;
+}
+
+void PrometheusMetrics::RelabelLocked(const std::string& model) {
+  auto node = models_.extract(model);
+  ModelSeries& old = node.mapped();
+  ModelSeries& fresh = EntryLocked(model, old.queue != nullptr);
+  if (old.queue != nullptr) {
+    MoveInto(queue_duration_, old.queue, fresh.queue);
+    MoveInto(inference_duration_, old.inference, fresh.inference);
+    MoveInto(batch_size_, old.batch_size, fresh.batch_size);
+    MoveInto(batch_tokens_, old.batch_tokens, fresh.batch_tokens);
+    MoveInto(padding_ratio_, old.padding_ratio, fresh.padding_ratio);
+    MoveInto(tokens_, old.tokens, fresh.tokens);
+    MoveInto(queue_depth_, old.queue_depth, fresh.queue_depth);
+  }
+  for (const auto& [reason, counter] : old.dropped) {
+    MoveInto(dropped_, counter, &DroppedLocked(fresh, model, reason));
+  }
+  for (const auto& [rpc, series] : old.rpcs) {
+    RpcSeries& moved = RpcLocked(fresh, model, rpc);
+    MoveInto(request_duration_, series.duration, moved.duration);
+    for (const auto& [code, counter] : series.by_code) {
+      MoveInto(requests_, counter,
+               &RequestsLocked(moved, fresh, model, rpc, code));
+    }
+  }
+}
+
+template <typename F>
+void PrometheusMetrics::WithModel(const std::string& model, F&& f) {
+  {
+    std::shared_lock lock(mu_);
+    auto it = models_.find(model);
+    if (it != models_.end() && it->second.queue != nullptr) {
+      f(it->second);
+      return;
+    }
+  }
+  std::unique_lock lock(mu_);
+  f(EntryLocked(model, /*with_series=*/true));
+}
+
+void PrometheusMetrics::RequestDone(const std::string& rpc,
+                                    const std::string& model,
+                                    const std::string& code, double seconds) {
+  {
+    std::shared_lock lock(mu_);
+    auto m = models_.find(model);
+    if (m != models_.end()) {
+      auto r = m->second.rpcs.find(rpc);
+      if (r != m->second.rpcs.end()) {
+        auto c = r->second.by_code.find(code);
+        if (c != r->second.by_code.end()) {
+          c->second->Increment();
+          r->second.duration->Observe(seconds);
+          return;
+        }
+      }
+    }
+  }
+  std::unique_lock lock(mu_);
+  ModelSeries& m = EntryLocked(model, /*with_series=*/false);
+  RpcSeries& r = RpcLocked(m, model, rpc);
+  RequestsLocked(r, m, model, rpc, code).Increment();
+  r.duration->Observe(seconds);
+}
+
+void PrometheusMetrics::SequenceTimes(const std::string& model,
+                                      double queue_seconds,
+                                      double inference_seconds) {
+  WithModel(model, [&](ModelSeries& s) {
+    s.queue->Observe(queue_seconds);
+    s.inference->Observe(inference_seconds);
+  });
+}
+
+void PrometheusMetrics::Batch(const std::string& model, int64_t sequences,
+                              int64_t padded_tokens, int64_t real_tokens) {
+  const double padding =
+      padded_tokens > 0
+          ? static_cast<double>(padded_tokens - real_tokens) / padded_tokens
+          : 0.0;
+  WithModel(model, [&](ModelSeries& s) {
+    s.batch_size->Observe(static_cast<double>(sequences));
+    s.batch_tokens->Observe(static_cast<double>(padded_tokens));
+    s.padding_ratio->Observe(padding);
+    s.tokens->Increment(static_cast<double>(real_tokens));
+  });
+}
+
+void PrometheusMetrics::Dropped(const std::string& model,
+                                const std::string& reason, int64_t sequences) {
+  {
+    std::shared_lock lock(mu_);
+    auto m = models_.find(model);
+    if (m != models_.end() && m->second.queue != nullptr) {
+      auto d = m->second.dropped.find(reason);
+      if (d != m->second.dropped.end()) {
+        d->second->Increment(static_cast<double>(sequences));
+        return;
+      }
+    }
+  }
+  std::unique_lock lock(mu_);
+  DroppedLocked(EntryLocked(model, /*with_series=*/true), model, reason)
+      .Increment(static_cast<double>(sequences));
+}
+
+void PrometheusMetrics::QueueDepth(const std::string& model,
+                                   int64_t sequences) {
+  WithModel(model, [&](ModelSeries& s) {
+    s.queue_depth->Set(static_cast<double>(sequences));
+  });
+}
+
+void PrometheusMetrics::InFlight(const std::string& rpc, int delta) {
+  {
+    std::shared_lock lock(mu_);
+    auto it = in_flight_by_rpc_.find(rpc);
+    if (it != in_flight_by_rpc_.end()) {
+      it->second->Increment(static_cast<double>(delta));
+      return;
+    }
+  }
+  std::unique_lock lock(mu_);
+  auto [it, inserted] = in_flight_by_rpc_.try_emplace(rpc, nullptr);
+  if (inserted) it->second = &in_flight_->Add({{"rpc", rpc}});
+  it->second->Increment(static_cast<double>(delta));
+}
+
+}  // namespace encoder::metrics

@@ -1,0 +1,194 @@
+// Metrics backed by prometheus-cpp and served as text at /metrics (see
+// MetricsHttpServer).
+//
+// Exported series (model-scoped series also carry `scheme`, the positional
+// scheme the model was registered with; empty when the model is unknown):
+//   encoder_requests_total{rpc,model,scheme,code}            counter
+//   encoder_request_duration_seconds{rpc,model,scheme}       histogram
+//   encoder_queue_duration_seconds{model,scheme}             histogram
+//   encoder_inference_duration_seconds{model,scheme}         histogram
+//   encoder_batch_size{model,scheme}                         histogram, seqs
+//   encoder_batch_tokens{model,scheme}                       histogram, padded
+//   encoder_batch_padding_ratio{model,scheme}                histogram, [0, 1]
+//   encoder_tokens_total{model,scheme}                       counter, real
+//   encoder_dropped_sequences_total{model,scheme,reason}     counter
+//   encoder_queue_depth{model,scheme}                        gauge, seqs
+//   encoder_in_flight_requests{rpc}                          gauge
+//   encoder_model_info{model,scheme,device,dtype,d_model,num_heads,
+//                      num_layers}                           gauge, always 1
+//   process_resident_memory_bytes                            gauge, at scrape
+//   encoder_gpu_memory_bytes{device,kind}                    gauge, at scrape,
+//       only for CUDA devices of registered models and only once a
+//       GpuMemoryReader is set; kind: allocated | reserved.
+// Every per-model series (histograms at zero, the dropped counter for each
+// known reason) exists from RegisterModel on, so rates and ratios have data
+// before the first request.
+#ifndef ENCODER_SERVER_METRICS_PROMETHEUS_METRICS_H_
+#define ENCODER_SERVER_METRICS_PROMETHEUS_METRICS_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/metrics/metrics.h"
+#include "server/metrics/metrics_http_server.h"
+
+namespace prometheus {
+class Counter;
+class Gauge;
+class Histogram;
+class Registry;
+template <typename T>
+class Family;
+}  // namespace prometheus
+
+namespace encoder::metrics {
+
+// Memory on one CUDA device as its allocator reports it, in bytes.
+struct GpuMemory {
+  int64_t allocated_bytes = 0;  // held by live tensors
+  int64_t reserved_bytes = 0;   // held by the caching allocator
+};
+
+// Reads the memory of one device, named as in ModelLabels::device
+// ("cuda", "cuda:1"). Called on a scrape thread: must be thread-safe. An
+// error skips that device for the scrape.
+using GpuMemoryReader =
+    std::function<absl::StatusOr<GpuMemory>(const std::string& device)>;
+
+// Thread-safe. Series pointers are created once per label set and cached,
+// so the hot-path calls take a shared lock, find their series in small
+// hash maps and touch only atomics (counters, gauges) or one short
+// per-histogram lock.
+class PrometheusMetrics : public Metrics {
+ public:
+  // Starts the HTTP endpoint on HOST:PORT ("0.0.0.0:9090",
+  // "127.0.0.1:0"; port 0 picks a free one, read it back with port()).
+  // Returns InvalidArgument for an empty address and Unavailable when the
+  // address cannot be bound.
+  static absl::StatusOr<std::unique_ptr<PrometheusMetrics>> Start(
+      const std::string& listen_address);
+  ~PrometheusMetrics() override;
+
+  PrometheusMetrics(const PrometheusMetrics&) = delete;
+  PrometheusMetrics& operator=(const PrometheusMetrics&) = delete;
+
+  // The bound TCP port.
+  int port() const { return http_->port(); }
+
+  // Installs the source of encoder_gpu_memory_bytes (the caller owns the
+  // CUDA runtime; this library does not link one). Replaces any earlier
+  // reader.
+  void SetGpuMemoryReader(GpuMemoryReader reader);
+
+  // Registers a model: its info series (replacing the one of an earlier
+  // registration under the same name) and every per-model series. Series
+  // reported before registration (a batcher starting while the next model
+  // loads) are moved, with their values, to the registered scheme label.
+  void RegisterModel(const ModelLabels& labels) override;
+  void RequestDone(const std::string& rpc, const std::string& model,
+                   const std::string& code, double seconds) override;
+  void SequenceTimes(const std::string& model, double queue_seconds,
+                     double inference_seconds) override;
+  void Batch(const std::string& model, int64_t sequences, int64_t padded_tokens,
+             int64_t real_tokens) override;
+  void Dropped(const std::string& model, const std::string& reason,
+               int64_t sequences) override;
+  void QueueDepth(const std::string& model, int64_t sequences) override;
+  void InFlight(const std::string& rpc, int delta) override;
+
+ private:
+  class ProcessCollector;
+
+  // One rpc of one model.
+  struct RpcSeries {
+    prometheus::Histogram* duration = nullptr;
+    std::unordered_map<std::string, prometheus::Counter*> by_code;
+  };
+  // Every series keyed by one model name.
+  struct ModelSeries {
+    std::string scheme;
+    prometheus::Histogram* queue = nullptr;
+    prometheus::Histogram* inference = nullptr;
+    prometheus::Histogram* batch_size = nullptr;
+    prometheus::Histogram* batch_tokens = nullptr;
+    prometheus::Histogram* padding_ratio = nullptr;
+    prometheus::Counter* tokens = nullptr;
+    prometheus::Gauge* queue_depth = nullptr;
+    std::unordered_map<std::string, prometheus::Counter*> dropped;
+    std::unordered_map<std::string, RpcSeries> rpcs;
+  };
+
+  PrometheusMetrics();
+
+  // The exposition text of every series, for the HTTP endpoint.
+  std::string Render() const;
+
+  // Calls f(ModelSeries&) for the model's series, creating them on first
+  // use; f runs under mu_ (shared or exclusive).
+  template <typename F>
+  void WithModel(const std::string& model, F&& f);
+
+  // Require mu_ held exclusively. EntryLocked returns the model's entry,
+  // creating its per-model series when `with_series` (an entry made only
+  // for request series, such as the one for an empty model name, has
+  // none). The others return or create the series for one label set.
+  ModelSeries& EntryLocked(const std::string& model, bool with_series);
+  RpcSeries& RpcLocked(ModelSeries& series, const std::string& model,
+                       const std::string& rpc);
+  prometheus::Counter& RequestsLocked(RpcSeries& series,
+                                      const ModelSeries& model_series,
+                                      const std::string& model,
+                                      const std::string& rpc,
+                                      const std::string& code);
+  prometheus::Counter& DroppedLocked(ModelSeries& series,
+                                     const std::string& model,
+                                     const std::string& reason);
+  // Requires mu_ held exclusively. Moves the model's series, values
+  // included, to new ones labelled with its registered scheme and removes
+  // the old ones (made by reports that came before RegisterModel).
+  void RelabelLocked(const std::string& model);
+
+  // Distinct CUDA devices among registered models, and the reader.
+  std::vector<std::string> CudaDevices() const;
+  GpuMemoryReader gpu_reader() const;
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>* requests_;
+  prometheus::Family<prometheus::Histogram>* request_duration_;
+  prometheus::Family<prometheus::Histogram>* queue_duration_;
+  prometheus::Family<prometheus::Histogram>* inference_duration_;
+  prometheus::Family<prometheus::Histogram>* batch_size_;
+  prometheus::Family<prometheus::Histogram>* batch_tokens_;
+  prometheus::Family<prometheus::Histogram>* padding_ratio_;
+  prometheus::Family<prometheus::Counter>* tokens_;
+  prometheus::Family<prometheus::Counter>* dropped_;
+  prometheus::Family<prometheus::Gauge>* queue_depth_;
+  prometheus::Family<prometheus::Gauge>* in_flight_;
+  prometheus::Family<prometheus::Gauge>* model_info_;
+
+  // Guards the maps below and gpu_reader_. The series they point to are
+  // owned by registry_; they are updated under a shared lock, so that
+  // RelabelLocked (exclusive) can remove series no one is using.
+  mutable std::shared_mutex mu_;
+  std::unordered_map<std::string, ModelSeries> models_;
+  std::unordered_map<std::string, prometheus::Gauge*> in_flight_by_rpc_;
+  std::map<std::string, ModelLabels> registered_;
+  std::map<std::string, prometheus::Gauge*> info_by_model_;
+  GpuMemoryReader gpu_reader_;
+
+  std::unique_ptr<ProcessCollector> process_collector_;
+  // Declared last so it stops serving (and stops reading the members
+  // above) before anything else is destroyed.
+  std::unique_ptr<MetricsHttpServer> http_;
+};
+
+}  // namespace encoder::metrics
+
+#endif  // ENCODER_SERVER_METRICS_PROMETHEUS_METRICS_H_

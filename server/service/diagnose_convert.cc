@@ -1,0 +1,179 @@
+#include "server/service/diagnose_convert.h"
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "server/model/tokenizer.h"
+#include "server/service/encoder_service.h"
+#include "server/service/tensor_proto.h"
+
+namespace encoder::service {
+namespace {
+
+void PackMatrix(const at::Tensor& t, v1::Tensor* out) {
+  if (!t.defined()) return;
+  at::Tensor c = t.to(at::kCPU, at::kDouble).contiguous();
+  PackFloat64(c.data_ptr<double>(), c.numel(),
+              std::vector<int64_t>(c.sizes().begin(), c.sizes().end()), out);
+}
+
+void FillStats(const diagnostics::HeadStats& h, v1::AttentionHeadStats* s) {
+  s->set_layer(h.layer);
+  s->set_head(h.head);
+  s->set_entropy(h.entropy);
+  s->set_mean_distance(h.mean_distance);
+  s->set_self_mass(h.self_mass);
+  s->set_prev_mass(h.prev_mass);
+  s->set_next_mass(h.next_mass);
+  s->set_first_mass(h.first_mass);
+}
+
+}  // namespace
+
+absl::StatusOr<diagnostics::DiagnoseOptions> BuildDiagnoseOptions(
+    const v1::DiagnoseRequest& request, const runner::HostedModel& model,
+    const DiagnoseLimits& limits) {
+  const model::ModelConfig& c = model.spec.config;
+  diagnostics::DiagnoseOptions o;
+  switch (request.input_case()) {
+    case v1::DiagnoseRequest::kTokenIds:
+      o.token_ids.assign(request.token_ids().ids().begin(),
+                         request.token_ids().ids().end());
+      break;
+    case v1::DiagnoseRequest::kText: {
+      auto ids = model::ByteTokenizer::Encode(request.text(), c.vocab_size);
+      if (!ids.ok()) return ids.status();
+      o.token_ids = *std::move(ids);
+      break;
+    }
+    case v1::DiagnoseRequest::kRandom: {
+      const int64_t n = request.random().length();
+      if (n <= 0) {
+        return absl::InvalidArgumentError("random.length must be > 0");
+      }
+      if (n > limits.max_tokens) break;  // reported below
+      std::mt19937_64 rng(request.random().seed());
+      std::uniform_int_distribution<int64_t> id(0, c.vocab_size - 1);
+      o.token_ids.resize(n);
+      for (int64_t& t : o.token_ids) t = id(rng);
+      break;
+    }
+    default:
+      return absl::InvalidArgumentError(
+          "no input: set token_ids, text or random");
+  }
+  const int64_t n = request.input_case() == v1::DiagnoseRequest::kRandom
+                        ? request.random().length()
+                        : static_cast<int64_t>(o.token_ids.size());
+  if (n == 0) return absl::InvalidArgumentError("the input has no tokens");
+  const int64_t max_len = std::min(limits.max_tokens, c.max_length());
+  if (n > max_len) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the input has ", n, " tokens; Diagnose accepts at most ", max_len,
+        " for model \"", model.spec.name, "\" (--max-diagnose-tokens=",
+        limits.max_tokens, ", model limit ", c.max_length(), ")"));
+  }
+  for (int64_t id : o.token_ids) {
+    if (id < 0 || id >= c.vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token id ", id, " is outside the vocabulary [0, ",
+                       c.vocab_size, ")"));
+    }
+  }
+  const bool any = request.permutation() || request.shift() ||
+                   request.structure() || request.attention_stats();
+  o.permutation = !any || request.permutation();
+  o.shift = !any || request.shift();
+  o.structure = !any || request.structure();
+  o.attention_stats = !any || request.attention_stats();
+  o.return_attention_maps = request.return_attention_maps();
+  o.permutation_order.assign(request.permutation_order().begin(),
+                             request.permutation_order().end());
+  if (!o.permutation_order.empty() &&
+      static_cast<int64_t>(o.permutation_order.size()) != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("permutation_order has ", o.permutation_order.size(),
+                     " entries; the input has ", n, " tokens"));
+  }
+  o.permutation_seed = request.permutation_seed();
+  if (request.shift_offset() != 0) o.shift_offset = request.shift_offset();
+  if (request.structure_positions() != 0) {
+    o.structure_positions = request.structure_positions();
+  }
+  if (o.structure_positions < 2 ||
+      o.structure_positions > limits.max_structure_positions) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "structure_positions ", o.structure_positions, " must be in [2, ",
+        limits.max_structure_positions, "] (--max-structure-positions)"));
+  }
+  if (request.tolerance() < 0) {
+    return absl::InvalidArgumentError("tolerance must be >= 0");
+  }
+  o.tolerance = request.tolerance();
+  return o;
+}
+
+void FillDiagnoseResponse(const diagnostics::DiagnoseReport& report,
+                          const runner::HostedModel& model,
+                          const diagnostics::DiagnoseOptions& options,
+                          v1::DiagnoseResponse* response) {
+  response->set_model(model.spec.name);
+  response->set_scheme(model.encoder->scheme().Describe().name);
+  for (int64_t id : options.token_ids) {
+    response->add_token_ids(id);
+    response->add_token_labels(model::ByteTokenizer::Label(id));
+  }
+  if (report.permutation) {
+    const auto& p = *report.permutation;
+    v1::PermutationProbe* out = response->mutable_permutation();
+    for (int64_t i : p.order) out->add_order(static_cast<int32_t>(i));
+    out->set_max_token_error(p.max_token_error);
+    out->set_max_pooled_error(p.max_pooled_error);
+    out->set_tolerance(p.tolerance);
+    out->set_equivariant(p.equivariant);
+    out->set_verdict(p.verdict);
+  }
+  if (report.shift) {
+    const auto& s = *report.shift;
+    v1::ShiftProbe* out = response->mutable_shift();
+    out->set_offset(s.offset);
+    out->set_max_token_error(s.max_token_error);
+    out->set_max_pooled_error(s.max_pooled_error);
+    out->set_tolerance(s.tolerance);
+    out->set_relative_only(s.relative_only);
+    out->set_verdict(s.verdict);
+  }
+  if (report.structure) {
+    const auto& s = *report.structure;
+    v1::StructureProbe* out = response->mutable_structure();
+    out->set_kind(s.kind);
+    out->set_positions(static_cast<int32_t>(s.positions));
+    PackMatrix(s.gram, out->mutable_gram());
+    out->set_toeplitz_deviation(s.toeplitz_deviation);
+    for (double v : s.similarity_by_distance)
+      out->add_similarity_by_distance(v);
+    out->set_min_code_distance(s.min_code_distance);
+    for (int64_t k : s.shift_ks) out->add_shift_ks(static_cast<int32_t>(k));
+    for (double r : s.shift_residuals) out->add_shift_residuals(r);
+    PackMatrix(s.relativity, out->mutable_relativity());
+    out->set_relativity_deviation(s.relativity_deviation);
+    out->set_norm_ratio_deviation(s.norm_ratio_deviation);
+    PackMatrix(s.bias, out->mutable_bias());
+    for (double m : s.slopes) out->add_slopes(m);
+    out->set_symmetric(s.symmetric);
+    out->set_symmetry_deviation(s.symmetry_deviation);
+    out->set_toeplitz(s.toeplitz);
+  }
+  for (const auto& h : report.attention_stats) {
+    FillStats(h, response->add_attention_stats());
+  }
+  response->set_uniform_entropy(report.uniform_entropy);
+  if (report.attention_maps.defined()) {
+    at::Tensor m = report.attention_maps.to(at::kCPU, at::kFloat).contiguous();
+    PackFloat32(m.data_ptr<float>(), m.numel(),
+                std::vector<int64_t>(m.sizes().begin(), m.sizes().end()),
+                response->mutable_attention_maps());
+  }
+}
+
+}  // namespace encoder::service

@@ -1,0 +1,252 @@
+#include "server/service/embed_request.h"
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/model/tokenizer.h"
+#include "server/service/tensor_proto.h"
+
+namespace encoder::service {
+namespace {
+
+std::string ModelNames(const runner::ModelHost& host) {
+  std::vector<std::string> names;
+  for (const auto& m : host.models()) names.push_back(m->spec.name);
+  return absl::StrJoin(names, ", ");
+}
+
+// Checks indices are in [0, limit) without repeats.
+absl::Status CheckIndices(const google::protobuf::RepeatedField<int32_t>& v,
+                          int64_t limit, const char* what,
+                          const std::string& model) {
+  std::set<int32_t> seen;
+  for (int32_t i : v) {
+    if (i < 0 || i >= limit) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "attention ", what, " index ", i,
+          " is out of range: "
+          "model \"",
+          model, "\" has ", limit, " ", what, "s [0, ", limit, ")"));
+    }
+    if (!seen.insert(i).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("attention ", what, " index ", i, " is repeated"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string LengthLimitReason(const model::ModelConfig& c) {
+  if (c.rejects_beyond_max_positions() &&
+      c.max_positions <= c.max_input_tokens) {
+    return absl::StrCat("its learned position table has ", c.max_positions,
+                        " positions");
+  }
+  return absl::StrCat("max_input_tokens is ", c.max_input_tokens);
+}
+
+}  // namespace
+
+absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
+                                           const runner::ModelHost& host,
+                                           const ServiceLimits& limits) {
+  PreparedEmbed p;
+  p.model = host.Find(request.model());
+  if (p.model == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("model \"", request.model(),
+                     "\" not found; available: ", ModelNames(host)));
+  }
+  const model::ModelConfig& config = p.model->spec.config;
+  const std::string& name = p.model->spec.name;
+  if (request.inputs_size() == 0) {
+    return absl::InvalidArgumentError("request has no inputs");
+  }
+  if (request.inputs_size() > limits.max_inputs_per_request) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request has ", request.inputs_size(), " inputs; at most ",
+                     limits.max_inputs_per_request,
+                     " per request (--max-inputs-per-request)"));
+  }
+  const v1::AttentionSelection& attention = request.attention();
+  if (absl::Status s =
+          CheckIndices(attention.layers(), config.num_layers, "layer", name);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          CheckIndices(attention.heads(), config.num_heads, "head", name);
+      !s.ok()) {
+    return s;
+  }
+  if (attention.layers().empty() &&
+      (!attention.heads().empty() || attention.average_heads())) {
+    return absl::InvalidArgumentError(
+        "attention heads or average_heads given without attention layers");
+  }
+  batching::SequenceSpec base;
+  base.pooling = request.pooling() == v1::POOLING_FIRST ||
+                         (request.pooling() == v1::POOLING_UNSPECIFIED &&
+                          config.pooling == model::Pooling::kFirst)
+                     ? batching::PoolingMode::kFirst
+                     : batching::PoolingMode::kMean;
+  base.normalize =
+      request.has_normalize() ? request.normalize() : config.normalize;
+  base.want_tokens = request.return_token_embeddings();
+  base.attention_layers.assign(attention.layers().begin(),
+                               attention.layers().end());
+  base.attention_heads.assign(attention.heads().begin(),
+                              attention.heads().end());
+  base.average_heads = attention.average_heads();
+  base.want_attention_stats = request.return_attention_stats();
+
+  const int64_t max_len = config.max_length();
+  for (int i = 0; i < request.inputs_size(); ++i) {
+    const v1::Input& input = request.inputs(i);
+    batching::SequenceSpec spec = base;
+    switch (input.content_case()) {
+      case v1::Input::kTokenIds:
+        spec.token_ids.assign(input.token_ids().ids().begin(),
+                              input.token_ids().ids().end());
+        break;
+      case v1::Input::kText: {
+        if (input.text().empty()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("inputs[", i, "] has empty text"));
+        }
+        auto ids =
+            model::ByteTokenizer::Encode(input.text(), config.vocab_size);
+        if (!ids.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("inputs[", i, "]: ", ids.status().message()));
+        }
+        spec.token_ids = *std::move(ids);
+        break;
+      }
+      default:
+        return absl::InvalidArgumentError(
+            absl::StrCat("inputs[", i, "] is empty: set token_ids or text"));
+    }
+    if (spec.token_ids.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("inputs[", i, "] has no token ids"));
+    }
+    for (size_t j = 0; j < spec.token_ids.size(); ++j) {
+      const int64_t id = spec.token_ids[j];
+      if (id < 0 || id >= config.vocab_size) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("inputs[", i, "] token ", j, " has id ", id,
+                         ", outside the vocabulary [0, ", config.vocab_size,
+                         ") of model \"", name, "\""));
+      }
+    }
+    bool truncated = false;
+    const int64_t n = static_cast<int64_t>(spec.token_ids.size());
+    if (n > max_len) {
+      if (!request.truncate()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "inputs[", i, "] has ", n, " tokens; model \"", name,
+            "\" accepts at most ", max_len, " (", LengthLimitReason(config),
+            "); shorten it or set truncate"));
+      }
+      spec.token_ids.resize(max_len);
+      truncated = true;
+    }
+    p.total_tokens += static_cast<int64_t>(spec.token_ids.size());
+    p.truncated.push_back(truncated);
+    p.sequences.push_back(std::move(spec));
+  }
+  const int64_t bytes = EstimateResponseBytes(p);
+  if (bytes > limits.max_send_message_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the response would be about ", bytes,
+        " bytes, over the send limit "
+        "of ",
+        limits.max_send_message_bytes,
+        " bytes (--max-send-message-bytes); ask for fewer attention layers or "
+        "heads, set average_heads, use return_attention_stats instead of "
+        "maps, drop token embeddings, or send fewer or shorter inputs per "
+        "request"));
+  }
+  return p;
+}
+
+int64_t EstimateResponseBytes(const PreparedEmbed& p) {
+  const model::ModelConfig& c = p.model->spec.config;
+  int64_t bytes = 256;
+  for (const batching::SequenceSpec& s : p.sequences) {
+    const int64_t n = static_cast<int64_t>(s.token_ids.size());
+    bytes += 128 + 4 * c.d_model;
+    if (s.want_tokens) bytes += 4 * n * c.d_model;
+    const int64_t heads =
+        s.average_heads
+            ? 1
+            : (s.attention_heads.empty()
+                   ? c.num_heads
+                   : static_cast<int64_t>(s.attention_heads.size()));
+    bytes +=
+        4 * static_cast<int64_t>(s.attention_layers.size()) * heads * n * n;
+    if (s.want_attention_stats) bytes += 80 * c.num_layers * c.num_heads;
+  }
+  return bytes;
+}
+
+void FillEmbedResponse(const v1::EmbedRequest& request,
+                       const PreparedEmbed& prepared,
+                       const std::vector<batching::SequenceResult>& results,
+                       double total_ms, v1::EmbedResponse* response) {
+  response->set_model(prepared.model->spec.name);
+  response->set_request_id(request.request_id());
+  double queue_ms = 0, inference_ms = 0;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const batching::SequenceResult& r = results[i];
+    v1::EmbedResult* out = response->add_results();
+    PackFloat32(r.pooled, {r.dim}, out->mutable_pooled());
+    if (!r.tokens.empty()) {
+      PackFloat32(r.tokens, {r.num_tokens, r.dim},
+                  out->mutable_token_embeddings());
+    }
+    if (!r.attention_shape.empty()) {
+      PackFloat32(r.attention, r.attention_shape, out->mutable_attention());
+      const batching::SequenceSpec& spec = prepared.sequences[i];
+      for (int64_t l : spec.attention_layers) out->add_attention_layers(l);
+      if (!spec.average_heads) {
+        const int64_t heads = prepared.model->spec.config.num_heads;
+        if (spec.attention_heads.empty()) {
+          for (int64_t h = 0; h < heads; ++h) out->add_attention_heads(h);
+        } else {
+          for (int64_t h : spec.attention_heads) out->add_attention_heads(h);
+        }
+      }
+    }
+    for (const batching::AttentionStats& s : r.attention_stats) {
+      v1::AttentionHeadStats* st = out->add_attention_stats();
+      st->set_layer(s.layer);
+      st->set_head(s.head);
+      st->set_entropy(s.entropy);
+      st->set_mean_distance(s.mean_distance);
+      st->set_self_mass(s.self_mass);
+      st->set_prev_mass(s.prev_mass);
+      st->set_next_mass(s.next_mass);
+      st->set_first_mass(s.first_mass);
+    }
+    out->set_num_tokens(r.num_tokens);
+    out->set_truncated(prepared.truncated[i]);
+    v1::BatchInfo* batch = out->mutable_batch();
+    batch->set_batch_size(r.batch.batch_size);
+    batch->set_padded_tokens(r.batch.padded_tokens);
+    batch->set_queue_ms(r.batch.queue_seconds * 1e3);
+    batch->set_inference_ms(r.batch.inference_seconds * 1e3);
+    queue_ms = std::max(queue_ms, r.batch.queue_seconds * 1e3);
+    inference_ms = std::max(inference_ms, r.batch.inference_seconds * 1e3);
+  }
+  v1::Timing* timing = response->mutable_timing();
+  timing->set_queue_ms(queue_ms);
+  timing->set_inference_ms(inference_ms);
+  timing->set_total_ms(total_ms);
+}
+
+}  // namespace encoder::service

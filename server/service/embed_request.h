@@ -1,0 +1,50 @@
+// Turns an EmbedRequest into validated batcher work, and batcher results
+// into an EmbedResponse. Every check that can fail a request happens here,
+// before any compute.
+#ifndef ENCODER_SERVER_SERVICE_EMBED_REQUEST_H_
+#define ENCODER_SERVER_SERVICE_EMBED_REQUEST_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "encoder/v1/encoder.pb.h"
+#include "server/batching/types.h"
+#include "server/runner/model_host.h"
+
+namespace encoder::service {
+
+struct ServiceLimits {
+  int64_t max_inputs_per_request = 256;
+  // The server's send limit; responses estimated above it are refused.
+  int64_t max_send_message_bytes = 64 << 20;
+};
+
+struct PreparedEmbed {
+  const runner::HostedModel* model = nullptr;
+  std::vector<batching::SequenceSpec> sequences;
+  std::vector<bool> truncated;
+  int64_t total_tokens = 0;
+};
+
+// NOT_FOUND for an unknown model; INVALID_ARGUMENT for no inputs, an empty
+// input, ids outside the vocabulary, bad layer or head indices, or an input
+// over the model's length limit without truncate; RESOURCE_EXHAUSTED when
+// the response would exceed the send limit. Messages name the input index
+// and the limit.
+absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
+                                           const runner::ModelHost& host,
+                                           const ServiceLimits& limits);
+
+// Upper estimate of the serialized response size in bytes.
+int64_t EstimateResponseBytes(const PreparedEmbed& prepared);
+
+// Fills `response` from results in input order.
+void FillEmbedResponse(const v1::EmbedRequest& request,
+                       const PreparedEmbed& prepared,
+                       const std::vector<batching::SequenceResult>& results,
+                       double total_ms, v1::EmbedResponse* response);
+
+}  // namespace encoder::service
+
+#endif  // ENCODER_SERVER_SERVICE_EMBED_REQUEST_H_

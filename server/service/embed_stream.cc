@@ -1,0 +1,171 @@
+// EmbedStream: many Embed requests on one bidirectional stream.
+//
+// Each request read is validated and queued like a unary call, so requests
+// of one stream batch with each other and with everyone else's. Responses
+// are written strictly in request order, one write at a time. At most
+// kMaxOutstanding requests per stream are in the server at once; reading
+// pauses beyond that (flow control instead of unbounded buffering). A bad
+// request gets a StreamError response in its place and the stream goes on.
+#include <deque>
+#include <memory>
+#include <mutex>
+
+#include "server/service/encoder_service.h"
+
+namespace encoder::service {
+namespace {
+
+constexpr size_t kMaxOutstanding = 32;
+
+class EmbedStreamReactor
+    : public grpc::ServerBidiReactor<v1::EmbedRequest,
+                                     v1::EmbedStreamResponse> {
+ public:
+  EmbedStreamReactor(EncoderServiceImpl* service,
+                     grpc::CallbackServerContext* context)
+      : service_(service), context_(context) {
+    service_->metrics()->InFlight("EmbedStream", +1);
+    StartRead(&read_buffer_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      std::unique_lock<std::mutex> lock(mu_);
+      reading_done_ = true;
+      Act(lock, Next(lock));
+      return;
+    }
+    auto item = std::make_shared<Item>();
+    item->request = std::move(read_buffer_);
+    bool read_more;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      // After a cancel or failed write nothing more is computed; the
+      // reactor may already be finishing.
+      if (broken_ || finished_) return;
+      items_.push_back(item);
+      ++pending_;
+      read_more = items_.size() < kMaxOutstanding;
+      read_paused_ = !read_more;
+    }
+    service_->SubmitEmbed(
+        "EmbedStream", context_, &item->request, &item->response,
+        [this, item](const grpc::Status& status) { OnItemDone(item, status); });
+    if (read_more) StartRead(&read_buffer_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    writing_ = false;
+    items_.pop_front();
+    if (!ok) broken_ = true;
+    Act(lock, Next(lock));
+  }
+
+  void OnCancel() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    broken_ = true;
+    Act(lock, Next(lock));
+  }
+
+  void OnDone() override {
+    service_->metrics()->InFlight("EmbedStream", -1);
+    delete this;
+  }
+
+ private:
+  struct Item {
+    v1::EmbedRequest request;
+    v1::EmbedResponse response;
+    v1::EmbedStreamResponse out;
+    bool ready = false;
+  };
+
+  enum class Action { kNone, kWrite, kRead, kWriteAndRead, kFinish };
+
+  void OnItemDone(const std::shared_ptr<Item>& item,
+                  const grpc::Status& status) {
+    item->out.set_request_id(item->request.request_id());
+    if (status.ok()) {
+      *item->out.mutable_response() = std::move(item->response);
+    } else {
+      v1::StreamError* error = item->out.mutable_error();
+      error->set_code(status.error_code());
+      error->set_message(status.error_message());
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    item->ready = true;
+    --pending_;
+    Act(lock, Next(lock));
+  }
+
+  // Decides the next step under the lock; the step itself is taken after
+  // unlocking, since gRPC may run reactions inline.
+  Action Next(std::unique_lock<std::mutex>&) {
+    if (finished_) return Action::kNone;
+    if (broken_) {
+      if (pending_ == 0 && !writing_) {
+        finished_ = true;
+        return Action::kFinish;
+      }
+      return Action::kNone;
+    }
+    bool write = false, read = false;
+    if (!writing_ && !items_.empty() && items_.front()->ready) {
+      writing_ = true;
+      write = true;
+    }
+    if (read_paused_ && !reading_done_ && items_.size() < kMaxOutstanding) {
+      read_paused_ = false;
+      read = true;
+    }
+    if (write && read) return Action::kWriteAndRead;
+    if (write) return Action::kWrite;
+    if (read) return Action::kRead;
+    if (reading_done_ && items_.empty() && pending_ == 0 && !writing_) {
+      finished_ = true;
+      return Action::kFinish;
+    }
+    return Action::kNone;
+  }
+
+  void Act(std::unique_lock<std::mutex>& lock, Action action) {
+    const v1::EmbedStreamResponse* to_write =
+        (action == Action::kWrite || action == Action::kWriteAndRead)
+            ? &items_.front()->out
+            : nullptr;
+    const bool cancelled = broken_;
+    lock.unlock();
+    if (to_write != nullptr) StartWrite(to_write);
+    if (action == Action::kRead || action == Action::kWriteAndRead) {
+      StartRead(&read_buffer_);
+    }
+    if (action == Action::kFinish) {
+      Finish(cancelled
+                 ? grpc::Status(grpc::StatusCode::CANCELLED, "stream cancelled")
+                 : grpc::Status::OK);
+    }
+  }
+
+  EncoderServiceImpl* const service_;
+  grpc::CallbackServerContext* const context_;
+  v1::EmbedRequest read_buffer_;  // owned by the outstanding read
+
+  std::mutex mu_;
+  std::deque<std::shared_ptr<Item>> items_;  // request order; front writes next
+  size_t pending_ = 0;                       // submitted, result not yet back
+  bool writing_ = false;      // a write is outstanding (items_.front())
+  bool read_paused_ = false;  // too many outstanding; resume on a write
+  bool reading_done_ = false;
+  bool broken_ = false;  // cancelled or a write failed: drain, then finish
+  bool finished_ = false;
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<v1::EmbedRequest, v1::EmbedStreamResponse>*
+EncoderServiceImpl::EmbedStream(grpc::CallbackServerContext* context) {
+  return new EmbedStreamReactor(this, context);
+}
+
+}  // namespace encoder::service

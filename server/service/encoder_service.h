@@ -1,0 +1,85 @@
+// The gRPC edge: validate -> enqueue -> finish, with the callback API (no
+// thread waits per request). Maps every internal status to grpc::Status
+// through status_util.
+#ifndef ENCODER_SERVER_SERVICE_ENCODER_SERVICE_H_
+#define ENCODER_SERVER_SERVICE_ENCODER_SERVICE_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "encoder/v1/encoder.grpc.pb.h"
+#include "server/metrics/metrics.h"
+#include "server/runner/model_host.h"
+#include "server/service/embed_request.h"
+#include "server/service/work_queue.h"
+
+namespace encoder::service {
+
+struct DiagnoseLimits {
+  int64_t max_tokens = 512;               // input length for Diagnose
+  int64_t max_structure_positions = 512;  // N of Gram / bias matrices
+  int64_t max_pending = 16;               // queued Diagnose calls
+};
+
+class EncoderServiceImpl final : public v1::EncoderService::CallbackService {
+ public:
+  // `metrics` must outlive the service. Until SetHost, every call fails
+  // with UNAVAILABLE (models loading).
+  EncoderServiceImpl(metrics::Metrics* metrics, ServiceLimits limits,
+                     DiagnoseLimits diagnose_limits);
+  ~EncoderServiceImpl() override;
+
+  // Makes the loaded models available; `host` must outlive the service.
+  void SetHost(runner::ModelHost* host) { host_.store(host); }
+
+  // From now on new calls fail with UNAVAILABLE; accepted ones go on.
+  void StartDraining() { draining_.store(true); }
+  bool draining() const { return draining_.load(); }
+
+  grpc::ServerUnaryReactor* Embed(grpc::CallbackServerContext* context,
+                                  const v1::EmbedRequest* request,
+                                  v1::EmbedResponse* response) override;
+  grpc::ServerBidiReactor<v1::EmbedRequest, v1::EmbedStreamResponse>*
+  EmbedStream(grpc::CallbackServerContext* context) override;
+  grpc::ServerUnaryReactor* ListModels(
+      grpc::CallbackServerContext* context,
+      const v1::ListModelsRequest* request,
+      v1::ListModelsResponse* response) override;
+  grpc::ServerUnaryReactor* Diagnose(grpc::CallbackServerContext* context,
+                                     const v1::DiagnoseRequest* request,
+                                     v1::DiagnoseResponse* response) override;
+
+  // Validates `request` and queues it. `done` is called exactly once, on
+  // the batcher's worker or inline on failure, with `response` filled when
+  // OK. `request` and `response` must stay valid until then. Records
+  // metrics for the call under `rpc`.
+  void SubmitEmbed(const char* rpc, grpc::CallbackServerContext* context,
+                   const v1::EmbedRequest* request, v1::EmbedResponse* response,
+                   std::function<void(const grpc::Status&)> done);
+
+  metrics::Metrics* metrics() const { return metrics_; }
+
+ private:
+  // Finishes a unary reactor, recording the call's metrics.
+  void FinishUnary(grpc::ServerUnaryReactor* reactor, const char* rpc,
+                   const std::string& model, absl::Time start,
+                   const grpc::Status& status);
+  // The host if calls may proceed; else nullptr and `*refusal` is set
+  // (models loading, or draining).
+  runner::ModelHost* Admit(grpc::Status* refusal) const;
+
+  std::atomic<runner::ModelHost*> host_{nullptr};
+  metrics::Metrics* metrics_;
+  const ServiceLimits limits_;
+  const DiagnoseLimits diagnose_limits_;
+  std::atomic<bool> draining_{false};
+  // Diagnose runs several forward passes: off the gRPC threads, one at a
+  // time, with a bounded queue.
+  WorkQueue diagnose_queue_;
+};
+
+}  // namespace encoder::service
+
+#endif  // ENCODER_SERVER_SERVICE_ENCODER_SERVICE_H_

@@ -1,0 +1,57 @@
+// The gRPC server: EncoderService, grpc.health.v1 and reflection on one
+// port, with message size limits. Owns the service; not the models.
+#ifndef ENCODER_SERVER_SERVICE_SERVER_H_
+#define ENCODER_SERVER_SERVICE_SERVER_H_
+
+#include <grpcpp/server.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/service/encoder_service.h"
+
+namespace encoder::service {
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:50051";  // port 0: pick a free port
+  int64_t max_receive_message_bytes = 16 << 20;
+  int64_t max_send_message_bytes = 64 << 20;
+  int64_t max_inputs_per_request = 256;
+  DiagnoseLimits diagnose;
+};
+
+class EncoderServer {
+ public:
+  // Binds and starts serving; health is NOT_SERVING and calls are
+  // UNAVAILABLE until SetModels.
+  static absl::StatusOr<std::unique_ptr<EncoderServer>> Start(
+      const ServerOptions& options, metrics::Metrics* metrics);
+  ~EncoderServer();
+
+  int port() const { return port_; }
+
+  // Makes the models callable and health SERVING. `host` must outlive the
+  // server.
+  void SetModels(runner::ModelHost* host);
+
+  // The drain sequence: health NOT_SERVING, new calls UNAVAILABLE, wait for
+  // accepted work up to `grace`, then shut down the transport (calls still
+  // running at the deadline are cancelled). Returns whether every accepted
+  // call completed in time.
+  bool Drain(absl::Duration grace);
+
+ private:
+  EncoderServer() = default;
+  void SetHealth(bool serving);
+
+  std::unique_ptr<EncoderServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  runner::ModelHost* host_ = nullptr;
+  int port_ = 0;
+};
+
+}  // namespace encoder::service
+
+#endif  // ENCODER_SERVER_SERVICE_SERVER_H_

@@ -1,0 +1,466 @@
+// PrometheusMetrics served on a loopback port and read back the way
+// Prometheus reads it: an HTTP GET of /metrics, parsed as exposition text.
+// Every test starts its own server on 127.0.0.1:0.
+#include "server/metrics/prometheus_metrics.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace encoder::metrics {
+namespace {
+
+using Labels = std::map<std::string, std::string>;
+
+struct Sample {
+  std::string name;
+  Labels labels;
+  double value = 0;
+};
+
+struct Scrape {
+  int status = 0;
+  std::string body;
+  std::vector<Sample> samples;
+
+  // The value of the one sample with exactly this name and label set.
+  std::optional<double> Get(const std::string& name,
+                            const Labels& labels = {}) const {
+    for (const Sample& s : samples) {
+      if (s.name == name && s.labels == labels) return s.value;
+    }
+    return std::nullopt;
+  }
+
+  // Label sets of every sample named `name`.
+  std::vector<Labels> LabelSets(const std::string& name) const {
+    std::vector<Labels> sets;
+    for (const Sample& s : samples) {
+      if (s.name == name) sets.push_back(s.labels);
+    }
+    return sets;
+  }
+};
+
+// Parses one `name{k="v",...} value` line; label values here never hold
+// quotes or commas.
+Sample ParseSampleLine(const std::string& line) {
+  Sample sample;
+  const size_t brace = line.find('{');
+  const size_t space = line.rfind(' ');
+  if (brace != std::string::npos && brace < space) {
+    sample.name = line.substr(0, brace);
+    const size_t close = line.find('}', brace);
+    std::string body = line.substr(brace + 1, close - brace - 1);
+    std::stringstream pairs(body);
+    std::string pair;
+    while (std::getline(pairs, pair, ',')) {
+      const size_t eq = pair.find('=');
+      sample.labels[pair.substr(0, eq)] =
+          pair.substr(eq + 2, pair.size() - eq - 3);
+    }
+  } else {
+    sample.name = line.substr(0, space);
+  }
+  sample.value = std::strtod(line.c_str() + space + 1, nullptr);
+  return sample;
+}
+
+// Sends `request` over a plain TCP socket and parses the response.
+Scrape Send(int port, const std::string& request) {
+  Scrape scrape;
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  EXPECT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ADD_FAILURE() << "connect to port " << port << " failed";
+    close(fd);
+    return scrape;
+  }
+  EXPECT_EQ(send(fd, request.data(), request.size(), 0),
+            static_cast<ssize_t>(request.size()));
+  std::string response;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = recv(fd, buffer, sizeof(buffer), 0)) > 0) {
+    response.append(buffer, static_cast<size_t>(n));
+  }
+  close(fd);
+
+  const size_t header_end = response.find("\r\n\r\n");
+  if (header_end == std::string::npos) {
+    ADD_FAILURE() << "no HTTP header in: " << response;
+    return scrape;
+  }
+  std::istringstream status_line(response.substr(0, header_end));
+  std::string version;
+  status_line >> version >> scrape.status;
+  scrape.body = response.substr(header_end + 4);
+  std::istringstream lines(scrape.body);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    scrape.samples.push_back(ParseSampleLine(line));
+  }
+  return scrape;
+}
+
+// GET /metrics, as Prometheus sends it.
+Scrape Fetch(int port) {
+  return Send(port,
+              "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+              "Accept: text/plain\r\nAccept-Encoding: gzip\r\n\r\n");
+}
+
+ModelLabels RopeModel() {
+  ModelLabels labels;
+  labels.model = "m1";
+  labels.scheme = "rope";
+  labels.device = "cpu";
+  labels.dtype = "float32";
+  labels.d_model = 512;
+  labels.num_heads = 8;
+  labels.num_layers = 4;
+  return labels;
+}
+
+class PrometheusMetricsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<PrometheusMetrics>> started =
+        PrometheusMetrics::Start("127.0.0.1:0");
+    ASSERT_TRUE(started.ok()) << started.status();
+    metrics_ = std::move(*started);
+    ASSERT_GT(metrics_->port(), 0);
+  }
+
+  std::unique_ptr<PrometheusMetrics> metrics_;
+};
+
+TEST_F(PrometheusMetricsTest, ServesExpositionText) {
+  metrics_->RegisterModel(RopeModel());
+  metrics_->RequestDone("Embed", "m1", "OK", 0.001);
+  const Scrape scrape = Fetch(metrics_->port());
+  EXPECT_EQ(scrape.status, 200);
+  for (const char* type :
+       {"encoder_requests_total counter",
+        "encoder_request_duration_seconds histogram",
+        "encoder_batch_size histogram",
+        "encoder_dropped_sequences_total counter", "encoder_queue_depth gauge",
+        "encoder_model_info gauge", "process_resident_memory_bytes gauge"}) {
+    EXPECT_THAT(scrape.body,
+                ::testing::HasSubstr(std::string("# TYPE ") + type));
+  }
+}
+
+TEST_F(PrometheusMetricsTest, CountsRequestsByRpcModelAndCode) {
+  metrics_->RegisterModel(RopeModel());
+  for (int i = 0; i < 3; ++i) metrics_->RequestDone("Embed", "m1", "OK", 0.002);
+  metrics_->RequestDone("Embed", "m1", "INVALID_ARGUMENT", 0.0001);
+  metrics_->RequestDone("ListModels", "", "OK", 0.0003);
+  metrics_->RequestDone("Embed", "", "NOT_FOUND", 0.0004);
+
+  const Scrape s = Fetch(metrics_->port());
+  const Labels ok = {
+      {"rpc", "Embed"}, {"model", "m1"}, {"scheme", "rope"}, {"code", "OK"}};
+  EXPECT_EQ(s.Get("encoder_requests_total", ok), 3);
+  EXPECT_EQ(s.Get("encoder_requests_total", {{"rpc", "Embed"},
+                                             {"model", "m1"},
+                                             {"scheme", "rope"},
+                                             {"code", "INVALID_ARGUMENT"}}),
+            1);
+  EXPECT_EQ(s.Get("encoder_requests_total", {{"rpc", "Embed"},
+                                             {"model", ""},
+                                             {"scheme", ""},
+                                             {"code", "NOT_FOUND"}}),
+            1);
+  EXPECT_EQ(s.LabelSets("encoder_requests_total").size(), 4u);
+
+  const Labels embed = {{"rpc", "Embed"}, {"model", "m1"}, {"scheme", "rope"}};
+  EXPECT_EQ(s.Get("encoder_request_duration_seconds_count", embed), 4);
+  EXPECT_DOUBLE_EQ(*s.Get("encoder_request_duration_seconds_sum", embed),
+                   3 * 0.002 + 0.0001);
+  Labels bucket = embed;
+  bucket["le"] = "0.0001";
+  EXPECT_EQ(s.Get("encoder_request_duration_seconds_bucket", bucket), 1);
+  bucket["le"] = "0.001";
+  EXPECT_EQ(s.Get("encoder_request_duration_seconds_bucket", bucket), 1);
+  bucket["le"] = "0.0025";
+  EXPECT_EQ(s.Get("encoder_request_duration_seconds_bucket", bucket), 4);
+  bucket["le"] = "+Inf";
+  EXPECT_EQ(s.Get("encoder_request_duration_seconds_bucket", bucket), 4);
+  bucket["le"] = "60";
+  EXPECT_EQ(s.Get("encoder_request_duration_seconds_bucket", bucket), 4);
+}
+
+TEST_F(PrometheusMetricsTest, RecordsBatchesAndSequenceTimes) {
+  metrics_->RegisterModel(RopeModel());
+  const Labels m1 = {{"model", "m1"}, {"scheme", "rope"}};
+  {
+    // Registration alone creates every per-model series at zero.
+    const Scrape s = Fetch(metrics_->port());
+    EXPECT_EQ(s.Get("encoder_batch_size_count", m1), 0);
+    EXPECT_EQ(s.Get("encoder_tokens_total", m1), 0);
+    EXPECT_EQ(s.Get("encoder_queue_depth", m1), 0);
+    EXPECT_EQ(s.Get("encoder_queue_duration_seconds_count", m1), 0);
+  }
+  metrics_->Batch("m1", 4, 40, 30);
+  metrics_->Batch("m1", 2, 16, 16);
+  metrics_->SequenceTimes("m1", 0.0002, 0.5);
+  metrics_->SequenceTimes("m1", 0.004, 3.0);
+  metrics_->QueueDepth("m1", 7);
+  metrics_->QueueDepth("m1", 5);
+
+  const Scrape s = Fetch(metrics_->port());
+  EXPECT_EQ(s.Get("encoder_batch_size_count", m1), 2);
+  EXPECT_EQ(s.Get("encoder_batch_size_sum", m1), 6);
+  EXPECT_EQ(s.Get("encoder_batch_tokens_sum", m1), 56);
+  EXPECT_EQ(s.Get("encoder_tokens_total", m1), 46);
+  EXPECT_EQ(s.Get("encoder_batch_padding_ratio_count", m1), 2);
+  EXPECT_DOUBLE_EQ(*s.Get("encoder_batch_padding_ratio_sum", m1), 0.25);
+  Labels bucket = m1;
+  bucket["le"] = "0";
+  EXPECT_EQ(s.Get("encoder_batch_padding_ratio_bucket", bucket), 1);
+  bucket["le"] = "0.2";
+  EXPECT_EQ(s.Get("encoder_batch_padding_ratio_bucket", bucket), 1);
+  bucket["le"] = "0.3";
+  EXPECT_EQ(s.Get("encoder_batch_padding_ratio_bucket", bucket), 2);
+
+  EXPECT_EQ(s.Get("encoder_queue_duration_seconds_count", m1), 2);
+  EXPECT_DOUBLE_EQ(*s.Get("encoder_queue_duration_seconds_sum", m1), 0.0042);
+  EXPECT_EQ(s.Get("encoder_inference_duration_seconds_count", m1), 2);
+  EXPECT_DOUBLE_EQ(*s.Get("encoder_inference_duration_seconds_sum", m1), 3.5);
+  bucket = m1;
+  bucket["le"] = "0.00025";
+  EXPECT_EQ(s.Get("encoder_queue_duration_seconds_bucket", bucket), 1);
+  bucket["le"] = "2.5";
+  EXPECT_EQ(s.Get("encoder_inference_duration_seconds_bucket", bucket), 1);
+  bucket["le"] = "5";
+  EXPECT_EQ(s.Get("encoder_inference_duration_seconds_bucket", bucket), 2);
+  EXPECT_EQ(s.Get("encoder_queue_depth", m1), 5);
+}
+
+TEST_F(PrometheusMetricsTest, CountsDroppedSequencesByReason) {
+  metrics_->RegisterModel(RopeModel());
+  metrics_->Dropped("m1", "deadline", 2);
+  metrics_->Dropped("m1", "deadline", 1);
+  metrics_->Dropped("m1", "overload", 5);
+
+  const Scrape s = Fetch(metrics_->port());
+  auto dropped = [&](const std::string& reason) {
+    return s.Get("encoder_dropped_sequences_total",
+                 {{"model", "m1"}, {"scheme", "rope"}, {"reason", reason}});
+  };
+  EXPECT_EQ(dropped("deadline"), 3);
+  EXPECT_EQ(dropped("overload"), 5);
+  EXPECT_EQ(dropped("cancelled"), 0);
+  EXPECT_EQ(dropped("shutdown"), 0);
+  EXPECT_EQ(s.LabelSets("encoder_dropped_sequences_total").size(), 4u);
+}
+
+TEST_F(PrometheusMetricsTest, ReportsBeforeRegistrationMoveToTheScheme) {
+  // A batcher may report while later models still load, before main
+  // registers the model.
+  metrics_->QueueDepth("m1", 3);
+  metrics_->Batch("m1", 2, 20, 15);
+  metrics_->SequenceTimes("m1", 0.001, 0.02);
+  metrics_->Dropped("m1", "cancelled", 4);
+  metrics_->RequestDone("Embed", "m1", "OK", 0.03);
+  metrics_->RegisterModel(RopeModel());
+  metrics_->RequestDone("Embed", "m1", "OK", 0.01);
+  metrics_->Batch("m1", 1, 10, 10);
+
+  const Scrape s = Fetch(metrics_->port());
+  const Labels m1 = {{"model", "m1"}, {"scheme", "rope"}};
+  EXPECT_EQ(s.Get("encoder_queue_depth", m1), 3);
+  EXPECT_EQ(s.Get("encoder_tokens_total", m1), 25);
+  EXPECT_EQ(s.Get("encoder_batch_size_count", m1), 2);
+  EXPECT_EQ(s.Get("encoder_batch_size_sum", m1), 3);
+  Labels bucket = m1;
+  bucket["le"] = "1";
+  EXPECT_EQ(s.Get("encoder_batch_size_bucket", bucket), 1);
+  bucket["le"] = "2";
+  EXPECT_EQ(s.Get("encoder_batch_size_bucket", bucket), 2);
+  EXPECT_EQ(s.Get("encoder_queue_duration_seconds_count", m1), 1);
+  EXPECT_DOUBLE_EQ(*s.Get("encoder_inference_duration_seconds_sum", m1), 0.02);
+  EXPECT_EQ(
+      s.Get("encoder_dropped_sequences_total",
+            {{"model", "m1"}, {"scheme", "rope"}, {"reason", "cancelled"}}),
+      4);
+  const Labels embed = {{"rpc", "Embed"}, {"model", "m1"}, {"scheme", "rope"}};
+  Labels ok = embed;
+  ok["code"] = "OK";
+  EXPECT_EQ(s.Get("encoder_requests_total", ok), 2);
+  EXPECT_EQ(s.Get("encoder_request_duration_seconds_count", embed), 2);
+  EXPECT_DOUBLE_EQ(*s.Get("encoder_request_duration_seconds_sum", embed), 0.04);
+  for (const Sample& sample : s.samples) {
+    if (sample.labels.count("scheme") != 0) {
+      EXPECT_EQ(sample.labels.at("scheme"), "rope") << sample.name;
+    }
+  }
+}
+
+TEST_F(PrometheusMetricsTest, TracksInFlightRequestsPerRpc) {
+  metrics_->InFlight("Embed", 1);
+  metrics_->InFlight("Embed", 1);
+  metrics_->InFlight("EmbedStream", 1);
+  metrics_->InFlight("Embed", -1);
+
+  const Scrape s = Fetch(metrics_->port());
+  EXPECT_EQ(s.Get("encoder_in_flight_requests", {{"rpc", "Embed"}}), 1);
+  EXPECT_EQ(s.Get("encoder_in_flight_requests", {{"rpc", "EmbedStream"}}), 1);
+}
+
+TEST_F(PrometheusMetricsTest, ExportsModelInfoOncePerModel) {
+  metrics_->RegisterModel(RopeModel());
+  ModelLabels relative = RopeModel();
+  relative.model = "m2";
+  relative.scheme = "relative";
+  relative.num_layers = 2;
+  metrics_->RegisterModel(relative);
+  relative.dtype = "bfloat16";
+  metrics_->RegisterModel(relative);
+
+  const Scrape s = Fetch(metrics_->port());
+  EXPECT_EQ(s.Get("encoder_model_info", {{"model", "m1"},
+                                         {"scheme", "rope"},
+                                         {"device", "cpu"},
+                                         {"dtype", "float32"},
+                                         {"d_model", "512"},
+                                         {"num_heads", "8"},
+                                         {"num_layers", "4"}}),
+            1);
+  EXPECT_EQ(s.Get("encoder_model_info", {{"model", "m2"},
+                                         {"scheme", "relative"},
+                                         {"device", "cpu"},
+                                         {"dtype", "bfloat16"},
+                                         {"d_model", "512"},
+                                         {"num_heads", "8"},
+                                         {"num_layers", "2"}}),
+            1);
+  EXPECT_EQ(s.LabelSets("encoder_model_info").size(), 2u);
+}
+
+TEST_F(PrometheusMetricsTest, ReportsResidentMemory) {
+  const Scrape s = Fetch(metrics_->port());
+  const std::optional<double> rss = s.Get("process_resident_memory_bytes");
+  ASSERT_TRUE(rss.has_value());
+  EXPECT_GT(*rss, 1024 * 1024);
+}
+
+TEST_F(PrometheusMetricsTest, GpuMemoryOnlyForCudaDevicesWithAReader) {
+  metrics_->RegisterModel(RopeModel());
+  EXPECT_TRUE(
+      Fetch(metrics_->port()).LabelSets("encoder_gpu_memory_bytes").empty());
+
+  metrics_->SetGpuMemoryReader(
+      [](const std::string& device) -> absl::StatusOr<GpuMemory> {
+        if (device != "cuda:0") return absl::NotFoundError(device);
+        return GpuMemory{1000, 4096};
+      });
+  EXPECT_TRUE(
+      Fetch(metrics_->port()).LabelSets("encoder_gpu_memory_bytes").empty());
+
+  ModelLabels gpu = RopeModel();
+  gpu.model = "g0";
+  gpu.device = "cuda:0";
+  metrics_->RegisterModel(gpu);
+  gpu.model = "g1";
+  gpu.device = "cuda:1";
+  metrics_->RegisterModel(gpu);
+
+  const Scrape s = Fetch(metrics_->port());
+  EXPECT_EQ(s.Get("encoder_gpu_memory_bytes",
+                  {{"device", "cuda:0"}, {"kind", "allocated"}}),
+            1000);
+  EXPECT_EQ(s.Get("encoder_gpu_memory_bytes",
+                  {{"device", "cuda:0"}, {"kind", "reserved"}}),
+            4096);
+  EXPECT_EQ(s.LabelSets("encoder_gpu_memory_bytes").size(), 2u);
+}
+
+TEST_F(PrometheusMetricsTest, ConcurrentUpdatesAreAllCounted) {
+  metrics_->RegisterModel(RopeModel());
+  constexpr int kThreads = 8;
+  constexpr int kPerThread = 2000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([this, t] {
+      const std::string code = t % 2 == 0 ? "OK" : "CANCELLED";
+      for (int i = 0; i < kPerThread; ++i) {
+        metrics_->InFlight("Embed", 1);
+        metrics_->RequestDone("Embed", "m1", code, 0.001);
+        metrics_->Batch("m1", 1, 10, 10);
+        metrics_->InFlight("Embed", -1);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+
+  const Scrape s = Fetch(metrics_->port());
+  const Labels embed = {{"rpc", "Embed"}, {"model", "m1"}, {"scheme", "rope"}};
+  Labels ok = embed;
+  ok["code"] = "OK";
+  Labels cancelled = embed;
+  cancelled["code"] = "CANCELLED";
+  EXPECT_EQ(s.Get("encoder_requests_total", ok), kThreads / 2 * kPerThread);
+  EXPECT_EQ(s.Get("encoder_requests_total", cancelled),
+            kThreads / 2 * kPerThread);
+  EXPECT_EQ(s.Get("encoder_request_duration_seconds_count", embed),
+            kThreads * kPerThread);
+  EXPECT_EQ(
+      s.Get("encoder_tokens_total", {{"model", "m1"}, {"scheme", "rope"}}),
+      10.0 * kThreads * kPerThread);
+  EXPECT_EQ(s.Get("encoder_in_flight_requests", {{"rpc", "Embed"}}), 0);
+}
+
+TEST_F(PrometheusMetricsTest, AnswersOnlyGetAndHeadOfMetrics) {
+  metrics_->RegisterModel(RopeModel());
+  EXPECT_EQ(Send(metrics_->port(), "GET / HTTP/1.1\r\n\r\n").status, 404);
+  EXPECT_EQ(Send(metrics_->port(), "POST /metrics HTTP/1.1\r\n\r\n").status,
+            405);
+  EXPECT_EQ(Send(metrics_->port(), "garbage\r\n\r\n").status, 400);
+  const Scrape head = Send(metrics_->port(), "HEAD /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(head.status, 200);
+  EXPECT_TRUE(head.body.empty());
+  const Scrape query =
+      Send(metrics_->port(), "GET /metrics?x=1 HTTP/1.0\r\n\r\n");
+  EXPECT_EQ(query.status, 200);
+  EXPECT_EQ(
+      query.Get("encoder_queue_depth", {{"model", "m1"}, {"scheme", "rope"}}),
+      0);
+}
+
+TEST(PrometheusMetricsStartTest, RejectsEmptyAndBusyAddresses) {
+  EXPECT_EQ(PrometheusMetrics::Start("").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PrometheusMetrics::Start("127.0.0.1").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PrometheusMetrics::Start("127.0.0.1:http").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<std::unique_ptr<PrometheusMetrics>> first =
+      PrometheusMetrics::Start("127.0.0.1:0");
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string busy = "127.0.0.1:" + std::to_string((*first)->port());
+  EXPECT_EQ(PrometheusMetrics::Start(busy).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace encoder::metrics

@@ -1,0 +1,302 @@
+// Unary RPCs, health and reflection on a real loopback server.
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "server/model/encoder.h"
+#include "server/model/tokenizer.h"
+#include "tests/service/test_server.h"
+
+namespace encoder::testing {
+namespace {
+
+using grpc::StatusCode;
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { server_ = new TestServer(); }
+  static void TearDownTestSuite() { delete server_; }
+
+  // The status of an Embed call; the message must contain `needle`.
+  static void ExpectError(const v1::EmbedRequest& request, StatusCode code,
+                          const std::string& needle) {
+    v1::EmbedResponse response;
+    grpc::Status s = Call(server_->stub(), request, &response);
+    EXPECT_EQ(s.error_code(), code) << s.error_message();
+    EXPECT_NE(s.error_message().find(needle), std::string::npos)
+        << "message: " << s.error_message() << "\nwanted: " << needle;
+  }
+
+  static TestServer* server_;
+};
+
+TestServer* ServiceTest::server_ = nullptr;
+
+TEST_F(ServiceTest, ListModelsDescribesEverySchemeAndItsParameters) {
+  grpc::ClientContext context;
+  v1::ListModelsResponse response;
+  ASSERT_TRUE(server_->stub().ListModels(&context, {}, &response).ok());
+  ASSERT_EQ(response.models_size(), 6);
+  EXPECT_EQ(response.default_model(), "sinusoidal");
+  for (int i = 0; i < 6; ++i) {
+    const v1::ModelInfo& m = response.models(i);
+    EXPECT_EQ(m.name(), SchemeNames()[i]);
+    EXPECT_EQ(m.positional().scheme(), SchemeNames()[i]);
+    EXPECT_EQ(m.is_default(), m.name() == "sinusoidal");
+    EXPECT_EQ(m.d_model(), 32);
+    EXPECT_EQ(m.num_heads(), 4);
+    EXPECT_EQ(m.num_layers(), 2);
+    EXPECT_EQ(m.vocab_size(), 300);
+    EXPECT_EQ(m.device(), "cpu");
+    EXPECT_EQ(m.dtype(), v1::DTYPE_FLOAT32);
+    EXPECT_GT(m.parameter_count(), 300 * 32);
+    EXPECT_EQ(m.positional().extrapolates(), m.name() != "learned");
+    EXPECT_EQ(m.max_input_tokens(), m.name() == "learned" ? 24 : 200);
+  }
+  const auto& alibi = response.models(4).positional();
+  ASSERT_EQ(alibi.alibi_slopes_size(), 4);
+  EXPECT_DOUBLE_EQ(alibi.alibi_slopes(0), 0.25);
+  EXPECT_DOUBLE_EQ(alibi.alibi_slopes(3), std::pow(2.0, -8));
+  EXPECT_EQ(response.models(3).positional().params().at("layout"),
+            "interleaved");
+  EXPECT_EQ(response.models(3).positional().params().at("base"), "10000");
+  EXPECT_EQ(response.models(5).positional().params().at("num_buckets"), "32");
+  EXPECT_EQ(response.models(5).positional().params().at("max_distance"), "128");
+  EXPECT_EQ(response.models(1).positional().params().at("layout"),
+            "interleaved");
+}
+
+TEST_F(ServiceTest, EmbedEqualsTheInProcessModel) {
+  const std::vector<int64_t> ids = {1, 17, 42, 99, 7, 2};
+  for (const std::string& name : SchemeNames()) {
+    v1::EmbedRequest request = IdsRequest(name, {ids});
+    request.set_return_token_embeddings(true);
+    v1::EmbedResponse response;
+    ASSERT_TRUE(Call(server_->stub(), request, &response).ok()) << name;
+    ASSERT_EQ(response.results_size(), 1);
+    const v1::EmbedResult& r = response.results(0);
+    EXPECT_EQ(response.model(), name);
+    EXPECT_EQ(r.num_tokens(), 6);
+    EXPECT_EQ(r.batch().batch_size(), 1);
+
+    const model::Encoder& enc = *server_->host().Find(name)->encoder;
+    model::EncoderInput in;
+    in.ids = at::tensor(ids, at::kLong).view({1, -1});
+    in.mask = at::ones_like(in.ids, at::kBool);
+    auto out = enc.Forward(in, {});
+    ASSERT_TRUE(out.ok());
+    at::Tensor pooled =
+        model::Pool(out->tokens, in.mask, model::Pooling::kMean, false)[0];
+    std::vector<float> got = Floats(r.pooled());
+    ASSERT_EQ(got.size(), 32u);
+    ASSERT_EQ(r.pooled().shape_size(), 1);
+    for (int i = 0; i < 32; ++i) {
+      EXPECT_NEAR(got[i], pooled[i].item<float>(), 1e-6) << name;
+    }
+    std::vector<float> tokens = Floats(r.token_embeddings());
+    ASSERT_EQ(tokens.size(), 6u * 32u);
+    EXPECT_EQ(r.token_embeddings().shape(0), 6);
+    EXPECT_EQ(r.token_embeddings().shape(1), 32);
+    at::Tensor want = out->tokens[0].contiguous();
+    for (int i = 0; i < 6 * 32; ++i) {
+      EXPECT_NEAR(tokens[i], want.data_ptr<float>()[i], 1e-6);
+    }
+  }
+}
+
+TEST_F(ServiceTest, TextPoolingAndNormalize) {
+  v1::EmbedRequest request;
+  request.set_model("rope");
+  request.add_inputs()->set_text("héllo");
+  request.set_pooling(v1::POOLING_FIRST);
+  request.set_normalize(true);
+  v1::EmbedResponse response;
+  ASSERT_TRUE(Call(server_->stub(), request, &response).ok());
+  // 6 UTF-8 bytes + [CLS] + [SEP].
+  EXPECT_EQ(response.results(0).num_tokens(), 8);
+  double norm = 0;
+  for (float v : Floats(response.results(0).pooled())) norm += v * v;
+  EXPECT_NEAR(std::sqrt(norm), 1.0, 1e-5);
+}
+
+TEST_F(ServiceTest, AttentionMapsHaveTheirShapeAndRowsSumToOne) {
+  v1::EmbedRequest request =
+      IdsRequest("alibi", {{1, 5, 6, 7, 8, 2}, {1, 9, 2}});
+  request.mutable_attention()->add_layers(1);
+  request.mutable_attention()->add_layers(0);
+  request.mutable_attention()->add_heads(3);
+  request.mutable_attention()->add_heads(1);
+  v1::EmbedResponse response;
+  ASSERT_TRUE(Call(server_->stub(), request, &response).ok());
+  for (int i = 0; i < 2; ++i) {
+    const v1::EmbedResult& r = response.results(i);
+    const int64_t s = i == 0 ? 6 : 3;
+    ASSERT_EQ(r.attention().shape_size(), 4);
+    EXPECT_EQ(r.attention().shape(0), 2);
+    EXPECT_EQ(r.attention().shape(1), 2);
+    EXPECT_EQ(r.attention().shape(2), s);
+    EXPECT_EQ(r.attention().shape(3), s);
+    EXPECT_EQ(r.attention_layers(0), 1);
+    EXPECT_EQ(r.attention_heads(0), 3);
+    std::vector<float> maps = Floats(r.attention());
+    for (int64_t row = 0; row < 2 * 2 * s; ++row) {
+      double sum = 0;
+      for (int64_t j = 0; j < s; ++j) sum += maps[row * s + j];
+      EXPECT_NEAR(sum, 1.0, 1e-5);
+    }
+  }
+  request.mutable_attention()->set_average_heads(true);
+  ASSERT_TRUE(Call(server_->stub(), request, &response).ok());
+  EXPECT_EQ(response.results(1).attention().shape_size(), 3);
+  EXPECT_EQ(response.results(1).attention_heads_size(), 0);
+}
+
+TEST_F(ServiceTest, AttentionStatsCoverEveryLayerAndHead) {
+  v1::EmbedRequest request = IdsRequest("relative", {{1, 5, 6, 7, 2}});
+  request.set_return_attention_stats(true);
+  v1::EmbedResponse response;
+  ASSERT_TRUE(Call(server_->stub(), request, &response).ok());
+  const auto& stats = response.results(0).attention_stats();
+  ASSERT_EQ(stats.size(), 2 * 4);
+  for (const auto& s : stats) {
+    EXPECT_GE(s.entropy(), 0);
+    EXPECT_LE(s.entropy(), std::log(5.0) + 1e-9);
+    EXPECT_GE(s.self_mass(), 0);
+    EXPECT_LE(s.self_mass() + s.prev_mass() + s.next_mass(), 1 + 1e-6);
+  }
+  EXPECT_FALSE(response.results(0).has_attention());
+}
+
+TEST_F(ServiceTest, EveryDocumentedErrorHasItsCodeAndNamesTheLimit) {
+  ExpectError(IdsRequest("wavelet", {{1, 2}}), StatusCode::NOT_FOUND,
+              "model \"wavelet\" not found; available: none, sinusoidal");
+  ExpectError(IdsRequest("rope", {}), StatusCode::INVALID_ARGUMENT,
+              "no inputs");
+  v1::EmbedRequest empty_input = IdsRequest("rope", {{1, 2}});
+  empty_input.add_inputs();
+  ExpectError(empty_input, StatusCode::INVALID_ARGUMENT, "inputs[1] is empty");
+  ExpectError(IdsRequest("rope", {{1, 2}, {}}), StatusCode::INVALID_ARGUMENT,
+              "inputs[1] has no token ids");
+  v1::EmbedRequest empty_text;
+  empty_text.add_inputs()->set_text("");
+  ExpectError(empty_text, StatusCode::INVALID_ARGUMENT, "empty text");
+  ExpectError(IdsRequest("rope", {{1, 300}}), StatusCode::INVALID_ARGUMENT,
+              "id 300, outside the vocabulary [0, 300)");
+  ExpectError(IdsRequest("rope", {{-4}}), StatusCode::INVALID_ARGUMENT,
+              "id -4");
+  v1::EmbedRequest layer = IdsRequest("rope", {{1, 2}});
+  layer.mutable_attention()->add_layers(2);
+  ExpectError(layer, StatusCode::INVALID_ARGUMENT,
+              "attention layer index 2 is out of range");
+  v1::EmbedRequest head = IdsRequest("rope", {{1, 2}});
+  head.mutable_attention()->add_layers(0);
+  head.mutable_attention()->add_heads(4);
+  ExpectError(head, StatusCode::INVALID_ARGUMENT, "has 4 heads [0, 4)");
+  ExpectError(IdsRequest("learned", {std::vector<int64_t>(25, 7)}),
+              StatusCode::INVALID_ARGUMENT,
+              "25 tokens; model \"learned\" accepts at most 24 (its learned "
+              "position table has 24 positions)");
+  ExpectError(IdsRequest("rope", {std::vector<int64_t>(201, 7)}),
+              StatusCode::INVALID_ARGUMENT, "max_input_tokens is 200");
+}
+
+TEST_F(ServiceTest, TruncateCutsToTheLearnedTable) {
+  v1::EmbedRequest request =
+      IdsRequest("learned", {std::vector<int64_t>(30, 7)});
+  request.set_truncate(true);
+  v1::EmbedResponse response;
+  ASSERT_TRUE(Call(server_->stub(), request, &response).ok());
+  EXPECT_EQ(response.results(0).num_tokens(), 24);
+  EXPECT_TRUE(response.results(0).truncated());
+}
+
+TEST(ServiceLimits, OversizedResponseIsRefusedBeforeCompute) {
+  TestServerOptions options;
+  options.server.max_send_message_bytes = 64 << 10;
+  TestServer server(options);
+  // 2 layers x 4 heads x 100^2 floats = 320 kB of maps > 64 kB.
+  v1::EmbedRequest request = IdsRequest("rope", {std::vector<int64_t>(100, 7)});
+  request.mutable_attention()->add_layers(0);
+  request.mutable_attention()->add_layers(1);
+  v1::EmbedResponse response;
+  grpc::Status s = Call(server.stub(), request, &response);
+  EXPECT_EQ(s.error_code(), StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(s.error_message().find("--max-send-message-bytes"),
+            std::string::npos)
+      << s.error_message();
+  EXPECT_NE(s.error_message().find("average_heads"), std::string::npos);
+  // The averaged maps of one layer fit.
+  request.mutable_attention()->clear_layers();
+  request.mutable_attention()->add_layers(0);
+  request.mutable_attention()->set_average_heads(true);
+  EXPECT_TRUE(Call(server.stub(), request, &response).ok());
+}
+
+TEST(ServiceLimits, FullQueueFailsAtOnceWithTheLimit) {
+  TestServerOptions options;
+  options.batching.max_queued_sequences = 2;
+  TestServer server(options);
+  v1::EmbedResponse response;
+  grpc::Status s =
+      Call(server.stub(), IdsRequest("none", {{1}, {2}, {3}}), &response);
+  EXPECT_EQ(s.error_code(), StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(s.error_message().find("3 requested > --max-queued-sequences=2"),
+            std::string::npos)
+      << s.error_message();
+  EXPECT_TRUE(
+      Call(server.stub(), IdsRequest("none", {{1}, {2}}), &response).ok());
+}
+
+TEST(ServiceHealth, NotServingAndUnavailableUntilModelsAreSet) {
+  TestServerOptions options;
+  options.set_models = false;
+  TestServer server(options);
+  auto health_of = [&](const std::string& service) {
+    // grpc.health.v1.HealthCheckRequest{service} by hand: field 1, string.
+    std::string request =
+        "\x0a" + std::string(1, char(service.size())) + service;
+    grpc::GenericStub generic(server.channel());
+    grpc::ClientContext context;
+    grpc::ByteBuffer out, in;
+    grpc::Slice slice(request);
+    out = grpc::ByteBuffer(&slice, 1);
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    grpc::Status status;
+    generic.UnaryCall(&context, "/grpc.health.v1.Health/Check", {}, &out, &in,
+                      [&](grpc::Status s) {
+                        std::lock_guard<std::mutex> lock(mu);
+                        status = s;
+                        done = true;
+                        cv.notify_one();
+                      });
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return done; });
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    std::vector<grpc::Slice> slices;
+    in.Dump(&slices);
+    std::string bytes;
+    for (const auto& sl : slices) {
+      bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+    }
+    // HealthCheckResponse{status = 1 SERVING | 2 NOT_SERVING}: 08 xx.
+    return bytes.size() == 2 && bytes[0] == 0x08 ? int(bytes[1]) : -1;
+  };
+  EXPECT_EQ(health_of(""), 2);
+  EXPECT_EQ(health_of("encoder.v1.EncoderService"), 2);
+  v1::EmbedResponse response;
+  grpc::Status s = Call(server.stub(), IdsRequest("", {{1, 2}}), &response);
+  EXPECT_EQ(s.error_code(), StatusCode::UNAVAILABLE);
+  EXPECT_NE(s.error_message().find("loading"), std::string::npos);
+  server.server().SetModels(&server.host());
+  EXPECT_EQ(health_of(""), 1);
+  EXPECT_EQ(health_of("encoder.v1.EncoderService"), 1);
+  EXPECT_TRUE(Call(server.stub(), IdsRequest("", {{1, 2}}), &response).ok());
+  EXPECT_EQ(response.model(), "sinusoidal");
+}
+
+}  // namespace
+}  // namespace encoder::testing
