@@ -1,0 +1,317 @@
+// encoder-client: command-line client of encoder.v1.EncoderService.
+// Wires the command line to the subcommands; see --help for every flag.
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "client/bench.h"
+#include "client/commands.h"
+#include "client/connection.h"
+#include "client/errors.h"
+#include "client/health.h"
+#include "client/inputs.h"
+
+namespace encoder_client {
+namespace {
+
+// A subcommand and its action, run when the command line selected it. The
+// action returns the process exit code; flag values it rejects are usage
+// errors.
+struct Command {
+  CLI::App* app;
+  std::function<int()> run;
+};
+
+void AddConnectionFlags(CLI::App* command, ConnectionOptions* connection) {
+  command->add_option("--target", connection->target, "Server address")
+      ->type_name("HOST:PORT")
+      ->capture_default_str();
+  command
+      ->add_option("--deadline-ms", connection->deadline_ms,
+                   "Deadline of each call, in milliseconds")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+}
+
+// Parses a comma-separated int32 flag value; false (after printing the
+// error) when it is malformed.
+bool ParseInt32Flag(const std::string& flag, const std::string& text,
+                    std::vector<int32_t>* values) {
+  std::string error;
+  if (ParseInt32List(text, values, &error)) return true;
+  PrintError(flag + ": " + error);
+  return false;
+}
+
+Command AddEmbed(CLI::App* app, ConnectionOptions* connection) {
+  CLI::App* command = app->add_subcommand(
+      "embed", "Embed inputs with one model; prints the response as JSON");
+  AddConnectionFlags(command, connection);
+  auto options = std::make_shared<EmbedOptions>();
+  auto texts = std::make_shared<std::vector<std::string>>();
+  auto id_lists = std::make_shared<std::vector<std::string>>();
+  auto layers = std::make_shared<std::string>();
+  auto heads = std::make_shared<std::string>();
+  command->add_option("--model", options->model,
+                      "Model name (default: the server's default model)");
+  CLI::Option* text = command->add_option(
+      "--text", *texts, "A UTF-8 text input; repeat the flag for more inputs");
+  text->allow_extra_args(false);
+  CLI::Option* ids = command->add_option(
+      "--ids", *id_lists,
+      "A token-id input such as 1,2,3 (no special tokens added); repeat the "
+      "flag for more inputs. Inputs keep their command-line order");
+  ids->type_name("ID,...")->allow_extra_args(false);
+  command
+      ->add_option("--pooling", options->pooling,
+                   "mean or first (default: the model's)")
+      ->check(CLI::IsMember({"mean", "first"}));
+  CLI::Option* normalize =
+      command->add_flag("--normalize", "L2-normalize the pooled embedding");
+  CLI::Option* no_normalize = command->add_flag(
+      "--no-normalize", "Do not normalize (default: the model's setting)");
+  no_normalize->excludes(normalize);
+  command->add_flag("--tokens", options->token_embeddings,
+                    "Also return the token embeddings [S, D]");
+  command->add_option("--attention-layers", *layers,
+                      "Return attention maps of these layers, e.g. 0,1");
+  command->add_option("--attention-heads", *heads,
+                      "Only these heads, e.g. 0,3 (default: all)");
+  command->add_flag("--average-heads", options->average_heads,
+                    "Average the maps over the selected heads");
+  command->add_flag("--attention-stats", options->attention_stats,
+                    "Return per layer and head attention statistics");
+  command->add_flag("--truncate", options->truncate,
+                    "Cut inputs longer than the model's limit");
+  return {command, [=]() {
+            size_t next_text = 0;
+            size_t next_ids = 0;
+            for (const CLI::Option* option : command->parse_order()) {
+              if (option == text) {
+                options->inputs.emplace_back().set_text((*texts)[next_text++]);
+              } else if (option == ids) {
+                std::vector<int64_t> values;
+                std::string error;
+                if (!ParseIntList((*id_lists)[next_ids++], &values, &error)) {
+                  PrintError("--ids: " + error);
+                  return kExitUsage;
+                }
+                auto* input =
+                    options->inputs.emplace_back().mutable_token_ids();
+                for (int64_t id : values) input->add_ids(id);
+              }
+            }
+            if (options->inputs.empty()) {
+              PrintError("embed needs at least one --text or --ids input");
+              return kExitUsage;
+            }
+            if (normalize->count() > 0) options->normalize = true;
+            if (no_normalize->count() > 0) options->normalize = false;
+            if (!ParseInt32Flag("--attention-layers", *layers,
+                                &options->attention_layers) ||
+                !ParseInt32Flag("--attention-heads", *heads,
+                                &options->attention_heads)) {
+              return kExitUsage;
+            }
+            return RunEmbed(*connection, *options);
+          }};
+}
+
+Command AddModels(CLI::App* app, ConnectionOptions* connection) {
+  CLI::App* command = app->add_subcommand(
+      "models", "List the served models and their positional schemes (JSON)");
+  AddConnectionFlags(command, connection);
+  return {command, [=]() { return RunModels(*connection); }};
+}
+
+Command AddHealth(CLI::App* app, ConnectionOptions* connection) {
+  CLI::App* command = app->add_subcommand(
+      "health",
+      "grpc.health.v1 Check; prints the status, exits 0 only when SERVING");
+  AddConnectionFlags(command, connection);
+  auto service = std::make_shared<std::string>();
+  command->add_option("--service", *service,
+                      "Service to check (default \"\": the whole server)");
+  return {command, [=]() { return RunHealth(*connection, *service); }};
+}
+
+Command AddDiagnose(CLI::App* app, ConnectionOptions* connection) {
+  CLI::App* command = app->add_subcommand(
+      "diagnose", "Run positional diagnostics on one input (JSON)");
+  AddConnectionFlags(command, connection);
+  auto options = std::make_shared<DiagnoseOptions>();
+  auto text = std::make_shared<std::string>();
+  auto ids = std::make_shared<std::string>();
+  auto order = std::make_shared<std::string>();
+  command->add_option("--model", options->model,
+                      "Model name (default: the server's default model)");
+  CLI::Option* text_flag = command->add_option("--text", *text, "Text input");
+  CLI::Option* ids_flag =
+      command->add_option("--ids", *ids, "Token-id input such as 1,2,3")
+          ->type_name("ID,...");
+  CLI::Option* random_flag =
+      command
+          ->add_option("--random-length", options->random_length,
+                       "Random token-id input of this length")
+          ->check(CLI::PositiveNumber);
+  text_flag->excludes(ids_flag)->excludes(random_flag);
+  ids_flag->excludes(random_flag);
+  command->add_option("--seed", options->seed, "Seed of the random input")
+      ->capture_default_str();
+  command
+      ->add_option("--probes", options->probes,
+                   "Probes to run, comma-separated: permutation, shift, "
+                   "structure, attention_stats (default: all)")
+      ->delimiter(',')
+      ->check(CLI::IsMember(
+          {"permutation", "shift", "structure", "attention_stats"}));
+  command->add_option("--permutation-order", *order,
+                      "Permutation of input positions, e.g. 2,0,1 "
+                      "(default: a seeded random one)");
+  command->add_option("--permutation-seed", options->permutation_seed,
+                      "Seed of the random permutation");
+  command->add_option("--shift-offset", options->shift_offset,
+                      "Position offset of the shift probe (0: server default)");
+  command
+      ->add_option("--structure-positions", options->structure_positions,
+                   "N of the Gram/bias matrices (0: server default)")
+      ->check(CLI::NonNegativeNumber);
+  command->add_flag("--attention-maps", options->attention_maps,
+                    "Also return the attention maps [L, H, S, S]");
+  command
+      ->add_option("--tolerance", options->tolerance,
+                   "Verdict tolerance (0: server default)")
+      ->check(CLI::NonNegativeNumber);
+  return {
+      command, [=]() {
+        if (text_flag->count() > 0) options->text = *text;
+        if (ids_flag->count() > 0) {
+          std::vector<int64_t> values;
+          std::string error;
+          if (!ParseIntList(*ids, &values, &error)) {
+            PrintError("--ids: " + error);
+            return kExitUsage;
+          }
+          options->ids = values;
+        }
+        if (text_flag->count() + ids_flag->count() + random_flag->count() ==
+            0) {
+          PrintError("diagnose needs one of --text, --ids or --random-length");
+          return kExitUsage;
+        }
+        if (!ParseInt32Flag("--permutation-order", *order,
+                            &options->permutation_order)) {
+          return kExitUsage;
+        }
+        return RunDiagnose(*connection, *options);
+      }};
+}
+
+Command AddBench(CLI::App* app, ConnectionOptions* connection) {
+  CLI::App* command = app->add_subcommand(
+      "bench",
+      "Closed-loop load on Embed or EmbedStream; prints a table "
+      "(and JSON with --json)");
+  AddConnectionFlags(command, connection);
+  auto options = std::make_shared<BenchOptions>();
+  auto length = std::make_shared<int>(0);
+  command->add_option("--model", options->model,
+                      "Model name (default: the server's default model)");
+  command
+      ->add_option("--concurrency", options->concurrency,
+                   "Callers, each waiting for its response before the "
+                   "next request")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  command
+      ->add_option("--duration-s", options->duration_s,
+                   "Stop after this many seconds (default 10 when "
+                   "--requests is not given)")
+      ->check(CLI::NonNegativeNumber);
+  command
+      ->add_option("--requests", options->requests,
+                   "Stop after this many requests in total")
+      ->check(CLI::NonNegativeNumber);
+  CLI::Option* length_flag =
+      command
+          ->add_option("--length", *length,
+                       "Token ids per input (sets min and max length)")
+          ->check(CLI::PositiveNumber);
+  command
+      ->add_option("--min-length", options->min_length, "Shortest random input")
+      ->check(CLI::PositiveNumber)
+      ->excludes(length_flag)
+      ->capture_default_str();
+  command
+      ->add_option("--max-length", options->max_length, "Longest random input")
+      ->check(CLI::PositiveNumber)
+      ->excludes(length_flag)
+      ->capture_default_str();
+  command
+      ->add_option("--inputs-per-request", options->inputs_per_request,
+                   "Inputs in each request")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  command->add_flag("--stream", options->stream,
+                    "Use one EmbedStream per caller instead of unary calls");
+  command
+      ->add_option("--warmup-requests", options->warmup_requests,
+                   "Unmeasured requests sent one by one first")
+      ->check(CLI::NonNegativeNumber);
+  command
+      ->add_option("--seed", options->seed,
+                   "Seed of the random inputs (caller i uses seed + i)")
+      ->capture_default_str();
+  command->add_flag("--json", options->json,
+                    "Print the report as JSON on stdout (the table goes to "
+                    "stderr)");
+  return {command, [=]() {
+            if (length_flag->count() > 0) {
+              options->min_length = *length;
+              options->max_length = *length;
+            }
+            if (options->min_length > options->max_length) {
+              PrintError("--min-length exceeds --max-length");
+              return kExitUsage;
+            }
+            return RunBench(*connection, *options);
+          }};
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app(
+      "Command-line client of the encoder.v1.EncoderService gRPC server.",
+      "encoder-client");
+  app.require_subcommand(1);
+  app.footer(
+      "Exit status: 0 success; 1 an RPC failed (stderr: 'error: <CODE>: "
+      "<message>') or health is not SERVING; 2 usage error.\n"
+      "Run 'encoder-client <subcommand> --help' for its flags.");
+  ConnectionOptions connection;
+  const std::vector<Command> commands = {
+      AddEmbed(&app, &connection),  AddModels(&app, &connection),
+      AddHealth(&app, &connection), AddDiagnose(&app, &connection),
+      AddBench(&app, &connection),
+  };
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    PrintError(std::string(e.what()) + " (see --help)");
+    return kExitUsage;
+  }
+  for (const Command& command : commands) {
+    if (command.app->parsed()) return command.run();
+  }
+  PrintError("no subcommand given (see --help)");
+  return kExitUsage;
+}
+
+}  // namespace
+}  // namespace encoder_client
+
+int main(int argc, char** argv) { return encoder_client::Main(argc, argv); }

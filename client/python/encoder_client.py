@@ -1,0 +1,90 @@
+#!/usr/bin/python3
+"""Example Python client of encoder.v1.EncoderService.
+
+Lists the served models, embeds one text with each and prints the norm of
+the pooled embedding and the number of tokens the model saw.
+
+Needs the Debian packages python3-grpcio, python3-protobuf,
+protobuf-compiler and protobuf-compiler-grpc; the Python stubs are generated
+from proto/encoder/v1/encoder.proto into a temporary directory at start-up.
+
+Usage: encoder_client.py [--target HOST:PORT] [--text TEXT]
+"""
+
+import argparse
+import importlib
+import math
+import pathlib
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+import grpc
+
+PROTO_ROOT = pathlib.Path(__file__).resolve().parents[2] / "proto"
+PROTO_FILE = "encoder/v1/encoder.proto"
+
+
+def load_stubs(out_dir):
+    """Compiles encoder.proto into out_dir and imports (pb2, pb2_grpc)."""
+    plugin = shutil.which("grpc_python_plugin")
+    if shutil.which("protoc") is None or plugin is None:
+        sys.exit("error: protoc and grpc_python_plugin are needed "
+                 "(protobuf-compiler, protobuf-compiler-grpc)")
+    subprocess.run(
+        ["protoc", f"-I{PROTO_ROOT}", f"--python_out={out_dir}",
+         f"--plugin=protoc-gen-grpc_python={plugin}",
+         f"--grpc_python_out={out_dir}", PROTO_FILE],
+        check=True)
+    sys.path.insert(0, out_dir)
+    return (importlib.import_module("encoder.v1.encoder_pb2"),
+            importlib.import_module("encoder.v1.encoder_pb2_grpc"))
+
+
+def decode_tensor(pb2, tensor):
+    """Values of a Tensor message as a flat list of floats."""
+    formats = {pb2.DTYPE_FLOAT32: "f", pb2.DTYPE_FLOAT64: "d",
+               pb2.DTYPE_FLOAT16: "e", pb2.DTYPE_INT64: "q"}
+    if tensor.dtype == pb2.DTYPE_BFLOAT16:  # the high half of a float32
+        halves = struct.unpack(f"<{len(tensor.data) // 2}H", tensor.data)
+        return [struct.unpack("<f", struct.pack("<I", h << 16))[0]
+                for h in halves]
+    fmt = formats[tensor.dtype]
+    count = len(tensor.data) // struct.calcsize(fmt)
+    return list(struct.unpack(f"<{count}{fmt}", tensor.data))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", default="127.0.0.1:50051")
+    parser.add_argument("--text", default="Positions matter.")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as stub_dir:
+        pb2, pb2_grpc = load_stubs(stub_dir)
+        with grpc.insecure_channel(args.target) as channel:
+            stub = pb2_grpc.EncoderServiceStub(channel)
+            try:
+                models = stub.ListModels(pb2.ListModelsRequest(), timeout=30)
+                for model in models.models:
+                    response = stub.Embed(
+                        pb2.EmbedRequest(model=model.name,
+                                         inputs=[pb2.Input(text=args.text)]),
+                        timeout=30)
+                    result = response.results[0]
+                    pooled = decode_tensor(pb2, result.pooled)
+                    norm = math.sqrt(sum(v * v for v in pooled))
+                    print(f"{model.name:12s} scheme={model.positional.scheme:10s}"
+                          f" tokens={result.num_tokens:4d} dim={len(pooled)}"
+                          f" pooled_norm={norm:.6f}")
+            except grpc.RpcError as error:
+                print(f"error: {error.code().name}: {error.details()}",
+                      file=sys.stderr)
+                return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
