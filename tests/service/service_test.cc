@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <condition_variable>
+#include <mutex>
 
 #include "server/model/encoder.h"
 #include "server/model/tokenizer.h"
@@ -210,6 +212,94 @@ TEST_F(ServiceTest, TruncateCutsToTheLearnedTable) {
   ASSERT_TRUE(Call(server_->stub(), request, &response).ok());
   EXPECT_EQ(response.results(0).num_tokens(), 24);
   EXPECT_TRUE(response.results(0).truncated());
+}
+
+// Speaks grpc.reflection.v1alpha by hand (no reflection protos ship here):
+// writes each request, reads one response per request.
+class ReflectionCall
+    : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  ReflectionCall(grpc::GenericStub& stub, std::vector<std::string> requests)
+      : requests_(std::move(requests)) {
+    stub.PrepareBidiStreamingCall(&context_,
+                                  "/grpc.reflection.v1alpha.ServerReflection/"
+                                  "ServerReflectionInfo",
+                                  {}, this);
+    WriteNext();
+    StartRead(&in_);
+    StartCall();
+  }
+
+  // Responses as raw bytes once the call is done.
+  std::vector<std::string> Wait(grpc::Status* status) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return done_; });
+    *status = status_;
+    return responses_;
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (ok) WriteNext();
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    std::vector<grpc::Slice> slices;
+    in_.Dump(&slices);
+    std::string bytes;
+    for (const auto& sl : slices) {
+      bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+    }
+    responses_.push_back(bytes);
+    StartRead(&in_);
+  }
+  void OnDone(const grpc::Status& s) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = s;
+    done_ = true;
+    cv_.notify_one();
+  }
+
+ private:
+  void WriteNext() {
+    if (next_ == requests_.size()) {
+      StartWritesDone();
+      return;
+    }
+    grpc::Slice slice(requests_[next_++]);
+    out_ = grpc::ByteBuffer(&slice, 1);
+    StartWrite(&out_);
+  }
+
+  grpc::ClientContext context_;
+  std::vector<std::string> requests_;
+  size_t next_ = 0;
+  grpc::ByteBuffer out_, in_;
+  std::vector<std::string> responses_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  grpc::Status status_;
+};
+
+// A length-delimited protobuf field (tag byte, one-byte length, bytes).
+std::string Field(char tag, const std::string& value) {
+  return std::string(1, tag) + std::string(1, char(value.size())) + value;
+}
+
+TEST_F(ServiceTest, ReflectionListsTheServicesAndServesTheSchema) {
+  grpc::GenericStub stub(server_->channel());
+  // list_services = field 7; file_containing_symbol = field 4.
+  ReflectionCall call(
+      stub, {Field(0x3a, "*"), Field(0x22, "encoder.v1.EncoderService")});
+  grpc::Status status;
+  std::vector<std::string> responses = call.Wait(&status);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(responses.size(), 2u);
+  EXPECT_NE(responses[0].find("encoder.v1.EncoderService"), std::string::npos);
+  EXPECT_NE(responses[0].find("grpc.health.v1.Health"), std::string::npos);
+  EXPECT_NE(responses[1].find("encoder/v1/encoder.proto"), std::string::npos);
+  EXPECT_NE(responses[1].find("EmbedStream"), std::string::npos);
+  EXPECT_NE(responses[1].find("DiagnoseRequest"), std::string::npos);
 }
 
 TEST(ServiceLimits, OversizedResponseIsRefusedBeforeCompute) {
