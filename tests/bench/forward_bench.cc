@@ -1,0 +1,115 @@
+// In-process baseline for the serving benchmark: the same model the server
+// hosts, forward only (no gRPC, no queue), at given batch sizes. Prints one
+// JSON object with sequences/s and latency per batch size.
+#include <ATen/Parallel.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <vector>
+
+#include "server/model/model_repository.h"
+#include "server/runner/encoder_runner.h"
+
+namespace {
+
+struct Options {
+  std::string model = "sinusoidal";
+  std::string repository;
+  std::vector<int64_t> batch_sizes = {1, 2, 4, 8, 16, 32};
+  int64_t length = 16;
+  double seconds_per_size = 3;
+  int intra_op_threads = 1;
+};
+
+double Now() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("Forward-only throughput of one model at several batch sizes",
+               "encoder-bench-forward");
+  Options o;
+  app.add_option("--model", o.model, "model name")->capture_default_str();
+  app.add_option("--models", o.repository,
+                 "model repository file (default: built-in models)");
+  app.add_option("--batch-sizes", o.batch_sizes, "batch sizes to measure")
+      ->delimiter(',');
+  app.add_option("--length", o.length, "tokens per sequence")
+      ->capture_default_str();
+  app.add_option("--seconds", o.seconds_per_size, "time per batch size")
+      ->capture_default_str();
+  app.add_option("--intra-op-threads", o.intra_op_threads,
+                 "LibTorch intra-op threads, as the server's flag")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  at::set_num_threads(o.intra_op_threads);
+
+  auto repo = o.repository.empty()
+                  ? absl::StatusOr<encoder::model::Repository>(
+                        encoder::model::BuiltinRepository())
+                  : encoder::model::ReadRepository(o.repository);
+  if (!repo.ok()) {
+    std::cerr << repo.status() << "\n";
+    return 1;
+  }
+  const encoder::model::ModelSpec* spec = nullptr;
+  for (const auto& m : repo->models) {
+    if (m.name == o.model) spec = &m;
+  }
+  if (spec == nullptr) {
+    std::cerr << "no model " << o.model << "\n";
+    return 1;
+  }
+  auto encoder = encoder::model::LoadModel(*spec, at::kCPU, at::kFloat);
+  if (!encoder.ok()) {
+    std::cerr << encoder.status() << "\n";
+    return 1;
+  }
+  // The server's own batch path: pad, forward, slice, pool.
+  encoder::runner::EncoderRunner runner(encoder->get());
+  std::mt19937 rng(1);
+  std::uniform_int_distribution<int64_t> id(0, spec->config.vocab_size - 1);
+  nlohmann::json out;
+  out["model"] = o.model;
+  out["length"] = o.length;
+  out["intra_op_threads"] = o.intra_op_threads;
+  for (int64_t b : o.batch_sizes) {
+    std::vector<encoder::batching::SequenceSpec> specs(b);
+    std::vector<const encoder::batching::SequenceSpec*> batch;
+    for (auto& s : specs) {
+      s.token_ids.resize(o.length);
+      for (auto& t : s.token_ids) t = id(rng);
+      batch.push_back(&s);
+    }
+    std::vector<encoder::batching::SequenceResult> results;
+    for (int i = 0; i < 2; ++i) {
+      if (!runner.Run(batch, &results).ok()) return 1;
+    }
+    std::vector<double> times;
+    const double start = Now();
+    while (Now() - start < o.seconds_per_size || times.size() < 5) {
+      const double t0 = Now();
+      if (!runner.Run(batch, &results).ok()) return 1;
+      times.push_back(Now() - t0);
+    }
+    const double total = Now() - start;
+    std::sort(times.begin(), times.end());
+    nlohmann::json row;
+    row["batch_size"] = b;
+    row["runs"] = times.size();
+    row["sequences_per_s"] = static_cast<double>(b * times.size()) / total;
+    row["p50_ms"] = times[times.size() / 2] * 1e3;
+    row["min_ms"] = times.front() * 1e3;
+    out["results"].push_back(row);
+  }
+  std::cout << out.dump(2) << std::endl;
+  return 0;
+}

@@ -1,0 +1,118 @@
+#!/usr/bin/python3
+"""SIGTERM during traffic: the real encoder-server binary under 16 callers.
+
+Every call that reached the server before the signal completes OK, later
+calls fail cleanly (UNAVAILABLE, or CANCELLED for calls caught by the
+transport shutdown), and the server exits 0 within its grace period.
+
+Usage: drain_test.py --server BIN --python-client PATH
+"""
+import argparse
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+import grpc
+
+ARGS = None
+CALLERS = 16
+TOKENS = 128
+
+
+def load_example_client():
+    spec = importlib.util.spec_from_file_location("encoder_client",
+                                                  ARGS.python_client)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class DrainTest(unittest.TestCase):
+    def test_sigterm_during_traffic(self):
+        client = load_example_client()
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        pb2, pb2_grpc = client.load_stubs(tmp.name)
+        ready = os.path.join(tmp.name, "ready.json")
+        log = open(os.path.join(tmp.name, "server.log"), "w+")
+        self.addCleanup(log.close)
+        server = subprocess.Popen(
+            [ARGS.server, "--listen=127.0.0.1:0", "--ready-file=" + ready,
+             "--drain-grace-seconds=30"],
+            stdout=log, stderr=subprocess.STDOUT)
+        self.addCleanup(lambda: server.poll() is None and server.kill())
+        deadline = time.monotonic() + 120
+        while not os.path.exists(ready):
+            self.assertIsNone(server.poll(), "server exited during start-up")
+            self.assertLess(time.monotonic(), deadline, "server not ready")
+            time.sleep(0.1)
+        with open(ready) as f:
+            port = json.load(f)["grpc_port"]
+
+        channel = grpc.insecure_channel("127.0.0.1:%d" % port)
+        self.addCleanup(channel.close)
+        stub = pb2_grpc.EncoderServiceStub(channel)
+        request = pb2.EmbedRequest(
+            model="sinusoidal",
+            inputs=[pb2.Input(token_ids=pb2.TokenIds(ids=[7] * TOKENS))])
+        calls = []  # (start, end, code name)
+        lock = threading.Lock()
+        stop = threading.Event()
+
+        def caller():
+            while not stop.is_set():
+                start = time.monotonic()
+                try:
+                    stub.Embed(request, timeout=60)
+                    code = "OK"
+                except grpc.RpcError as e:
+                    code = e.code().name
+                with lock:
+                    calls.append((start, time.monotonic(), code))
+                if code != "OK":
+                    return
+
+        threads = [threading.Thread(target=caller) for _ in range(CALLERS)]
+        for t in threads:
+            t.start()
+        time.sleep(3)
+        signalled = time.monotonic()
+        server.send_signal(signal.SIGTERM)
+        try:
+            exit_code = server.wait(timeout=60)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(timeout=90)
+        log.seek(0)
+        server_log = log.read()
+        self.assertEqual(exit_code, 0, server_log)
+        self.assertIn("drained; exiting", server_log)
+
+        # Calls sent 50 ms or more before the signal were in the server.
+        before = [c for c in calls if c[0] < signalled - 0.05]
+        in_flight = [c for c in before if c[1] > signalled]
+        self.assertGreater(len(before), CALLERS)
+        self.assertGreaterEqual(len(in_flight), CALLERS // 2,
+                                "too few calls were in flight at SIGTERM")
+        failed = [c for c in before if c[2] != "OK"]
+        self.assertEqual(failed, [], "accepted calls failed during drain")
+        for c in calls:
+            self.assertIn(c[2], ("OK", "UNAVAILABLE", "CANCELLED"))
+        print("calls: %d before SIGTERM (%d in flight, all OK), %d after" %
+              (len(before), len(in_flight), len(calls) - len(before)))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--server", required=True)
+    parser.add_argument("--python-client", required=True)
+    ARGS, rest = parser.parse_known_args()
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)

@@ -1,0 +1,72 @@
+#!/usr/bin/python3
+"""encoder-server start-up errors: each bad flag or file exits non-zero at
+once with a message that says what is wrong; --help documents every flag.
+
+Usage: server_flags_test.py --server BIN
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ARGS = None
+
+
+def run(*flags):
+    return subprocess.run([ARGS.server, "--listen=127.0.0.1:0", *flags],
+                          capture_output=True, text=True, timeout=60)
+
+
+class ServerFlagsTest(unittest.TestCase):
+    def assertFails(self, flags, needle):
+        result = run(*flags)
+        self.assertNotEqual(result.returncode, 0, flags)
+        self.assertIn(needle, result.stdout + result.stderr)
+
+    def test_half_precision_needs_cuda(self):
+        self.assertFails(["--device=cpu", "--dtype=float16"],
+                         "--dtype=float16 needs a CUDA device")
+        self.assertFails(["--device=cpu", "--dtype=bfloat16"],
+                         "--dtype=bfloat16 needs a CUDA device")
+        self.assertFails(["--dtype=float64"], "--dtype must be float32")
+
+    def test_device_is_checked(self):
+        self.assertFails(["--device=tpu"], "--device must be auto, cpu")
+        # This build has no CUDA (Debian's LibTorch is CPU only).
+        self.assertFails(["--device=cuda:0"], "no CUDA")
+
+    def test_repository_errors_name_the_problem(self):
+        self.assertFails(["--models=/nonexistent/repo.json"],
+                         "cannot open /nonexistent/repo.json")
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "repo.json")
+            with open(path, "w") as f:
+                f.write('{"models": [{"name": "m", "weights": "w.st"}]}')
+            self.assertFails(["--models=" + path], "w.st")
+            with open(path, "w") as f:
+                f.write('{"models": [{"name": "m", "config": '
+                        '{"d_model": 10, "num_heads": 3}}]}')
+            self.assertFails(["--models=" + path],
+                             'model "m": model config: d_model 10 is not '
+                             'divisible by num_heads 3')
+
+    def test_help_lists_every_flag(self):
+        result = subprocess.run([ARGS.server, "--help"], capture_output=True,
+                                text=True, timeout=60)
+        self.assertEqual(result.returncode, 0)
+        for flag in ["--listen", "--metrics-listen", "--models", "--device",
+                     "--dtype", "--intra-op-threads",
+                     "--max-receive-message-bytes", "--max-send-message-bytes",
+                     "--max-batch-sequences", "--max-batch-tokens",
+                     "--max-queue-delay-us", "--max-queued-sequences",
+                     "--drain-grace-seconds", "--ready-file"]:
+            self.assertIn(flag, result.stdout)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--server", required=True)
+    ARGS, rest = parser.parse_known_args()
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
