@@ -97,11 +97,12 @@ absl::StatusOr<diagnostics::DiagnoseOptions> BuildDiagnoseOptions(
   }
   o.permutation_seed = request.permutation_seed();
   if (request.shift_offset() != 0) o.shift_offset = request.shift_offset();
-  if (request.structure_positions() != 0) {
-    o.structure_positions = request.structure_positions();
-  }
-  if (o.structure_positions < 2 ||
-      o.structure_positions > limits.max_structure_positions) {
+  o.structure_positions =
+      request.structure_positions() != 0
+          ? request.structure_positions()
+          : std::min(o.structure_positions, limits.max_structure_positions);
+  if (o.structure && (o.structure_positions < 2 ||
+                      o.structure_positions > limits.max_structure_positions)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "structure_positions ", o.structure_positions, " must be in [2, ",
         limits.max_structure_positions, "] (--max-structure-positions)"));
