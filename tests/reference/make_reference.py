@@ -9,6 +9,7 @@ For every case of all_cases() this writes
   OUT_DIR/<case>/expected.safetensors float64 expected outputs:
       ids_<k> [S] int64, tokens_<k> [S, D], pooled_mean_<k> [D],
       pooled_first_<k> [D], attention_<k> [L, H, S, S]   (k = 0, 1, ...)
+      stats_<k> [L, H, 6]: entropy, mean distance, self/prev/next/first mass
       batch_ids [B, Smax] int64 (padding holds random valid ids),
       batch_lengths [B] int64, batch_tokens_<b> [len_b, D],
       batch_attention_<b> [L, H, len_b, len_b], batch_pooled_mean [B, D],
@@ -619,6 +620,28 @@ def run_alone(model, case, ids, positions=None):
     return tokens[0], torch.stack([m[0] for m in maps])
 
 
+def attention_statistics(attention):
+    """Per layer and head statistics of maps [L, H, S, S] (PE_SPEC.md,
+    attention statistics) -> [L, H, 6]: entropy in nats, mean distance
+    sum_j a_ij |i - j|, and the mass on self, previous, next and first
+    token, each averaged over the S query rows (rows without a previous or
+    next token count 0 for it)."""
+    a = attention.double()
+    size = a.shape[-1]
+    index = torch.arange(size, dtype=torch.float64)
+    distance = (index[:, None] - index[None, :]).abs()
+    logs = torch.where(a > 0, a.log(), torch.zeros_like(a))
+    entropy = -(a * logs).sum(-1).mean(-1)
+    mean_distance = (a * distance).sum(-1).mean(-1)
+    diagonal = a.diagonal(dim1=-2, dim2=-1)
+    self_mass = diagonal.mean(-1)
+    prev_mass = a.diagonal(offset=-1, dim1=-2, dim2=-1).sum(-1) / size
+    next_mass = a.diagonal(offset=1, dim1=-2, dim2=-1).sum(-1) / size
+    first_mass = a[..., :, 0].mean(-1)
+    return torch.stack([entropy, mean_distance, self_mass, prev_mass,
+                        next_mass, first_mass], dim=-1)
+
+
 def build_case(case, out_dir):
     """Writes one case's directory; returns its manifest entry."""
     seed = zlib.crc32(case["name"].encode("utf-8"))
@@ -642,6 +665,7 @@ def build_case(case, out_dir):
         expected[f"pooled_mean_{k}"] = tokens.mean(dim=0)
         expected[f"pooled_first_{k}"] = tokens[0]
         expected[f"attention_{k}"] = attention
+        expected[f"stats_{k}"] = attention_statistics(attention)
 
     # Padded batch: each sequence's expected output is its output alone.
     lengths = torch.tensor(BATCH_LENGTHS, dtype=torch.int64)

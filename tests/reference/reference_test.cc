@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "server/diagnostics/diagnostics.h"
 #include "server/model/config.h"
 #include "server/model/encoder.h"
 #include "server/model/safetensors.h"
@@ -235,6 +236,35 @@ TEST_P(ReferenceTest, SingleSequences) {
     }
   }
   EXPECT_GE(k, 3) << GetParam() << ": too few reference inputs";
+}
+
+// Attention statistics of our maps against torch's statistics of its own
+// float64 maps: entropy, mean distance and the four masses per head.
+TEST_P(ReferenceTest, AttentionStatistics) {
+  int64_t k = 0;
+  for (; Has("stats_" + std::to_string(k)); ++k) {
+    const std::string suffix = "_" + std::to_string(k);
+    const at::Tensor ids = Expected("ids" + suffix).unsqueeze(0);
+    const EncoderOutput out = Run(ids, at::ones(ids.sizes(), at::kBool));
+    const at::Tensor stats = Expected("stats" + suffix);  // [L, H, 6]
+    for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
+      const at::Tensor ours = AttentionOf(out, layer);
+      ASSERT_TRUE(ours.defined());
+      const std::vector<diagnostics::HeadStats> heads =
+          diagnostics::ComputeHeadStats(ours[0], layer);
+      ASSERT_EQ(static_cast<int64_t>(heads.size()), config_.num_heads);
+      std::vector<double> values;
+      for (const diagnostics::HeadStats& h : heads) {
+        EXPECT_EQ(h.layer, layer);
+        values.insert(values.end(), {h.entropy, h.mean_distance, h.self_mass,
+                                     h.prev_mass, h.next_mass, h.first_mass});
+      }
+      ExpectClose(
+          "attention statistics" + suffix + " layer " + std::to_string(layer),
+          at::tensor(values, at::kDouble).view({-1, 6}), stats[layer]);
+    }
+  }
+  EXPECT_GE(k, 3) << GetParam() << ": too few reference statistics";
 }
 
 // A padded batch of mixed lengths: every sequence matches its run alone,
