@@ -23,6 +23,8 @@ struct Options {
   int64_t length = 16;
   double seconds_per_size = 3;
   int intra_op_threads = 1;
+  std::string device = "cpu";
+  std::string dtype = "float32";
 };
 
 double Now() {
@@ -49,7 +51,15 @@ int main(int argc, char** argv) {
   app.add_option("--intra-op-threads", o.intra_op_threads,
                  "LibTorch intra-op threads, as the server's flag")
       ->capture_default_str();
+  app.add_option("--device", o.device, "cpu | cuda | cuda:N")
+      ->capture_default_str();
+  app.add_option("--dtype", o.dtype, "float32 | float16 | bfloat16")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  const at::ScalarType dtype = o.dtype == "float16"    ? at::kHalf
+                               : o.dtype == "bfloat16" ? at::kBFloat16
+                                                       : at::kFloat;
+  const at::Device device(o.device);
   at::set_num_threads(o.intra_op_threads);
 
   auto repo = o.repository.empty()
@@ -68,7 +78,7 @@ int main(int argc, char** argv) {
     std::cerr << "no model " << o.model << "\n";
     return 1;
   }
-  auto encoder = encoder::model::LoadModel(*spec, at::kCPU, at::kFloat);
+  auto encoder = encoder::model::LoadModel(*spec, device, dtype);
   if (!encoder.ok()) {
     std::cerr << encoder.status() << "\n";
     return 1;
@@ -81,6 +91,8 @@ int main(int argc, char** argv) {
   out["model"] = o.model;
   out["length"] = o.length;
   out["intra_op_threads"] = o.intra_op_threads;
+  out["device"] = device.str();
+  out["dtype"] = o.dtype;
   for (int64_t b : o.batch_sizes) {
     std::vector<encoder::batching::SequenceSpec> specs(b);
     std::vector<const encoder::batching::SequenceSpec*> batch;
