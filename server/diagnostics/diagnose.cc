@@ -15,6 +15,7 @@
 #include "server/diagnostics/diagnostics.h"
 #include "server/diagnostics/probes.h"
 #include "server/diagnostics/structure.h"
+#include "server/model/torch_status.h"
 
 namespace encoder::diagnostics {
 namespace {
@@ -147,8 +148,7 @@ absl::StatusOr<DiagnoseReport> Diagnose(const model::Encoder& model,
     c10::InferenceMode guard;
     return Run(model, options);
   } catch (const c10::Error& e) {
-    return absl::InternalError(
-        absl::StrCat("diagnostics failed: ", e.what_without_backtrace()));
+    return model::StatusFromTorchError(e, "diagnostics");
   }
 }
 

@@ -70,8 +70,8 @@ class PrometheusMetrics : public Metrics {
  public:
   // Starts the HTTP endpoint on HOST:PORT ("0.0.0.0:9090",
   // "127.0.0.1:0"; port 0 picks a free one, read it back with port()).
-  // Returns InvalidArgument for an empty address and Unavailable when the
-  // address cannot be bound.
+  // Returns InvalidArgument for an empty or malformed address and
+  // Unavailable when the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<PrometheusMetrics>> Start(
       const std::string& listen_address);
   ~PrometheusMetrics() override;

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/model/torch_status.h"
 
 namespace encoder::model {
 namespace {
@@ -139,8 +140,7 @@ absl::StatusOr<std::unique_ptr<Encoder>> Encoder::Create(
     enc->scheme_ = std::move(*scheme);
     return enc;
   } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat("building the encoder failed: ",
-                                            e.what_without_backtrace()));
+    return StatusFromTorchError(e, "building the encoder");
   }
 }
 
@@ -289,8 +289,7 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
     out.tokens = x;
     return out;
   } catch (const c10::Error& e) {
-    return absl::InternalError(
-        absl::StrCat("encoder forward failed: ", e.what_without_backtrace()));
+    return StatusFromTorchError(e, "encoder forward");
   }
 }
 

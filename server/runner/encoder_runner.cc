@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/diagnostics/diagnostics.h"
+#include "server/model/torch_status.h"
 
 #ifdef ENCODER_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -50,23 +51,25 @@ EncoderRunner::~EncoderRunner() = default;
 
 absl::Status EncoderRunner::Run(const std::vector<const SequenceSpec*>& batch,
                                 std::vector<SequenceResult>* results) {
+  absl::Status status;
   try {
 #ifdef ENCODER_WITH_CUDA
     std::optional<c10::cuda::CUDAStreamGuard> guard;
     if (device_state_->stream) guard.emplace(*device_state_->stream);
 #endif
-    return RunImpl(batch, results);
-  } catch (const c10::OutOfMemoryError& e) {
-#ifdef ENCODER_WITH_CUDA
-    c10::cuda::CUDACachingAllocator::emptyCache();
-#endif
-    return absl::ResourceExhaustedError(
-        absl::StrCat("device out of memory for a batch of ", batch.size(),
-                     " sequences; retry with fewer or shorter inputs"));
+    status = RunImpl(batch, results);
   } catch (const c10::Error& e) {
-    return absl::InternalError(
-        absl::StrCat("forward failed: ", e.what_without_backtrace()));
+    status = model::StatusFromTorchError(
+        e, absl::StrCat("a batch of ", batch.size(), " sequences"));
   }
+#ifdef ENCODER_WITH_CUDA
+  // Out of memory: give the cached blocks back so the next batch can run.
+  if (status.code() == absl::StatusCode::kResourceExhausted &&
+      model_->device().is_cuda()) {
+    c10::cuda::CUDACachingAllocator::emptyCache();
+  }
+#endif
+  return status;
 }
 
 absl::Status EncoderRunner::RunImpl(
