@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/metrics/prometheus_metrics.h"
 #include "server/model/model_repository.h"
+#include "server/runner/device_memory.h"
 #include "server/runner/model_host.h"
 #include "server/service/server.h"
 
@@ -39,6 +40,7 @@ struct Flags {
   int64_t max_queue_delay_us = 0;
   int64_t max_queued_sequences = 4096;
   double drain_grace_seconds = 20;
+  double drain_unready_seconds = 1;
   int64_t max_diagnose_tokens = 512;
   int64_t max_structure_positions = 512;
   bool warm_up = true;
@@ -89,6 +91,11 @@ void DefineFlags(CLI::App& app, Flags& f) {
       ->capture_default_str();
   app.add_option("--drain-grace-seconds", f.drain_grace_seconds,
                  "on SIGTERM/SIGINT, how long accepted calls may take")
+      ->capture_default_str();
+  app.add_option("--drain-unready-seconds", f.drain_unready_seconds,
+                 "on SIGTERM/SIGINT, how long new calls keep getting "
+                 "UNAVAILABLE (health NOT_SERVING) before the transport "
+                 "closes, so balancers move traffic away first")
       ->capture_default_str();
   app.add_option("--max-diagnose-tokens", f.max_diagnose_tokens,
                  "input length accepted by Diagnose")
@@ -250,15 +257,29 @@ int main(int argc, char** argv) {
     };
     return o;
   };
+  // Registered before the batchers start, so that every series carries its
+  // model's labels from the first report on.
+  for (const auto& spec : repository->models) {
+    const auto& c = spec.config;
+    metrics->RegisterModel(
+        {spec.name, encoder::model::SchemeName(c.positional.type),
+         device->str(), flags.dtype, c.d_model, c.num_heads, c.num_layers});
+  }
+  if (prometheus && device->is_cuda()) {
+    prometheus->SetGpuMemoryReader(
+        [](const std::string& name)
+            -> absl::StatusOr<encoder::metrics::GpuMemory> {
+          auto memory = encoder::runner::ReadDeviceMemory(name);
+          if (!memory.ok()) return memory.status();
+          return encoder::metrics::GpuMemory{memory->allocated_bytes,
+                                             memory->reserved_bytes};
+        });
+  }
   const absl::Time load_start = absl::Now();
   auto host = encoder::runner::ModelHost::Create(*repository, host_options);
   if (!host.ok()) return Fail(host.status());
   for (const auto& m : (*host)->models()) {
     const auto& c = m->spec.config;
-    metrics->RegisterModel({m->spec.name, m->encoder->scheme().Describe().name,
-                            m->encoder->device().str(),
-                            c10::toString(m->encoder->dtype()), c.d_model,
-                            c.num_heads, c.num_layers});
     spdlog::info("model {} ({}, {} layers, d={}, {} parameters) on {}",
                  m->spec.name, m->encoder->scheme().Describe().name,
                  c.num_layers, c.d_model, m->encoder->parameter_count(),
@@ -280,7 +301,8 @@ int main(int argc, char** argv) {
   spdlog::info("signal {}: draining (grace {} s)", signal_number,
                flags.drain_grace_seconds);
   const bool drained =
-      (*server)->Drain(absl::Seconds(flags.drain_grace_seconds));
+      (*server)->Drain(absl::Seconds(flags.drain_grace_seconds),
+                       absl::Seconds(flags.drain_unready_seconds));
   spdlog::info(drained ? "drained; exiting"
                        : "grace period over with work left; exiting");
   server->reset();

@@ -78,7 +78,13 @@ void EncoderServiceImpl::SubmitEmbed(
   };
   grpc::Status refusal;
   runner::ModelHost* host = Admit(&refusal);
-  if (host == nullptr) return finish("", refusal);
+  if (host == nullptr) {
+    // Count refusals while draining under the model they named.
+    const runner::ModelHost* loaded = host_.load();
+    const runner::HostedModel* m =
+        loaded == nullptr ? nullptr : loaded->Find(request->model());
+    return finish(m == nullptr ? "" : m->spec.name, refusal);
+  }
   auto prepared = PrepareEmbed(*request, *host, limits_);
   if (!prepared.ok()) {
     const runner::HostedModel* m = host->Find(request->model());

@@ -58,11 +58,17 @@ void EncoderServer::SetModels(runner::ModelHost* host) {
   SetHealth(true);
 }
 
-bool EncoderServer::Drain(absl::Duration grace) {
-  const absl::Time deadline = absl::Now() + grace;
+bool EncoderServer::Drain(absl::Duration grace, absl::Duration unready) {
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + grace;
   SetHealth(false);
   service_->StartDraining();
   const bool drained = host_ == nullptr || host_->DrainAll(deadline);
+  // Keep answering UNAVAILABLE (and health NOT_SERVING) for a while before
+  // the transport closes: calls that reach a closing transport fail with
+  // CANCELLED, which load balancers and clients do not retry, while
+  // UNAVAILABLE is retried and tells health-checking balancers to move on.
+  absl::SleepFor(std::min(start + unready, deadline) - absl::Now());
   // Accepted calls have their results; give the transport the rest of the
   // grace period to send them, then cancel whatever remains.
   server_->Shutdown(absl::ToChronoTime(std::max(deadline, absl::Now())));

@@ -37,10 +37,12 @@ class EncoderServer {
   void SetModels(runner::ModelHost* host);
 
   // The drain sequence: health NOT_SERVING, new calls UNAVAILABLE, wait for
-  // accepted work up to `grace`, then shut down the transport (calls still
-  // running at the deadline are cancelled). Returns whether every accepted
-  // call completed in time.
-  bool Drain(absl::Duration grace);
+  // accepted work up to `grace` and, counted from the start, at least
+  // `unready` (bounded by `grace`), then shut down the transport (calls
+  // still running at the deadline are cancelled). Returns whether every
+  // accepted call completed in time.
+  bool Drain(absl::Duration grace,
+             absl::Duration unready = absl::ZeroDuration());
 
  private:
   EncoderServer() = default;
