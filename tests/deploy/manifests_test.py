@@ -1,0 +1,376 @@
+#!/usr/bin/python3
+"""Static checks of the deployment files, with the real parsers.
+
+docker-compose validates and resolves docker-compose.yml (also with the
+host ports overridden from the environment); the resolved services must
+agree with deploy/prometheus.yml, deploy/nginx/nginx.conf, the Grafana
+provisioning and deploy/Dockerfile. promtool checks deploy/prometheus.yml.
+The Kubernetes manifests are parsed with PyYAML and must carry gRPC
+probes, a preStop hook, a termination grace longer than preStop plus the
+server's drain grace, resources, and an HPA on CPU for the Deployment.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import yaml
+
+import deploy_util as du
+
+REPLICA_SERVICES = ("replica1", "replica2")
+GRPC_PORT = 50051
+METRICS_PORT = 9090
+
+
+def seconds(duration):
+    """'30s', '1m30s', '45' -> seconds."""
+    if isinstance(duration, (int, float)):
+        return float(duration)
+    parts = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s?)?",
+                         str(duration))
+    if not parts:
+        raise ValueError(f"bad duration {duration!r}")
+    h, m, s = parts.groups()
+    return int(h or 0) * 3600 + int(m or 0) * 60 + float(s or 0)
+
+
+def flag_value(args, name):
+    for arg in args:
+        if arg.startswith(f"--{name}="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def mounts(service):
+    """{container path: (host path, read_only)} of a resolved service."""
+    result = {}
+    for volume in service.get("volumes", []):
+        if isinstance(volume, dict):
+            result[volume["target"]] = (volume.get("source"),
+                                        volume.get("read_only", False))
+        else:
+            parts = volume.split(":")
+            result[parts[1]] = (parts[0], len(parts) > 2 and "ro" in parts[2])
+    return result
+
+
+def published(service):
+    ports = {}
+    for port in service.get("ports", []):
+        if isinstance(port, dict):
+            ports[int(port["target"])] = int(port["published"])
+        else:
+            host, _, container = str(port).rpartition(":")
+            ports[int(container)] = int(host.rpartition(":")[2])
+    return ports
+
+
+def compose_config(compose, source_dir, env):
+    run = subprocess.run([compose, "-f", "docker-compose.yml", "config"],
+                         cwd=source_dir, env=env, capture_output=True,
+                         text=True, timeout=60)
+    if run.returncode != 0:
+        raise du.CheckFailed(f"docker-compose config failed "
+                             f"({run.returncode}): {run.stderr}")
+    return yaml.safe_load(run.stdout)
+
+
+def check_compose(compose, src, checks):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("ENCODER_GRPC_PORT", "PROMETHEUS_PORT",
+                        "GRAFANA_PORT")}
+    config = compose_config(compose, src, env)
+    services = config["services"]
+    checks.check(set(services) >= {*REPLICA_SERVICES, "nginx", "prometheus",
+                                   "grafana"},
+                 f"compose services {sorted(services)}")
+    deploy = os.path.join(src, "deploy")
+
+    for name in REPLICA_SERVICES:
+        service = services[name]
+        command = service.get("command") or []
+        checks.equal(flag_value(command, "models"), "/models/repository.json",
+                     f"{name} --models")
+        checks.equal(mounts(service).get("/models"),
+                     (os.path.join(deploy, "models"), True),
+                     f"{name} model repository volume")
+        drain = float(flag_value(command, "drain-grace-seconds") or 20)
+        checks.check(seconds(service.get("stop_grace_period", 10)) > drain,
+                     f"{name} stop_grace_period "
+                     f"{service.get('stop_grace_period')} <= drain {drain}")
+        checks.equal(service.get("build", {}).get("dockerfile"),
+                     "deploy/Dockerfile", f"{name} Dockerfile")
+        checks.equal(sorted(str(p) for p in service.get("expose", [])),
+                     [str(GRPC_PORT), str(METRICS_PORT)], f"{name} expose")
+
+    checks.equal(mounts(services["nginx"]).get("/etc/nginx/nginx.conf"),
+                 (os.path.join(deploy, "nginx", "nginx.conf"), True),
+                 "nginx config volume")
+    checks.equal(published(services["nginx"]), {GRPC_PORT: GRPC_PORT},
+                 "nginx published ports")
+    prometheus_config = next(
+        (p for p in (services["prometheus"].get("command") or [])
+         if p.startswith("--config.file=")), "").split("=", 1)[-1]
+    checks.equal(mounts(services["prometheus"]).get(prometheus_config),
+                 (os.path.join(deploy, "prometheus.yml"), True),
+                 "Prometheus config volume")
+    grafana = mounts(services["grafana"])
+    checks.equal(grafana.get("/etc/grafana/provisioning"),
+                 (os.path.join(deploy, "grafana", "provisioning"), True),
+                 "Grafana provisioning volume")
+
+    overridden = dict(env, ENCODER_GRPC_PORT="15051", PROMETHEUS_PORT="19091",
+                      GRAFANA_PORT="13000")
+    services2 = compose_config(compose, src, overridden)["services"]
+    checks.equal(published(services2["nginx"]), {GRPC_PORT: 15051},
+                 "nginx port from ENCODER_GRPC_PORT")
+    checks.equal(published(services2["prometheus"]), {9090: 19091},
+                 "Prometheus port from PROMETHEUS_PORT")
+    checks.equal(published(services2["grafana"]), {3000: 13000},
+                 "Grafana port from GRAFANA_PORT")
+    return services, grafana
+
+
+def check_scrape_and_balance(src, checks):
+    deploy = os.path.join(src, "deploy")
+    with open(os.path.join(deploy, "prometheus.yml")) as f:
+        prometheus = yaml.safe_load(f)
+    jobs = {j["job_name"]: j for j in prometheus["scrape_configs"]}
+    targets = sorted(t for sc in jobs.get("encoder", {}).get(
+        "static_configs", []) for t in sc["targets"])
+    checks.equal(targets, sorted(f"{r}:{METRICS_PORT}"
+                                 for r in REPLICA_SERVICES),
+                 "Prometheus encoder targets (every replica)")
+    with open(os.path.join(deploy, "nginx", "nginx.conf")) as f:
+        nginx = f.read()
+    upstream = sorted(re.findall(r"^\s*server\s+([\w.-]+:\d+)", nginx,
+                                 re.MULTILINE))
+    checks.equal(upstream, sorted(f"{r}:{GRPC_PORT}"
+                                  for r in REPLICA_SERVICES),
+                 "nginx upstream servers (every replica)")
+    checks.check(re.search(r"grpc_pass\s+grpc://", nginx),
+                 "nginx.conf has no grpc_pass")
+    checks.check(re.search(r"grpc_next_upstream\s+[^;]*\berror\b", nginx),
+                 "nginx.conf does not retry on error")
+    checks.check(re.search(rf"listen\s+{GRPC_PORT}\s+http2", nginx),
+                 "nginx.conf does not listen with HTTP/2")
+
+
+def check_grafana(src, grafana_mounts, checks):
+    base = os.path.join(src, "deploy", "grafana")
+    with open(os.path.join(base, "provisioning", "datasources",
+                           "prometheus.yml")) as f:
+        datasources = yaml.safe_load(f)["datasources"]
+    uids = {d["uid"] for d in datasources if d["type"] == "prometheus"}
+    checks.check(any(d.get("url") == f"http://prometheus:{METRICS_PORT}"
+                     for d in datasources),
+                 f"datasource URLs {[d.get('url') for d in datasources]}")
+    with open(os.path.join(base, "provisioning", "dashboards",
+                           "dashboards.yml")) as f:
+        providers = yaml.safe_load(f)["providers"]
+    for provider in providers:
+        path = provider["options"]["path"]
+        checks.equal(grafana_mounts.get(path),
+                     (os.path.join(base, "dashboards"), True),
+                     f"compose mount of the dashboard path {path}")
+    with open(os.path.join(base, "dashboards", "encoder.json")) as f:
+        dashboard = json.load(f)
+    for panel in dashboard["panels"]:
+        checks.check(panel.get("datasource", {}).get("uid") in uids,
+                     f"panel {panel.get('title')} datasource "
+                     f"{panel.get('datasource')} not provisioned {uids}")
+        checks.check(panel.get("targets") and all(
+            t.get("expr") for t in panel["targets"]),
+            f"panel {panel.get('title')} has a target without expr")
+
+
+def check_dockerfiles(src, checks):
+    with open(os.path.join(src, "deploy", "Dockerfile")) as f:
+        cpu = f.read()
+    with open(os.path.join(src, "deploy", "Dockerfile.cuda")) as f:
+        cuda = f.read()
+    for name, text in (("Dockerfile", cpu), ("Dockerfile.cuda", cuda)):
+        joined = re.sub(r"\\\n", " ", text)
+        checks.check(re.search(r"^EXPOSE\s+50051\s+9090\s*$", joined,
+                               re.MULTILINE), f"{name}: EXPOSE 50051 9090")
+        checks.check(re.search(r'^HEALTHCHECK .*CMD \["encoder-client", '
+                               r'"health", "--target", "127.0.0.1:50051"\]',
+                               joined, re.MULTILINE),
+                     f"{name}: HEALTHCHECK with encoder-client health")
+        users = re.findall(r"^USER\s+(\S+)", joined, re.MULTILINE)
+        checks.check(users and not users[-1].startswith(("root", "0")),
+                     f"{name}: runs as {users}")
+        entry = re.search(r"^ENTRYPOINT\s+(\[.*\])\s*$", joined,
+                          re.MULTILINE)
+        argv = json.loads(entry.group(1)) if entry else []
+        checks.check(argv[:3] == ["encoder-server", "--listen=0.0.0.0:50051",
+                                  "--metrics-listen=0.0.0.0:9090"],
+                     f"{name}: ENTRYPOINT {argv}")
+        checks.check("install_deps.sh build" in joined and
+                     "install_deps.sh runtime" in joined,
+                     f"{name}: dependencies not from scripts/install_deps.sh")
+    checks.check(re.search(r"-DCMAKE_PREFIX_PATH=\S*/share/cmake", cuda),
+                 "Dockerfile.cuda: no CMAKE_PREFIX_PATH to Torch's cmake")
+
+
+def cpu_quantity(value):
+    value = str(value)
+    return float(value[:-1]) / 1000 if value.endswith("m") else float(value)
+
+
+def memory_quantity(value):
+    units = {"Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40,
+             "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([KMGT]i?)?", str(value))
+    return float(match.group(1)) * units.get(match.group(2), 1)
+
+
+def load_docs(path):
+    with open(path) as f:
+        return {d["kind"]: d for d in yaml.safe_load_all(f) if d}
+
+
+def load_all(path):
+    with open(path) as f:
+        return [d for d in yaml.safe_load_all(f) if d]
+
+
+def check_deployment(path, repository, checks, gpu):
+    name = os.path.basename(path)
+    docs = load_docs(path)
+    config_map = docs.get("ConfigMap")
+    checks.check(config_map is not None, f"{name}: no ConfigMap")
+    deployment = docs["Deployment"]
+    spec = deployment["spec"]
+    template = spec["template"]
+    selector = spec["selector"]["matchLabels"]
+    labels = template["metadata"]["labels"]
+    checks.check(selector.items() <= labels.items(),
+                 f"{name}: selector {selector} vs labels {labels}")
+    pod = template["spec"]
+    container = pod["containers"][0]
+    args = container.get("args", [])
+
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    model_mounts = [m for m in container.get("volumeMounts", [])
+                    if m["mountPath"] == "/models"]
+    checks.equal(flag_value(args, "models"), "/models/repository.json",
+                 f"{name}: --models")
+    if checks.check(model_mounts, f"{name}: nothing mounted at /models"):
+        volume = volumes.get(model_mounts[0]["name"], {})
+        map_name = volume.get("configMap", {}).get("name")
+        checks.equal(map_name, config_map["metadata"]["name"] if config_map
+                     else None, f"{name}: /models volume's ConfigMap")
+        if config_map:
+            checks.equal(json.loads(config_map["data"]["repository.json"]),
+                         repository, f"{name}: ConfigMap repository.json vs "
+                         "deploy/models/repository.json")
+
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    checks.equal(ports, {"grpc": GRPC_PORT, "metrics": METRICS_PORT},
+                 f"{name}: container ports")
+    for probe in ("readinessProbe", "livenessProbe"):
+        grpc_probe = container.get(probe, {}).get("grpc", {})
+        checks.equal(grpc_probe.get("port"), GRPC_PORT,
+                     f"{name}: {probe} gRPC port")
+    pre_stop = container.get("lifecycle", {}).get("preStop", {})
+    command = pre_stop.get("exec", {}).get("command", [])
+    checks.check(command[:1] == ["sleep"], f"{name}: preStop {pre_stop}")
+    pre_stop_seconds = float(command[1]) if len(command) > 1 else 0.0
+    drain = flag_value(args, "drain-grace-seconds")
+    checks.check(drain is not None, f"{name}: no --drain-grace-seconds")
+    grace = pod.get("terminationGracePeriodSeconds", 30)
+    checks.check(grace > pre_stop_seconds + float(drain or 20),
+                 f"{name}: terminationGracePeriodSeconds {grace} <= preStop "
+                 f"{pre_stop_seconds} + drain grace {drain}")
+
+    resources = container.get("resources", {})
+    requests = resources.get("requests", {})
+    limits = resources.get("limits", {})
+    for key, parse in (("cpu", cpu_quantity), ("memory", memory_quantity)):
+        if checks.check(key in requests and key in limits,
+                        f"{name}: {key} request and limit"):
+            checks.check(parse(requests[key]) <= parse(limits[key]),
+                         f"{name}: {key} request over its limit")
+    if gpu:
+        checks.check(int(limits.get("nvidia.com/gpu", 0)) >= 1,
+                     f"{name}: no nvidia.com/gpu limit")
+    checks.check(pod.get("securityContext", {}).get("runAsNonRoot"),
+                 f"{name}: not runAsNonRoot")
+    return deployment
+
+
+def check_kubernetes(src, checks):
+    k8s = os.path.join(src, "deploy", "k8s")
+    with open(os.path.join(src, "deploy", "models", "repository.json")) as f:
+        repository = json.load(f)
+    cpu = check_deployment(os.path.join(k8s, "deployment.yaml"), repository,
+                           checks, gpu=False)
+    gpu = check_deployment(os.path.join(k8s, "deployment-gpu.yaml"),
+                           repository, checks, gpu=True)
+    checks.check(cpu["spec"]["selector"] != gpu["spec"]["selector"],
+                 "CPU and GPU Deployments share a selector")
+
+    services = [d for d in load_all(os.path.join(k8s, "service.yaml"))
+                if d["kind"] == "Service"]
+    checks.check(services, "service.yaml has no Service")
+    for service in services:
+        selector = service["spec"]["selector"]
+        for deployment in (cpu, gpu):
+            labels = deployment["spec"]["template"]["metadata"]["labels"]
+            checks.check(selector.items() <= labels.items(),
+                         f"Service {service['metadata']['name']} does not "
+                         f"select {deployment['metadata']['name']}")
+        ports = {p["port"]: p.get("targetPort")
+                 for p in service["spec"]["ports"]}
+        checks.equal(ports.get(GRPC_PORT), "grpc",
+                     f"Service {service['metadata']['name']} gRPC port")
+
+    hpa = load_docs(os.path.join(k8s, "hpa.yaml"))["HorizontalPodAutoscaler"]
+    checks.equal(hpa["apiVersion"], "autoscaling/v2", "HPA apiVersion")
+    target = hpa["spec"]["scaleTargetRef"]
+    checks.equal((target["kind"], target["name"]),
+                 ("Deployment", cpu["metadata"]["name"]), "HPA target")
+    checks.check(1 <= hpa["spec"]["minReplicas"] <= hpa["spec"]["maxReplicas"],
+                 "HPA replica bounds")
+    cpu_metrics = [m for m in hpa["spec"].get("metrics", [])
+                   if m["type"] == "Resource"
+                   and m["resource"]["name"] == "cpu"]
+    checks.check(cpu_metrics and 0 < cpu_metrics[0]["resource"]["target"].get(
+        "averageUtilization", 0) <= 100, "HPA CPU utilization target")
+
+
+def main():
+    parser = du.common_args(__doc__)
+    parser.add_argument("--docker-compose", required=True)
+    parser.add_argument("--promtool", default="")
+    args = parser.parse_args()
+    du.require_executable(args.docker_compose, "docker-compose")
+    with du.Harness(args, "manifests"):
+        checks = du.Checks()
+        _, grafana_mounts = check_compose(args.docker_compose,
+                                          args.source_dir, checks)
+        check_scrape_and_balance(args.source_dir, checks)
+        check_grafana(args.source_dir, grafana_mounts, checks)
+        check_dockerfiles(args.source_dir, checks)
+        check_kubernetes(args.source_dir, checks)
+        if args.promtool and os.access(args.promtool, os.X_OK):
+            run = subprocess.run(
+                [args.promtool, "check", "config",
+                 os.path.join(args.source_dir, "deploy", "prometheus.yml")],
+                capture_output=True, text=True, timeout=60)
+            checks.equal(run.returncode, 0,
+                         f"promtool check config: {run.stdout}{run.stderr}")
+        checks.raise_if_failed()
+    print("PASSED")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except (du.CheckFailed, du.TimeLimit, KeyboardInterrupt) as e:
+        print(f"FAILED: {e}")
+        sys.exit(1)
