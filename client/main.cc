@@ -14,6 +14,7 @@
 #include "client/errors.h"
 #include "client/health.h"
 #include "client/inputs.h"
+#include "client/report.h"
 
 namespace encoder_client {
 namespace {
@@ -282,6 +283,58 @@ Command AddBench(CLI::App* app, ConnectionOptions* connection) {
           }};
 }
 
+Command AddReport(CLI::App* app, ConnectionOptions* connection) {
+  CLI::App* command = app->add_subcommand(
+      "report",
+      "Diagnose one input on several models and write one self-contained "
+      "HTML page comparing them");
+  AddConnectionFlags(command, connection);
+  auto options = std::make_shared<ReportOptions>();
+  auto text = std::make_shared<std::string>();
+  auto ids = std::make_shared<std::string>();
+  command->add_option("--out", options->out, "HTML file to write")
+      ->type_name("FILE")
+      ->required();
+  CLI::Option* text_flag = command->add_option(
+      "--text", *text,
+      std::string("Text input (default: \"") + kDefaultReportText + "\")");
+  CLI::Option* ids_flag =
+      command->add_option("--ids", *ids, "Token-id input such as 1,2,3")
+          ->type_name("ID,...");
+  text_flag->excludes(ids_flag);
+  command
+      ->add_option("--models", options->models,
+                   "Models to compare, comma-separated (default: all)")
+      ->delimiter(',');
+  command
+      ->add_option("--structure-positions", options->structure_positions,
+                   "N of the positional matrices")
+      ->check(CLI::Range(2, 4096))
+      ->capture_default_str();
+  command
+      ->add_option("--max-layers", options->max_layers,
+                   "Layers shown in the heatmap grid (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  command
+      ->add_option("--max-heads", options->max_heads,
+                   "Heads shown in the heatmap grid (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  return {
+      command, [=]() {
+        if (text_flag->count() > 0) options->text = *text;
+        if (ids_flag->count() > 0) {
+          std::vector<int64_t> values;
+          std::string error;
+          if (!ParseIntList(*ids, &values, &error) || values.empty()) {
+            PrintError("--ids: " + (error.empty() ? "no token ids" : error));
+            return kExitUsage;
+          }
+          options->ids = values;
+        }
+        return RunReport(*connection, *options);
+      }};
+}
+
 int Main(int argc, char** argv) {
   CLI::App app(
       "Command-line client of the encoder.v1.EncoderService gRPC server.",
@@ -295,7 +348,7 @@ int Main(int argc, char** argv) {
   const std::vector<Command> commands = {
       AddEmbed(&app, &connection),  AddModels(&app, &connection),
       AddHealth(&app, &connection), AddDiagnose(&app, &connection),
-      AddBench(&app, &connection),
+      AddBench(&app, &connection),  AddReport(&app, &connection),
   };
   try {
     app.parse(argc, argv);

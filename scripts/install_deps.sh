@@ -13,7 +13,8 @@ build_pkgs=(build-essential cmake ninja-build pkg-config git
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libabsl-dev
   prometheus-cpp-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev)
 test_pkgs=(libgtest-dev libgmock-dev python3-torch python3-numpy python3-grpcio
-  python3-protobuf clang-format prometheus nginx docker-compose python3-yaml)
+  python3-protobuf clang-format prometheus nginx docker-compose python3-yaml
+  chromium)
 
 case "$mode" in
   runtime) pkgs=("${runtime_pkgs[@]}") ;;
