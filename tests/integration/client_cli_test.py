@@ -12,14 +12,12 @@ temporary directory, and is killed when the tests end, pass or fail.
 import argparse
 import json
 import math
-import os
 import re
-import signal
-import subprocess
 import sys
-import tempfile
-import time
 import unittest
+
+import server_process
+from server_process import ServerProcess
 
 ARGS = None  # parsed command line, set in __main__
 MODELS = ["none", "sinusoidal", "learned", "rope", "alibi", "relative"]
@@ -30,55 +28,7 @@ CALL_TIMEOUT_S = 120
 
 
 def run(command, timeout=CALL_TIMEOUT_S):
-    """Runs command (a list); returns the CompletedProcess, text mode."""
-    return subprocess.run(command, capture_output=True, text=True,
-                          timeout=timeout, check=False)
-
-
-class ServerProcess:
-    """encoder-server on 127.0.0.1:<free port>, ready when port is set."""
-
-    def __init__(self, binary):
-        self.dir = tempfile.TemporaryDirectory(prefix="encoder-it-")
-        self.ready_file = os.path.join(self.dir.name, "ready.json")
-        self.log_path = os.path.join(self.dir.name, "server.log")
-        self.log = open(self.log_path, "w")
-        self.process = subprocess.Popen(
-            [binary, "--listen=127.0.0.1:0",
-             f"--ready-file={self.ready_file}"],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        self.port = None
-
-    def wait_ready(self, timeout_s):
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"server exited with {self.process.returncode} before "
-                    f"it was ready:\n{self.log_tail()}")
-            if os.path.exists(self.ready_file):
-                with open(self.ready_file) as f:
-                    self.port = json.load(f)["grpc_port"]
-                return
-            time.sleep(0.2)
-        raise RuntimeError(f"server not ready after {timeout_s} s:\n"
-                           f"{self.log_tail()}")
-
-    def log_tail(self, lines=40):
-        self.log.flush()
-        with open(self.log_path) as f:
-            return "".join(f.readlines()[-lines:])
-
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=30)
-        self.log.close()
-        self.dir.cleanup()
+    return server_process.run(command, timeout)
 
 
 class ClientCliTest(unittest.TestCase):

@@ -9,10 +9,6 @@ Usage: drain_test.py --server BIN --python-client PATH
 """
 import argparse
 import importlib.util
-import json
-import os
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -20,6 +16,8 @@ import time
 import unittest
 
 import grpc
+
+from server_process import ServerProcess
 
 ARGS = None
 CALLERS = 16
@@ -40,21 +38,11 @@ class DrainTest(unittest.TestCase):
         tmp = tempfile.TemporaryDirectory()
         self.addCleanup(tmp.cleanup)
         pb2, pb2_grpc = client.load_stubs(tmp.name)
-        ready = os.path.join(tmp.name, "ready.json")
-        log = open(os.path.join(tmp.name, "server.log"), "w+")
-        self.addCleanup(log.close)
-        server = subprocess.Popen(
-            [ARGS.server, "--listen=127.0.0.1:0", "--ready-file=" + ready,
-             "--drain-grace-seconds=30"],
-            stdout=log, stderr=subprocess.STDOUT)
-        self.addCleanup(lambda: server.poll() is None and server.kill())
-        deadline = time.monotonic() + 120
-        while not os.path.exists(ready):
-            self.assertIsNone(server.poll(), "server exited during start-up")
-            self.assertLess(time.monotonic(), deadline, "server not ready")
-            time.sleep(0.1)
-        with open(ready) as f:
-            port = json.load(f)["grpc_port"]
+        server = ServerProcess(ARGS.server, tmp.name,
+                               ["--drain-grace-seconds=30"])
+        self.addCleanup(server.stop)
+        server.wait_ready(120)
+        port = server.port
 
         channel = grpc.insecure_channel("127.0.0.1:%d" % port)
         self.addCleanup(channel.close)
@@ -84,15 +72,14 @@ class DrainTest(unittest.TestCase):
             t.start()
         time.sleep(3)
         signalled = time.monotonic()
-        server.send_signal(signal.SIGTERM)
         try:
-            exit_code = server.wait(timeout=60)
+            exit_code = server.stop(timeout_s=60)
         finally:
             stop.set()
             for t in threads:
                 t.join(timeout=90)
-        log.seek(0)
-        server_log = log.read()
+        with open(server.log_path) as f:
+            server_log = f.read()
         self.assertEqual(exit_code, 0, server_log)
         self.assertIn("drained; exiting", server_log)
 
