@@ -112,22 +112,45 @@ absl::Status EncoderRunner::RunImpl(
   auto out = model_->Forward(input, options);
   if (!out.ok()) return out.status();
 
+  // Pooling for the whole batch at once (both modes, then each row's
+  // choice and normalization), and one copy to the host.
   const at::Tensor mask_dev = input.mask.to(model_->device());
+  std::vector<int64_t> first_rows, normalize_rows;
+  for (int64_t i = 0; i < b; ++i) {
+    if (batch[i]->pooling == batching::PoolingMode::kFirst) {
+      first_rows.push_back(i);
+    }
+    if (batch[i]->normalize) normalize_rows.push_back(i);
+  }
+  at::Tensor pooled =
+      model::Pool(out->tokens, mask_dev, model::Pooling::kMean, false);
+  auto rows = [&](const std::vector<int64_t>& v) {
+    return at::tensor(v, at::kLong).to(model_->device());
+  };
+  if (!first_rows.empty()) {
+    at::Tensor index = rows(first_rows);
+    pooled.index_copy_(0, index,
+                       out->tokens.select(1, 0).index_select(0, index));
+  }
+  if (!normalize_rows.empty()) {
+    at::Tensor index = rows(normalize_rows);
+    at::Tensor picked = pooled.index_select(0, index);
+    pooled.index_copy_(
+        0, index,
+        picked / picked.norm(2, {-1}, /*keepdim=*/true).clamp_min(1e-12));
+  }
+  const at::Tensor pooled_host = pooled.to(at::kCPU, at::kFloat).contiguous();
+  const int64_t dim = model_->config().d_model;
   results->assign(b, SequenceResult{});
   for (int64_t i = 0; i < b; ++i) {
     const SequenceSpec& spec = *batch[i];
     SequenceResult& r = (*results)[i];
     const int64_t n = static_cast<int64_t>(spec.token_ids.size());
-    at::Tensor tokens = out->tokens[i].narrow(0, 0, n).unsqueeze(0);
-    at::Tensor pooled = model::Pool(
-        tokens, mask_dev[i].narrow(0, 0, n).unsqueeze(0),
-        spec.pooling == batching::PoolingMode::kFirst ? model::Pooling::kFirst
-                                                      : model::Pooling::kMean,
-        spec.normalize);
-    r.pooled = ToFloats(pooled);
+    const float* row = pooled_host.data_ptr<float>() + i * dim;
+    r.pooled.assign(row, row + dim);
     r.num_tokens = n;
-    r.dim = model_->config().d_model;
-    if (spec.want_tokens) r.tokens = ToFloats(tokens);
+    r.dim = dim;
+    if (spec.want_tokens) r.tokens = ToFloats(out->tokens[i].narrow(0, 0, n));
     if (!spec.attention_layers.empty()) {
       std::vector<at::Tensor> maps;
       for (int64_t l : spec.attention_layers) {

@@ -1,0 +1,93 @@
+// EncoderRunner: a mixed batch (pooling modes, normalization, token and
+// attention requests) gives each sequence what it gives alone, and what the
+// model computes directly.
+#include "server/runner/encoder_runner.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace encoder::runner {
+namespace {
+
+using batching::PoolingMode;
+using batching::SequenceResult;
+using batching::SequenceSpec;
+
+std::unique_ptr<model::Encoder> SmallModel() {
+  model::ModelConfig c;
+  c.vocab_size = 300;
+  c.d_model = 32;
+  c.num_heads = 4;
+  c.num_layers = 2;
+  c.d_ff = 64;
+  c.positional.type = model::SchemeType::kRelative;
+  return std::move(
+      model::Encoder::Create(c, model::Encoder::RandomStateDict(c, 9), at::kCPU)
+          .value());
+}
+
+double MaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double d = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    d = std::max(d, static_cast<double>(std::abs(a[i] - b[i])));
+  }
+  return d;
+}
+
+TEST(EncoderRunner, MixedBatchEqualsEachSequenceAlone) {
+  auto model = SmallModel();
+  EncoderRunner runner(model.get());
+  std::vector<SequenceSpec> specs(4);
+  specs[0].token_ids = {1, 5, 6, 7, 2};
+  specs[0].pooling = PoolingMode::kFirst;
+  specs[0].normalize = true;
+  specs[1].token_ids = {1, 9, 2};
+  specs[1].want_tokens = true;
+  specs[1].attention_layers = {1};
+  specs[1].attention_heads = {2, 0};
+  specs[2].token_ids = {1, 40, 41, 42, 43, 44, 45, 2};
+  specs[2].normalize = true;
+  specs[2].attention_layers = {0, 1};
+  specs[2].average_heads = true;
+  specs[3].token_ids = {1, 2};
+  specs[3].pooling = PoolingMode::kFirst;
+  specs[3].want_attention_stats = true;
+  std::vector<const SequenceSpec*> batch;
+  for (const auto& s : specs) batch.push_back(&s);
+  std::vector<SequenceResult> together;
+  ASSERT_TRUE(runner.Run(batch, &together).ok());
+  ASSERT_EQ(together.size(), 4u);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    std::vector<SequenceResult> alone;
+    ASSERT_TRUE(runner.Run({&specs[i]}, &alone).ok());
+    EXPECT_LT(MaxDiff(together[i].pooled, alone[0].pooled), 1e-5) << i;
+    EXPECT_LT(MaxDiff(together[i].tokens, alone[0].tokens), 1e-5) << i;
+    EXPECT_LT(MaxDiff(together[i].attention, alone[0].attention), 1e-5) << i;
+    EXPECT_EQ(together[i].attention_shape, alone[0].attention_shape) << i;
+    EXPECT_EQ(together[i].attention_stats.size(),
+              alone[0].attention_stats.size());
+    EXPECT_EQ(together[i].num_tokens,
+              static_cast<int64_t>(specs[i].token_ids.size()));
+  }
+  // Normalized rows have unit norm; first pooling is token 0's output.
+  double norm = 0;
+  for (float v : together[0].pooled) norm += v * v;
+  EXPECT_NEAR(std::sqrt(norm), 1.0, 1e-5);
+  model::EncoderInput in;
+  in.ids = at::tensor(specs[3].token_ids, at::kLong).view({1, -1});
+  in.mask = at::ones_like(in.ids, at::kBool);
+  at::Tensor first = model->Forward(in, {}).value().tokens[0][0].contiguous();
+  std::vector<float> want(first.data_ptr<float>(),
+                          first.data_ptr<float>() + 32);
+  EXPECT_LT(MaxDiff(together[3].pooled, want), 1e-5);
+  // Shapes: selected heads [1 layer, 2 heads, 3, 3]; averaged [2, 8, 8].
+  EXPECT_EQ(together[1].attention_shape, (std::vector<int64_t>{1, 2, 3, 3}));
+  EXPECT_EQ(together[2].attention_shape, (std::vector<int64_t>{2, 8, 8}));
+  EXPECT_EQ(together[1].tokens.size(), 3u * 32u);
+  EXPECT_EQ(together[3].attention_stats.size(), 2u * 4u);
+}
+
+}  // namespace
+}  // namespace encoder::runner
