@@ -2,11 +2,15 @@
 """Serving benchmark: encoder-server under encoder-client bench, against the
 in-process forward of the same model, measured in one run.
 
-Prints a table and the three ratios the service is held to:
+Measures in rounds (each round: batched server, the same server with
+--max-batch-sequences=1, one caller, in-process forward at the batch sizes
+the server formed) and prints the medians of the per-round ratios, since a
+shared host's speed drifts by 10-20% between minutes.
+The three ratios the service is held to:
   1. 16-token inputs, 32 callers: server throughput / best in-process forward
   2. same load: server / the same server with --max-batch-sequences=1
   3. 1 caller: server p50 latency - in-process forward p50 at batch 1
-Usage: run_bench.py BUILD_DIR [--duration S] [--json OUT]
+Usage: run_bench.py BUILD_DIR [--duration S] [--rounds N] [--json OUT]
 """
 import argparse
 import json
@@ -64,77 +68,106 @@ def forward_bench(build, model, sizes, length, seconds):
     return {r["batch_size"]: r for r in json.loads(out.stdout)["results"]}
 
 
+def median(values):
+    values = sorted(values)
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] +
+                                                 values[mid]) / 2
+
+
+def one_round(a, batched_port, unbatched_port):
+    """One measurement of every side, back to back, so that slow phases of
+    a shared host hit all of them alike."""
+    r = {}
+    r["batched"] = client_bench(a.build, batched_port, a.model, a.concurrency,
+                                a.length, a.duration)
+    r["unbatched"] = client_bench(a.build, unbatched_port, a.model,
+                                  a.concurrency, a.length, a.duration)
+    r["single_caller"] = client_bench(a.build, batched_port, a.model, 1,
+                                      a.length, a.duration / 2)
+    histogram = r["batched"]["batch_size"]["histogram"]
+    # The batch sizes the server formed most (by sequences), plus 1 and the
+    # largest allowed.
+    formed = sorted(histogram, key=lambda k: -histogram[k])[:3]
+    sizes = sorted({1, a.concurrency} | {int(k) for k in formed})
+    forward = forward_bench(a.build, a.model, sizes, a.length,
+                            max(1.5, a.duration / 8))
+    r["forward"] = {str(k): v for k, v in forward.items()}
+    best = max(forward.values(), key=lambda f: f["sequences_per_s"])
+    r["best_forward"] = best
+    r["ratios"] = {
+        "server_over_best_forward":
+            r["batched"]["throughput"]["sequences_per_s"] /
+            best["sequences_per_s"],
+        "batched_over_unbatched":
+            r["batched"]["throughput"]["sequences_per_s"] /
+            r["unbatched"]["throughput"]["sequences_per_s"],
+        "single_caller_p50_minus_forward_p50_ms":
+            r["single_caller"]["latency_ms"]["p50"] - forward[1]["p50_ms"],
+    }
+    return r
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("build")
     parser.add_argument("--model", default="sinusoidal")
     parser.add_argument("--length", type=int, default=16)
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--duration", type=float, default=20)
+    parser.add_argument("--duration", type=float, default=10,
+                        help="seconds per server measurement")
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", help="also write the results here")
     a = parser.parse_args()
 
-    results = {}
-    proc, port = start_server(a.build, [])
+    batched, batched_port = start_server(a.build, [])
+    unbatched, unbatched_port = None, None
+    rounds = []
     try:
-        results["batched"] = client_bench(a.build, port, a.model,
-                                          a.concurrency, a.length, a.duration)
-        results["single_caller"] = client_bench(a.build, port, a.model, 1,
-                                                a.length, a.duration / 2)
+        unbatched, unbatched_port = start_server(
+            a.build, ["--max-batch-sequences=1"])
+        for i in range(a.rounds):
+            rounds.append(one_round(a, batched_port, unbatched_port))
+            print("round %d: %s" % (i + 1, ", ".join(
+                "%s %.3f" % kv for kv in rounds[-1]["ratios"].items())),
+                flush=True)
     finally:
-        stop_server(proc)
-    proc, port = start_server(a.build, ["--max-batch-sequences=1"])
-    try:
-        results["unbatched"] = client_bench(a.build, port, a.model,
-                                            a.concurrency, a.length,
-                                            a.duration)
-    finally:
-        stop_server(proc)
-    formed = sorted(int(k) for k in results["batched"]["batch_size"]["histogram"])
-    sizes = sorted({1, a.concurrency} | set(formed))
-    forward = forward_bench(a.build, a.model, sizes, a.length,
-                            max(2.0, a.duration / 8))
-    results["forward"] = {str(k): v for k, v in forward.items()}
+        stop_server(batched)
+        if unbatched is not None:
+            stop_server(unbatched)
 
-    best = max(forward.values(), key=lambda r: r["sequences_per_s"])
-    batched = results["batched"]
-    unbatched = results["unbatched"]
-    single = results["single_caller"]
-    r1 = batched["throughput"]["sequences_per_s"] / best["sequences_per_s"]
-    r2 = (batched["throughput"]["sequences_per_s"] /
-          unbatched["throughput"]["sequences_per_s"])
-    d3 = single["latency_ms"]["p50"] - forward[1]["p50_ms"]
-    results["ratios"] = {"server_over_best_forward": r1,
-                         "batched_over_unbatched": r2,
-                         "single_caller_p50_minus_forward_p50_ms": d3}
-
-    print("model %s, %d-token inputs, %d callers" %
-          (a.model, a.length, a.concurrency))
-    print("%-34s %10s %9s %9s %9s" % ("run", "seq/s", "p50 ms", "p99 ms",
-                                      "batch"))
+    print("\nmodel %s, %d-token inputs, %d callers, %d rounds of %.0f s" %
+          (a.model, a.length, a.concurrency, a.rounds, a.duration))
+    print("%-26s %10s %9s %9s %7s   (median over rounds)" %
+          ("run", "seq/s", "p50 ms", "p99 ms", "batch"))
     for name in ("batched", "unbatched", "single_caller"):
-        r = results[name]
-        print("%-34s %10.1f %9.2f %9.2f %9.2f" % (
-            "server " + name, r["throughput"]["sequences_per_s"],
-            r["latency_ms"]["p50"], r["latency_ms"]["p99"],
-            r["batch_size"]["mean"]))
-    for size in sizes:
-        r = forward[size]
-        print("%-34s %10.1f %9.2f %9s %9d" % (
-            "in-process forward", r["sequences_per_s"], r["p50_ms"], "-",
-            size))
-    print("batches formed: %s" % batched["batch_size"]["histogram"])
-    print("ratio server / best forward (batch %d): %.3f  (target >= 0.85)" %
-          (best["batch_size"], r1))
-    print("ratio batched / max-batch-1 server:      %.3f  (target >= 2)" % r2)
-    print("1 caller p50 - forward p50 at batch 1:   %+.2f ms (target <= 1)" %
-          d3)
-    errors = sum(sum(results[k]["errors"].values())
+        print("%-26s %10.1f %9.2f %9.2f %7.2f" % (
+            "server " + name,
+            median([r[name]["throughput"]["sequences_per_s"] for r in rounds]),
+            median([r[name]["latency_ms"]["p50"] for r in rounds]),
+            median([r[name]["latency_ms"]["p99"] for r in rounds]),
+            median([r[name]["batch_size"]["mean"] for r in rounds])))
+    for size in sorted({int(k) for r in rounds for k in r["forward"]}):
+        runs = [r["forward"][str(size)] for r in rounds
+                if str(size) in r["forward"]]
+        print("%-26s %10.1f %9.2f %9s %7d" % (
+            "in-process forward", median([f["sequences_per_s"] for f in runs]),
+            median([f["p50_ms"] for f in runs]), "-", size))
+    ratios = {k: median([r["ratios"][k] for r in rounds])
+              for k in rounds[0]["ratios"]}
+    print("ratio server / best forward:            %.3f  (target >= 0.85)" %
+          ratios["server_over_best_forward"])
+    print("ratio batched / max-batch-1 server:     %.3f  (target >= 2)" %
+          ratios["batched_over_unbatched"])
+    print("1 caller p50 - forward p50 at batch 1:  %+.2f ms (target <= 1)" %
+          ratios["single_caller_p50_minus_forward_p50_ms"])
+    errors = sum(sum(r[k]["errors"].values()) for r in rounds
                  for k in ("batched", "unbatched", "single_caller"))
     print("errors: %d" % errors)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump(results, f, indent=2)
+            json.dump({"rounds": rounds, "median_ratios": ratios}, f,
+                      indent=2)
     return 1 if errors else 0
 
 
