@@ -23,9 +23,6 @@ import time
 import urllib.error
 import urllib.request
 
-# CTest's SKIP_RETURN_CODE for the deploy tests.
-SKIP = 77
-
 _PR_SET_PDEATHSIG = 1
 
 
@@ -35,11 +32,6 @@ class TimeLimit(Exception):
 
 class CheckFailed(Exception):
     """One or more checks failed; the message lists them."""
-
-
-def skip(reason):
-    print(f"SKIPPED: {reason}")
-    sys.exit(SKIP)
 
 
 def common_args(description):
@@ -54,8 +46,12 @@ def common_args(description):
 
 
 def require_executable(path, what):
+    """Fails the test when a program it starts is missing: the README's test
+    command installs every one of them."""
     if not path or not (os.path.isfile(path) and os.access(path, os.X_OK)):
-        skip(f"{what} not found at {path!r}")
+        print(f"FAILED: {what} not found at {path!r} "
+              "(scripts/install_deps.sh test installs it)")
+        sys.exit(1)
 
 
 def free_port():
