@@ -24,7 +24,6 @@ class EmbedStreamReactor
   EmbedStreamReactor(EncoderServiceImpl* service,
                      grpc::CallbackServerContext* context)
       : service_(service), context_(context) {
-    service_->metrics()->InFlight("EmbedStream", +1);
     StartRead(&read_buffer_);
   }
 
@@ -68,10 +67,9 @@ class EmbedStreamReactor
     Act(lock, Next(lock));
   }
 
-  void OnDone() override {
-    service_->metrics()->InFlight("EmbedStream", -1);
-    delete this;
-  }
+  // In-flight metrics count each request on the stream (SubmitEmbed), not
+  // the stream itself.
+  void OnDone() override { delete this; }
 
  private:
   struct Item {
