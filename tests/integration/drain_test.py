@@ -53,6 +53,7 @@ class DrainTest(unittest.TestCase):
         calls = []  # (start, end, code name)
         lock = threading.Lock()
         stop = threading.Event()
+        completed = threading.Event()  # set whenever a call returns
 
         def caller():
             while not stop.is_set():
@@ -64,6 +65,7 @@ class DrainTest(unittest.TestCase):
                     code = e.code().name
                 with lock:
                     calls.append((start, time.monotonic(), code))
+                completed.set()
                 if code != "OK":
                     return
 
@@ -71,6 +73,11 @@ class DrainTest(unittest.TestCase):
         for t in threads:
             t.start()
         time.sleep(3)
+        # Signal 100 ms after a batch returned: its callers have sent their
+        # next calls and those are in the server, whatever the batch time.
+        completed.clear()
+        self.assertTrue(completed.wait(timeout=60), "no call completed")
+        time.sleep(0.1)
         signalled = time.monotonic()
         try:
             exit_code = server.stop(timeout_s=60)
