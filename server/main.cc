@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/metrics/prometheus_metrics.h"
+#include "server/model/dtype.h"
 #include "server/model/model_repository.h"
 #include "server/runner/device_memory.h"
 #include "server/runner/model_host.h"
@@ -141,24 +142,18 @@ absl::StatusOr<at::Device> ParseDevice(const std::string& name) {
       absl::StrCat("--device must be auto, cpu, cuda or cuda:N, got ", name));
 }
 
-absl::StatusOr<at::ScalarType> ParseDtype(const std::string& name,
-                                          const at::Device& device) {
-  at::ScalarType t;
-  if (name == "float32") {
-    t = at::kFloat;
-  } else if (name == "float16") {
-    t = at::kHalf;
-  } else if (name == "bfloat16") {
-    t = at::kBFloat16;
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--dtype must be float32, float16 or bfloat16, got ", name));
+absl::StatusOr<at::ScalarType> ParseDtypeFlag(const std::string& name,
+                                              const at::Device& device) {
+  auto dtype = encoder::model::ParseDtype(name);
+  if (!dtype.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dtype ", dtype.status().message()));
   }
-  if (t != at::kFloat && !device.is_cuda()) {
+  if (*dtype != at::kFloat && !device.is_cuda()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--dtype=", name, " needs a CUDA device"));
   }
-  return t;
+  return dtype;
 }
 
 bool WriteReadyFile(const std::string& path, int grpc_port, int metrics_port) {
@@ -201,7 +196,7 @@ int main(int argc, char** argv) {
   at::set_num_threads(flags.intra_op_threads);
   auto device = ParseDevice(flags.device);
   if (!device.ok()) return Fail(device.status());
-  auto dtype = ParseDtype(flags.dtype, *device);
+  auto dtype = ParseDtypeFlag(flags.dtype, *device);
   if (!dtype.ok()) return Fail(dtype.status());
 
   encoder::metrics::NoopMetrics noop;
@@ -261,9 +256,10 @@ int main(int argc, char** argv) {
   // model's labels from the first report on.
   for (const auto& spec : repository->models) {
     const auto& c = spec.config;
-    metrics->RegisterModel(
-        {spec.name, encoder::model::SchemeName(c.positional.type),
-         device->str(), flags.dtype, c.d_model, c.num_heads, c.num_layers});
+    metrics->RegisterModel({spec.name,
+                            encoder::model::SchemeName(c.positional.type),
+                            device->str(), encoder::model::DtypeName(*dtype),
+                            c.d_model, c.num_heads, c.num_layers});
   }
   if (prometheus && device->is_cuda()) {
     prometheus->SetGpuMemoryReader(

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "server/model/dtype.h"
 #include "server/model/model_repository.h"
 #include "server/runner/encoder_runner.h"
 
@@ -63,9 +64,12 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", o.dtype, "float32 | float16 | bfloat16")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  const at::ScalarType dtype = o.dtype == "float16"    ? at::kHalf
-                               : o.dtype == "bfloat16" ? at::kBFloat16
-                                                       : at::kFloat;
+  const auto parsed_dtype = encoder::model::ParseDtype(o.dtype);
+  if (!parsed_dtype.ok()) {
+    std::cerr << "--dtype " << parsed_dtype.status().message() << "\n";
+    return 2;
+  }
+  const at::ScalarType dtype = *parsed_dtype;
   const at::Device device(o.device);
   at::set_num_threads(o.intra_op_threads);
 

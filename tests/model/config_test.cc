@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "server/model/dtype.h"
 #include "server/model/tokenizer.h"
 
 namespace encoder::model {
@@ -91,6 +92,20 @@ TEST(Tokenizer, BytesAreShiftedAndFramed) {
   ASSERT_FALSE(small.ok());
   EXPECT_NE(std::string(small.status().message()).find("260"),
             std::string::npos);
+}
+
+TEST(Dtype, NamesRoundTripAndOthersAreRefused) {
+  for (const char* name : {"float32", "float16", "bfloat16"}) {
+    auto dtype = ParseDtype(name);
+    ASSERT_TRUE(dtype.ok()) << name;
+    EXPECT_EQ(DtypeName(*dtype), name);
+  }
+  EXPECT_EQ(*ParseDtype("float16"), at::kHalf);
+  auto bad = ParseDtype("float64");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(),
+            "must be float32, float16 or bfloat16, got float64");
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "nlohmann/json.hpp"
 #include "server/diagnostics/diagnostics.h"
 #include "server/model/config.h"
+#include "server/model/dtype.h"
 #include "server/model/encoder.h"
 #include "server/model/safetensors.h"
 
@@ -36,6 +37,7 @@ struct Target {
   at::Device device = at::kCPU;
   at::ScalarType dtype = at::kFloat;
   double tolerance = 1e-5;
+  std::string error;  // a bad environment, reported by every test
 };
 
 Target TargetFromEnvironment() {
@@ -43,12 +45,13 @@ Target TargetFromEnvironment() {
   const char* device = std::getenv("ENCODER_REFERENCE_DEVICE");
   const char* dtype = std::getenv("ENCODER_REFERENCE_DTYPE");
   if (device != nullptr && *device != '\0') t.device = at::Device(device);
-  const std::string d = dtype == nullptr ? "float32" : dtype;
-  if (d == "float16") {
-    t.dtype = at::kHalf;
-  } else if (d == "bfloat16") {
-    t.dtype = at::kBFloat16;
+  auto parsed = ParseDtype(dtype == nullptr ? "float32" : dtype);
+  if (!parsed.ok()) {
+    t.error =
+        "ENCODER_REFERENCE_DTYPE " + std::string(parsed.status().message());
+    return t;
   }
+  t.dtype = *parsed;
   if (t.dtype != at::kFloat) {
     t.tolerance = 1e-2;
   } else if (t.device.is_cuda()) {
@@ -145,6 +148,7 @@ TEST(ReferenceManifest, ListsExactlyTheseCases) {
 class ReferenceTest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
+    ASSERT_TRUE(GetTarget().error.empty()) << GetTarget().error;
     const std::string dir = ReferenceDir();
     ASSERT_FALSE(dir.empty()) << "ENCODER_REFERENCE_DIR is not set";
     const std::string case_dir = dir + "/" + GetParam();
