@@ -8,6 +8,8 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include <sys/resource.h>
+
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -36,10 +38,15 @@ struct Flags {
   int64_t max_receive_message_bytes = 16 << 20;
   int64_t max_send_message_bytes = 64 << 20;
   int64_t max_inputs_per_request = 256;
+  int64_t grpc_memory_quota_bytes = 0;
+  int64_t memory_limit_bytes = 0;
+  int64_t batch_memory_budget_bytes = 0;
+  int max_concurrent_streams = 64;
   int64_t max_batch_sequences = 32;
   int64_t max_batch_tokens = 16384;
   int64_t max_queue_delay_us = 0;
   int64_t max_queued_sequences = 4096;
+  bool fair_share = true;
   double drain_grace_seconds = 20;
   double drain_unready_seconds = 1;
   int64_t max_diagnose_tokens = 512;
@@ -77,6 +84,29 @@ void DefineFlags(CLI::App& app, Flags& f) {
   app.add_option("--max-inputs-per-request", f.max_inputs_per_request,
                  "inputs per Embed request")
       ->capture_default_str();
+  app.add_option("--memory-limit-bytes", f.memory_limit_bytes,
+                 "memory the process may use; 0: the cgroup limit, else the "
+                 "machine's RAM. The defaults below derive from it")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 50))
+      ->capture_default_str();
+  app.add_option("--batch-memory-budget-bytes", f.batch_memory_budget_bytes,
+                 "bytes the running batches of all models (and Diagnose) may "
+                 "hold at once; inputs that alone need more are refused with "
+                 "RESOURCE_EXHAUSTED. 0: half of what the memory limit "
+                 "leaves after the loaded models and the gRPC quota")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 50))
+      ->capture_default_str();
+  app.add_option("--grpc-memory-quota-bytes", f.grpc_memory_quota_bytes,
+                 "memory gRPC may hold for all connections' buffers (its "
+                 "resource quota); readers back off beyond it. 0: a quarter "
+                 "of the memory limit, at most 1 GiB")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->capture_default_str();
+  app.add_option("--max-concurrent-streams", f.max_concurrent_streams,
+                 "calls in flight per client connection (HTTP/2 "
+                 "SETTINGS_MAX_CONCURRENT_STREAMS); further calls wait")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   app.add_option("--max-batch-sequences", f.max_batch_sequences,
                  "sequences per forward pass")
       ->capture_default_str();
@@ -89,6 +119,12 @@ void DefineFlags(CLI::App& app, Flags& f) {
   app.add_option("--max-queued-sequences", f.max_queued_sequences,
                  "queued sequences per model beyond which calls fail at once "
                  "with RESOURCE_EXHAUSTED")
+      ->capture_default_str();
+  app.add_flag("--fair-share,!--no-fair-share", f.fair_share,
+               "interleave requests in batches (every queued request's "
+               "oldest sequence before further ones), so a small call waits "
+               "about one batch behind a large request; off: strict arrival "
+               "order")
       ->capture_default_str();
   app.add_option("--drain-grace-seconds", f.drain_grace_seconds,
                  "on SIGTERM/SIGINT, how long accepted calls may take")
@@ -112,6 +148,7 @@ void DefineFlags(CLI::App& app, Flags& f) {
                  "M} here (atomically)");
   app.add_option("--log-level", f.log_level,
                  "trace | debug | info | warn | error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
 }
 
@@ -120,6 +157,23 @@ void DefineFlags(CLI::App& app, Flags& f) {
 namespace {
 
 using encoder::runner::HostOptions;
+
+// Every connection holds a descriptor, and gRPC 1.51 stops accepting for
+// good after one accept fails with EMFILE: start with the soft limit at the
+// hard limit, so the kernel's limit is the only one.
+void RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  const rlim_t before = limit.rlim_cur;
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) limit.rlim_cur = before;
+  }
+  spdlog::info("open file limit {} (was {}, hard limit {})",
+               static_cast<uint64_t>(limit.rlim_cur),
+               static_cast<uint64_t>(before),
+               static_cast<uint64_t>(limit.rlim_max));
+}
 
 absl::StatusOr<at::Device> ParseDevice(const std::string& name) {
   if (name == "auto") {
@@ -193,6 +247,7 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  RaiseOpenFileLimit();
   at::set_num_threads(flags.intra_op_threads);
   auto device = ParseDevice(flags.device);
   if (!device.ok()) return Fail(device.status());
@@ -216,6 +271,19 @@ int main(int argc, char** argv) {
   server_options.max_receive_message_bytes = flags.max_receive_message_bytes;
   server_options.max_send_message_bytes = flags.max_send_message_bytes;
   server_options.max_inputs_per_request = flags.max_inputs_per_request;
+  std::string limit_source = "--memory-limit-bytes";
+  const int64_t memory_limit =
+      flags.memory_limit_bytes > 0
+          ? flags.memory_limit_bytes
+          : encoder::batching::DetectMemoryLimit(&limit_source);
+  const int64_t grpc_quota =
+      flags.grpc_memory_quota_bytes > 0
+          ? flags.grpc_memory_quota_bytes
+          : std::min<int64_t>(int64_t{1} << 30, memory_limit / 4);
+  spdlog::info("memory limit {} MiB ({}), gRPC memory quota {} MiB",
+               memory_limit >> 20, limit_source, grpc_quota >> 20);
+  server_options.memory_quota_bytes = grpc_quota;
+  server_options.max_concurrent_streams = flags.max_concurrent_streams;
   server_options.diagnose.max_tokens = flags.max_diagnose_tokens;
   server_options.diagnose.max_structure_positions =
       flags.max_structure_positions;
@@ -234,11 +302,15 @@ int main(int argc, char** argv) {
   host_options.device = *device;
   host_options.dtype = *dtype;
   host_options.warm_up = flags.warm_up;
+  host_options.memory_limit_bytes = memory_limit;
+  host_options.batch_memory_budget_bytes = flags.batch_memory_budget_bytes;
+  host_options.reserved_bytes = grpc_quota;
   host_options.batching.max_batch_sequences = flags.max_batch_sequences;
   host_options.batching.max_batch_tokens = flags.max_batch_tokens;
   host_options.batching.max_queue_delay =
       absl::Microseconds(flags.max_queue_delay_us);
   host_options.batching.max_queued_sequences = flags.max_queued_sequences;
+  host_options.batching.fair_share = flags.fair_share;
   host_options.make_observer = [metrics](const std::string& model) {
     encoder::batching::BatcherObserver o;
     o.on_batch = [metrics, model](const encoder::batching::BatchStats& b) {
@@ -274,6 +346,8 @@ int main(int argc, char** argv) {
   const absl::Time load_start = absl::Now();
   auto host = encoder::runner::ModelHost::Create(*repository, host_options);
   if (!host.ok()) return Fail(host.status());
+  spdlog::info("batch memory budget {} MiB, shared by every model",
+               (*host)->memory_budget()->capacity() >> 20);
   for (const auto& m : (*host)->models()) {
     const auto& c = m->spec.config;
     spdlog::info("model {} ({}, {} layers, d={}, {} parameters) on {}",

@@ -1,29 +1,68 @@
 #include "server/batching/batch_policy.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <numeric>
 
 namespace encoder::batching {
 namespace {
 
-// Order in which sequences are offered to the batch after the oldest: by
-// closeness of length to the oldest (ties: older first) or by arrival.
-std::vector<size_t> CandidateOrder(const std::vector<QueuedSequence>& queue,
-                                   bool group_by_length) {
-  std::vector<size_t> order(queue.size() - 1);
-  std::iota(order.begin(), order.end(), size_t{1});
-  if (group_by_length) {
-    const int64_t anchor = queue.front().length;
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return std::llabs(queue[a].length - anchor) <
-             std::llabs(queue[b].length - anchor);
-    });
+// The sequence a batch is built around: the oldest, or with fair_share the
+// oldest head (rank 0) of the requests that have been served least.
+size_t Anchor(const std::vector<QueuedSequence>& queue,
+              const BatchOptions& options) {
+  if (!options.fair_share) return 0;
+  size_t best = 0;  // the oldest queued sequence is its request's head
+  for (size_t i = 1; i < queue.size(); ++i) {
+    if (queue[i].rank != 0) continue;
+    if (queue[i].share < queue[best].share) best = i;
   }
+  return best;
+}
+
+// Order in which sequences are offered to the batch after the anchor: the
+// oldest sequence of every other request first (fair_share), then by
+// closeness of length to the anchor (group_by_length), then by arrival.
+std::vector<size_t> CandidateOrder(const std::vector<QueuedSequence>& queue,
+                                   size_t anchor, const BatchOptions& options) {
+  std::vector<size_t> order;
+  order.reserve(queue.size() - 1);
+  for (size_t i = 0; i < queue.size(); ++i) {
+    if (i != anchor) order.push_back(i);
+  }
+  const int64_t length = queue[anchor].length;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const bool head_a = queue[a].rank == 0, head_b = queue[b].rank == 0;
+    if (options.fair_share && head_a != head_b) return head_a;
+    return options.group_by_length && std::llabs(queue[a].length - length) <
+                                          std::llabs(queue[b].length - length);
+  });
   return order;
 }
 
+// The members' summed cost when padded to `length`, saturating.
+int64_t BatchCost(const std::vector<QueuedSequence>& queue,
+                  const std::vector<size_t>& members, size_t extra,
+                  int64_t length) {
+  int64_t total = 0;
+  auto add = [&](size_t i) {
+    const int64_t c = queue[i].cost.At(length);
+    total = c > INT64_MAX - total ? INT64_MAX : total + c;
+  };
+  for (size_t i : members) add(i);
+  add(extra);
+  return total;
+}
+
 }  // namespace
+
+int64_t SequenceCost::At(int64_t length) const {
+  const __int128 bytes =
+      static_cast<__int128>(per_token) * length +
+      static_cast<__int128>(per_token_pair) * length * length;
+  return bytes > INT64_MAX ? INT64_MAX : static_cast<int64_t>(bytes);
+}
 
 BatchDecision DecideBatch(const std::vector<QueuedSequence>& queue,
                           const BatchOptions& options, absl::Time now) {
@@ -36,20 +75,24 @@ BatchDecision DecideBatch(const std::vector<QueuedSequence>& queue,
       std::max<int64_t>(options.max_batch_sequences, 1);
   const int64_t max_tokens = options.max_batch_tokens;
 
-  // The oldest is always a member, even when it alone exceeds max_tokens.
-  std::vector<size_t> take = {0};
-  int64_t longest = queue.front().length;
+  // The anchor is always a member, even when it alone exceeds a limit.
+  const size_t anchor = Anchor(queue, options);
+  std::vector<size_t> take = {anchor};
+  int64_t longest = queue[anchor].length;
   // A batch is full when it reached a limit, or when a queued sequence was
   // left out by the token limit: the queue then holds more than one batch,
   // so waiting for company would only delay work that is already queued.
   bool full = false;
 
-  for (size_t index : CandidateOrder(queue, options.group_by_length)) {
+  const int64_t max_cost = options.max_batch_cost_bytes;
+  for (size_t index : CandidateOrder(queue, anchor, options)) {
     const int64_t count = static_cast<int64_t>(take.size());
     if (count >= max_sequences) break;
     const int64_t new_longest = std::max(longest, queue[index].length);
-    if (new_longest * (count + 1) > max_tokens) {
-      // A shorter sequence further down the order may still fit.
+    if (new_longest * (count + 1) > max_tokens ||
+        (max_cost > 0 &&
+         BatchCost(queue, take, index, new_longest) > max_cost)) {
+      // A shorter or cheaper sequence further down the order may still fit.
       full = true;
       continue;
     }
@@ -64,6 +107,7 @@ BatchDecision DecideBatch(const std::vector<QueuedSequence>& queue,
     decision.wake_at = deadline;
     return decision;
   }
+  decision.anchor = anchor;
   std::sort(take.begin(), take.end());
   decision.take = std::move(take);
   return decision;

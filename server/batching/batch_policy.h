@@ -7,8 +7,11 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "server/batching/types.h"
 
 namespace encoder::batching {
+
+class MemoryBudget;
 
 struct BatchOptions {
   int64_t max_batch_sequences = 32;
@@ -22,28 +25,57 @@ struct BatchOptions {
   int64_t max_queued_sequences = 4096;
   // Pick sequences of similar length to the oldest one to cut padding.
   bool group_by_length = true;
+  // Upper bound on the summed SequenceCost of one batch at its padded
+  // length, in bytes; 0: none. A sequence over it alone still runs alone
+  // (admission refuses such sequences before they are queued).
+  int64_t max_batch_cost_bytes = 0;
+  // Interleave requests (start-time fair queuing by sequences served): a
+  // batch is built around the oldest sequence of the least-served request,
+  // and takes the oldest sequence of every other queued request before any
+  // further one, so a small request waits about one batch behind a large
+  // one, not all of it. Off: built around the oldest queued sequence.
+  // group_by_length applies within each tier.
+  bool fair_share = true;
+  // Shared by every model's batcher (not owned; may be null): a batch
+  // acquires its cost before it runs, and no batch costs more than its
+  // capacity.
+  MemoryBudget* memory_budget = nullptr;
 };
 
 // A queued sequence as the policy sees it. The queue is in arrival order.
 struct QueuedSequence {
   int64_t length = 0;
   absl::Time enqueued;
+  SequenceCost cost;
+  // Its place among the queued sequences of its own request (0: that
+  // request's oldest), and how many sequences its request has been served
+  // in the batcher's virtual time (new requests start at the current one);
+  // used by fair_share.
+  int64_t rank = 0;
+  int64_t share = 0;
 };
 
 struct BatchDecision {
   // Indices into the queue to run now, oldest first; empty: wait.
   std::vector<size_t> take;
+  // The member the batch was built around (an index into the queue).
+  size_t anchor = 0;
   // When to decide again if nothing arrives (InfiniteFuture: only on
   // arrival). Meaningful when `take` is empty.
   absl::Time wake_at = absl::InfiniteFuture();
 };
 
-// The oldest sequence always goes into the next batch (no starvation). A
-// batch is formed when the oldest has waited max_queue_delay, or when the
-// queue alone can fill a batch to max_batch_sequences or max_batch_tokens.
-// Members are chosen by closeness of length to the oldest when
-// group_by_length, else in arrival order, within both limits. A single
-// sequence longer than max_batch_tokens still runs, alone.
+// The anchor always goes into the next batch: the oldest sequence, or with
+// fair_share the oldest sequence of the least-served request (no
+// starvation: a request's share only grows when it is served, and new
+// requests start at the current virtual time). A batch is formed when the
+// oldest has waited max_queue_delay, or when the queue alone can fill a
+// batch to one of its limits. Members are offered the other requests'
+// oldest sequences first when fair_share, then by closeness of length to
+// the anchor when group_by_length, then by arrival, and taken while every
+// limit holds
+// (sequences, padded tokens, cost). A single sequence over a limit still
+// runs, alone.
 BatchDecision DecideBatch(const std::vector<QueuedSequence>& queue,
                           const BatchOptions& options, absl::Time now);
 

@@ -4,7 +4,10 @@
 #include <exception>
 #include <iterator>
 #include <string>
+#include <unordered_map>
 #include <utility>
+
+#include "server/batching/memory_budget.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -90,6 +93,7 @@ absl::Status Batcher::Submit(std::shared_ptr<Request> request) {
     queued = static_cast<int64_t>(queue_.size());
     full = queued + count > options_.max_queued_sequences;
     if (!full) {
+      state->share = virtual_time_;
       for (int64_t i = 0; i < count; ++i) {
         queue_.push_back(Pending{state, static_cast<size_t>(i)});
       }
@@ -127,8 +131,17 @@ int64_t Batcher::queued_sequences() const {
 
 void Batcher::WorkerLoop() {
   // Once draining, nothing new can arrive, so a batch never waits for one.
-  BatchOptions flush_options = options_;
+  BatchOptions serve_options = options_;
+  if (options_.memory_budget != nullptr) {
+    const int64_t capacity = options_.memory_budget->capacity();
+    if (serve_options.max_batch_cost_bytes <= 0 ||
+        serve_options.max_batch_cost_bytes > capacity) {
+      serve_options.max_batch_cost_bytes = capacity;
+    }
+  }
+  BatchOptions flush_options = serve_options;
   flush_options.max_queue_delay = absl::ZeroDuration();
+  std::unordered_map<const RequestState*, int64_t> ranks;
 
   std::vector<QueuedSequence> view;
   int64_t reported_depth = -1;
@@ -147,19 +160,21 @@ void Batcher::WorkerLoop() {
       continue;
     }
     view.clear();
+    ranks.clear();
     for (const Pending& pending : queue_) {
       const SequenceSpec& spec =
           pending.state->request->sequences[pending.index];
-      view.push_back(QueuedSequence{static_cast<int64_t>(spec.token_ids.size()),
-                                    pending.state->submitted});
+      view.push_back(QueuedSequence{
+          static_cast<int64_t>(spec.token_ids.size()), pending.state->submitted,
+          spec.cost, ranks[pending.state.get()]++, pending.state->share});
     }
-    const BatchDecision decision =
-        DecideBatch(view, accepting_ ? options_ : flush_options, absl::Now());
+    const BatchDecision decision = DecideBatch(
+        view, accepting_ ? serve_options : flush_options, absl::Now());
     if (decision.take.empty()) {
       WaitUntil(cv_, lock, decision.wake_at);
       continue;
     }
-    std::vector<Pending> batch = PopLocked(decision.take);
+    std::vector<Pending> batch = PopLocked(decision);
     lock.unlock();
     ProcessBatch(std::move(batch));
     lock.lock();
@@ -169,7 +184,10 @@ void Batcher::WorkerLoop() {
 }
 
 std::vector<Batcher::Pending> Batcher::PopLocked(
-    const std::vector<size_t>& take) {
+    const BatchDecision& decision) {
+  const std::vector<size_t>& take = decision.take;
+  virtual_time_ = std::max(virtual_time_, queue_[decision.anchor].state->share);
+  for (size_t i : take) ++queue_[i].state->share;
   std::vector<Pending> batch;
   batch.reserve(take.size());
   std::deque<Pending> rest;
@@ -253,10 +271,20 @@ void Batcher::RunBatch(std::vector<Pending> run,
   }
   stats.padded_tokens = longest * stats.batch_size;
 
+  // The batch's memory, held from before the forward pass until its
+  // tensors are gone (results are plain vectors by then).
+  int64_t cost = 0;
+  for (const SequenceSpec* spec : specs) {
+    const int64_t c = spec->cost.At(longest);
+    cost = c > INT64_MAX - cost ? INT64_MAX : cost + c;
+  }
+  MemoryBudget* budget = options_.memory_budget;
+  if (budget != nullptr) budget->Acquire(cost);
   std::vector<SequenceResult> results;
   const absl::Time start = absl::Now();
   absl::Status status = RunGuarded(specs, &results);
   stats.inference_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  if (budget != nullptr) budget->Release(cost);
   stats.queue_seconds = absl::ToDoubleSeconds(start - oldest);
   if (status.ok() && results.size() != run.size()) {
     status = absl::InternalError(absl::StrCat("model runner returned ",

@@ -93,7 +93,8 @@ class Batcher {
     absl::Time submitted;
     std::vector<SequenceResult> results;  // indexed like request->sequences
     size_t remaining = 0;                 // sequences without a result yet
-    bool failed = false;                  // `done` already has its error
+    int64_t share = 0;    // sequences served, in virtual time; guarded by mu_
+    bool failed = false;  // `done` already has its error
     // Why a failed request's other sequences count as dropped; null when
     // the failure was not a drop (a runner error).
     const char* drop_reason = nullptr;
@@ -114,8 +115,9 @@ class Batcher {
   struct DropCounts;  // sequences dropped in one round, by reason
 
   void WorkerLoop();
-  // Takes the queue entries at `take` (ascending). Requires mu_.
-  std::vector<Pending> PopLocked(const std::vector<size_t>& take);
+  // Takes the queue entries the decision names and charges their requests'
+  // shares. Requires mu_.
+  std::vector<Pending> PopLocked(const BatchDecision& decision);
   // Drops, runs and completes one batch. Worker thread, without mu_.
   void ProcessBatch(std::vector<Pending> batch);
   // Marks the request failed and schedules its `done` with `status`.
@@ -149,6 +151,7 @@ class Batcher {
   std::condition_variable idle_cv_;  // Drain: accepted work finished
   std::deque<Pending> queue_;        // arrival order; guarded by mu_
   int64_t in_flight_requests_ = 0;   // accepted, `done` not yet returned
+  int64_t virtual_time_ = 0;         // share of the last anchor; guarded by mu_
   bool accepting_ = true;
   bool stopping_ = false;
   std::thread worker_;

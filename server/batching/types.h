@@ -12,6 +12,17 @@ namespace encoder::batching {
 
 enum class PoolingMode { kMean, kFirst };
 
+// The memory a sequence needs while it runs, as the model runner prices it:
+// per_token * L + per_token_pair * L^2 bytes when padded to length L (the
+// L^2 term is attention: scores, probabilities, kept maps).
+struct SequenceCost {
+  int64_t per_token = 0;
+  int64_t per_token_pair = 0;
+
+  // Saturates at INT64_MAX instead of overflowing.
+  int64_t At(int64_t length) const;
+};
+
 // What to compute for one sequence. Validated by the caller (ids in the
 // vocabulary, layer/head indices in range) before it reaches the batcher.
 struct SequenceSpec {
@@ -23,6 +34,7 @@ struct SequenceSpec {
   std::vector<int64_t> attention_heads;   // empty: all heads
   bool average_heads = false;             // maps averaged over the heads
   bool want_attention_stats = false;      // per layer x head statistics
+  SequenceCost cost;  // priced by the runner; zero: free (tests)
 };
 
 // Per-head attention statistics of one layer (padding excluded).

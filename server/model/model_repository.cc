@@ -89,7 +89,7 @@ absl::StatusOr<ModelSpec> ParseModel(const json& m,
   if (m.contains("batching")) {
     static const std::set<std::string> kBatchKeys = {
         "max_batch_sequences", "max_batch_tokens", "max_queue_delay_us",
-        "max_queued_sequences"};
+        "max_queued_sequences", "max_batch_memory_bytes"};
     if (!m["batching"].is_object()) {
       return ModelError(spec.name, "batching must be an object");
     }

@@ -180,6 +180,37 @@ absl::Status EncoderRunner::RunImpl(
   return absl::OkStatus();
 }
 
+batching::SequenceCost EncoderRunner::Price(const SequenceSpec& spec) const {
+  const model::ModelConfig& c = model_->config();
+  const int64_t e = static_cast<int64_t>(c10::elementSize(model_->dtype()));
+  const int64_t f32 = sizeof(float);
+  const int64_t heads = c.num_heads;
+  batching::SequenceCost cost;
+  // Residual stream, q/k/v and their head views, attention output, two
+  // feed-forward buffers, norms: about 10 widths and 2 feed-forward widths.
+  cost.per_token = (10 * c.d_model + 2 * c.d_ff) * e;
+  if (spec.want_tokens) cost.per_token += 2 * c.d_model * f32;
+  // One layer's scores, bias, mask sum and softmax output.
+  int64_t pair = 5 * heads * e;
+  const int64_t kept = spec.want_attention_stats
+                           ? c.num_layers
+                           : static_cast<int64_t>(spec.attention_layers.size());
+  pair += kept * heads * e;
+  if (spec.want_attention_stats) pair += 3 * heads * f32;  // their temporaries
+  if (!spec.attention_layers.empty()) {
+    const int64_t shown =
+        spec.average_heads ? 1
+        : spec.attention_heads.empty()
+            ? heads
+            : static_cast<int64_t>(spec.attention_heads.size());
+    // The stacked maps and their host copy.
+    pair +=
+        2 * static_cast<int64_t>(spec.attention_layers.size()) * shown * f32;
+  }
+  cost.per_token_pair = pair;
+  return cost;
+}
+
 absl::Status EncoderRunner::WarmUp() {
   SequenceSpec spec;
   spec.token_ids = {1, 5, 6, 7, 2};

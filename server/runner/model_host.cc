@@ -1,5 +1,9 @@
 #include "server/runner/model_host.h"
 
+#include <unistd.h>
+
+#include <fstream>
+
 #include "absl/strings/str_cat.h"
 
 namespace encoder::runner {
@@ -14,9 +18,34 @@ batching::BatchOptions MergeBatchOptions(
     if (key == "max_queue_delay_us")
       o.max_queue_delay = absl::Microseconds(value);
     if (key == "max_queued_sequences") o.max_queued_sequences = value;
+    if (key == "max_batch_memory_bytes") o.max_batch_cost_bytes = value;
   }
   return o;
 }
+
+namespace {
+
+// Resident set size of this process in bytes (0 when unknown).
+int64_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages_total = 0, pages_resident = 0;
+  if (!(statm >> pages_total >> pages_resident)) return 0;
+  return pages_resident * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+}
+
+int64_t DeriveBudget(const HostOptions& options) {
+  if (options.batch_memory_budget_bytes > 0) {
+    return options.batch_memory_budget_bytes;
+  }
+  const int64_t limit = options.memory_limit_bytes > 0
+                            ? options.memory_limit_bytes
+                            : batching::DetectMemoryLimit(nullptr);
+  const int64_t free_bytes = limit - ResidentBytes() - options.reserved_bytes;
+  constexpr int64_t kFloor = int64_t{64} << 20;
+  return std::max(kFloor, static_cast<int64_t>(free_bytes * kBudgetFraction));
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Create(
     const model::Repository& repository, const HostOptions& options) {
@@ -37,12 +66,24 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Create(
                                          "\": ", s.message()));
       }
     }
-    hosted->batch_options = MergeBatchOptions(options.batching, spec.batching);
-    hosted->batcher = std::make_unique<batching::Batcher>(
-        hosted->runner.get(), hosted->batch_options,
-        options.make_observer ? options.make_observer(spec.name)
-                              : batching::BatcherObserver{});
     host->models_.push_back(std::move(hosted));
+  }
+  // The budget is what remains once every model is loaded and warm.
+  host->budget_ =
+      std::make_unique<batching::MemoryBudget>(DeriveBudget(options));
+  for (auto& hosted : host->models_) {
+    batching::BatchOptions o =
+        MergeBatchOptions(options.batching, hosted->spec.batching);
+    o.memory_budget = host->budget_.get();
+    const int64_t capacity = host->budget_->capacity();
+    if (o.max_batch_cost_bytes <= 0 || o.max_batch_cost_bytes > capacity) {
+      o.max_batch_cost_bytes = capacity;
+    }
+    hosted->batch_options = o;
+    hosted->batcher = std::make_unique<batching::Batcher>(
+        hosted->runner.get(), o,
+        options.make_observer ? options.make_observer(hosted->spec.name)
+                              : batching::BatcherObserver{});
   }
   return host;
 }

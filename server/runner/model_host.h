@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/batching/batcher.h"
+#include "server/batching/memory_budget.h"
 #include "server/model/model_repository.h"
 #include "server/runner/encoder_runner.h"
 
@@ -23,6 +24,14 @@ struct HostOptions {
   // Defaults for every model; a model's repository entry may override.
   batching::BatchOptions batching;
   bool warm_up = true;
+  // The memory the process may use; 0: detect (cgroup limit, else RAM).
+  int64_t memory_limit_bytes = 0;
+  // Bytes the running batches of all models may hold at once; 0: derive
+  // as kBudgetFraction of what the limit leaves after the loaded models
+  // and `reserved_bytes`.
+  int64_t batch_memory_budget_bytes = 0;
+  // Memory kept out of the derived budget for the transport's buffers.
+  int64_t reserved_bytes = 0;
   // Observer for a model's batcher (metrics); may be empty.
   std::function<batching::BatcherObserver(const std::string& model)>
       make_observer;
@@ -53,6 +62,9 @@ class ModelHost {
   }
   const std::string& default_model() const { return default_model_; }
   const HostOptions& options() const { return options_; }
+  // The budget every model's batches and Diagnose calls share (bytes held
+  // at once). Thread-safe.
+  batching::MemoryBudget* memory_budget() const { return budget_.get(); }
 
   // Stops every batcher accepting and waits for accepted work, up to
   // `deadline`. Returns whether everything completed.
@@ -62,9 +74,14 @@ class ModelHost {
   ModelHost() = default;
 
   HostOptions options_;
+  std::unique_ptr<batching::MemoryBudget> budget_;  // outlives the batchers
   std::vector<std::unique_ptr<HostedModel>> models_;
   std::string default_model_;
 };
+
+// The share of free memory the derived batch budget takes; the rest is
+// headroom for responses in flight, allocator slack and the unexpected.
+inline constexpr double kBudgetFraction = 0.5;
 
 // Applies a repository entry's batching overrides to the defaults.
 batching::BatchOptions MergeBatchOptions(

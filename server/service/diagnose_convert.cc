@@ -1,5 +1,6 @@
 #include "server/service/diagnose_convert.h"
 
+#include <cmath>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -41,6 +42,9 @@ absl::StatusOr<diagnostics::DiagnoseOptions> BuildDiagnoseOptions(
                          request.token_ids().ids().end());
       break;
     case v1::DiagnoseRequest::kText: {
+      if (request.text().empty()) {
+        return absl::InvalidArgumentError("text is empty");
+      }
       auto ids = model::ByteTokenizer::Encode(request.text(), c.vocab_size);
       if (!ids.ok()) return ids.status();
       o.token_ids = *std::move(ids);
@@ -96,6 +100,12 @@ absl::StatusOr<diagnostics::DiagnoseOptions> BuildDiagnoseOptions(
                      " entries; the input has ", n, " tokens"));
   }
   o.permutation_seed = request.permutation_seed();
+  if (request.shift_offset() < -kMaxShiftOffset ||
+      request.shift_offset() > kMaxShiftOffset) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shift_offset ", request.shift_offset(), " is out of range [",
+        -kMaxShiftOffset, ", ", kMaxShiftOffset, "]"));
+  }
   if (request.shift_offset() != 0) o.shift_offset = request.shift_offset();
   o.structure_positions =
       request.structure_positions() != 0
@@ -107,8 +117,10 @@ absl::StatusOr<diagnostics::DiagnoseOptions> BuildDiagnoseOptions(
         "structure_positions ", o.structure_positions, " must be in [2, ",
         limits.max_structure_positions, "] (--max-structure-positions)"));
   }
-  if (request.tolerance() < 0) {
-    return absl::InvalidArgumentError("tolerance must be >= 0");
+  if (!std::isfinite(request.tolerance()) || request.tolerance() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tolerance ", request.tolerance(),
+                     " must be a finite number >= 0 (0: the probe's default)"));
   }
   o.tolerance = request.tolerance();
   return o;

@@ -11,10 +11,15 @@ namespace encoder::service {
 
 struct DiagnoseLimits;
 
-// INVALID_ARGUMENT for no input, ids outside the vocabulary, inputs longer
-// than limits.max_tokens or the model's limit, a bad permutation length, or
-// structure_positions over limits.max_structure_positions (messages name
-// the limit).
+// The largest |shift_offset| Diagnose accepts. Positions stay far from
+// int64 overflow, and float32 codes keep their precision well past it.
+inline constexpr int64_t kMaxShiftOffset = int64_t{1} << 20;
+
+// INVALID_ARGUMENT for no input or empty text, ids outside the vocabulary,
+// inputs longer than limits.max_tokens or the model's limit, a bad
+// permutation length, a shift_offset beyond kMaxShiftOffset, a tolerance
+// that is negative or not finite, or structure_positions over
+// limits.max_structure_positions (messages name the limit).
 absl::StatusOr<diagnostics::DiagnoseOptions> BuildDiagnoseOptions(
     const v1::DiagnoseRequest& request, const runner::HostedModel& model,
     const DiagnoseLimits& limits);

@@ -5,8 +5,10 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "server/model/tokenizer.h"
+#include "server/service/status_util.h"
 #include "server/service/tensor_proto.h"
 
 namespace encoder::service {
@@ -50,15 +52,38 @@ std::string LengthLimitReason(const model::ModelConfig& c) {
 
 }  // namespace
 
+absl::Status CheckCost(const batching::SequenceSpec& spec,
+                       const runner::HostedModel& model,
+                       const std::string& what) {
+  const int64_t n = static_cast<int64_t>(spec.token_ids.size());
+  const int64_t need = spec.cost.At(n);
+  const int64_t budget = model.batch_options.max_batch_cost_bytes;
+  if (budget <= 0 || need <= budget) return absl::OkStatus();
+  constexpr double kMiB = 1 << 20;
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "%s (%d tokens) needs about %.1f MiB to run on model \"%s\", over the "
+      "batch memory budget of %.1f MiB (--batch-memory-budget-bytes, "
+      "derived from --memory-limit-bytes); send a shorter input, or ask for "
+      "fewer attention maps%s",
+      what, n, need / kMiB, model.spec.name, budget / kMiB,
+      spec.want_attention_stats
+          ? " (attention statistics keep every layer's maps)"
+          : ""));
+}
+
+std::string UnknownModelMessage(const std::string& requested,
+                                const runner::ModelHost& host) {
+  return absl::StrCat("model ", QuoteInput(requested),
+                      " not found; available: ", ModelNames(host));
+}
+
 absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
                                            const runner::ModelHost& host,
                                            const ServiceLimits& limits) {
   PreparedEmbed p;
   p.model = host.Find(request.model());
   if (p.model == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("model \"", request.model(),
-                     "\" not found; available: ", ModelNames(host)));
+    return absl::NotFoundError(UnknownModelMessage(request.model(), host));
   }
   const model::ModelConfig& config = p.model->spec.config;
   const std::string& name = p.model->spec.name;
@@ -86,6 +111,12 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
       (!attention.heads().empty() || attention.average_heads())) {
     return absl::InvalidArgumentError(
         "attention heads or average_heads given without attention layers");
+  }
+  if (!v1::Pooling_IsValid(request.pooling())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pooling ", request.pooling(),
+                     " is not a Pooling value (POOLING_UNSPECIFIED, "
+                     "POOLING_MEAN, POOLING_FIRST)"));
   }
   batching::SequenceSpec base;
   base.pooling = request.pooling() == v1::POOLING_FIRST ||
@@ -154,6 +185,12 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
       }
       spec.token_ids.resize(max_len);
       truncated = true;
+    }
+    spec.cost = p.model->runner->Price(spec);
+    if (absl::Status s =
+            CheckCost(spec, *p.model, absl::StrCat("inputs[", i, "]"));
+        !s.ok()) {
+      return s;
     }
     p.total_tokens += static_cast<int64_t>(spec.token_ids.size());
     p.truncated.push_back(truncated);

@@ -28,13 +28,26 @@ struct PreparedEmbed {
 };
 
 // NOT_FOUND for an unknown model; INVALID_ARGUMENT for no inputs, an empty
-// input, ids outside the vocabulary, bad layer or head indices, or an input
-// over the model's length limit without truncate; RESOURCE_EXHAUSTED when
-// the response would exceed the send limit. Messages name the input index
-// and the limit.
+// input, ids outside the vocabulary, bad layer or head indices, an unknown
+// pooling value, or an input over the model's length limit without
+// truncate; RESOURCE_EXHAUSTED when the response would exceed the send
+// limit or an input would not fit the batch memory budget. Messages name the
+// input index and the limit. Every sequence comes back priced.
 absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
                                            const runner::ModelHost& host,
                                            const ServiceLimits& limits);
+
+// RESOURCE_EXHAUSTED when `spec` (priced, see SequenceCost) cannot run
+// within the model's batch memory budget, naming the cost and the limit;
+// `what` names the input in the message ("inputs[3]").
+absl::Status CheckCost(const batching::SequenceSpec& spec,
+                       const runner::HostedModel& model,
+                       const std::string& what);
+
+// NOT_FOUND's message for a model name no model has: a short quote of the
+// name and the names that exist.
+std::string UnknownModelMessage(const std::string& requested,
+                                const runner::ModelHost& host);
 
 // Upper estimate of the serialized response size in bytes.
 int64_t EstimateResponseBytes(const PreparedEmbed& prepared);

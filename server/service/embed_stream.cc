@@ -5,12 +5,15 @@
 // are written strictly in request order, one write at a time. At most
 // kMaxOutstanding requests per stream are in the server at once; reading
 // pauses beyond that (flow control instead of unbounded buffering). A bad
-// request gets a StreamError response in its place and the stream goes on.
+// request, including one that does not parse, gets a StreamError response in
+// its place and the stream goes on: every request read is answered.
 #include <deque>
 #include <memory>
 #include <mutex>
 
 #include "server/service/encoder_service.h"
+#include "server/service/request_parser.h"
+#include "server/service/status_util.h"
 
 namespace encoder::service {
 namespace {
@@ -18,8 +21,7 @@ namespace {
 constexpr size_t kMaxOutstanding = 32;
 
 class EmbedStreamReactor
-    : public grpc::ServerBidiReactor<v1::EmbedRequest,
-                                     v1::EmbedStreamResponse> {
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   EmbedStreamReactor(EncoderServiceImpl* service,
                      grpc::CallbackServerContext* context)
@@ -35,7 +37,10 @@ class EmbedStreamReactor
       return;
     }
     auto item = std::make_shared<Item>();
-    item->request = std::move(read_buffer_);
+    std::string request_id;
+    const absl::Status parsed =
+        ParseRequest(read_buffer_, &item->request, &request_id);
+    read_buffer_.Clear();
     bool read_more;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -46,6 +51,15 @@ class EmbedStreamReactor
       ++pending_;
       read_more = items_.size() < kMaxOutstanding;
       read_paused_ = !read_more;
+    }
+    if (!parsed.ok()) {
+      // Answered in its place, like any other rejected request.
+      item->request.set_request_id(request_id);
+      const grpc::Status status = ToGrpcStatus(parsed);
+      service_->RecordRejected("EmbedStream", status);
+      OnItemDone(item, status);
+      if (read_more) StartRead(&read_buffer_);
+      return;
     }
     service_->SubmitEmbed(
         "EmbedStream", context_, &item->request, &item->response,
@@ -76,6 +90,7 @@ class EmbedStreamReactor
     v1::EmbedRequest request;
     v1::EmbedResponse response;
     v1::EmbedStreamResponse out;
+    grpc::ByteBuffer out_bytes;  // `out` serialized, written to the stream
     bool ready = false;
   };
 
@@ -90,6 +105,16 @@ class EmbedStreamReactor
       v1::StreamError* error = item->out.mutable_error();
       error->set_code(status.error_code());
       error->set_message(status.error_message());
+    }
+    // Serialized here, on the caller's thread (the batcher's worker), not
+    // under the lock.
+    if (absl::Status s = SerializeResponse(item->out, &item->out_bytes);
+        !s.ok()) {
+      item->out.Clear();
+      item->out.set_request_id(item->request.request_id());
+      item->out.mutable_error()->set_code(grpc::StatusCode::INTERNAL);
+      item->out.mutable_error()->set_message(std::string(s.message()));
+      (void)SerializeResponse(item->out, &item->out_bytes);
     }
     std::unique_lock<std::mutex> lock(mu_);
     item->ready = true;
@@ -128,9 +153,9 @@ class EmbedStreamReactor
   }
 
   void Act(std::unique_lock<std::mutex>& lock, Action action) {
-    const v1::EmbedStreamResponse* to_write =
+    const grpc::ByteBuffer* to_write =
         (action == Action::kWrite || action == Action::kWriteAndRead)
-            ? &items_.front()->out
+            ? &items_.front()->out_bytes
             : nullptr;
     const bool cancelled = broken_;
     lock.unlock();
@@ -147,7 +172,7 @@ class EmbedStreamReactor
 
   EncoderServiceImpl* const service_;
   grpc::CallbackServerContext* const context_;
-  v1::EmbedRequest read_buffer_;  // owned by the outstanding read
+  grpc::ByteBuffer read_buffer_;  // owned by the outstanding read
 
   std::mutex mu_;
   std::deque<std::shared_ptr<Item>> items_;  // request order; front writes next
@@ -161,7 +186,7 @@ class EmbedStreamReactor
 
 }  // namespace
 
-grpc::ServerBidiReactor<v1::EmbedRequest, v1::EmbedStreamResponse>*
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 EncoderServiceImpl::EmbedStream(grpc::CallbackServerContext* context) {
   return new EmbedStreamReactor(this, context);
 }

@@ -6,6 +6,7 @@
 #include "server/model/tokenizer.h"
 #include "server/service/diagnose_convert.h"
 #include "server/service/model_info.h"
+#include "server/service/request_parser.h"
 #include "server/service/status_util.h"
 
 namespace encoder::service {
@@ -26,6 +27,23 @@ absl::Time CallDeadline(const grpc::CallbackServerContext* context) {
 
 double MillisSince(absl::Time start) {
   return absl::ToDoubleMilliseconds(absl::Now() - start);
+}
+
+// A unary call's parsed request and its response, owned by the call until
+// it finishes.
+template <typename Request, typename Response>
+struct UnaryMessages {
+  Request request;
+  Response response;
+};
+
+// The final status of a call whose response must still be serialized into
+// the raw response buffer.
+grpc::Status SerializeOnSuccess(const grpc::Status& status,
+                                const google::protobuf::Message& response,
+                                grpc::ByteBuffer* out) {
+  if (!status.ok()) return status;
+  return ToGrpcStatus(SerializeResponse(response, out));
 }
 
 }  // namespace
@@ -118,13 +136,29 @@ void EncoderServiceImpl::SubmitEmbed(
   }
 }
 
+void EncoderServiceImpl::RecordRejected(const char* rpc,
+                                        const grpc::Status& status) {
+  metrics_->RequestDone(rpc, "", GrpcCodeName(status.error_code()), 0.0);
+}
+
 grpc::ServerUnaryReactor* EncoderServiceImpl::Embed(
-    grpc::CallbackServerContext* context, const v1::EmbedRequest* request,
-    v1::EmbedResponse* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto call =
+      std::make_shared<UnaryMessages<v1::EmbedRequest, v1::EmbedResponse>>();
+  if (absl::Status parsed = ParseRequest(*request, &call->request);
+      !parsed.ok()) {
+    const grpc::Status status = ToGrpcStatus(parsed);
+    RecordRejected("Embed", status);
+    reactor->Finish(status);
+    return reactor;
+  }
   SubmitEmbed(
-      "Embed", context, request, response,
-      [reactor](const grpc::Status& status) { reactor->Finish(status); });
+      "Embed", context, &call->request, &call->response,
+      [reactor, call, response](const grpc::Status& status) {
+        reactor->Finish(SerializeOnSuccess(status, call->response, response));
+      });
   return reactor;
 }
 
@@ -150,11 +184,20 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::ListModels(
 }
 
 grpc::ServerUnaryReactor* EncoderServiceImpl::Diagnose(
-    grpc::CallbackServerContext* context, const v1::DiagnoseRequest* request,
-    v1::DiagnoseResponse* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request_bytes,
+    grpc::ByteBuffer* response_bytes) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const absl::Time start = absl::Now();
   metrics_->InFlight("Diagnose", +1);
+  auto call = std::make_shared<
+      UnaryMessages<v1::DiagnoseRequest, v1::DiagnoseResponse>>();
+  if (absl::Status parsed = ParseRequest(*request_bytes, &call->request);
+      !parsed.ok()) {
+    FinishUnary(reactor, "Diagnose", "", start, ToGrpcStatus(parsed));
+    return reactor;
+  }
+  const v1::DiagnoseRequest* request = &call->request;
+  v1::DiagnoseResponse* response = &call->response;
   grpc::Status refusal;
   runner::ModelHost* host = Admit(&refusal);
   if (host == nullptr) {
@@ -165,8 +208,7 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Diagnose(
   if (model == nullptr) {
     FinishUnary(reactor, "Diagnose", "", start,
                 grpc::Status(grpc::StatusCode::NOT_FOUND,
-                             absl::StrCat("model \"", request->model(),
-                                          "\" not found")));
+                             UnknownModelMessage(request->model(), *host)));
     return reactor;
   }
   auto options = BuildDiagnoseOptions(*request, *model, diagnose_limits_);
@@ -175,15 +217,32 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Diagnose(
                 ToGrpcStatus(options.status()));
     return reactor;
   }
+  // Diagnose runs forward passes with every layer's attention: priced and
+  // budgeted like an Embed input that asks for statistics.
+  batching::SequenceSpec priced;
+  priced.token_ids = options->token_ids;
+  priced.want_attention_stats = true;
+  priced.attention_layers = {0};
+  priced.cost = model->runner->Price(priced);
+  if (absl::Status s = CheckCost(priced, *model, "the Diagnose input");
+      !s.ok()) {
+    FinishUnary(reactor, "Diagnose", model->spec.name, start, ToGrpcStatus(s));
+    return reactor;
+  }
+  const int64_t cost =
+      priced.cost.At(static_cast<int64_t>(priced.token_ids.size()));
+  batching::MemoryBudget* budget = host->memory_budget();
   const int64_t max_send = limits_.max_send_message_bytes;
-  auto task = [this, reactor, model, response, start, max_send, context,
-               opts = *std::move(options)] {
+  auto task = [this, reactor, model, call, response, response_bytes, start,
+               max_send, context, budget, cost, opts = *std::move(options)] {
     if (context->IsCancelled()) {
       FinishUnary(reactor, "Diagnose", model->spec.name, start,
                   grpc::Status(grpc::StatusCode::CANCELLED, "call cancelled"));
       return;
     }
+    budget->Acquire(cost);
     auto report = diagnostics::Diagnose(*model->encoder, opts);
+    budget->Release(cost);
     grpc::Status status = ToGrpcStatus(report.status());
     if (report.ok()) {
       FillDiagnoseResponse(*report, *model, opts, response);
@@ -201,7 +260,8 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Diagnose(
                          "attention maps"));
       }
     }
-    FinishUnary(reactor, "Diagnose", model->spec.name, start, status);
+    FinishUnary(reactor, "Diagnose", model->spec.name, start,
+                SerializeOnSuccess(status, *response, response_bytes));
   };
   if (!diagnose_queue_.TrySubmit(std::move(task))) {
     FinishUnary(reactor, "Diagnose", model->spec.name, start,

@@ -23,7 +23,15 @@ struct DiagnoseLimits {
   int64_t max_pending = 16;               // queued Diagnose calls
 };
 
-class EncoderServiceImpl final : public v1::EncoderService::CallbackService {
+// Embed, EmbedStream and Diagnose are registered raw (bytes in and out) so
+// that malformed requests are parsed and answered by request_parser.h.
+using EncoderServiceBase = v1::EncoderService::WithRawCallbackMethod_Embed<
+    v1::EncoderService::WithRawCallbackMethod_EmbedStream<
+        v1::EncoderService::WithRawCallbackMethod_Diagnose<
+            v1::EncoderService::WithCallbackMethod_ListModels<
+                v1::EncoderService::Service>>>>;
+
+class EncoderServiceImpl final : public EncoderServiceBase {
  public:
   // `metrics` must outlive the service. Until SetHost, every call fails
   // with UNAVAILABLE (models loading).
@@ -39,17 +47,17 @@ class EncoderServiceImpl final : public v1::EncoderService::CallbackService {
   bool draining() const { return draining_.load(); }
 
   grpc::ServerUnaryReactor* Embed(grpc::CallbackServerContext* context,
-                                  const v1::EmbedRequest* request,
-                                  v1::EmbedResponse* response) override;
-  grpc::ServerBidiReactor<v1::EmbedRequest, v1::EmbedStreamResponse>*
-  EmbedStream(grpc::CallbackServerContext* context) override;
+                                  const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* response) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* EmbedStream(
+      grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* ListModels(
       grpc::CallbackServerContext* context,
       const v1::ListModelsRequest* request,
       v1::ListModelsResponse* response) override;
   grpc::ServerUnaryReactor* Diagnose(grpc::CallbackServerContext* context,
-                                     const v1::DiagnoseRequest* request,
-                                     v1::DiagnoseResponse* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
 
   // Validates `request` and queues it. `done` is called exactly once, on
   // the batcher's worker or inline on failure, with `response` filled when
@@ -60,6 +68,10 @@ class EncoderServiceImpl final : public v1::EncoderService::CallbackService {
                    std::function<void(const grpc::Status&)> done);
 
   metrics::Metrics* metrics() const { return metrics_; }
+
+  // Records a call that failed before it reached a model (e.g. a request
+  // that does not parse) under `rpc`, as SubmitEmbed would.
+  void RecordRejected(const char* rpc, const grpc::Status& status);
 
  private:
   // Finishes a unary reactor, recording the call's metrics.

@@ -52,6 +52,7 @@ void FillModelInfo(const runner::HostedModel& model, bool is_default,
   b->set_max_queue_delay_ms(
       absl::ToDoubleMilliseconds(model.batch_options.max_queue_delay));
   b->set_max_queued_sequences(model.batch_options.max_queued_sequences);
+  b->set_max_batch_memory_bytes(model.batch_options.max_batch_cost_bytes);
   info->set_weights(model.spec.weights_path.empty()
                         ? absl::StrCat("seed:", model.spec.seed)
                         : model.spec.weights_path);

@@ -2,6 +2,7 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
@@ -28,6 +29,11 @@ absl::StatusOr<std::unique_ptr<EncoderServer>> EncoderServer::Start(
       static_cast<int>(options.max_receive_message_bytes));
   builder.SetMaxSendMessageSize(
       static_cast<int>(options.max_send_message_bytes));
+  grpc::ResourceQuota quota("encoder-server");
+  quota.Resize(static_cast<size_t>(options.memory_quota_bytes));
+  builder.SetResourceQuota(quota);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             options.max_concurrent_streams);
   builder.RegisterService(s->service_.get());
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {

@@ -19,6 +19,10 @@ struct ServerOptions {
   int64_t max_receive_message_bytes = 16 << 20;
   int64_t max_send_message_bytes = 64 << 20;
   int64_t max_inputs_per_request = 256;
+  // gRPC's resource quota: memory for every connection's buffers.
+  int64_t memory_quota_bytes = int64_t{1} << 30;
+  // HTTP/2 streams (calls) in flight per connection.
+  int max_concurrent_streams = 64;
   DiagnoseLimits diagnose;
 };
 

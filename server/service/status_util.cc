@@ -1,11 +1,36 @@
 #include "server/service/status_util.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace encoder::service {
+namespace {
+
+// The longest prefix of `s` of at most `max_bytes` that does not end inside
+// a UTF-8 sequence.
+std::string Utf8Prefix(const std::string& s, size_t max_bytes) {
+  if (s.size() <= max_bytes) return s;
+  size_t n = max_bytes;
+  // Back off continuation bytes (10xxxxxx) to a sequence start.
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return s.substr(0, n);
+}
+
+}  // namespace
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
+  std::string message(status.message());
+  if (message.size() > kMaxStatusMessageBytes) {
+    message =
+        absl::StrCat(Utf8Prefix(message, kMaxStatusMessageBytes - 3), "...");
+  }
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), message);
+}
+
+std::string QuoteInput(const std::string& value, size_t max_bytes) {
+  if (value.size() <= max_bytes) return absl::StrCat("\"", value, "\"");
+  return absl::StrCat("\"", Utf8Prefix(value, max_bytes), "...\" (",
+                      value.size(), " bytes)");
 }
 
 std::string GrpcCodeName(grpc::StatusCode code) {

@@ -19,7 +19,10 @@ const absl::Time kStart = absl::FromUnixSeconds(1'000'000);
 std::vector<QueuedSequence> Queue(const std::vector<int64_t>& lengths) {
   std::vector<QueuedSequence> queue;
   for (size_t i = 0; i < lengths.size(); ++i) {
-    queue.push_back({lengths[i], kStart + absl::Milliseconds(i)});
+    QueuedSequence q;
+    q.length = lengths[i];
+    q.enqueued = kStart + absl::Milliseconds(i);
+    queue.push_back(q);
   }
   return queue;
 }

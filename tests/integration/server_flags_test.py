@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 ARGS = None
@@ -52,6 +53,37 @@ class ServerFlagsTest(unittest.TestCase):
                              'model "m": model config: d_model 10 is not '
                              'divisible by num_heads 3')
 
+    def test_unknown_log_level_is_refused(self):
+        self.assertFails(["--log-level=verbose"], "--log-level")
+
+    def test_transport_limits_are_range_checked(self):
+        self.assertFails(["--max-concurrent-streams=0"],
+                         "--max-concurrent-streams")
+        self.assertFails(["--grpc-memory-quota-bytes=-5"],
+                         "--grpc-memory-quota-bytes")
+
+    def test_open_file_soft_limit_is_raised_to_the_hard_limit(self):
+        # Started with a low soft limit, the server serves with the hard one.
+        with tempfile.TemporaryDirectory() as tmp:
+            ready = os.path.join(tmp, "ready.json")
+            proc = subprocess.Popen(
+                ["prlimit", "--nofile=64:2048", ARGS.server,
+                 "--listen=127.0.0.1:0", "--no-warm-up",
+                 f"--ready-file={ready}"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                deadline = time.monotonic() + 120
+                while not os.path.exists(ready):
+                    self.assertIsNone(proc.poll(), "server exited")
+                    self.assertLess(time.monotonic(), deadline)
+                    time.sleep(0.1)
+                with open(f"/proc/{proc.pid}/limits") as f:
+                    line = [l for l in f if l.startswith("Max open files")][0]
+                self.assertEqual(line.split()[3:5], ["2048", "2048"], line)
+            finally:
+                proc.terminate()
+                proc.wait(timeout=60)
+
     def test_help_lists_every_flag(self):
         result = subprocess.run([ARGS.server, "--help"], capture_output=True,
                                 text=True, timeout=60)
@@ -61,7 +93,8 @@ class ServerFlagsTest(unittest.TestCase):
                      "--max-receive-message-bytes", "--max-send-message-bytes",
                      "--max-batch-sequences", "--max-batch-tokens",
                      "--max-queue-delay-us", "--max-queued-sequences",
-                     "--drain-grace-seconds", "--ready-file"]:
+                     "--drain-grace-seconds", "--ready-file",
+                     "--grpc-memory-quota-bytes", "--max-concurrent-streams"]:
             self.assertIn(flag, result.stdout)
 
 

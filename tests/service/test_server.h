@@ -54,6 +54,7 @@ struct TestServerOptions {
   batching::BatchOptions batching;
   model::Repository repository = SmallRepository();
   bool set_models = true;
+  int64_t batch_memory_budget_bytes = 0;  // 0: derived from the machine
 };
 
 class TestServer {
@@ -62,6 +63,7 @@ class TestServer {
     options.server.listen = "127.0.0.1:0";
     runner::HostOptions host_options;
     host_options.batching = options.batching;
+    host_options.batch_memory_budget_bytes = options.batch_memory_budget_bytes;
     auto host = runner::ModelHost::Create(options.repository, host_options);
     EXPECT_TRUE(host.ok()) << host.status();
     host_ = std::move(host).value();

@@ -1,0 +1,105 @@
+// Cost-based admission and fair interleaving on a real loopback server: an
+// input that cannot run within the batch memory budget is refused before
+// any compute, naming its cost and the limit; a small call overtakes a
+// large request queued before it.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "tests/service/test_server.h"
+
+namespace encoder::testing {
+namespace {
+
+using grpc::StatusCode;
+
+constexpr int64_t kBudget = 5 << 20;  // 5 MiB
+
+TestServerOptions SmallBudget() {
+  TestServerOptions o;
+  o.batch_memory_budget_bytes = kBudget;
+  o.batching.max_batch_sequences = 2;
+  return o;
+}
+
+std::vector<int64_t> Ids(int n) {
+  std::vector<int64_t> ids(n);
+  for (int i = 0; i < n; ++i) ids[i] = 1 + i % 250;
+  return ids;
+}
+
+TEST(AdmissionTest, ListModelsReportsTheBatchMemoryBudget) {
+  TestServer server(SmallBudget());
+  grpc::ClientContext context;
+  v1::ListModelsResponse response;
+  ASSERT_TRUE(server.stub().ListModels(&context, {}, &response).ok());
+  for (const auto& m : response.models()) {
+    EXPECT_EQ(m.batching().max_batch_memory_bytes(), kBudget) << m.name();
+  }
+}
+
+TEST(AdmissionTest, InputOverTheBudgetIsRefusedWithItsCostAndTheLimit) {
+  TestServer server(SmallBudget());
+  // 200 tokens with statistics keeps both layers' maps: about 6.5 MiB on
+  // these models; without statistics it fits.
+  v1::EmbedRequest request = IdsRequest("alibi", {Ids(10), Ids(200)});
+  v1::EmbedResponse response;
+  ASSERT_TRUE(Call(server.stub(), request, &response).ok());
+  request.set_return_attention_stats(true);
+  grpc::Status s = Call(server.stub(), request, &response);
+  EXPECT_EQ(s.error_code(), StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(s.error_message().find("inputs[1] (200 tokens) needs about "),
+            std::string::npos)
+      << s.error_message();
+  EXPECT_NE(s.error_message().find("over the batch memory budget of 5.0 MiB"),
+            std::string::npos)
+      << s.error_message();
+  // Diagnose passes the same gate.
+  v1::DiagnoseRequest diagnose;
+  diagnose.set_model("alibi");
+  diagnose.mutable_random()->set_length(200);
+  grpc::ClientContext context;
+  v1::DiagnoseResponse out;
+  s = server.stub().Diagnose(&context, diagnose, &out);
+  EXPECT_EQ(s.error_code(), StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(s.error_message().find("the Diagnose input (200 tokens)"),
+            std::string::npos)
+      << s.error_message();
+}
+
+TEST(AdmissionTest, ASmallCallOvertakesALargeRequestQueuedBeforeIt) {
+  TestServerOptions options;
+  options.batching.max_batch_sequences = 1;
+  TestServer server(options);
+  // 256 inputs of 190 tokens with statistics: 256 batches.
+  std::vector<std::vector<int64_t>> big(256, Ids(190));
+  v1::EmbedRequest large = IdsRequest("relative", big);
+  large.set_return_attention_stats(true);
+  std::atomic<bool> large_done{false};
+  std::atomic<bool> small_done_first{false};
+  std::thread caller([&] {
+    v1::EmbedResponse response;
+    grpc::Status s = Call(server.stub(), large, &response, 120000);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    large_done = true;
+  });
+  // Wait until the large request is queued and running.
+  const runner::HostedModel* model = server.host().Find("relative");
+  for (int i = 0; i < 2000 && model->batcher->queued_sequences() < 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_GE(model->batcher->queued_sequences(), 200);
+  v1::EmbedResponse response;
+  grpc::Status s =
+      Call(server.stub(), IdsRequest("relative", {{1, 2, 3}}), &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  small_done_first = !large_done.load();
+  // At most a couple of batches ran for the large request meanwhile.
+  EXPECT_GT(model->batcher->queued_sequences(), 100);
+  caller.join();
+  EXPECT_TRUE(small_done_first.load());
+}
+
+}  // namespace
+}  // namespace encoder::testing

@@ -1,0 +1,236 @@
+#!/usr/bin/python3
+"""Load-and-fault soak of a real encoder-server on loopback.
+
+Workers send a seeded mix of calls for a bounded time: valid Embed calls,
+invalid ones (ids outside the vocabulary, text that is not UTF-8, bytes that
+are no message), calls cancelled in flight, calls past their deadline,
+requests over the memory budget or the send limit, and EmbedStream calls
+with a bad request among good ones. Every call must end with the status its
+kind expects; a call that does not (a wrong code, a stream that ends OK with
+fewer answers than requests, no answer at all) is counted as lost. RSS is
+sampled every second; growth is measured from the end of the warm-up (the
+first fifth of the run).
+
+Prints a summary and writes it as JSON with --out. Exits 1 when a call was
+lost or RSS grew more than --max-rss-growth after warm-up.
+
+Usage: soak.py --binary build/encoder-server [--seconds 60] [--workers 6]
+"""
+import argparse
+import collections
+import json
+import os
+import pathlib
+import random
+import sys
+import tempfile
+import threading
+import time
+
+import grpc
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "integration"))
+sys.path.insert(0, str(HERE.parents[1] / "client" / "python"))
+from server_process import ServerProcess  # noqa: E402
+import encoder_client  # noqa: E402
+
+EMBED = "/encoder.v1.EncoderService/Embed"
+MODELS = ["none", "sinusoidal", "learned", "rope", "alibi", "relative"]
+OK = grpc.StatusCode.OK
+INVALID = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class Soak:
+    def __init__(self, pb2, pb2_grpc, channel, seed):
+        self.pb2 = pb2
+        self.stub = pb2_grpc.EncoderServiceStub(channel)
+        self.raw_embed = channel.unary_unary(EMBED)  # bytes in, bytes out
+        self.rng = random.Random(seed)
+        self.lock = threading.Lock()
+        self.sent = collections.Counter()
+        self.answered = collections.Counter()
+        self.lost = []
+
+    def ids_request(self, model, lengths, **kw):
+        r = self.pb2.EmbedRequest(model=model, **kw)
+        for n in lengths:
+            r.inputs.add().token_ids.ids.extend(
+                self.rng.randrange(4, 9000) for _ in range(n))
+        return r
+
+    def record(self, kind, code, expected, detail=""):
+        with self.lock:
+            self.sent[kind] += 1
+            if code in expected:
+                self.answered[f"{kind}:{code.name}"] += 1
+            else:
+                self.lost.append(f"{kind}: got {code.name} {detail}")
+
+    def unary(self, kind, call, request, expected, timeout=60):
+        try:
+            call(request, timeout=timeout)
+            code, detail = OK, ""
+        except grpc.RpcError as e:
+            code, detail = e.code(), e.details()
+        self.record(kind, code, expected, detail)
+
+    def one(self):
+        rng = self.rng
+        kind = rng.choice(["valid", "valid", "valid", "bad_id", "bad_utf8",
+                           "garbage", "cancelled", "deadline", "oversized",
+                           "stream"])
+        model = rng.choice(MODELS)
+        if kind == "valid":
+            req = self.ids_request(model, [rng.randint(1, 64)
+                                           for _ in range(rng.randint(1, 8))],
+                                   return_attention_stats=rng.random() < 0.3)
+            self.unary(kind, self.stub.Embed, req, {OK})
+        elif kind == "bad_id":
+            req = self.ids_request(model, [3])
+            req.inputs[0].token_ids.ids.append(10 ** 9)
+            self.unary(kind, self.stub.Embed, req, {INVALID})
+        elif kind == "bad_utf8":
+            req = self.pb2.EmbedRequest(model=model)
+            req.inputs.add().text = "placeholder"
+            raw = req.SerializeToString().replace(b"placeholder",
+                                                  b"place\xffholder")
+            self.unary(kind, self.raw_embed, raw, {INVALID})
+        elif kind == "garbage":
+            raw = bytes(rng.randrange(256) for _ in range(rng.randint(1, 64)))
+            # Random bytes may happen to parse (as an empty request, say):
+            # then the request is invalid in content, still INVALID_ARGUMENT.
+            self.unary(kind, self.raw_embed, b"\xff\xff\xff" + raw, {INVALID})
+        elif kind == "cancelled":
+            req = self.ids_request(model, [200] * 16)
+            future = self.stub.Embed.future(req, timeout=60)
+            time.sleep(rng.random() * 0.01)
+            future.cancel()
+            try:
+                future.result()
+                code = OK
+            except grpc.FutureCancelledError:
+                code = grpc.StatusCode.CANCELLED
+            except grpc.RpcError as e:
+                code = e.code()
+            self.record(kind, code, {OK, grpc.StatusCode.CANCELLED})
+        elif kind == "deadline":
+            req = self.ids_request(model, [400] * 32)
+            self.unary(kind, self.stub.Embed, req,
+                       {OK, grpc.StatusCode.DEADLINE_EXCEEDED}, timeout=0.005)
+        elif kind == "oversized":
+            # All layers' maps of 64 x 500 tokens: over the 64 MiB send limit.
+            req = self.ids_request("rope", [500] * 64)
+            req.attention.layers.extend([0, 1, 2, 3])
+            self.unary(kind, self.stub.Embed, req,
+                       {grpc.StatusCode.RESOURCE_EXHAUSTED})
+        elif kind == "stream":
+            self.stream(model)
+
+    def stream(self, model):
+        n = self.rng.randint(3, 12)
+        bad = self.rng.randrange(n)
+        requests = []
+        for i in range(n):
+            r = self.ids_request(model, [self.rng.randint(1, 32)],
+                                 request_id=f"s{i}")
+            if i == bad:
+                r.inputs[0].token_ids.ids.append(-1)
+            requests.append(r)
+        try:
+            answers = list(self.stub.EmbedStream(iter(requests), timeout=60))
+            code, detail = OK, ""
+        except grpc.RpcError as e:
+            answers, code, detail = [], e.code(), e.details()
+        ids = [a.request_id for a in answers]
+        complete = ids == [f"s{i}" for i in range(n)]
+        errors = [a.request_id for a in answers if a.HasField("error")]
+        if code == OK and (not complete or errors != [f"s{bad}"]):
+            code, detail = grpc.StatusCode.DATA_LOSS, f"answers {ids}"
+        self.record("stream", code, {OK}, detail)
+
+
+def rss_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--binary", required=True)
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--workers", type=int, default=6)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--max-rss-growth", type=float, default=0.10)
+    parser.add_argument("--out", help="write the summary as JSON here")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="soak-") as tmp:
+        pb2, pb2_grpc = encoder_client.load_stubs(tmp)
+        server = ServerProcess(args.binary, directory=tmp)
+        try:
+            server.wait_ready(300)
+            channel = grpc.insecure_channel(
+                f"127.0.0.1:{server.port}",
+                options=[("grpc.max_receive_message_length", 256 << 20)])
+            soaks = [Soak(pb2, pb2_grpc, channel, args.seed + w)
+                     for w in range(args.workers)]
+            stop = time.monotonic() + args.seconds
+            threads = [threading.Thread(
+                target=lambda s=s: [s.one() for _ in iter(
+                    lambda: time.monotonic() < stop, False)])
+                for s in soaks]
+            for t in threads:
+                t.start()
+            samples = []
+            start = time.monotonic()
+            while any(t.is_alive() for t in threads):
+                samples.append((round(time.monotonic() - start, 1),
+                                rss_bytes(server.process.pid)))
+                time.sleep(1)
+            for t in threads:
+                t.join()
+            exit_code = server.stop()
+        finally:
+            if server.process.poll() is None:
+                server.stop()
+
+    sent = sum((s.sent for s in soaks), collections.Counter())
+    answered = sum((s.answered for s in soaks), collections.Counter())
+    lost = [line for s in soaks for line in s.lost]
+    warm = [r for t, r in samples if t >= args.seconds / 5] or \
+        [r for _, r in samples]
+    growth = (warm[-1] - warm[0]) / warm[0] if warm and warm[0] else 0.0
+    summary = {
+        "seconds": args.seconds, "workers": args.workers,
+        "sent": sum(sent.values()), "sent_by_kind": dict(sent),
+        "answered": sum(answered.values()),
+        "answered_by_kind_and_code": dict(answered),
+        "lost": len(lost), "lost_examples": lost[:10],
+        "rss_mib_samples": [(t, round(r / 2 ** 20, 1)) for t, r in samples],
+        "rss_mib_after_warmup": round(warm[0] / 2 ** 20, 1) if warm else 0,
+        "rss_mib_end": round(warm[-1] / 2 ** 20, 1) if warm else 0,
+        "rss_growth_after_warmup": round(growth, 4),
+        "server_exit_code": exit_code,
+    }
+    print(f"soak: {summary['sent']} calls sent, {summary['answered']} "
+          f"answered as expected, {summary['lost']} lost; RSS "
+          f"{summary['rss_mib_after_warmup']} MiB after warm-up -> "
+          f"{summary['rss_mib_end']} MiB at the end "
+          f"({100 * growth:+.1f}%); server exit {exit_code}")
+    for kind, n in sorted(answered.items()):
+        print(f"  {kind}: {n}")
+    for line in lost[:10]:
+        print(f"  LOST {line}")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(summary, f, indent=1)
+    failed = lost or growth > args.max_rss_growth or exit_code != 0
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
