@@ -1,5 +1,6 @@
 // Positional diagnostics: probes that run a model and measure how it uses
-// position (PE_SPEC.md, "Diagnostics"). LibTorch only; no RPC types.
+// position (docs/positional-encodings.md#diagnostics). LibTorch only; no
+// RPC types.
 #ifndef ENCODER_SERVER_DIAGNOSTICS_DIAGNOSTICS_H_
 #define ENCODER_SERVER_DIAGNOSTICS_DIAGNOSTICS_H_
 

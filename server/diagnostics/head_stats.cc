@@ -1,5 +1,6 @@
-// ComputeHeadStats: per-head attention statistics (PE_SPEC.md, "attention
-// statistics"), each a mean over query rows, in float64.
+// ComputeHeadStats: per-head attention statistics
+// (docs/positional-encodings.md#attention-statistics), each a mean over
+// query rows, in float64.
 #include <c10/core/InferenceMode.h>
 
 #include <cstdint>

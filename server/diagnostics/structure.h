@@ -1,5 +1,6 @@
 // Positional structure probes: what a scheme's codes, rotations or biases
-// look like over positions 0..N-1 (PE_SPEC.md, "positional structure").
+// look like over positions 0..N-1
+// (docs/positional-encodings.md#positional-structure).
 // Internal to the diagnostics library. All results are float64 on the CPU.
 #ifndef ENCODER_SERVER_DIAGNOSTICS_STRUCTURE_H_
 #define ENCODER_SERVER_DIAGNOSTICS_STRUCTURE_H_

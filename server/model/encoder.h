@@ -1,6 +1,6 @@
-// The Transformer encoder ("native architecture" of PE_SPEC.md): token
-// embedding, a positional scheme, N encoder layers (post- or pre-norm), and
-// pooling. LibTorch only; no RPC types.
+// The Transformer encoder (docs/positional-encodings.md#the-base-encoder):
+// token embedding, a positional scheme, N encoder layers (post- or pre-norm),
+// and pooling. LibTorch only; no RPC types.
 #ifndef ENCODER_SERVER_MODEL_ENCODER_H_
 #define ENCODER_SERVER_MODEL_ENCODER_H_
 
@@ -50,7 +50,8 @@ struct EncoderOutput {
 
 class Encoder {
  public:
-  // Builds from a state_dict (names per PE_SPEC.md). Checks every tensor's
+  // Builds from a state_dict with the names of
+  // docs/positional-encodings.md#tensor-names. Checks every tensor's
   // presence and shape, rejects unexpected names, converts to `dtype` and
   // moves to `device` once. Errors name the tensor.
   static absl::StatusOr<std::unique_ptr<Encoder>> Create(

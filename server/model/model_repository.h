@@ -34,9 +34,10 @@ struct Repository {
 };
 
 // One model per scheme, named after it ("none", "sinusoidal", "learned",
-// "rope", "alibi", "relative"), with the seeds' hyper-parameters (vocab
+// "rope", "alibi", "relative"), with the default hyper-parameters (vocab
 // 10000, width 512, 8 heads, feed-forward 2048, 4 layers), seeded
-// deterministically. The default model is "sinusoidal".
+// deterministically (docs/positional-encodings.md#built-in-models). The
+// default model is "sinusoidal".
 Repository BuiltinRepository();
 
 // Parses a repository file:

@@ -1,5 +1,6 @@
-// The pure math of the positional schemes (PE_SPEC.md), free of any model
-// state so that each formula can be tested against its published values.
+// The pure math of the positional schemes
+// (docs/positional-encodings.md#schemes), free of any model state so that
+// each formula can be tested against its published values.
 #ifndef ENCODER_SERVER_MODEL_PE_MATH_H_
 #define ENCODER_SERVER_MODEL_PE_MATH_H_
 

@@ -1,5 +1,6 @@
-// Reader for the safetensors weight format (see shared PE_SPEC.md):
-// u64 little-endian header length N, N bytes of JSON, then a data buffer.
+// Reader for the safetensors weight format
+// (docs/positional-encodings.md#the-safetensors-format): u64 little-endian
+// header length N, N bytes of JSON, then a data buffer.
 //
 // Every structural violation (bad header length, malformed JSON, unknown
 // dtype, offsets out of range, overlaps, holes, trailing bytes, size that

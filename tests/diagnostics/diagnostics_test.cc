@@ -1,4 +1,5 @@
-// The diagnostics against the theory of PE_SPEC.md: which schemes are
+// The diagnostics against their theory
+// (docs/positional-encodings.md#diagnostics): which schemes are
 // permutation-equivariant, which depend only on relative position, and the
 // exact structure of each scheme's codes, rotations and biases.
 #include "server/diagnostics/diagnostics.h"

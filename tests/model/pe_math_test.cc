@@ -1,4 +1,5 @@
-// Every test vector and property of PE_SPEC.md for the pure scheme math.
+// Every test vector and property of the pure scheme math
+// (docs/positional-encodings.md#schemes and #test-vectors).
 #include "server/model/pe_math.h"
 
 #include <gtest/gtest.h>
@@ -152,7 +153,8 @@ TEST(Alibi, SlopesFollowThePaperRule) {
 }
 
 int64_t T5Expected(int64_t r) {
-  // The table of PE_SPEC.md for num_buckets 32, max_distance 128.
+  // The bucket table for num_buckets 32, max_distance 128
+  // (docs/positional-encodings.md#test-vectors).
   const int64_t a = r < 0 ? -r : r;
   int64_t b;
   if (a < 8) {

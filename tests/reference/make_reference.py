@@ -1,11 +1,11 @@
 #!/usr/bin/python3
-"""Expected encoder outputs, computed from PE_SPEC.md independently of the C++.
+"""Expected outputs from docs/positional-encodings.md, independent of the C++.
 
 Usage: /usr/bin/python3 make_reference.py OUT_DIR
 
 For every case of all_cases() this writes
   OUT_DIR/<case>/config.json          the model config (ParseModelConfig schema)
-  OUT_DIR/<case>/weights.safetensors  float32 state_dict (PE_SPEC.md names)
+  OUT_DIR/<case>/weights.safetensors  float32 state_dict (#tensor-names)
   OUT_DIR/<case>/expected.safetensors float64 expected outputs:
       ids_<k> [S] int64, tokens_<k> [S, D], pooled_mean_<k> [D],
       pooled_first_<k> [D], attention_<k> [L, H, S, S]   (k = 0, 1, ...)
@@ -24,6 +24,7 @@ positional hooks; wherever PyTorch's own layers can express the scheme (no
 rotation of q and k), that forward pass is checked against them. The float32
 model is checked to agree with the float64 one within the contract tolerance,
 so the contract is achievable. The output is a pure function of this file.
+A "#name" below is a section of docs/positional-encodings.md.
 """
 
 import copy
@@ -152,11 +153,11 @@ def config_json(case):
 
 
 # --------------------------------------------------------------------------
-# Positional math (each function is one formula of PE_SPEC.md)
+# Positional math (each function is one formula of docs/positional-encodings.md)
 # --------------------------------------------------------------------------
 
 def sinusoidal_frequencies(d_model, base, denominator):
-    """PE_SPEC.md, Sinusoidal: w_i = base^(-2i/D), i = 0..D/2-1 ("d_model");
+    """#sinusoidal: w_i = base^(-2i/D), i = 0..D/2-1 ("d_model");
     the tensor2tensor variant uses w_i = base^(-i/(D/2-1)) ("half_minus_one").
     """
     i = torch.arange(d_model // 2, dtype=torch.float64)
@@ -170,7 +171,7 @@ def sinusoidal_frequencies(d_model, base, denominator):
 
 
 def sinusoidal_code(positions, d_model, positional):
-    """PE_SPEC.md, Sinusoidal: PE(p, 2i) = sin(p w_i), PE(p, 2i+1) = cos(p w_i)
+    """#sinusoidal: PE(p, 2i) = sin(p w_i), PE(p, 2i+1) = cos(p w_i)
     (interleaved) or [sin(p w) | cos(p w)] (concat), at p + offset.
     positions: int64 [...] -> float64 [..., D]."""
     w = sinusoidal_frequencies(d_model, positional["base"],
@@ -185,7 +186,7 @@ def sinusoidal_code(positions, d_model, positional):
 
 
 def rope_rotate(x, positions, base, layout):
-    """PE_SPEC.md, RoPE: theta_i = base^(-2i/d); each pair is rotated by
+    """#rope: theta_i = base^(-2i/d); each pair is rotated by
     p theta_i: (x_a, x_b) -> (x_a cos - x_b sin, x_a sin + x_b cos), pairs
     (x_2i, x_2i+1) for "interleaved" and (x_i, x_i+d/2) for "half".
     x: [B, H, S, d]; positions: int64 [B, S]. Angles are float64."""
@@ -205,7 +206,7 @@ def rope_rotate(x, positions, base, layout):
 
 
 def alibi_slopes(num_heads):
-    """PE_SPEC.md, ALiBi: m_h = 2^(-8h/n), h = 1..n, for n a power of two;
+    """#alibi: m_h = 2^(-8h/n), h = 1..n, for n a power of two;
     otherwise the slopes for p = the largest power of two below n, then those
     for 2p heads at even indices, the first n - p of them."""
     def power_of_two_slopes(n):
@@ -219,7 +220,7 @@ def alibi_slopes(num_heads):
 
 
 def alibi_bias(positions, num_heads):
-    """PE_SPEC.md, ALiBi: bias_h(i, j) = -m_h |p_i - p_j|.
+    """#alibi: bias_h(i, j) = -m_h |p_i - p_j|.
     positions: int64 [B, S] -> float64 [B, H, S, S]."""
     slopes = torch.tensor(alibi_slopes(num_heads), dtype=torch.float64)
     distance = (positions[:, :, None] - positions[:, None, :]).abs()
@@ -227,7 +228,7 @@ def alibi_bias(positions, num_heads):
 
 
 def relative_bucket(relative, num_buckets, max_distance):
-    """PE_SPEC.md, Relative bias (T5 bidirectional buckets), logarithm in
+    """#relative-bias-t5-buckets (bidirectional), logarithm in
     float32: half = B/2; out = half if r > 0 else 0; a = |r|; exact = half/2;
     bucket = out + a if a < exact, else out + min(half - 1, exact +
     floor(ln(a/exact) / ln(max_distance/exact) * (half - exact))).
@@ -244,7 +245,7 @@ def relative_bucket(relative, num_buckets, max_distance):
 
 
 def relative_bias(positions, table, num_buckets, max_distance):
-    """PE_SPEC.md, Relative bias: bias_h(i, j) = table[bucket(p_j - p_i), h].
+    """#relative-bias-t5-buckets: bias_h(i, j) = table[bucket(p_j - p_i), h].
     positions: int64 [B, S]; table: [num_buckets, H] -> [B, H, S, S]."""
     relative = positions[:, None, :] - positions[:, :, None]
     buckets = relative_bucket(relative, num_buckets, max_distance)
@@ -252,8 +253,8 @@ def relative_bias(positions, table, num_buckets, max_distance):
 
 
 def check_positional_math():
-    """Asserts the formulas above against PE_SPEC.md's published values, so
-    the reference cannot drift from the spec."""
+    """Asserts the formulas above against the published values (#test-vectors),
+    so the reference cannot drift from them."""
     spec = {"base": 10000.0, "layout": "interleaved",
             "denominator": "d_model", "offset": 0}
     code = sinusoidal_code(torch.tensor([1, 3]), 8, spec)
@@ -323,7 +324,7 @@ def check_positional_math():
 # --------------------------------------------------------------------------
 
 class ReferenceModel(nn.Module):
-    """Holds the weights under PE_SPEC.md's state_dict names."""
+    """Holds the weights under their state_dict names (#tensor-names)."""
 
     def __init__(self, case):
         super().__init__()
@@ -370,8 +371,8 @@ def randomize(model, case, generator):
 
 
 class Hooks:
-    """The three places where position enters (PE_SPEC.md, "Where position
-    enters"), for one case and one dtype."""
+    """The three places where position enters (#where-position-enters), for
+    one case and one dtype."""
 
     def __init__(self, model, case):
         self.model = model
@@ -414,7 +415,7 @@ class Hooks:
 
 
 def self_attention(layer, x, hooks, positions, bias, key_mask):
-    """PE_SPEC.md, base encoder attention with the layer's weights:
+    """#the-base-encoder, attention with the layer's weights:
     [q; k; v] = x W_in^T + b_in (rows [W_q; W_k; W_v]), per head q and k
     rotated, scores = q k^T / sqrt(d) + bias, padded keys excluded, softmax
     over keys, times v, heads concatenated, then the output projection.
@@ -444,7 +445,7 @@ def feed_forward(layer, x, activation):
 
 
 def encoder_forward(model, case, ids, positions, key_mask=None):
-    """The full encoder (PE_SPEC.md, base encoder, post- or pre-norm) with
+    """The full encoder (#the-base-encoder, post- or pre-norm) with
     explicit positional hooks. ids, positions: int64 [B, S]; key_mask: bool
     [B, S] (true for real tokens) or None. Returns (tokens [B, S, D],
     [probabilities [B, H, S, S] per layer])."""
@@ -514,7 +515,7 @@ SAFETENSORS_DTYPES = {torch.float32: "F32", torch.float64: "F64",
 
 
 def safetensors_bytes(tensors):
-    """PE_SPEC.md, safetensors: u64 little-endian header length N, N bytes of
+    """#the-safetensors-format: u64 little-endian header length N, N bytes of
     JSON (space padded to a multiple of 8), then the tensors' little-endian
     row-major bytes, contiguous in name order, no holes."""
     header = {}
@@ -621,8 +622,8 @@ def run_alone(model, case, ids, positions=None):
 
 
 def attention_statistics(attention):
-    """Per layer and head statistics of maps [L, H, S, S] (PE_SPEC.md,
-    attention statistics) -> [L, H, 6]: entropy in nats, mean distance
+    """Per layer and head statistics of maps [L, H, S, S]
+    (#attention-statistics) -> [L, H, 6]: entropy in nats, mean distance
     sum_j a_ij |i - j|, and the mass on self, previous, next and first
     token, each averaged over the S query rows (rows without a previous or
     next token count 0 for it)."""
@@ -693,7 +694,7 @@ def build_case(case, out_dir):
     expected["batch_pooled_mean"] = torch.stack(pooled_mean)
     expected["batch_pooled_first"] = torch.stack(pooled_first)
 
-    # Shifted positions c .. c+S-1 (PE_SPEC.md, Diagnostics, shift).
+    # Shifted positions c .. c+S-1 (#shift).
     shift_ids = random_ids(generator, SHIFT_LENGTH)
     shift_positions = torch.arange(SHIFT_LENGTH) + SHIFT_OFFSET
     shift_tokens, shift_attention = run_alone(model, case, shift_ids,

@@ -1,7 +1,8 @@
 // Checks the C++ encoder (float32, CPU) against expected outputs that
 // make_reference.py computes in float64 with PyTorch from the same weights.
-// The contract (PE_SPEC.md): relative error max|ours - ref| / max|ref| below
-// 1e-5 for token outputs, pooled outputs and every layer's attention map.
+// The contract (docs/positional-encodings.md#numerical-contract): relative
+// error max|ours - ref| / max|ref| below 1e-5 for token outputs, pooled
+// outputs and every layer's attention map.
 //
 // The reference directory comes from ENCODER_REFERENCE_DIR; its absence is a
 // failure, never a skip.
