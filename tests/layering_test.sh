@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fails when a layer includes what DESIGN.md says it must not:
+# Fails when a layer includes what the layering rules (README, Layout) forbid:
 # model/batching/diagnostics/runner: no gRPC, no protobuf;
 # batching: no LibTorch either.
 set -u
