@@ -41,7 +41,7 @@ absl::StatusOr<diagnostics::DiagnoseOptions> BuildDiagnoseOptions(
                          request.token_ids().ids().end());
       break;
     case v1::DiagnoseRequest::kText: {
-      auto ids = model::ByteTokenizer::Encode(request.text(), c.vocab_size);
+      auto ids = model::EncodeText(model.spec, request.text());
       if (!ids.ok()) return ids.status();
       o.token_ids = *std::move(ids);
       break;
@@ -122,7 +122,10 @@ void FillDiagnoseResponse(const diagnostics::DiagnoseReport& report,
   response->set_scheme(model.encoder->scheme().Describe().name);
   for (int64_t id : options.token_ids) {
     response->add_token_ids(id);
-    response->add_token_labels(model::ByteTokenizer::Label(id));
+    response->add_token_labels(model.spec.tokenizer ==
+                                       model::TokenizerKind::kByte
+                                   ? model::ByteTokenizer::Label(id)
+                                   : absl::StrCat("#", id));
   }
   if (report.permutation) {
     const auto& p = *report.permutation;
