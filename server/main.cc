@@ -14,7 +14,9 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -32,6 +34,8 @@ struct Flags {
   std::string listen = "127.0.0.1:50051";
   std::string metrics_listen;
   std::string models;
+  std::vector<std::string> model_dirs;
+  std::string model_dir_pooling;
   std::string device = "auto";
   std::string dtype = "float32";
   int intra_op_threads = 1;
@@ -56,6 +60,40 @@ struct Flags {
   std::string log_level = "info";
 };
 
+// The models to serve: the repository file's and the --model-dir ones, or
+// the built-in set when neither is given.
+absl::StatusOr<encoder::model::Repository> BuildRepository(const Flags& f) {
+  encoder::model::Repository repo;
+  if (!f.models.empty()) {
+    auto read = encoder::model::ReadRepository(f.models);
+    if (!read.ok()) return read.status();
+    repo = *std::move(read);
+  } else if (f.model_dirs.empty()) {
+    return encoder::model::BuiltinRepository();
+  }
+  std::optional<encoder::model::Pooling> pooling;
+  if (!f.model_dir_pooling.empty()) {
+    auto p = encoder::model::ParsePoolingName(f.model_dir_pooling);
+    if (!p.ok()) return p.status();
+    pooling = *p;
+  }
+  for (const std::string& flag : f.model_dirs) {
+    auto spec = encoder::model::ModelDirSpec(flag);
+    if (!spec.ok()) return spec.status();
+    spec->pooling = pooling;
+    for (const auto& existing : repo.models) {
+      if (existing.name == spec->name) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("two models are named \"", spec->name,
+                         "\"; name them with --model-dir NAME=DIR"));
+      }
+    }
+    repo.models.push_back(*std::move(spec));
+  }
+  if (repo.default_model.empty()) repo.default_model = repo.models[0].name;
+  return repo;
+}
+
 void DefineFlags(CLI::App& app, Flags& f) {
   app.add_option("--listen", f.listen,
                  "gRPC listen address HOST:PORT (port 0 picks a free port)")
@@ -63,9 +101,17 @@ void DefineFlags(CLI::App& app, Flags& f) {
   app.add_option("--metrics-listen", f.metrics_listen,
                  "Prometheus /metrics address HOST:PORT; empty disables "
                  "metrics");
-  app.add_option("--models", f.models,
-                 "model repository JSON file; empty serves the built-in "
-                 "models (none, sinusoidal, learned, rope, alibi, relative)");
+  app.add_option("--models,--repository", f.models,
+                 "model repository JSON file; with no --model-dir either, "
+                 "the built-in models (none, sinusoidal, learned, rope, "
+                 "alibi, relative) are served");
+  app.add_option("--model-dir", f.model_dirs,
+                 "Hugging Face checkpoint directory, DIR or NAME=DIR "
+                 "(repeatable; the name defaults to DIR's base name)");
+  app.add_option("--model-dir-pooling", f.model_dir_pooling,
+                 "pooling for --model-dir models: mean | first | max | "
+                 "last_token | weighted_mean; empty: the checkpoint's "
+                 "sentence-transformers choice, else mean");
   app.add_option("--device", f.device, "auto | cpu | cuda | cuda:N")
       ->capture_default_str();
   app.add_option("--dtype", f.dtype,
@@ -292,10 +338,7 @@ int main(int argc, char** argv) {
   spdlog::info("gRPC on port {} (health NOT_SERVING while loading)",
                (*server)->port());
 
-  auto repository = flags.models.empty()
-                        ? absl::StatusOr<encoder::model::Repository>(
-                              encoder::model::BuiltinRepository())
-                        : encoder::model::ReadRepository(flags.models);
+  auto repository = BuildRepository(flags);
   if (!repository.ok()) return Fail(repository.status());
 
   HostOptions host_options;
@@ -324,15 +367,6 @@ int main(int argc, char** argv) {
     };
     return o;
   };
-  // Registered before the batchers start, so that every series carries its
-  // model's labels from the first report on.
-  for (const auto& spec : repository->models) {
-    const auto& c = spec.config;
-    metrics->RegisterModel({spec.name,
-                            encoder::model::SchemeName(c.positional.type),
-                            device->str(), encoder::model::DtypeName(*dtype),
-                            c.d_model, c.num_heads, c.num_layers});
-  }
   if (prometheus && device->is_cuda()) {
     prometheus->SetGpuMemoryReader(
         [](const std::string& name)
@@ -348,12 +382,22 @@ int main(int argc, char** argv) {
   if (!host.ok()) return Fail(host.status());
   spdlog::info("batch memory budget {} MiB, shared by every model",
                (*host)->memory_budget()->capacity() >> 20);
+  // Registered before the models are served, so that every series carries
+  // its model's labels (checkpoint configs are known only once loaded) from
+  // the first report on.
   for (const auto& m : (*host)->models()) {
     const auto& c = m->spec.config;
-    spdlog::info("model {} ({}, {} layers, d={}, {} parameters) on {}",
-                 m->spec.name, m->encoder->scheme().Describe().name,
-                 c.num_layers, c.d_model, m->encoder->parameter_count(),
-                 m->encoder->device().str());
+    metrics->RegisterModel({m->spec.name,
+                            encoder::model::SchemeName(c.positional.type),
+                            device->str(), encoder::model::DtypeName(*dtype),
+                            c.d_model, c.num_heads, c.num_layers});
+  }
+  for (const auto& m : (*host)->models()) {
+    const auto& c = m->spec.config;
+    spdlog::info("model {} ({} {}, {} layers, d={}, {} parameters) on {}",
+                 m->spec.name, m->spec.family,
+                 m->encoder->scheme().Describe().name, c.num_layers, c.d_model,
+                 m->encoder->parameter_count(), m->encoder->device().str());
   }
   (*server)->SetModels(host->get());
   spdlog::info("serving {} models on port {} (loaded in {:.1f} s); default {}",

@@ -10,7 +10,9 @@
 
 namespace encoder::batching {
 
-enum class PoolingMode { kMean, kFirst };
+// kFirst: the first token; kLastToken: the last real token; kWeightedMean:
+// token t (from 1) weighted by t.
+enum class PoolingMode { kMean, kFirst, kMax, kLastToken, kWeightedMean };
 
 // The memory a sequence needs while it runs, as the model runner prices it:
 // per_token * L + per_token_pair * L^2 bytes when padded to length L (the
@@ -59,14 +61,15 @@ struct BatchStats {
 };
 
 struct SequenceResult {
-  std::vector<float> pooled;     // [D]
+  std::vector<float> pooled;     // [pooled_dim]
   std::vector<float> tokens;     // [seq, D], when wanted
   std::vector<float> attention;  // see attention_shape
   // [layers, heads, seq, seq], or [layers, seq, seq] when averaged.
   std::vector<int64_t> attention_shape;
   std::vector<AttentionStats> attention_stats;
   int64_t num_tokens = 0;
-  int64_t dim = 0;
+  int64_t dim = 0;         // token embedding width
+  int64_t pooled_dim = 0;  // pooled width (differs after dense layers)
   BatchStats batch;
 };
 

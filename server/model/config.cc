@@ -110,7 +110,7 @@ absl::Status ParsePositional(const json& obj, ModelConfig* config) {
 
 int64_t ModelConfig::max_length() const {
   if (rejects_beyond_max_positions()) {
-    return std::min(max_positions, max_input_tokens);
+    return std::min(max_positions - first_position(), max_input_tokens);
   }
   return max_input_tokens;
 }
@@ -127,11 +127,29 @@ absl::Status ValidateConfig(const ModelConfig& c) {
   RETURN_IF_ERROR_(positive(c.d_ff, "d_ff"));
   RETURN_IF_ERROR_(positive(c.max_positions, "max_positions"));
   RETURN_IF_ERROR_(positive(c.max_input_tokens, "max_input_tokens"));
-  if (c.d_model % c.num_heads != 0) {
+  if (c.arch.head_dim < 0) return Invalid("head_dim must be >= 0");
+  if (c.arch.head_dim == 0 && c.d_model % c.num_heads != 0) {
     return Invalid(absl::StrCat(
         "d_model ", c.d_model, " is not divisible by num_heads ", c.num_heads));
   }
   if (!(c.layer_norm_eps > 0)) return Invalid("layer_norm_eps must be > 0");
+  if (!c.arch.layer_window.empty() &&
+      static_cast<int64_t>(c.arch.layer_window.size()) != c.num_layers) {
+    return Invalid("layer_window needs one entry per layer");
+  }
+  if (!c.arch.layer_rope_base.empty() &&
+      static_cast<int64_t>(c.arch.layer_rope_base.size()) != c.num_layers) {
+    return Invalid("layer_rope_base needs one entry per layer");
+  }
+  if (c.arch.token_type_embedding && c.arch.type_vocab_size <= 0) {
+    return Invalid("token type embeddings need type_vocab_size > 0");
+  }
+  if (c.rejects_beyond_max_positions() &&
+      c.first_position() >= c.max_positions) {
+    return Invalid(absl::StrCat("the position table of ", c.max_positions,
+                                " rows has no room after padding_idx ",
+                                c.arch.padding_idx));
+  }
   const PositionalConfig& pc = c.positional;
   if (pc.type == SchemeType::kSinusoidal || pc.type == SchemeType::kRope) {
     if (!(pc.base > 1)) return Invalid("positional.base must be > 1");
@@ -234,17 +252,44 @@ absl::StatusOr<SchemeType> ParseSchemeName(const std::string& name) {
 }
 
 std::string ActivationName(Activation a) {
-  return a == Activation::kGelu ? "gelu" : "relu";
+  switch (a) {
+    case Activation::kRelu:
+      return "relu";
+    case Activation::kGelu:
+      return "gelu";
+    case Activation::kGeluTanh:
+      return "gelu_tanh";
+    case Activation::kSilu:
+      return "silu";
+  }
+  return "unknown";
 }
 
 std::string PoolingName(Pooling p) {
-  return p == Pooling::kFirst ? "first" : "mean";
+  switch (p) {
+    case Pooling::kMean:
+      return "mean";
+    case Pooling::kFirst:
+      return "first";
+    case Pooling::kMax:
+      return "max";
+    case Pooling::kLastToken:
+      return "last_token";
+    case Pooling::kWeightedMean:
+      return "weighted_mean";
+  }
+  return "unknown";
 }
 
 absl::StatusOr<Pooling> ParsePoolingName(const std::string& name) {
-  if (name == "mean") return Pooling::kMean;
-  if (name == "first") return Pooling::kFirst;
-  return Invalid(absl::StrCat("pooling \"", name, "\" must be mean or first"));
+  for (Pooling p : {Pooling::kMean, Pooling::kFirst, Pooling::kMax,
+                    Pooling::kLastToken, Pooling::kWeightedMean}) {
+    if (PoolingName(p) == name) return p;
+  }
+  if (name == "cls") return Pooling::kFirst;
+  return Invalid(absl::StrCat(
+      "pooling \"", name,
+      "\" must be mean, first (or cls), max, last_token or weighted_mean"));
 }
 
 }  // namespace encoder::model

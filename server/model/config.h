@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -20,8 +21,16 @@ enum class SchemeType {
   kAlibi,
   kRelative
 };
-enum class Activation { kRelu, kGelu };
-enum class Pooling { kMean, kFirst };
+// kGelu is the exact erf form; kGeluTanh the tanh approximation ("gelu_new").
+enum class Activation { kRelu, kGelu, kGeluTanh, kSilu };
+// kFirst is the first token ([CLS]); kLastToken the last real token;
+// kWeightedMean weighs token t (from 1) by t (sentence-transformers).
+enum class Pooling { kMean, kFirst, kMax, kLastToken, kWeightedMean };
+enum class NormKind { kLayerNorm, kRmsNorm };
+// How default position ids are numbered: 0..S-1, or (RoBERTa) from
+// padding_idx + 1, counting only tokens that are not padding_idx (padding
+// tokens get padding_idx itself).
+enum class PositionIdRule { kFromZero, kAfterPadding };
 enum class SinusoidalLayout { kInterleaved, kConcat };
 // Denominator of the frequency exponent: w_i = base^(-2i/D) (kModelDim, the
 // Vaswani form) or w_i = base^(-i/(D/2-1)) (kHalfMinusOne, tensor2tensor).
@@ -43,6 +52,32 @@ struct PositionalConfig {
   int64_t max_distance = 128;
 };
 
+// Architecture variations used by imported checkpoint families. The defaults
+// are the native architecture (nn.TransformerEncoderLayer), so a config that
+// leaves them alone runs exactly the same operations as before they existed.
+struct ArchOptions {
+  NormKind norm = NormKind::kLayerNorm;
+  bool norm_bias = true;       // LayerNorm has a bias (RMSNorm never does)
+  bool attention_bias = true;  // q/k/v and output projections have biases
+  bool ffn_in_bias = true;     // the feed-forward input projection has one
+  bool ffn_out_bias = true;    // the feed-forward output projection has one
+  // Feed-forward input projection is [2F, D]: act(first F) * (second F).
+  bool gated_ffn = false;
+  bool attention_scale = true;        // divide scores by sqrt(head_dim)
+  int64_t head_dim = 0;               // 0: d_model / num_heads
+  bool embedding_norm = false;        // a norm after the embedding sum (BERT)
+  bool token_type_embedding = false;  // add row 0 of a token-type table
+  int64_t type_vocab_size = 0;        // rows of that table
+  bool first_layer_attention_norm = true;  // ModernBERT: layer 0 has none
+  // Per layer: attend only to keys with |i - j| <= window (0: global).
+  // Empty: every layer global.
+  std::vector<int64_t> layer_window;
+  // Per layer rotary base (rope only); empty: positional.base everywhere.
+  std::vector<double> layer_rope_base;
+  PositionIdRule position_ids = PositionIdRule::kFromZero;
+  int64_t padding_idx = 0;  // for kAfterPadding
+};
+
 struct ModelConfig {
   int64_t vocab_size = 10000;
   int64_t d_model = 512;
@@ -61,8 +96,19 @@ struct ModelConfig {
   bool normalize = false;        // default L2 normalization of pooled output
   bool embedding_scale = false;  // multiply token embeddings by sqrt(d_model)
   PositionalConfig positional;
+  ArchOptions arch;
 
-  int64_t head_dim() const { return d_model / num_heads; }
+  int64_t head_dim() const {
+    return arch.head_dim > 0 ? arch.head_dim : d_model / num_heads;
+  }
+  // Width of the concatenated heads (d_model unless head_dim is set).
+  int64_t attention_dim() const { return head_dim() * num_heads; }
+  // The first default position id (padding_idx + 1 for kAfterPadding).
+  int64_t first_position() const {
+    return arch.position_ids == PositionIdRule::kAfterPadding
+               ? arch.padding_idx + 1
+               : 0;
+  }
   // True when inputs longer than max_positions cannot be represented.
   bool rejects_beyond_max_positions() const {
     return positional.type == SchemeType::kLearned;

@@ -1,172 +1,70 @@
 #include "server/model/encoder.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/InferenceMode.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "server/model/torch_status.h"
 
 namespace encoder::model {
 namespace {
 
-std::string ShapeString(at::IntArrayRef shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+// The most negative finite value of a dtype: masks a key out of a window
+// without making a row of only masked keys NaN.
+double LowestFinite(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kHalf:
+      return -65504.0;
+    case at::kBFloat16:
+      return -3.38e38;
+    case at::kFloat:
+      return std::numeric_limits<float>::lowest();
+    default:
+      return std::numeric_limits<double>::lowest();
+  }
 }
 
-std::string LayerName(int64_t i, const char* leaf) {
-  return absl::StrCat("encoder.layers.", i, ".", leaf);
+at::Tensor Activate(Activation a, const at::Tensor& x) {
+  switch (a) {
+    case Activation::kRelu:
+      return at::relu(x);
+    case Activation::kGelu:
+      return at::gelu(x);
+    case Activation::kGeluTanh:
+      return at::gelu(x, "tanh");
+    case Activation::kSilu:
+      return at::silu(x);
+  }
+  return x;
 }
 
 }  // namespace
 
-std::map<std::string, std::vector<int64_t>> Encoder::ExpectedShapes(
-    const ModelConfig& c) {
-  const int64_t d = c.d_model, f = c.d_ff;
-  std::map<std::string, std::vector<int64_t>> shapes = {
-      {"embedding.weight", {c.vocab_size, d}}};
-  for (int64_t i = 0; i < c.num_layers; ++i) {
-    shapes[LayerName(i, "self_attn.in_proj_weight")] = {3 * d, d};
-    shapes[LayerName(i, "self_attn.in_proj_bias")] = {3 * d};
-    shapes[LayerName(i, "self_attn.out_proj.weight")] = {d, d};
-    shapes[LayerName(i, "self_attn.out_proj.bias")] = {d};
-    shapes[LayerName(i, "linear1.weight")] = {f, d};
-    shapes[LayerName(i, "linear1.bias")] = {f};
-    shapes[LayerName(i, "linear2.weight")] = {d, f};
-    shapes[LayerName(i, "linear2.bias")] = {d};
-    for (const char* n :
-         {"norm1.weight", "norm1.bias", "norm2.weight", "norm2.bias"}) {
-      shapes[LayerName(i, n)] = {d};
-    }
+at::Tensor Encoder::Norm(const at::Tensor& x, const at::Tensor& weight,
+                         const at::Tensor& bias) const {
+  if (!weight.defined()) return x;
+  if (config_.arch.norm == NormKind::kRmsNorm) {
+    // T5: mean of squares in float32, no centering, no bias.
+    at::Tensor xf = x.to(at::kFloat);
+    at::Tensor scaled = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) +
+                                       config_.layer_norm_eps);
+    return weight * scaled.to(x.scalar_type());
   }
-  if (c.norm_first) {
-    shapes["encoder.norm.weight"] = {d};
-    shapes["encoder.norm.bias"] = {d};
-  }
-  for (auto& [name, shape] : SchemeParameterShapes(c)) shapes[name] = shape;
-  return shapes;
+  return at::layer_norm(x, {config_.d_model}, weight, bias,
+                        config_.layer_norm_eps);
 }
 
-std::map<std::string, at::Tensor> Encoder::RandomStateDict(
-    const ModelConfig& config, uint64_t seed) {
-  at::Generator gen = at::detail::createCPUGenerator(seed);
-  std::map<std::string, at::Tensor> dict;
-  // Names are visited in sorted order, so the draw order is fixed.
-  for (const auto& [name, shape] : ExpectedShapes(config)) {
-    const bool is_norm = name.find("norm") != std::string::npos;
-    const bool is_bias = name.size() >= 4 &&
-                         name.compare(name.size() - 4, 4, "bias") == 0 &&
-                         name != "relative_attention_bias.weight";
-    at::Tensor t;
-    if (is_norm) {
-      t = is_bias ? at::zeros(shape) : at::ones(shape);
-    } else if (is_bias) {
-      t = at::zeros(shape);
-    } else if (shape.size() == 2 && name.find("encoder.") == 0) {
-      // Linear weights [out, in]: std 1/sqrt(fan_in) keeps activations O(1).
-      const double std = 1.0 / std::sqrt(static_cast<double>(shape[1]));
-      t = at::normal(0.0, std, shape, gen);
-    } else {
-      // Embedding tables and the relative bias table: N(0, 1), as
-      // nn.Embedding initializes them.
-      t = at::normal(0.0, 1.0, shape, gen);
-    }
-    dict[name] = t;
-  }
-  return dict;
-}
-
-absl::StatusOr<std::unique_ptr<Encoder>> Encoder::Create(
-    const ModelConfig& config,
-    const std::map<std::string, at::Tensor>& state_dict, at::Device device,
-    at::ScalarType dtype) {
-  if (absl::Status s = ValidateConfig(config); !s.ok()) return s;
-  const auto expected = ExpectedShapes(config);
-  for (const auto& [name, tensor] : state_dict) {
-    if (expected.count(name) == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unexpected tensor \"", name, "\" for this config"));
-    }
-  }
-  for (const auto& [name, shape] : expected) {
-    auto it = state_dict.find(name);
-    if (it == state_dict.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "missing tensor \"", name, "\" (shape ", ShapeString(shape), ")"));
-    }
-    if (it->second.sizes() != at::IntArrayRef(shape)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor \"", name, "\" has shape ", ShapeString(it->second.sizes()),
-          ", config needs ", ShapeString(shape)));
-    }
-    if (!at::isFloatingType(it->second.scalar_type())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor \"", name, "\" has dtype ",
-                       c10::toString(it->second.scalar_type()),
-                       ", a floating-point dtype is needed"));
-    }
-  }
-  try {
-    std::unique_ptr<Encoder> enc(new Encoder(config, device, dtype));
-    auto get = [&](const std::string& name) {
-      return state_dict.at(name).to(device, dtype).contiguous();
-    };
-    enc->embedding_ = get("embedding.weight");
-    for (int64_t i = 0; i < config.num_layers; ++i) {
-      LayerWeights w;
-      w.in_proj_weight = get(LayerName(i, "self_attn.in_proj_weight"));
-      w.in_proj_bias = get(LayerName(i, "self_attn.in_proj_bias"));
-      w.out_proj_weight = get(LayerName(i, "self_attn.out_proj.weight"));
-      w.out_proj_bias = get(LayerName(i, "self_attn.out_proj.bias"));
-      w.linear1_weight = get(LayerName(i, "linear1.weight"));
-      w.linear1_bias = get(LayerName(i, "linear1.bias"));
-      w.linear2_weight = get(LayerName(i, "linear2.weight"));
-      w.linear2_bias = get(LayerName(i, "linear2.bias"));
-      w.norm1_weight = get(LayerName(i, "norm1.weight"));
-      w.norm1_bias = get(LayerName(i, "norm1.bias"));
-      w.norm2_weight = get(LayerName(i, "norm2.weight"));
-      w.norm2_bias = get(LayerName(i, "norm2.bias"));
-      enc->layers_.push_back(std::move(w));
-    }
-    if (config.norm_first) {
-      enc->final_norm_weight_ = get("encoder.norm.weight");
-      enc->final_norm_bias_ = get("encoder.norm.bias");
-    }
-    auto scheme = MakePositionalScheme(config, state_dict, device, dtype);
-    if (!scheme.ok()) return scheme.status();
-    enc->scheme_ = std::move(*scheme);
-    return enc;
-  } catch (const c10::Error& e) {
-    return StatusFromTorchError(e, "building the encoder");
-  }
-}
-
-int64_t Encoder::parameter_count() const {
-  int64_t n = embedding_.numel();
-  for (const LayerWeights& w : layers_) {
-    for (const at::Tensor* t :
-         {&w.in_proj_weight, &w.in_proj_bias, &w.out_proj_weight,
-          &w.out_proj_bias, &w.linear1_weight, &w.linear1_bias,
-          &w.linear2_weight, &w.linear2_bias, &w.norm1_weight, &w.norm1_bias,
-          &w.norm2_weight, &w.norm2_bias}) {
-      n += t->numel();
-    }
-  }
-  if (final_norm_weight_.defined()) n += 2 * final_norm_weight_.numel();
-  for (const auto& [name, t] : scheme_->Parameters()) n += t.numel();
-  return n;
-}
-
-at::Tensor Encoder::Attention(const LayerWeights& w, const at::Tensor& x,
+at::Tensor Encoder::Attention(int64_t index, const at::Tensor& x,
                               const at::Tensor& positions,
                               const at::Tensor& bias,
                               at::Tensor* attention) const {
+  const LayerWeights& w = layers_[index];
   const int64_t b = x.size(0), s = x.size(1);
   const int64_t h = config_.num_heads, d = config_.head_dim();
-  // [B, S, 3D] -> three [B, H, S, d].
+  // [B, S, 3A] -> three [B, H, S, d].
   std::vector<at::Tensor> qkv =
       at::linear(x, w.in_proj_weight, w.in_proj_bias).chunk(3, -1);
   auto heads = [&](const at::Tensor& t) {
@@ -175,10 +73,12 @@ at::Tensor Encoder::Attention(const LayerWeights& w, const at::Tensor& x,
   at::Tensor q = heads(qkv[0]);
   at::Tensor k = heads(qkv[1]);
   at::Tensor v = heads(qkv[2]);
-  scheme_->RotateQk(q, k, positions);
+  scheme_->RotateQk(q, k, positions, index);
   // scores [B, H, S, S] = q k^T / sqrt(d) + positional bias + padding mask.
-  at::Tensor scores =
-      at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(d));
+  at::Tensor scores = at::matmul(q, k.transpose(-2, -1));
+  if (config_.arch.attention_scale) {
+    scores = scores / std::sqrt(static_cast<double>(d));
+  }
   scores = scores + bias;
   at::Tensor probs = at::softmax(scores, -1);
   if (attention != nullptr) *attention = probs;
@@ -186,29 +86,61 @@ at::Tensor Encoder::Attention(const LayerWeights& w, const at::Tensor& x,
   return at::linear(out, w.out_proj_weight, w.out_proj_bias);
 }
 
-at::Tensor Encoder::Layer(const LayerWeights& w, const at::Tensor& x,
+at::Tensor Encoder::FeedForward(const LayerWeights& w,
+                                const at::Tensor& x) const {
+  at::Tensor hidden = at::linear(x, w.linear1_weight, w.linear1_bias);
+  if (config_.arch.gated_ffn) {
+    std::vector<at::Tensor> parts = hidden.chunk(2, -1);
+    hidden = Activate(config_.activation, parts[0]) * parts[1];
+  } else {
+    hidden = Activate(config_.activation, hidden);
+  }
+  return at::linear(hidden, w.linear2_weight, w.linear2_bias);
+}
+
+at::Tensor Encoder::Layer(int64_t index, const at::Tensor& x,
                           const at::Tensor& positions, const at::Tensor& bias,
                           at::Tensor* attention) const {
-  const int64_t dim = config_.d_model;
-  const double eps = config_.layer_norm_eps;
-  auto ffn = [&](const at::Tensor& t) {
-    at::Tensor hidden = at::linear(t, w.linear1_weight, w.linear1_bias);
-    hidden = config_.activation == Activation::kGelu ? at::gelu(hidden)
-                                                     : at::relu(hidden);
-    return at::linear(hidden, w.linear2_weight, w.linear2_bias);
-  };
-  auto norm = [&](const at::Tensor& t, const at::Tensor& g,
-                  const at::Tensor& b) {
-    return at::layer_norm(t, {dim}, g, b, eps);
-  };
+  const LayerWeights& w = layers_[index];
   if (config_.norm_first) {
-    at::Tensor x1 = x + Attention(w, norm(x, w.norm1_weight, w.norm1_bias),
+    at::Tensor x1 = x + Attention(index, Norm(x, w.norm1_weight, w.norm1_bias),
                                   positions, bias, attention);
-    return x1 + ffn(norm(x1, w.norm2_weight, w.norm2_bias));
+    return x1 + FeedForward(w, Norm(x1, w.norm2_weight, w.norm2_bias));
   }
-  at::Tensor x1 = norm(x + Attention(w, x, positions, bias, attention),
+  at::Tensor x1 = Norm(x + Attention(index, x, positions, bias, attention),
                        w.norm1_weight, w.norm1_bias);
-  return norm(x1 + ffn(x1), w.norm2_weight, w.norm2_bias);
+  return Norm(x1 + FeedForward(w, x1), w.norm2_weight, w.norm2_bias);
+}
+
+at::Tensor Encoder::DefaultPositions(const at::Tensor& tokens,
+                                     const at::Tensor& mask) const {
+  const int64_t b = tokens.size(0), s = tokens.size(1);
+  if (config_.arch.position_ids == PositionIdRule::kAfterPadding) {
+    // RoBERTa: padding_idx + running count of non-padding tokens.
+    at::Tensor real =
+        tokens.ne(config_.arch.padding_idx).logical_and(mask).to(at::kLong);
+    return at::cumsum(real, 1) * real + config_.arch.padding_idx;
+  }
+  return at::arange(s, tokens.options()).unsqueeze(0).expand({b, s});
+}
+
+std::vector<at::Tensor> Encoder::LayerBiases(
+    const at::Tensor& base, const at::Tensor& positions) const {
+  std::vector<at::Tensor> biases(config_.num_layers, base);
+  std::map<int64_t, at::Tensor> by_window;
+  for (size_t i = 0; i < config_.arch.layer_window.size(); ++i) {
+    const int64_t window = config_.arch.layer_window[i];
+    if (window <= 0) continue;
+    at::Tensor& windowed = by_window[window];
+    if (!windowed.defined()) {
+      at::Tensor outside =
+          (positions.unsqueeze(-1) - positions.unsqueeze(-2)).abs().gt(window);
+      windowed = base.masked_fill(outside.unsqueeze(1),
+                                  LowestFinite(base.scalar_type()));
+    }
+    biases[i] = windowed;
+  }
+  return biases;
 }
 
 absl::StatusOr<EncoderOutput> Encoder::Forward(
@@ -246,10 +178,9 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
     }
     at::Tensor tokens = ids.to(device_);
     at::Tensor mask = input.mask.to(device_);
-    at::Tensor positions =
-        input.positions.defined()
-            ? input.positions.to(device_, at::kLong)
-            : at::arange(s, tokens.options()).unsqueeze(0).expand({b, s});
+    at::Tensor positions = input.positions.defined()
+                               ? input.positions.to(device_, at::kLong)
+                               : DefaultPositions(tokens, mask);
     if (config_.rejects_beyond_max_positions()) {
       const int64_t pmin = positions.min().item<int64_t>();
       const int64_t pmax = positions.max().item<int64_t>();
@@ -264,7 +195,9 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
     if (config_.embedding_scale) {
       x = x * std::sqrt(static_cast<double>(config_.d_model));
     }
+    if (token_type_.defined()) x = x + token_type_[0];  // type ids are 0
     x = scheme_->AddToInput(x, positions);
+    x = Norm(x, embedding_norm_weight_, embedding_norm_bias_);
     // One additive bias for every layer: scheme bias + key padding mask.
     at::Tensor bias =
         at::zeros({b, 1, 1, s}, x.options())
@@ -273,18 +206,18 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
     at::Tensor scheme_bias =
         scheme_->AttentionBias(positions, positions, dtype_);
     if (scheme_bias.defined()) bias = bias + scheme_bias;
+    const std::vector<at::Tensor> biases = LayerBiases(bias, positions);
     EncoderOutput out;
     for (int64_t i = 0; i < config_.num_layers; ++i) {
       const bool want = std::find(options.attention_layers.begin(),
                                   options.attention_layers.end(),
                                   i) != options.attention_layers.end();
       at::Tensor probs;
-      x = Layer(layers_[i], x, positions, bias, want ? &probs : nullptr);
+      x = Layer(i, x, positions, biases[i], want ? &probs : nullptr);
       if (want) out.attention[i] = probs;
     }
     if (config_.norm_first) {
-      x = at::layer_norm(x, {config_.d_model}, final_norm_weight_,
-                         final_norm_bias_, config_.layer_norm_eps);
+      x = Norm(x, final_norm_weight_, final_norm_bias_);
     }
     out.tokens = x;
     return out;
@@ -296,11 +229,35 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
 at::Tensor Pool(const at::Tensor& tokens, const at::Tensor& mask,
                 Pooling pooling, bool normalize) {
   at::Tensor pooled;
-  if (pooling == Pooling::kFirst) {
-    pooled = tokens.select(1, 0);
-  } else {
-    at::Tensor m = mask.to(tokens.scalar_type()).unsqueeze(-1);  // [B, S, 1]
-    pooled = (tokens * m).sum(1) / m.sum(1).clamp_min(1);
+  at::Tensor m = mask.to(tokens.scalar_type()).unsqueeze(-1);  // [B, S, 1]
+  switch (pooling) {
+    case Pooling::kFirst:
+      pooled = tokens.select(1, 0);
+      break;
+    case Pooling::kMean:
+      pooled = (tokens * m).sum(1) / m.sum(1).clamp_min(1);
+      break;
+    case Pooling::kMax:
+      // Padding is excluded with a large negative value, as
+      // sentence-transformers does.
+      pooled =
+          tokens.masked_fill(mask.logical_not().unsqueeze(-1), -1e9).amax(1);
+      break;
+    case Pooling::kLastToken: {
+      at::Tensor last = mask.to(at::kLong).sum(1).sub(1).clamp_min(0);
+      pooled = tokens
+                   .gather(1, last.view({-1, 1, 1})
+                                  .expand({tokens.size(0), 1, tokens.size(2)}))
+                   .squeeze(1);
+      break;
+    }
+    case Pooling::kWeightedMean: {
+      at::Tensor w =
+          at::arange(1, tokens.size(1) + 1, tokens.options()).view({1, -1, 1}) *
+          m;
+      pooled = (tokens * w).sum(1) / w.sum(1).clamp_min(1e-9);
+      break;
+    }
   }
   if (normalize) {
     pooled = pooled / pooled.norm(2, {-1}, /*keepdim=*/true).clamp_min(1e-12);

@@ -18,16 +18,28 @@
 namespace encoder::model {
 
 // One encoder layer's weights, in nn.TransformerEncoderLayer's layout.
+// A = heads x head_dim (D unless the config sets head_dim); F' = F, or 2F
+// for a gated feed-forward. Biases are undefined when the architecture has
+// none; norm1 is undefined where a layer has no attention norm.
 struct LayerWeights {
-  at::Tensor in_proj_weight;   // [3D, D], rows [W_q; W_k; W_v]
-  at::Tensor in_proj_bias;     // [3D]
-  at::Tensor out_proj_weight;  // [D, D]
+  at::Tensor in_proj_weight;   // [3A, D], rows [W_q; W_k; W_v]
+  at::Tensor in_proj_bias;     // [3A]
+  at::Tensor out_proj_weight;  // [D, A]
   at::Tensor out_proj_bias;    // [D]
-  at::Tensor linear1_weight;   // [F, D]
-  at::Tensor linear1_bias;     // [F]
+  at::Tensor linear1_weight;   // [F', D]
+  at::Tensor linear1_bias;     // [F']
   at::Tensor linear2_weight;   // [D, F]
   at::Tensor linear2_bias;     // [D]
   at::Tensor norm1_weight, norm1_bias, norm2_weight, norm2_bias;  // [D]
+};
+
+// A dense layer applied to the pooled embedding (sentence-transformers'
+// Dense module): y = act(x W^T + b).
+struct DenseLayer {
+  enum class Act { kIdentity, kTanh, kRelu, kGelu, kSigmoid };
+  at::Tensor weight;  // [out, in]
+  at::Tensor bias;    // [out] or undefined
+  Act act = Act::kIdentity;
 };
 
 struct EncoderInput {
@@ -50,8 +62,10 @@ struct EncoderOutput {
 
 class Encoder {
  public:
-  // Builds from a state_dict with the names of
-  // docs/positional-encodings.md#tensor-names. Checks every tensor's
+  // Builds from a state_dict: the native names (embedding.weight,
+  // encoder.layers.{i}.self_attn.in_proj_weight, ...) plus, where the
+  // config's ArchOptions ask for them, token_type_embedding.weight and
+  // embedding_norm.weight/.bias. Checks every tensor's
   // presence and shape, rejects unexpected names, converts to `dtype` and
   // moves to `device` once. Errors name the tensor.
   static absl::StatusOr<std::unique_ptr<Encoder>> Create(
@@ -74,6 +88,13 @@ class Encoder {
   absl::StatusOr<EncoderOutput> Forward(const EncoderInput& input,
                                         const ForwardOptions& options) const;
 
+  // Dense layers run on pooled embeddings (before normalization), moved to
+  // the encoder's device and dtype. Set once, before serving.
+  void set_output_dense(std::vector<DenseLayer> dense);
+  // Pooled [batch, D] -> [batch, output_dim()] through the dense layers.
+  at::Tensor ProjectPooled(const at::Tensor& pooled) const;
+  int64_t output_dim() const;
+
   const ModelConfig& config() const { return config_; }
   const PositionalScheme& scheme() const { return *scheme_; }
   at::Device device() const { return device_; }
@@ -84,23 +105,38 @@ class Encoder {
   Encoder(ModelConfig config, at::Device device, at::ScalarType dtype)
       : config_(std::move(config)), device_(device), dtype_(dtype) {}
 
-  at::Tensor Layer(const LayerWeights& w, const at::Tensor& x,
+  at::Tensor Layer(int64_t index, const at::Tensor& x,
                    const at::Tensor& positions, const at::Tensor& bias,
                    at::Tensor* attention) const;
-  at::Tensor Attention(const LayerWeights& w, const at::Tensor& x,
+  at::Tensor Attention(int64_t index, const at::Tensor& x,
                        const at::Tensor& positions, const at::Tensor& bias,
                        at::Tensor* attention) const;
+  at::Tensor FeedForward(const LayerWeights& w, const at::Tensor& x) const;
+  // LayerNorm or RMSNorm per the config; identity when `weight` is
+  // undefined.
+  at::Tensor Norm(const at::Tensor& x, const at::Tensor& weight,
+                  const at::Tensor& bias) const;
+  // Default position ids [batch, seq] per the config's PositionIdRule.
+  at::Tensor DefaultPositions(const at::Tensor& tokens,
+                              const at::Tensor& mask) const;
+  // The additive attention bias of each layer (padding, scheme, window).
+  std::vector<at::Tensor> LayerBiases(const at::Tensor& base,
+                                      const at::Tensor& positions) const;
 
   ModelConfig config_;
   at::Device device_;
   at::ScalarType dtype_;
-  at::Tensor embedding_;  // [vocab, D]
+  at::Tensor embedding_;   // [vocab, D]
+  at::Tensor token_type_;  // [types, D] or undefined
+  at::Tensor embedding_norm_weight_, embedding_norm_bias_;  // or undefined
   std::vector<LayerWeights> layers_;
   at::Tensor final_norm_weight_, final_norm_bias_;  // pre-norm only
   std::unique_ptr<PositionalScheme> scheme_;
+  std::vector<DenseLayer> dense_;
 };
 
 // Pools token embeddings [batch, seq, D] with mask [batch, seq] -> [batch, D].
+// Real tokens are a prefix of each row (the mask is true then false).
 at::Tensor Pool(const at::Tensor& tokens, const at::Tensor& mask,
                 Pooling pooling, bool normalize);
 

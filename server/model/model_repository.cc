@@ -8,7 +8,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "server/model/hf_checkpoint.h"
 #include "server/model/safetensors.h"
+#include "server/model/tokenizer.h"
 
 namespace encoder::model {
 namespace {
@@ -33,6 +35,70 @@ absl::Status ModelError(const std::string& model, const std::string& msg) {
       absl::StrCat("model repository: model \"", model, "\": ", msg));
 }
 
+absl::StatusOr<std::map<std::string, int64_t>> ParseBatching(
+    const std::string& name, const json& batching) {
+  static const std::set<std::string> kBatchKeys = {
+      "max_batch_sequences", "max_batch_tokens", "max_queue_delay_us",
+      "max_queued_sequences", "max_batch_memory_bytes"};
+  if (!batching.is_object()) {
+    return ModelError(name, "batching must be an object");
+  }
+  std::map<std::string, int64_t> out;
+  for (const auto& item : batching.items()) {
+    if (kBatchKeys.count(item.key()) == 0 ||
+        !item.value().is_number_integer() || item.value().get<int64_t>() < 0) {
+      return ModelError(name, absl::StrCat("batching.", item.key(),
+                                           " is not a known non-negative "
+                                           "integer option"));
+    }
+    out[item.key()] = item.value().get<int64_t>();
+  }
+  return out;
+}
+
+// {"name", "path", "pooling", "normalize", "batching"}: a checkpoint dir.
+absl::StatusOr<ModelSpec> ParseCheckpointEntry(const json& m,
+                                               const std::string& base_dir) {
+  ModelSpec spec;
+  spec.name = m["name"].get<std::string>();
+  static const std::set<std::string> kKeys = {"name", "path", "pooling",
+                                              "normalize", "batching"};
+  for (const auto& item : m.items()) {
+    if (kKeys.count(item.key()) == 0) {
+      return ModelError(spec.name,
+                        absl::StrCat("unknown key \"", item.key(),
+                                     "\" for a checkpoint entry (name, path, "
+                                     "pooling, normalize, batching)"));
+    }
+  }
+  if (!m["path"].is_string() || m["path"].get<std::string>().empty()) {
+    return ModelError(spec.name, "path must be a non-empty string");
+  }
+  spec.model_dir = Resolve(base_dir, m["path"].get<std::string>());
+  spec.tokenizer = TokenizerKind::kNone;
+  if (m.contains("pooling")) {
+    if (!m["pooling"].is_string()) {
+      return ModelError(spec.name, "pooling must be a string");
+    }
+    auto p = ParsePoolingName(m["pooling"].get<std::string>());
+    if (!p.ok())
+      return ModelError(spec.name, std::string(p.status().message()));
+    spec.pooling = *p;
+  }
+  if (m.contains("normalize")) {
+    if (!m["normalize"].is_boolean()) {
+      return ModelError(spec.name, "normalize must be true or false");
+    }
+    spec.normalize = m["normalize"].get<bool>();
+  }
+  if (m.contains("batching")) {
+    auto b = ParseBatching(spec.name, m["batching"]);
+    if (!b.ok()) return b.status();
+    spec.batching = *std::move(b);
+  }
+  return spec;
+}
+
 absl::StatusOr<ModelSpec> ParseModel(const json& m,
                                      const std::string& base_dir) {
   if (!m.is_object() || !m.contains("name") || !m["name"].is_string() ||
@@ -40,6 +106,7 @@ absl::StatusOr<ModelSpec> ParseModel(const json& m,
     return absl::InvalidArgumentError(
         "model repository: every model needs a non-empty string \"name\"");
   }
+  if (m.contains("path")) return ParseCheckpointEntry(m, base_dir);
   ModelSpec spec;
   spec.name = m["name"].get<std::string>();
   static const std::set<std::string> kKeys = {
@@ -87,23 +154,9 @@ absl::StatusOr<ModelSpec> ParseModel(const json& m,
     spec.seed = m["seed"].get<uint64_t>();
   }
   if (m.contains("batching")) {
-    static const std::set<std::string> kBatchKeys = {
-        "max_batch_sequences", "max_batch_tokens", "max_queue_delay_us",
-        "max_queued_sequences", "max_batch_memory_bytes"};
-    if (!m["batching"].is_object()) {
-      return ModelError(spec.name, "batching must be an object");
-    }
-    for (const auto& item : m["batching"].items()) {
-      if (kBatchKeys.count(item.key()) == 0 ||
-          !item.value().is_number_integer() ||
-          item.value().get<int64_t>() < 0) {
-        return ModelError(spec.name,
-                          absl::StrCat("batching.", item.key(),
-                                       " is not a known non-negative integer "
-                                       "option"));
-      }
-      spec.batching[item.key()] = item.value().get<int64_t>();
-    }
+    auto b = ParseBatching(spec.name, m["batching"]);
+    if (!b.ok()) return b.status();
+    spec.batching = *std::move(b);
   }
   return spec;
 }
@@ -174,9 +227,63 @@ absl::StatusOr<Repository> ReadRepository(const std::string& path) {
       *text, slash == std::string::npos ? "" : path.substr(0, slash));
 }
 
+absl::StatusOr<ModelSpec> ModelDirSpec(const std::string& flag) {
+  ModelSpec spec;
+  const size_t eq = flag.find('=');
+  std::string dir = eq == std::string::npos ? flag : flag.substr(eq + 1);
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  if (dir.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--model-dir \"", flag, "\": give DIR or NAME=DIR"));
+  }
+  const size_t slash = dir.find_last_of('/');
+  spec.name = eq == std::string::npos
+                  ? (slash == std::string::npos ? dir : dir.substr(slash + 1))
+                  : flag.substr(0, eq);
+  if (spec.name.empty() || spec.name == "." || spec.name == "..") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--model-dir \"", flag, "\": cannot name the model; use NAME=DIR"));
+  }
+  spec.model_dir = dir;
+  spec.tokenizer = TokenizerKind::kNone;
+  return spec;
+}
+
+absl::StatusOr<std::vector<int64_t>> EncodeText(const ModelSpec& spec,
+                                                std::string_view text) {
+  switch (spec.tokenizer) {
+    case TokenizerKind::kByte:
+      return ByteTokenizer::Encode(text, spec.config.vocab_size);
+    case TokenizerKind::kNone:
+      break;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "model \"", spec.name, "\" (a ", spec.family,
+      " checkpoint) takes token ids only: tokenizer support for Hugging "
+      "Face checkpoints (tokenizer.json) is not available yet; send "
+      "token_ids"));
+}
+
 absl::StatusOr<std::unique_ptr<Encoder>> LoadModel(const ModelSpec& spec,
                                                    at::Device device,
-                                                   at::ScalarType dtype) {
+                                                   at::ScalarType dtype,
+                                                   ModelSpec* resolved) {
+  if (!spec.model_dir.empty()) {
+    CheckpointOverrides overrides{spec.pooling, spec.normalize};
+    auto loaded = LoadCheckpoint(spec.model_dir, overrides, device, dtype);
+    if (!loaded.ok()) {
+      return absl::Status(loaded.status().code(),
+                          absl::StrCat("model \"", spec.name,
+                                       "\": ", loaded.status().message()));
+    }
+    if (resolved != nullptr) {
+      *resolved = spec;
+      resolved->config = loaded->config;
+      resolved->family = loaded->family;
+    }
+    return std::move(loaded->encoder);
+  }
+  if (resolved != nullptr) *resolved = spec;
   std::map<std::string, at::Tensor> weights;
   if (spec.weights_path.empty()) {
     weights = Encoder::RandomStateDict(spec.config, spec.seed);

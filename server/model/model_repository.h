@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -17,9 +19,26 @@
 
 namespace encoder::model {
 
+// How text inputs become token ids for a model.
+enum class TokenizerKind {
+  kByte,  // the built-in byte-level tokenizer
+  kNone,  // none yet (Hugging Face checkpoints): token ids only
+};
+
 struct ModelSpec {
   std::string name;
+  // For a Hugging Face checkpoint (model_dir set), filled in by LoadModel.
   ModelConfig config;
+  // Hugging Face checkpoint directory; empty: a native model (config above,
+  // weights_path or seed below).
+  std::string model_dir;
+  std::string family = "native";  // or the checkpoint's family
+  // Checkpoint pooling / normalization overrides (else the
+  // sentence-transformers files' choice, else mean without normalization).
+  std::optional<Pooling> pooling;
+  std::optional<bool> normalize;
+  // The one place that says how text is tokenized for this model.
+  TokenizerKind tokenizer = TokenizerKind::kByte;
   std::string weights_path;  // safetensors; empty: random from `seed`
   uint64_t seed = 0;
   // Per-model batching overrides by option name (max_batch_sequences,
@@ -46,18 +65,32 @@ Repository BuiltinRepository();
 //              "config": {...} | "config_file": "path.json",
 //              "weights": "path.safetensors",   // optional
 //              "seed": 7,                       // optional
-//              "batching": {"max_batch_sequences": 16, ...}}]}
+//              "batching": {"max_batch_sequences": 16, ...}},
+//             {"name": "...", "path": "hf-checkpoint-dir",
+//              "pooling": "cls", "normalize": true,     // optional
+//              "batching": {...}}]}                     // optional
 // Relative paths are resolved against the repository file's directory.
 // Errors name the model and the field.
 absl::StatusOr<Repository> ParseRepository(const std::string& json_text,
                                            const std::string& base_dir);
 absl::StatusOr<Repository> ReadRepository(const std::string& path);
 
+// A spec for `--model-dir DIR` or `--model-dir NAME=DIR`: the name
+// defaults to the directory's base name.
+absl::StatusOr<ModelSpec> ModelDirSpec(const std::string& flag);
+
 // Builds the encoder for a spec: reads its weights (or draws them from the
-// seed), checks them against the config, moves them to the device.
-absl::StatusOr<std::unique_ptr<Encoder>> LoadModel(const ModelSpec& spec,
-                                                   at::Device device,
-                                                   at::ScalarType dtype);
+// seed), checks them against the config, moves them to the device. For a
+// checkpoint directory, `resolved` (when given) receives the spec completed
+// from the checkpoint (config, family, tokenizer).
+absl::StatusOr<std::unique_ptr<Encoder>> LoadModel(
+    const ModelSpec& spec, at::Device device, at::ScalarType dtype,
+    ModelSpec* resolved = nullptr);
+
+// Token ids for a text input with the model's tokenizer; InvalidArgument
+// naming the missing tokenizer support when the model has none.
+absl::StatusOr<std::vector<int64_t>> EncodeText(const ModelSpec& spec,
+                                                std::string_view text);
 
 }  // namespace encoder::model
 

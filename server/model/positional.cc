@@ -15,10 +15,12 @@ at::Tensor PositionalScheme::AddToInput(const at::Tensor& x,
 }
 
 void PositionalScheme::RotateQk(at::Tensor& q, at::Tensor& k,
-                                const at::Tensor& positions) const {
+                                const at::Tensor& positions,
+                                int64_t layer) const {
   (void)q;
   (void)k;
   (void)positions;
+  (void)layer;
 }
 
 at::Tensor PositionalScheme::AttentionBias(const at::Tensor& query_positions,
@@ -134,25 +136,35 @@ class RopeScheme : public PositionalScheme {
  public:
   explicit RopeScheme(const ModelConfig& config) : config_(config) {}
 
-  void RotateQk(at::Tensor& q, at::Tensor& k,
-                const at::Tensor& positions) const override {
-    auto [cos, sin] = RopeCosSin(positions, q.size(-1), config_.positional.base,
-                                 q.scalar_type());
+  void RotateQk(at::Tensor& q, at::Tensor& k, const at::Tensor& positions,
+                int64_t layer) const override {
+    const std::vector<double>& bases = config_.arch.layer_rope_base;
+    const double base = bases.empty() ? config_.positional.base : bases[layer];
+    auto [cos, sin] = RopeCosSin(positions, q.size(-1), base, q.scalar_type());
     q = RopeRotate(q, cos, sin, config_.positional.rope_layout);
     k = RopeRotate(k, cos, sin, config_.positional.rope_layout);
   }
 
   SchemeDescription Describe() const override {
-    return {"rope",
-            {{"base", Num(config_.positional.base)},
-             {"layout", config_.positional.rope_layout == RopeLayout::kHalf
-                            ? "half"
-                            : "interleaved"},
-             {"rotary_dim", absl::StrCat(config_.head_dim())}},
-            {},
-            /*extrapolates=*/true,
-            config_.max_positions,
-            {"query_key"}};
+    SchemeDescription d = {
+        "rope",
+        {{"base", Num(config_.positional.base)},
+         {"layout", config_.positional.rope_layout == RopeLayout::kHalf
+                        ? "half"
+                        : "interleaved"},
+         {"rotary_dim", absl::StrCat(config_.head_dim())}},
+        {},
+        /*extrapolates=*/true,
+        config_.max_positions,
+        {"query_key"}};
+    if (!config_.arch.layer_rope_base.empty()) {
+      std::string bases;
+      for (double b : config_.arch.layer_rope_base) {
+        absl::StrAppend(&bases, bases.empty() ? "" : ",", Num(b));
+      }
+      d.params["layer_bases"] = bases;
+    }
+    return d;
   }
 
  private:

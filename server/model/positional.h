@@ -42,8 +42,10 @@ class PositionalScheme {
                                 const at::Tensor& positions) const;
 
   // q, k: [batch, heads, seq, head_dim]; rotated in place of the handles.
+  // `layer` is the encoder layer (schemes may vary by layer, e.g. a rotary
+  // base for global and another for local-attention layers).
   virtual void RotateQk(at::Tensor& q, at::Tensor& k,
-                        const at::Tensor& positions) const;
+                        const at::Tensor& positions, int64_t layer) const;
 
   // Additive bias for the scaled scores, [batch, heads, q_seq, k_seq] in the
   // given dtype, or an undefined tensor when the scheme adds none.

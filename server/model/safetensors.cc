@@ -341,8 +341,18 @@ absl::StatusOr<at::Tensor> MakeTensor(const std::string& source,
 
 }  // namespace
 
-absl::StatusOr<SafetensorsFile> ParseSafetensors(const std::string& bytes,
-                                                 const std::string& source) {
+namespace {
+
+// The validated header of an image: its entries, metadata and where the data
+// buffer starts.
+struct ParsedHeader {
+  std::vector<Entry> entries;
+  std::map<std::string, std::string> metadata;
+  uint64_t data_start = 0;
+};
+
+absl::StatusOr<ParsedHeader> ParseHeader(absl::string_view bytes,
+                                         const std::string& source) {
   if (bytes.size() < kLengthPrefixBytes) {
     return FileError(source, absl::StrCat("file is ", bytes.size(),
                                           " bytes, shorter than the 8-byte "
@@ -371,30 +381,56 @@ absl::StatusOr<SafetensorsFile> ParseSafetensors(const std::string& bytes,
   absl::StatusOr<Json> json = ParseHeaderJson(source, header);
   if (!json.ok()) return json.status();
 
-  const char* data = bytes.data() + kLengthPrefixBytes + header_size;
   const uint64_t buffer_size = available - header_size;
-  SafetensorsFile file;
-  std::vector<Entry> entries;
-  entries.reserve(json->size());
+  ParsedHeader parsed;
+  parsed.data_start = kLengthPrefixBytes + header_size;
+  parsed.entries.reserve(json->size());
   for (const auto& [name, value] : json->items()) {
     if (name == kMetadataKey) {
-      absl::Status status = ParseMetadata(source, value, &file.metadata);
+      absl::Status status = ParseMetadata(source, value, &parsed.metadata);
       if (!status.ok()) return status;
       continue;
     }
     // Keys other than dtype, shape and data_offsets are ignored, as in the
     // reference implementation.
-    Entry& entry = entries.emplace_back();
+    Entry& entry = parsed.entries.emplace_back();
     absl::Status status = ParseEntry(source, name, value, buffer_size, &entry);
     if (!status.ok()) return status;
   }
 
   std::vector<const Entry*> ranges;
-  for (const Entry& entry : entries) ranges.push_back(&entry);
+  for (const Entry& entry : parsed.entries) ranges.push_back(&entry);
   absl::Status tiling = CheckTiling(source, std::move(ranges), buffer_size);
   if (!tiling.ok()) return tiling;
+  return parsed;
+}
 
-  for (const Entry& entry : entries) {
+}  // namespace
+
+absl::StatusOr<SafetensorsLayout> ParseSafetensorsLayout(
+    absl::string_view bytes, const std::string& source) {
+  absl::StatusOr<ParsedHeader> parsed = ParseHeader(bytes, source);
+  if (!parsed.ok()) return parsed.status();
+  SafetensorsLayout layout;
+  layout.metadata = std::move(parsed->metadata);
+  for (const Entry& entry : parsed->entries) {
+    TensorLayout& t = layout.tensors[entry.name];
+    t.dtype = entry.dtype->type;
+    t.shape = entry.shape;
+    t.begin = parsed->data_start + entry.begin;
+    t.end = parsed->data_start + entry.end;
+  }
+  return layout;
+}
+
+absl::StatusOr<SafetensorsFile> ParseSafetensors(const std::string& bytes,
+                                                 const std::string& source) {
+  absl::StatusOr<ParsedHeader> parsed = ParseHeader(bytes, source);
+  if (!parsed.ok()) return parsed.status();
+  const char* data = bytes.data() + parsed->data_start;
+  SafetensorsFile file;
+  file.metadata = std::move(parsed->metadata);
+  for (const Entry& entry : parsed->entries) {
     absl::StatusOr<at::Tensor> tensor = MakeTensor(source, entry, data);
     if (!tensor.ok()) return tensor.status();
     file.tensors.emplace(entry.name, *std::move(tensor));

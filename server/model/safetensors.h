@@ -14,6 +14,9 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
 
@@ -28,6 +31,25 @@ struct SafetensorsFile {
   std::map<std::string, at::Tensor> tensors;
   std::map<std::string, std::string> metadata;
 };
+
+// Where one tensor lies in a safetensors image (offsets from the start of
+// the image, end exclusive), validated as ParseSafetensors validates it.
+struct TensorLayout {
+  at::ScalarType dtype = at::kFloat;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0;
+  uint64_t end = 0;
+};
+
+struct SafetensorsLayout {
+  std::map<std::string, TensorLayout> tensors;
+  std::map<std::string, std::string> metadata;
+};
+
+// Validates an image's header and offsets without copying any tensor data
+// (for memory-mapped files). `bytes` may be a mapping of the whole file.
+absl::StatusOr<SafetensorsLayout> ParseSafetensorsLayout(
+    absl::string_view bytes, const std::string& source);
 
 // Parses an in-memory safetensors image. `source` names it in error messages.
 absl::StatusOr<SafetensorsFile> ParseSafetensors(const std::string& bytes,

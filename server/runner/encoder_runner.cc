@@ -3,6 +3,7 @@
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -25,6 +26,22 @@ std::vector<float> ToFloats(const at::Tensor& t) {
   at::Tensor c = t.to(at::kCPU, at::kFloat).contiguous();
   return std::vector<float>(c.data_ptr<float>(),
                             c.data_ptr<float>() + c.numel());
+}
+
+model::Pooling ToModelPooling(batching::PoolingMode mode) {
+  switch (mode) {
+    case batching::PoolingMode::kMean:
+      return model::Pooling::kMean;
+    case batching::PoolingMode::kFirst:
+      return model::Pooling::kFirst;
+    case batching::PoolingMode::kMax:
+      return model::Pooling::kMax;
+    case batching::PoolingMode::kLastToken:
+      return model::Pooling::kLastToken;
+    case batching::PoolingMode::kWeightedMean:
+      return model::Pooling::kWeightedMean;
+  }
+  return model::Pooling::kMean;
 }
 
 }  // namespace
@@ -112,26 +129,30 @@ absl::Status EncoderRunner::RunImpl(
   auto out = model_->Forward(input, options);
   if (!out.ok()) return out.status();
 
-  // Pooling for the whole batch at once (both modes, then each row's
-  // choice and normalization), and one copy to the host.
+  // Pooling for the whole batch at once (each mode present, then each
+  // row's choice), the dense layers, normalization, one copy to the host.
   const at::Tensor mask_dev = input.mask.to(model_->device());
-  std::vector<int64_t> first_rows, normalize_rows;
+  std::map<batching::PoolingMode, std::vector<int64_t>> by_mode;
+  std::vector<int64_t> normalize_rows;
   for (int64_t i = 0; i < b; ++i) {
-    if (batch[i]->pooling == batching::PoolingMode::kFirst) {
-      first_rows.push_back(i);
-    }
+    by_mode[batch[i]->pooling].push_back(i);
     if (batch[i]->normalize) normalize_rows.push_back(i);
   }
-  at::Tensor pooled =
-      model::Pool(out->tokens, mask_dev, model::Pooling::kMean, false);
   auto rows = [&](const std::vector<int64_t>& v) {
     return at::tensor(v, at::kLong).to(model_->device());
   };
-  if (!first_rows.empty()) {
-    at::Tensor index = rows(first_rows);
-    pooled.index_copy_(0, index,
-                       out->tokens.select(1, 0).index_select(0, index));
+  at::Tensor pooled;
+  for (const auto& [mode, members] : by_mode) {
+    at::Tensor all = model::Pool(out->tokens, mask_dev, ToModelPooling(mode),
+                                 /*normalize=*/false);
+    if (!pooled.defined()) {
+      pooled = all.clone();  // kFirst pools to a view of the tokens
+    } else {
+      at::Tensor index = rows(members);
+      pooled.index_copy_(0, index, all.index_select(0, index));
+    }
   }
+  pooled = model_->ProjectPooled(pooled);
   if (!normalize_rows.empty()) {
     at::Tensor index = rows(normalize_rows);
     at::Tensor picked = pooled.index_select(0, index);
@@ -141,15 +162,17 @@ absl::Status EncoderRunner::RunImpl(
   }
   const at::Tensor pooled_host = pooled.to(at::kCPU, at::kFloat).contiguous();
   const int64_t dim = model_->config().d_model;
+  const int64_t pooled_dim = pooled_host.size(1);
   results->assign(b, SequenceResult{});
   for (int64_t i = 0; i < b; ++i) {
     const SequenceSpec& spec = *batch[i];
     SequenceResult& r = (*results)[i];
     const int64_t n = static_cast<int64_t>(spec.token_ids.size());
-    const float* row = pooled_host.data_ptr<float>() + i * dim;
-    r.pooled.assign(row, row + dim);
+    const float* row = pooled_host.data_ptr<float>() + i * pooled_dim;
+    r.pooled.assign(row, row + pooled_dim);
     r.num_tokens = n;
     r.dim = dim;
+    r.pooled_dim = pooled_dim;
     if (spec.want_tokens) r.tokens = ToFloats(out->tokens[i].narrow(0, 0, n));
     if (!spec.attention_layers.empty()) {
       std::vector<at::Tensor> maps;

@@ -53,10 +53,10 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Create(
   host->options_ = options;
   host->default_model_ = repository.default_model;
   for (const model::ModelSpec& spec : repository.models) {
-    auto encoder = model::LoadModel(spec, options.device, options.dtype);
-    if (!encoder.ok()) return encoder.status();
     auto hosted = std::make_unique<HostedModel>();
-    hosted->spec = spec;
+    auto encoder =
+        model::LoadModel(spec, options.device, options.dtype, &hosted->spec);
+    if (!encoder.ok()) return encoder.status();
     hosted->encoder = std::move(encoder).value();
     hosted->runner = std::make_unique<EncoderRunner>(hosted->encoder.get());
     if (options.warm_up) {

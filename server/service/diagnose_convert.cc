@@ -45,7 +45,7 @@ absl::StatusOr<diagnostics::DiagnoseOptions> BuildDiagnoseOptions(
       if (request.text().empty()) {
         return absl::InvalidArgumentError("text is empty");
       }
-      auto ids = model::ByteTokenizer::Encode(request.text(), c.vocab_size);
+      auto ids = model::EncodeText(model.spec, request.text());
       if (!ids.ok()) return ids.status();
       o.token_ids = *std::move(ids);
       break;
@@ -134,7 +134,10 @@ void FillDiagnoseResponse(const diagnostics::DiagnoseReport& report,
   response->set_scheme(model.encoder->scheme().Describe().name);
   for (int64_t id : options.token_ids) {
     response->add_token_ids(id);
-    response->add_token_labels(model::ByteTokenizer::Label(id));
+    response->add_token_labels(model.spec.tokenizer ==
+                                       model::TokenizerKind::kByte
+                                   ? model::ByteTokenizer::Label(id)
+                                   : absl::StrCat("#", id));
   }
   if (report.permutation) {
     const auto& p = *report.permutation;

@@ -41,11 +41,48 @@ absl::Status CheckIndices(const google::protobuf::RepeatedField<int32_t>& v,
   return absl::OkStatus();
 }
 
+absl::StatusOr<batching::PoolingMode> ToPoolingMode(
+    v1::Pooling requested, model::Pooling model_default) {
+  switch (requested) {
+    case v1::POOLING_MEAN:
+      return batching::PoolingMode::kMean;
+    case v1::POOLING_FIRST:
+      return batching::PoolingMode::kFirst;
+    case v1::POOLING_MAX:
+      return batching::PoolingMode::kMax;
+    case v1::POOLING_LAST_TOKEN:
+      return batching::PoolingMode::kLastToken;
+    case v1::POOLING_WEIGHTED_MEAN:
+      return batching::PoolingMode::kWeightedMean;
+    case v1::POOLING_UNSPECIFIED:
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown pooling value ", static_cast<int>(requested)));
+  }
+  switch (model_default) {
+    case model::Pooling::kMean:
+      return batching::PoolingMode::kMean;
+    case model::Pooling::kFirst:
+      return batching::PoolingMode::kFirst;
+    case model::Pooling::kMax:
+      return batching::PoolingMode::kMax;
+    case model::Pooling::kLastToken:
+      return batching::PoolingMode::kLastToken;
+    case model::Pooling::kWeightedMean:
+      return batching::PoolingMode::kWeightedMean;
+  }
+  return batching::PoolingMode::kMean;
+}
+
 std::string LengthLimitReason(const model::ModelConfig& c) {
   if (c.rejects_beyond_max_positions() &&
-      c.max_positions <= c.max_input_tokens) {
-    return absl::StrCat("its learned position table has ", c.max_positions,
-                        " positions");
+      c.max_positions - c.first_position() <= c.max_input_tokens) {
+    return absl::StrCat(
+        "its learned position table has ", c.max_positions, " positions",
+        c.first_position() > 0
+            ? absl::StrCat(", numbered from ", c.first_position())
+            : "");
   }
   return absl::StrCat("max_input_tokens is ", c.max_input_tokens);
 }
@@ -119,11 +156,9 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
                      "POOLING_MEAN, POOLING_FIRST)"));
   }
   batching::SequenceSpec base;
-  base.pooling = request.pooling() == v1::POOLING_FIRST ||
-                         (request.pooling() == v1::POOLING_UNSPECIFIED &&
-                          config.pooling == model::Pooling::kFirst)
-                     ? batching::PoolingMode::kFirst
-                     : batching::PoolingMode::kMean;
+  auto pooling = ToPoolingMode(request.pooling(), config.pooling);
+  if (!pooling.ok()) return pooling.status();
+  base.pooling = *pooling;
   base.normalize =
       request.has_normalize() ? request.normalize() : config.normalize;
   base.want_tokens = request.return_token_embeddings();
@@ -148,8 +183,7 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
           return absl::InvalidArgumentError(
               absl::StrCat("inputs[", i, "] has empty text"));
         }
-        auto ids =
-            model::ByteTokenizer::Encode(input.text(), config.vocab_size);
+        auto ids = model::EncodeText(p.model->spec, input.text());
         if (!ids.ok()) {
           return absl::InvalidArgumentError(
               absl::StrCat("inputs[", i, "]: ", ids.status().message()));
@@ -241,7 +275,7 @@ void FillEmbedResponse(const v1::EmbedRequest& request,
   for (size_t i = 0; i < results.size(); ++i) {
     const batching::SequenceResult& r = results[i];
     v1::EmbedResult* out = response->add_results();
-    PackFloat32(r.pooled, {r.dim}, out->mutable_pooled());
+    PackFloat32(r.pooled, {r.pooled_dim}, out->mutable_pooled());
     if (!r.tokens.empty()) {
       PackFloat32(r.tokens, {r.num_tokens, r.dim},
                   out->mutable_token_embeddings());

@@ -53,9 +53,19 @@ void FillModelInfo(const runner::HostedModel& model, bool is_default,
       absl::ToDoubleMilliseconds(model.batch_options.max_queue_delay));
   b->set_max_queued_sequences(model.batch_options.max_queued_sequences);
   b->set_max_batch_memory_bytes(model.batch_options.max_batch_cost_bytes);
-  info->set_weights(model.spec.weights_path.empty()
-                        ? absl::StrCat("seed:", model.spec.seed)
-                        : model.spec.weights_path);
+  if (!model.spec.model_dir.empty()) {
+    // The directory's base name only: never a host path.
+    const std::string& dir = model.spec.model_dir;
+    const size_t slash = dir.find_last_of('/');
+    info->set_weights(slash == std::string::npos ? dir : dir.substr(slash + 1));
+  } else {
+    info->set_weights(model.spec.weights_path.empty()
+                          ? absl::StrCat("seed:", model.spec.seed)
+                          : model.spec.weights_path);
+  }
+  info->set_family(model.spec.family);
+  info->set_pooled_dim(model.encoder->output_dim());
+  info->set_accepts_text(model.spec.tokenizer != model::TokenizerKind::kNone);
 }
 
 }  // namespace encoder::service

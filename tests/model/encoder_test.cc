@@ -182,6 +182,23 @@ TEST(Pool, MeanIgnoresPaddingFirstTakesTokenZeroNormalizeIsUnit) {
   EXPECT_NEAR(first.norm().item<float>(), 1.0f, 1e-6);
 }
 
+TEST(Pool, MaxLastTokenAndWeightedMeanIgnorePadding) {
+  // Tokens (1, -2), (3, 4), padding (100, 100).
+  at::Tensor tokens =
+      at::tensor({1.0f, -2.0f, 3.0f, 4.0f, 100.0f, 100.0f}).view({1, 3, 2});
+  at::Tensor mask = at::tensor({1, 1, 0}, at::kLong).view({1, 3}).to(at::kBool);
+  at::Tensor max = Pool(tokens, mask, Pooling::kMax, false);
+  EXPECT_FLOAT_EQ(max[0][0].item<float>(), 3.0f);
+  EXPECT_FLOAT_EQ(max[0][1].item<float>(), 4.0f);
+  at::Tensor last = Pool(tokens, mask, Pooling::kLastToken, false);
+  EXPECT_FLOAT_EQ(last[0][0].item<float>(), 3.0f);
+  EXPECT_FLOAT_EQ(last[0][1].item<float>(), 4.0f);
+  // Weights 1 and 2: (1*1 + 2*3) / 3, (1*-2 + 2*4) / 3.
+  at::Tensor weighted = Pool(tokens, mask, Pooling::kWeightedMean, false);
+  EXPECT_FLOAT_EQ(weighted[0][0].item<float>(), 7.0f / 3);
+  EXPECT_FLOAT_EQ(weighted[0][1].item<float>(), 2.0f);
+}
+
 TEST(Repository, BuiltinsCoverEverySchemeAndLoad) {
   Repository repo = BuiltinRepository();
   ASSERT_EQ(repo.models.size(), 6u);

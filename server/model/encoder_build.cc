@@ -1,0 +1,229 @@
+// Encoder construction: the expected state_dict for a config, deterministic
+// random weights, and checked loading of a state_dict onto a device.
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/model/encoder.h"
+#include "server/model/torch_status.h"
+
+namespace encoder::model {
+namespace {
+
+std::string ShapeString(at::IntArrayRef shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+std::string LayerName(int64_t i, const char* leaf) {
+  return absl::StrCat("encoder.layers.", i, ".", leaf);
+}
+
+bool NormHasBias(const ModelConfig& c) {
+  return c.arch.norm == NormKind::kLayerNorm && c.arch.norm_bias;
+}
+
+void AddNorm(const ModelConfig& c, const std::string& prefix,
+             std::map<std::string, std::vector<int64_t>>* shapes) {
+  (*shapes)[prefix + ".weight"] = {c.d_model};
+  if (NormHasBias(c)) (*shapes)[prefix + ".bias"] = {c.d_model};
+}
+
+}  // namespace
+
+std::map<std::string, std::vector<int64_t>> Encoder::ExpectedShapes(
+    const ModelConfig& c) {
+  const int64_t d = c.d_model, f = c.d_ff, a = c.attention_dim();
+  const int64_t f_in = c.arch.gated_ffn ? 2 * f : f;
+  std::map<std::string, std::vector<int64_t>> shapes = {
+      {"embedding.weight", {c.vocab_size, d}}};
+  if (c.arch.token_type_embedding) {
+    shapes["token_type_embedding.weight"] = {c.arch.type_vocab_size, d};
+  }
+  if (c.arch.embedding_norm) AddNorm(c, "embedding_norm", &shapes);
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    shapes[LayerName(i, "self_attn.in_proj_weight")] = {3 * a, d};
+    shapes[LayerName(i, "self_attn.out_proj.weight")] = {d, a};
+    if (c.arch.attention_bias) {
+      shapes[LayerName(i, "self_attn.in_proj_bias")] = {3 * a};
+      shapes[LayerName(i, "self_attn.out_proj.bias")] = {d};
+    }
+    shapes[LayerName(i, "linear1.weight")] = {f_in, d};
+    shapes[LayerName(i, "linear2.weight")] = {d, f};
+    if (c.arch.ffn_in_bias) shapes[LayerName(i, "linear1.bias")] = {f_in};
+    if (c.arch.ffn_out_bias) shapes[LayerName(i, "linear2.bias")] = {d};
+    if (i > 0 || c.arch.first_layer_attention_norm) {
+      AddNorm(c, LayerName(i, "norm1"), &shapes);
+    }
+    AddNorm(c, LayerName(i, "norm2"), &shapes);
+  }
+  if (c.norm_first) AddNorm(c, "encoder.norm", &shapes);
+  for (auto& [name, shape] : SchemeParameterShapes(c)) shapes[name] = shape;
+  return shapes;
+}
+
+std::map<std::string, at::Tensor> Encoder::RandomStateDict(
+    const ModelConfig& config, uint64_t seed) {
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  std::map<std::string, at::Tensor> dict;
+  // Names are visited in sorted order, so the draw order is fixed.
+  for (const auto& [name, shape] : ExpectedShapes(config)) {
+    const bool is_norm = name.find("norm") != std::string::npos;
+    const bool is_bias = name.size() >= 4 &&
+                         name.compare(name.size() - 4, 4, "bias") == 0 &&
+                         name != "relative_attention_bias.weight";
+    at::Tensor t;
+    if (is_norm) {
+      t = is_bias ? at::zeros(shape) : at::ones(shape);
+    } else if (is_bias) {
+      t = at::zeros(shape);
+    } else if (shape.size() == 2 && name.find("encoder.") == 0) {
+      // Linear weights [out, in]: std 1/sqrt(fan_in) keeps activations O(1).
+      const double std = 1.0 / std::sqrt(static_cast<double>(shape[1]));
+      t = at::normal(0.0, std, shape, gen);
+    } else {
+      // Embedding tables and the relative bias table: N(0, 1), as
+      // nn.Embedding initializes them.
+      t = at::normal(0.0, 1.0, shape, gen);
+    }
+    dict[name] = t;
+  }
+  return dict;
+}
+
+absl::StatusOr<std::unique_ptr<Encoder>> Encoder::Create(
+    const ModelConfig& config,
+    const std::map<std::string, at::Tensor>& state_dict, at::Device device,
+    at::ScalarType dtype) {
+  if (absl::Status s = ValidateConfig(config); !s.ok()) return s;
+  const auto expected = ExpectedShapes(config);
+  for (const auto& [name, tensor] : state_dict) {
+    if (expected.count(name) == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unexpected tensor \"", name, "\" for this config"));
+    }
+  }
+  for (const auto& [name, shape] : expected) {
+    auto it = state_dict.find(name);
+    if (it == state_dict.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "missing tensor \"", name, "\" (shape ", ShapeString(shape), ")"));
+    }
+    if (it->second.sizes() != at::IntArrayRef(shape)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor \"", name, "\" has shape ", ShapeString(it->second.sizes()),
+          ", config needs ", ShapeString(shape)));
+    }
+    if (!at::isFloatingType(it->second.scalar_type())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor \"", name, "\" has dtype ",
+                       c10::toString(it->second.scalar_type()),
+                       ", a floating-point dtype is needed"));
+    }
+  }
+  try {
+    std::unique_ptr<Encoder> enc(new Encoder(config, device, dtype));
+    // Optional tensors (absent from `expected`) stay undefined.
+    auto get = [&](const std::string& name) -> at::Tensor {
+      auto it = state_dict.find(name);
+      if (it == state_dict.end()) return {};
+      return it->second.to(device, dtype).contiguous();
+    };
+    enc->embedding_ = get("embedding.weight");
+    enc->token_type_ = get("token_type_embedding.weight");
+    enc->embedding_norm_weight_ = get("embedding_norm.weight");
+    enc->embedding_norm_bias_ = get("embedding_norm.bias");
+    for (int64_t i = 0; i < config.num_layers; ++i) {
+      LayerWeights w;
+      w.in_proj_weight = get(LayerName(i, "self_attn.in_proj_weight"));
+      w.in_proj_bias = get(LayerName(i, "self_attn.in_proj_bias"));
+      w.out_proj_weight = get(LayerName(i, "self_attn.out_proj.weight"));
+      w.out_proj_bias = get(LayerName(i, "self_attn.out_proj.bias"));
+      w.linear1_weight = get(LayerName(i, "linear1.weight"));
+      w.linear1_bias = get(LayerName(i, "linear1.bias"));
+      w.linear2_weight = get(LayerName(i, "linear2.weight"));
+      w.linear2_bias = get(LayerName(i, "linear2.bias"));
+      w.norm1_weight = get(LayerName(i, "norm1.weight"));
+      w.norm1_bias = get(LayerName(i, "norm1.bias"));
+      w.norm2_weight = get(LayerName(i, "norm2.weight"));
+      w.norm2_bias = get(LayerName(i, "norm2.bias"));
+      enc->layers_.push_back(std::move(w));
+    }
+    if (config.norm_first) {
+      enc->final_norm_weight_ = get("encoder.norm.weight");
+      enc->final_norm_bias_ = get("encoder.norm.bias");
+    }
+    auto scheme = MakePositionalScheme(config, state_dict, device, dtype);
+    if (!scheme.ok()) return scheme.status();
+    enc->scheme_ = std::move(*scheme);
+    return enc;
+  } catch (const c10::Error& e) {
+    return StatusFromTorchError(e, "building the encoder");
+  }
+}
+
+void Encoder::set_output_dense(std::vector<DenseLayer> dense) {
+  for (DenseLayer& layer : dense) {
+    layer.weight = layer.weight.to(device_, dtype_).contiguous();
+    if (layer.bias.defined()) layer.bias = layer.bias.to(device_, dtype_);
+  }
+  dense_ = std::move(dense);
+}
+
+at::Tensor Encoder::ProjectPooled(const at::Tensor& pooled) const {
+  at::Tensor x = pooled;
+  for (const DenseLayer& layer : dense_) {
+    x = at::linear(x, layer.weight, layer.bias);
+    switch (layer.act) {
+      case DenseLayer::Act::kIdentity:
+        break;
+      case DenseLayer::Act::kTanh:
+        x = at::tanh(x);
+        break;
+      case DenseLayer::Act::kRelu:
+        x = at::relu(x);
+        break;
+      case DenseLayer::Act::kGelu:
+        x = at::gelu(x);
+        break;
+      case DenseLayer::Act::kSigmoid:
+        x = at::sigmoid(x);
+        break;
+    }
+  }
+  return x;
+}
+
+int64_t Encoder::output_dim() const {
+  return dense_.empty() ? config_.d_model : dense_.back().weight.size(0);
+}
+
+int64_t Encoder::parameter_count() const {
+  int64_t n = 0;
+  auto add = [&n](const at::Tensor& t) {
+    if (t.defined()) n += t.numel();
+  };
+  for (const at::Tensor* t :
+       {&embedding_, &token_type_, &embedding_norm_weight_,
+        &embedding_norm_bias_, &final_norm_weight_, &final_norm_bias_}) {
+    add(*t);
+  }
+  for (const LayerWeights& w : layers_) {
+    for (const at::Tensor* t :
+         {&w.in_proj_weight, &w.in_proj_bias, &w.out_proj_weight,
+          &w.out_proj_bias, &w.linear1_weight, &w.linear1_bias,
+          &w.linear2_weight, &w.linear2_bias, &w.norm1_weight, &w.norm1_bias,
+          &w.norm2_weight, &w.norm2_bias}) {
+      add(*t);
+    }
+  }
+  for (const auto& [name, t] : scheme_->Parameters()) add(t);
+  for (const DenseLayer& layer : dense_) {
+    add(layer.weight);
+    add(layer.bias);
+  }
+  return n;
+}
+
+}  // namespace encoder::model

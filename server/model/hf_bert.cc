@@ -1,0 +1,178 @@
+// bert, roberta, xlm-roberta and JinaBERT v2 (a "bert" config with
+// position_embedding_type "alibi"), as in transformers' modeling_bert /
+// modeling_roberta and Jina's JinaBERT implementation.
+#include "absl/strings/str_cat.h"
+#include "server/model/hf_importer.h"
+
+namespace encoder::model::hf {
+
+void AddBertLayers(const std::string& prefix, bool gated, Import* import) {
+  const ModelConfig& c = import->config;
+  const int64_t d = c.d_model, f = c.d_ff;
+  const std::string emb = prefix + "embeddings.";
+  AddSlot(import, "embedding.weight", emb + "word_embeddings.weight",
+          {c.vocab_size, d});
+  AddSlot(import, "token_type_embedding.weight",
+          emb + "token_type_embeddings.weight", {c.arch.type_vocab_size, d});
+  AddSlot(import, "embedding_norm.weight", emb + "LayerNorm.weight", {d});
+  AddSlot(import, "embedding_norm.bias", emb + "LayerNorm.bias", {d});
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const std::string l = absl::StrCat(prefix, "encoder.layer.", i, ".");
+    const std::string self = l + "attention.self.";
+    AddConcatSlot(
+        import, LayerSlot(i, "self_attn.in_proj_weight"),
+        {self + "query.weight", self + "key.weight", self + "value.weight"},
+        {{d, d}, {d, d}, {d, d}});
+    AddConcatSlot(import, LayerSlot(i, "self_attn.in_proj_bias"),
+                  {self + "query.bias", self + "key.bias", self + "value.bias"},
+                  {{d}, {d}, {d}});
+    const std::string out = l + "attention.output.";
+    AddSlot(import, LayerSlot(i, "self_attn.out_proj.weight"),
+            out + "dense.weight", {d, d});
+    AddSlot(import, LayerSlot(i, "self_attn.out_proj.bias"), out + "dense.bias",
+            {d});
+    AddSlot(import, LayerSlot(i, "norm1.weight"), out + "LayerNorm.weight",
+            {d});
+    AddSlot(import, LayerSlot(i, "norm1.bias"), out + "LayerNorm.bias", {d});
+    if (gated) {
+      // JinaBertGLUMLP: act(first F rows) * (last F rows), then wo.
+      AddSlot(import, LayerSlot(i, "linear1.weight"),
+              l + "mlp.gated_layers.weight", {2 * f, d});
+      AddSlot(import, LayerSlot(i, "linear2.weight"), l + "mlp.wo.weight",
+              {d, f});
+      AddSlot(import, LayerSlot(i, "linear2.bias"), l + "mlp.wo.bias", {d});
+      AddSlot(import, LayerSlot(i, "norm2.weight"), l + "mlp.layernorm.weight",
+              {d});
+      AddSlot(import, LayerSlot(i, "norm2.bias"), l + "mlp.layernorm.bias",
+              {d});
+    } else {
+      AddSlot(import, LayerSlot(i, "linear1.weight"),
+              l + "intermediate.dense.weight", {f, d});
+      AddSlot(import, LayerSlot(i, "linear1.bias"),
+              l + "intermediate.dense.bias", {f});
+      AddSlot(import, LayerSlot(i, "linear2.weight"), l + "output.dense.weight",
+              {d, f});
+      AddSlot(import, LayerSlot(i, "linear2.bias"), l + "output.dense.bias",
+              {d});
+      AddSlot(import, LayerSlot(i, "norm2.weight"),
+              l + "output.LayerNorm.weight", {d});
+      AddSlot(import, LayerSlot(i, "norm2.bias"), l + "output.LayerNorm.bias",
+              {d});
+    }
+  }
+  // Heads and buffers a BERT-shaped checkpoint may carry.
+  import->ignored_prefixes.insert(import->ignored_prefixes.end(),
+                                  {prefix + "pooler.", "cls.", "lm_head."});
+  import->ignored_suffixes.push_back("embeddings.position_ids");
+}
+
+namespace {
+
+// The sizes every BERT-shaped config.json has.
+absl::Status ReadBertSizes(const ConfigReader& r, ModelConfig* c) {
+  for (auto [key, field] :
+       std::initializer_list<std::pair<const char*, int64_t*>>{
+           {"vocab_size", &c->vocab_size},
+           {"hidden_size", &c->d_model},
+           {"num_attention_heads", &c->num_heads},
+           {"num_hidden_layers", &c->num_layers},
+           {"intermediate_size", &c->d_ff},
+           {"max_position_embeddings", &c->max_positions}}) {
+    auto v = r.Int(key);
+    if (!v.ok()) return v.status();
+    *field = *v;
+  }
+  auto act = ParseActivation(r.StringOr("hidden_act", "gelu"));
+  if (!act.ok()) return act.status();
+  c->activation = *act;
+  c->layer_norm_eps = r.NumberOr("layer_norm_eps", 1e-12);
+  c->max_input_tokens = c->max_positions;
+  c->arch.embedding_norm = true;
+  c->arch.token_type_embedding = true;
+  c->arch.type_vocab_size = r.IntOr("type_vocab_size", 2);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Import> ImportBert(const nlohmann::json& config,
+                                  const WeightSource& source) {
+  ConfigReader r(config);
+  Import import;
+  ModelConfig& c = import.config;
+  if (absl::Status s = ReadBertSizes(r, &c); !s.ok()) return s;
+  const std::string model_type = r.StringOr("model_type", "bert");
+  const bool roberta = model_type == "roberta" || model_type == "xlm-roberta";
+  import.family = model_type;
+  const std::string pe = r.StringOr("position_embedding_type", "absolute");
+  bool gated = false;
+  if (pe == "alibi" && !roberta) {
+    // JinaBERT v2: symmetric ALiBi, no position table, gated feed-forward.
+    import.family = "jinabert";
+    c.positional.type = SchemeType::kAlibi;
+    const std::string ff = r.StringOr("feed_forward_type", "original");
+    if (ff == "geglu" || ff == "reglu") {
+      gated = true;
+      c.arch.gated_ffn = true;
+      c.arch.ffn_in_bias = false;
+      c.activation = ff == "geglu" ? Activation::kGelu : Activation::kRelu;
+    } else if (ff != "original") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config.json feed_forward_type \"", ff,
+                       "\" is not supported (original, geglu, reglu)"));
+    }
+  } else if (pe == "absolute") {
+    c.positional.type = SchemeType::kLearned;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json position_embedding_type \"", pe,
+                     "\" is not supported for ", model_type, " (absolute",
+                     roberta ? "" : ", alibi", ")"));
+  }
+  if (roberta) {
+    c.arch.position_ids = PositionIdRule::kAfterPadding;
+    c.arch.padding_idx = r.IntOr("pad_token_id", 1);
+  }
+  const std::string prefix =
+      DetectPrefix(source, {roberta ? "roberta." : "bert.", ""},
+                   "embeddings.word_embeddings.weight");
+  AddBertLayers(prefix, gated, &import);
+  if (c.positional.type == SchemeType::kLearned) {
+    AddSlot(&import, "pos_embedding.weight",
+            prefix + "embeddings.position_embeddings.weight",
+            {c.max_positions, c.d_model});
+  }
+  return import;
+}
+
+absl::StatusOr<Import> ImportRoformer(const nlohmann::json& config,
+                                      const WeightSource& source) {
+  ConfigReader r(config);
+  Import import;
+  import.family = "roformer";
+  ModelConfig& c = import.config;
+  if (absl::Status s = ReadBertSizes(r, &c); !s.ok()) return s;
+  if (r.IntOr("embedding_size", c.d_model) != c.d_model) {
+    return absl::InvalidArgumentError(
+        "config.json embedding_size differs from hidden_size; the "
+        "embeddings_project layer of such RoFormer checkpoints is not "
+        "supported");
+  }
+  if (r.BoolOr("rotary_value", false)) {
+    return absl::InvalidArgumentError(
+        "config.json rotary_value true (rotating values too) is not "
+        "supported");
+  }
+  // Rotary codes on q and k with adjacent pairs, base 10000, from 0.
+  c.positional.type = SchemeType::kRope;
+  c.positional.rope_layout = RopeLayout::kInterleaved;
+  c.positional.base = 10000.0;
+  const std::string prefix = DetectPrefix(source, {"roformer.", ""},
+                                          "embeddings.word_embeddings.weight");
+  AddBertLayers(prefix, /*gated=*/false, &import);
+  // The fixed sinusoidal table some checkpoints store; computed instead.
+  import.ignored_prefixes.push_back(prefix + "encoder.embed_positions.");
+  return import;
+}
+
+}  // namespace encoder::model::hf

@@ -1,0 +1,211 @@
+#include "server/model/hf_checkpoint.h"
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/model/hf_importer.h"
+#include "server/model/sentence_transformers.h"
+#include "server/model/torch_status.h"
+#include "server/model/weight_source.h"
+
+namespace encoder::model {
+namespace {
+
+using nlohmann::json;
+using Importer = absl::StatusOr<hf::Import> (*)(const json&,
+                                                const WeightSource&);
+
+const std::map<std::string, Importer>& Importers() {
+  static const auto* importers =
+      new std::map<std::string, Importer>{{"bert", &hf::ImportBert},
+                                          {"roberta", &hf::ImportBert},
+                                          {"xlm-roberta", &hf::ImportBert},
+                                          {"roformer", &hf::ImportRoformer},
+                                          {"modernbert", &hf::ImportModernBert},
+                                          {"t5", &hf::ImportT5},
+                                          {"marian", &hf::ImportMarian}};
+  return *importers;
+}
+
+std::string Shape(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+absl::StatusOr<json> ReadConfigJson(const std::string& dir) {
+  const std::string path = dir + "/config.json";
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat(
+        dir, " has no config.json (is it a Hugging Face model directory?)"));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  json config = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (config.is_discarded() || !config.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a JSON object"));
+  }
+  return config;
+}
+
+// The stored name of `name`: itself, or the legacy LayerNorm spelling
+// (".gamma" for ".weight", ".beta" for ".bias") that transformers also
+// accepts for older BERT checkpoints.
+std::string StoredName(const WeightSource& source, const std::string& name) {
+  if (source.Has(name)) return name;
+  std::string legacy;
+  if (absl::EndsWith(name, ".weight")) {
+    legacy = name.substr(0, name.size() - 7) + ".gamma";
+  } else if (absl::EndsWith(name, ".bias")) {
+    legacy = name.substr(0, name.size() - 5) + ".beta";
+  }
+  return !legacy.empty() && source.Has(legacy) ? legacy : name;
+}
+
+bool Ignored(const hf::Import& import, const std::string& name) {
+  for (const std::string& p : import.ignored_prefixes) {
+    if (absl::StartsWith(name, p)) return true;
+  }
+  for (const std::string& s : import.ignored_suffixes) {
+    if (absl::EndsWith(name, s)) return true;
+  }
+  return false;
+}
+
+// Every slot's sources present, shaped and floating point; nothing else in
+// the checkpoint but what the family ignores. Lists up to 8 problems.
+absl::Status CheckTensors(const hf::Import& import,
+                          const WeightSource& source) {
+  std::vector<std::string> problems;
+  std::set<std::string> used;
+  for (const auto& [slot, src] : import.slots) {
+    for (size_t i = 0; i < src.names.size(); ++i) {
+      const std::string name = StoredName(source, src.names[i]);
+      used.insert(name);
+      auto it = source.tensors().find(name);
+      if (it == source.tensors().end()) {
+        problems.push_back(absl::StrCat("missing tensor \"", name,
+                                        "\" (expected shape ",
+                                        Shape(src.shapes[i]), ")"));
+      } else if (it->second.shape != src.shapes[i]) {
+        problems.push_back(absl::StrCat(
+            "tensor \"", name, "\" has shape ", Shape(it->second.shape),
+            ", but config.json implies ", Shape(src.shapes[i])));
+      } else if (!at::isFloatingType(it->second.dtype)) {
+        problems.push_back(absl::StrCat("tensor \"", name, "\" has dtype ",
+                                        c10::toString(it->second.dtype),
+                                        ", not a floating-point dtype"));
+      }
+    }
+  }
+  for (const auto& [name, t] : source.tensors()) {
+    if (used.count(name) == 0 && !Ignored(import, name)) {
+      problems.push_back(absl::StrCat("unexpected tensor \"", name, "\" ",
+                                      Shape(t.shape), " for a ", import.family,
+                                      " encoder"));
+    }
+  }
+  if (problems.empty()) return absl::OkStatus();
+  const size_t total = problems.size();
+  if (total > 8) problems.resize(8);
+  return absl::InvalidArgumentError(absl::StrCat(
+      total, " problem", total > 1 ? "s" : "", " with the weights: ",
+      absl::StrJoin(problems, "; "), total > 8 ? "; ..." : ""));
+}
+
+absl::Status Settle(const std::string& dir, const CheckpointOverrides& o,
+                    ModelConfig* config, std::vector<DenseLayer>* dense) {
+  auto st = ReadSentenceTransformers(dir, config->d_model);
+  if (!st.ok()) return st.status();
+  config->pooling = o.pooling.value_or(st->pooling);
+  config->normalize = o.normalize.value_or(st->normalize);
+  if (st->max_seq_length > 0) {
+    config->max_input_tokens =
+        std::min(config->max_input_tokens, st->max_seq_length);
+  }
+  *dense = std::move(st->dense);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LoadedCheckpoint> Load(const std::string& dir,
+                                      const CheckpointOverrides& overrides,
+                                      at::Device device, at::ScalarType dtype) {
+  auto config = ReadConfigJson(dir);
+  if (!config.ok()) return config.status();
+  const std::string model_type =
+      config->contains("model_type") && (*config)["model_type"].is_string()
+          ? (*config)["model_type"].get<std::string>()
+          : "";
+  auto importer = Importers().find(model_type);
+  if (importer == Importers().end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.json model_type \"", model_type, "\" is not supported; ",
+        "supported: ", absl::StrJoin(SupportedModelTypes(), ", ")));
+  }
+  auto source = WeightSource::Open(dir);
+  if (!source.ok()) return source.status();
+  auto import = importer->second(*config, **source);
+  if (!import.ok()) return import.status();
+  if (absl::Status s = ValidateConfig(import->config); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json is inconsistent: ", s.message()));
+  }
+  if (absl::Status s = CheckTensors(*import, **source); !s.ok()) return s;
+  LoadedCheckpoint out;
+  out.family = import->family;
+  out.config = import->config;
+  out.stored_bytes = (*source)->stored_bytes();
+  std::vector<DenseLayer> dense;
+  if (absl::Status s = Settle(dir, overrides, &out.config, &dense); !s.ok()) {
+    return s;
+  }
+  std::map<std::string, at::Tensor> state;
+  try {
+    for (const auto& [slot, src] : import->slots) {
+      std::vector<at::Tensor> parts;
+      for (const std::string& name : src.names) {
+        auto t = (*source)->Load(StoredName(**source, name), dtype);
+        if (!t.ok()) return t.status();
+        parts.push_back(*std::move(t));
+      }
+      state[slot] = parts.size() == 1 ? parts[0] : at::cat(parts, 0);
+    }
+  } catch (const c10::Error& e) {
+    return StatusFromTorchError(e, "loading the checkpoint");
+  }
+  source->reset();
+  auto encoder = Encoder::Create(out.config, state, device, dtype);
+  if (!encoder.ok()) return encoder.status();
+  out.encoder = *std::move(encoder);
+  out.encoder->set_output_dense(std::move(dense));
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> SupportedModelTypes() {
+  std::vector<std::string> types;
+  for (const auto& [name, importer] : Importers()) types.push_back(name);
+  return types;
+}
+
+absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(
+    const std::string& dir, const CheckpointOverrides& overrides,
+    at::Device device, at::ScalarType dtype) {
+  auto loaded = Load(dir, overrides, device, dtype);
+  if (!loaded.ok()) {
+    return absl::Status(
+        loaded.status().code(),
+        absl::StrCat("checkpoint ", dir, ": ", loaded.status().message()));
+  }
+  return loaded;
+}
+
+}  // namespace encoder::model

@@ -1,0 +1,44 @@
+// Loads a Hugging Face checkpoint directory (config.json, safetensors
+// weights, optional sentence-transformers files) into an Encoder. Every
+// problem (unknown model_type, missing / unexpected / mis-shaped tensors,
+// missing shard, inconsistent config) is an error before any weight is
+// kept: never a half-loaded model.
+#ifndef ENCODER_SERVER_MODEL_HF_CHECKPOINT_H_
+#define ENCODER_SERVER_MODEL_HF_CHECKPOINT_H_
+
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/model/config.h"
+#include "server/model/encoder.h"
+
+namespace encoder::model {
+
+struct CheckpointOverrides {
+  std::optional<Pooling> pooling;  // else sentence-transformers' or mean
+  std::optional<bool> normalize;   // else sentence-transformers' or false
+};
+
+struct LoadedCheckpoint {
+  std::string family;  // "bert", "roberta", "jinabert", "t5", ...
+  ModelConfig config;  // with pooling, normalize, max_input_tokens settled
+  std::unique_ptr<Encoder> encoder;
+  int64_t stored_bytes = 0;  // floating-point weights as stored on disk
+};
+
+// The model_type values config.json may name.
+std::vector<std::string> SupportedModelTypes();
+
+// Loads the whole checkpoint, converting weights to `dtype` on `device`.
+absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(
+    const std::string& dir, const CheckpointOverrides& overrides,
+    at::Device device, at::ScalarType dtype);
+
+}  // namespace encoder::model
+
+#endif  // ENCODER_SERVER_MODEL_HF_CHECKPOINT_H_

@@ -1,0 +1,78 @@
+#include "server/model/hf_importer.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace encoder::model::hf {
+
+absl::StatusOr<int64_t> ConfigReader::Int(const std::string& key) const {
+  if (!json_.contains(key)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json has no \"", key, "\""));
+  }
+  if (!json_[key].is_number_integer()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json \"", key, "\" must be an integer"));
+  }
+  return json_[key].get<int64_t>();
+}
+
+int64_t ConfigReader::IntOr(const std::string& key, int64_t fallback) const {
+  return Has(key) && json_[key].is_number_integer() ? json_[key].get<int64_t>()
+                                                    : fallback;
+}
+
+double ConfigReader::NumberOr(const std::string& key, double fallback) const {
+  return Has(key) && json_[key].is_number() ? json_[key].get<double>()
+                                            : fallback;
+}
+
+std::string ConfigReader::StringOr(const std::string& key,
+                                   const std::string& fallback) const {
+  return Has(key) && json_[key].is_string() ? json_[key].get<std::string>()
+                                            : fallback;
+}
+
+bool ConfigReader::BoolOr(const std::string& key, bool fallback) const {
+  return Has(key) && json_[key].is_boolean() ? json_[key].get<bool>()
+                                             : fallback;
+}
+
+absl::StatusOr<Activation> ParseActivation(const std::string& name) {
+  if (name == "relu") return Activation::kRelu;
+  if (name == "gelu") return Activation::kGelu;
+  if (name == "gelu_new" || name == "gelu_pytorch_tanh" ||
+      name == "gelu_fast") {
+    return Activation::kGeluTanh;
+  }
+  if (name == "silu" || name == "swish") return Activation::kSilu;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "activation \"", name,
+      "\" is not supported (relu, gelu, gelu_new, gelu_pytorch_tanh, "
+      "gelu_fast, silu, swish)"));
+}
+
+void AddSlot(Import* import, const std::string& slot, const std::string& name,
+             std::vector<int64_t> shape) {
+  import->slots[slot] = SlotSource{{name}, { std::move(shape) }};
+}
+
+void AddConcatSlot(Import* import, const std::string& slot,
+                   std::vector<std::string> names,
+                   std::vector<std::vector<int64_t>> shapes) {
+  import->slots[slot] = SlotSource{std::move(names), std::move(shapes)};
+}
+
+std::string LayerSlot(int64_t layer, const std::string& leaf) {
+  return absl::StrCat("encoder.layers.", layer, ".", leaf);
+}
+
+std::string DetectPrefix(const WeightSource& source,
+                         const std::vector<std::string>& candidates,
+                         const std::string& probe) {
+  for (const std::string& prefix : candidates) {
+    if (source.Has(prefix + probe)) return prefix;
+  }
+  return candidates.front();
+}
+
+}  // namespace encoder::model::hf

@@ -1,0 +1,95 @@
+// Importers of Hugging Face checkpoint families. Each family's importer
+// (one .cc per family) reads config.json into the encoder's ModelConfig and
+// names, for every slot of the encoder's state_dict, the checkpoint tensors
+// that fill it and the shape each must have. Loading, checking and error
+// reporting are shared (hf_checkpoint.cc).
+#ifndef ENCODER_SERVER_MODEL_HF_IMPORTER_H_
+#define ENCODER_SERVER_MODEL_HF_IMPORTER_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "server/model/config.h"
+#include "server/model/weight_source.h"
+
+namespace encoder::model::hf {
+
+// Checkpoint tensors that fill one encoder slot, concatenated along dim 0
+// in this order (e.g. query, key, value -> in_proj_weight).
+struct SlotSource {
+  std::vector<std::string> names;
+  std::vector<std::vector<int64_t>> shapes;  // expected, one per name
+};
+
+struct Import {
+  std::string family;  // e.g. "bert", "jinabert", "t5"
+  ModelConfig config;
+  std::map<std::string, SlotSource> slots;  // encoder slot -> sources
+  // Checkpoint tensors known to the family but not part of the encoder
+  // (heads, decoders, pooler, stored position-id buffers, fixed tables).
+  std::vector<std::string> ignored_prefixes;
+  std::vector<std::string> ignored_suffixes;
+};
+
+// Reads config.json values; errors name the key.
+class ConfigReader {
+ public:
+  explicit ConfigReader(const nlohmann::json& json) : json_(json) {}
+  absl::StatusOr<int64_t> Int(const std::string& key) const;
+  int64_t IntOr(const std::string& key, int64_t fallback) const;
+  double NumberOr(const std::string& key, double fallback) const;
+  std::string StringOr(const std::string& key,
+                       const std::string& fallback) const;
+  bool BoolOr(const std::string& key, bool fallback) const;
+  bool Has(const std::string& key) const {
+    return json_.contains(key) && !json_[key].is_null();
+  }
+
+ private:
+  const nlohmann::json& json_;
+};
+
+// Maps a config.json activation name (hidden_act, activation_function,
+// feed_forward_proj's) to ours; InvalidArgument names the unsupported one.
+absl::StatusOr<Activation> ParseActivation(const std::string& name);
+
+// Adds a slot filled by one tensor.
+void AddSlot(Import* import, const std::string& slot, const std::string& name,
+             std::vector<int64_t> shape);
+// Adds a slot filled by several tensors concatenated along dim 0.
+void AddConcatSlot(Import* import, const std::string& slot,
+                   std::vector<std::string> names,
+                   std::vector<std::vector<int64_t>> shapes);
+// Encoder slot names.
+std::string LayerSlot(int64_t layer, const std::string& leaf);
+
+// The first of `candidates` under which the checkpoint stores `probe`
+// (e.g. "bert." or "" before "embeddings.word_embeddings.weight").
+std::string DetectPrefix(const WeightSource& source,
+                         const std::vector<std::string>& candidates,
+                         const std::string& probe);
+
+// BERT-shaped families: bert (incl. JinaBERT v2 with ALiBi), roberta,
+// xlm-roberta, roformer.
+absl::StatusOr<Import> ImportBert(const nlohmann::json& config,
+                                  const WeightSource& source);
+absl::StatusOr<Import> ImportRoformer(const nlohmann::json& config,
+                                      const WeightSource& source);
+absl::StatusOr<Import> ImportModernBert(const nlohmann::json& config,
+                                        const WeightSource& source);
+absl::StatusOr<Import> ImportT5(const nlohmann::json& config,
+                                const WeightSource& source);
+absl::StatusOr<Import> ImportMarian(const nlohmann::json& config,
+                                    const WeightSource& source);
+
+// Shared by the BERT-shaped importers: embeddings and post-norm layers
+// under `prefix` (embeddings.*, encoder.layer.{i}.*).
+void AddBertLayers(const std::string& prefix, bool gated, Import* import);
+
+}  // namespace encoder::model::hf
+
+#endif  // ENCODER_SERVER_MODEL_HF_IMPORTER_H_

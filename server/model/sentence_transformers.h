@@ -1,0 +1,38 @@
+// The sentence-transformers files of a checkpoint directory: modules.json,
+// the Pooling module's config (cls, mean, max, lasttoken, weightedmean,
+// include_prompt), Dense modules (safetensors weights and activation),
+// Normalize, sentence_bert_config.json (max_seq_length) and
+// config_sentence_transformers.json (prompts).
+#ifndef ENCODER_SERVER_MODEL_SENTENCE_TRANSFORMERS_H_
+#define ENCODER_SERVER_MODEL_SENTENCE_TRANSFORMERS_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/model/config.h"
+#include "server/model/encoder.h"
+
+namespace encoder::model {
+
+struct SentenceTransformerFiles {
+  bool present = false;  // modules.json exists
+  Pooling pooling = Pooling::kMean;
+  bool normalize = false;
+  bool include_prompt = true;
+  int64_t max_seq_length = 0;     // 0: not set
+  std::vector<DenseLayer> dense;  // CPU, float32
+  std::map<std::string, std::string> prompts;
+};
+
+// Reads the files of `dir` (all absent: present = false). `hidden` is the
+// transformer's width, checked against the pooling and dense dimensions.
+// Errors name the file and the field.
+absl::StatusOr<SentenceTransformerFiles> ReadSentenceTransformers(
+    const std::string& dir, int64_t hidden);
+
+}  // namespace encoder::model
+
+#endif  // ENCODER_SERVER_MODEL_SENTENCE_TRANSFORMERS_H_

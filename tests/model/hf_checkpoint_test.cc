@@ -1,0 +1,268 @@
+// Hugging Face checkpoint loading: what a good checkpoint yields, and the
+// error of every kind of bad one (each written here as a small directory).
+#include "server/model/hf_checkpoint.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "server/model/model_repository.h"
+#include "server/model/safetensors.h"
+#include "server/model/weight_source.h"
+
+namespace encoder::model {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+constexpr int64_t kVocab = 50, kHidden = 8, kHeads = 2, kInter = 16,
+                  kPositions = 16;
+
+std::string TempDir() {
+  std::string pattern = (fs::temp_directory_path() / "hfckptXXXXXX").string();
+  return mkdtemp(pattern.data());
+}
+
+void WriteText(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+void WriteTensors(const std::string& path,
+                  const std::map<std::string, at::Tensor>& tensors) {
+  auto bytes = SerializeSafetensors(tensors);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  WriteText(path, *bytes);
+}
+
+std::string BertConfig(int64_t heads = kHeads) {
+  return absl::StrCat(
+      R"({"model_type": "bert", "vocab_size": )", kVocab,
+      R"(, "hidden_size": )", kHidden, R"(, "num_attention_heads": )", heads,
+      R"(, "num_hidden_layers": 1, "intermediate_size": )", kInter,
+      R"(, "max_position_embeddings": )", kPositions,
+      R"(, "type_vocab_size": 2, "hidden_act": "gelu", "layer_norm_eps": 1e-12})");
+}
+
+// bert-base-uncased's tensor names (one layer), with the MLM head.
+std::map<std::string, at::Tensor> BertTensors(const std::string& prefix) {
+  std::map<std::string, at::Tensor> t;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+    t[prefix + name] = at::randn(shape);
+  };
+  add("embeddings.word_embeddings.weight", {kVocab, kHidden});
+  add("embeddings.position_embeddings.weight", {kPositions, kHidden});
+  add("embeddings.token_type_embeddings.weight", {2, kHidden});
+  add("embeddings.LayerNorm.weight", {kHidden});
+  add("embeddings.LayerNorm.bias", {kHidden});
+  const std::string l = "encoder.layer.0.";
+  for (const char* m : {"attention.self.query", "attention.self.key",
+                        "attention.self.value", "attention.output.dense"}) {
+    add(l + m + ".weight", {kHidden, kHidden});
+    add(l + m + ".bias", {kHidden});
+  }
+  add(l + "attention.output.LayerNorm.weight", {kHidden});
+  add(l + "attention.output.LayerNorm.bias", {kHidden});
+  add(l + "intermediate.dense.weight", {kInter, kHidden});
+  add(l + "intermediate.dense.bias", {kInter});
+  add(l + "output.dense.weight", {kHidden, kInter});
+  add(l + "output.dense.bias", {kHidden});
+  add(l + "output.LayerNorm.weight", {kHidden});
+  add(l + "output.LayerNorm.bias", {kHidden});
+  add("pooler.dense.weight", {kHidden, kHidden});
+  add("pooler.dense.bias", {kHidden});
+  t["cls.predictions.bias"] = at::randn({kVocab});
+  return t;
+}
+
+class HfCheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = TempDir(); }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  void Write(const std::map<std::string, at::Tensor>& tensors,
+             const std::string& config = BertConfig()) {
+    WriteText(dir_ + "/config.json", config);
+    WriteTensors(dir_ + "/model.safetensors", tensors);
+  }
+  absl::StatusOr<LoadedCheckpoint> Load() {
+    return LoadCheckpoint(dir_, {}, at::kCPU, at::kFloat);
+  }
+
+  std::string dir_;
+};
+
+TEST_F(HfCheckpointTest, BertWithPrefixAndHeadsLoads) {
+  Write(BertTensors("bert."));
+  auto loaded = Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->family, "bert");
+  EXPECT_EQ(loaded->config.positional.type, SchemeType::kLearned);
+  EXPECT_EQ(loaded->config.max_length(), kPositions);
+  EXPECT_EQ(loaded->config.pooling, Pooling::kMean);  // documented default
+  EXPECT_FALSE(loaded->config.normalize);
+  // Encoder tensors only: pooler and MLM head are not counted.
+  const int64_t h = kHidden;
+  const int64_t expected = kVocab * h + kPositions * h + 2 * h + 2 * h +
+                           4 * (h * h + h) + 2 * h + kInter * h + kInter +
+                           h * kInter + h + 2 * h;
+  EXPECT_EQ(loaded->encoder->parameter_count(), expected);
+}
+
+TEST_F(HfCheckpointTest, UnknownModelTypeListsSupported) {
+  Write(BertTensors(""), R"({"model_type": "gpt2"})");
+  auto loaded = Load();
+  ASSERT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(
+      loaded.status().message(),
+      AllOf(HasSubstr("\"gpt2\""), HasSubstr("bert"), HasSubstr("modernbert"),
+            HasSubstr("t5"), HasSubstr("marian")));
+}
+
+TEST_F(HfCheckpointTest, MissingTensorIsNamedWithItsShape) {
+  auto tensors = BertTensors("");
+  tensors.erase("encoder.layer.0.attention.self.key.weight");
+  Write(tensors);
+  auto loaded = Load();
+  ASSERT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(loaded.status().message(),
+              HasSubstr("missing tensor \"encoder.layer.0.attention.self.key."
+                        "weight\" (expected shape [8, 8])"));
+}
+
+TEST_F(HfCheckpointTest, MisShapedTensorNamesBothShapes) {
+  auto tensors = BertTensors("");
+  tensors["encoder.layer.0.intermediate.dense.weight"] =
+      at::randn({kInter + 1, kHidden});
+  Write(tensors);
+  auto loaded = Load();
+  ASSERT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(loaded.status().message(),
+              HasSubstr("\"encoder.layer.0.intermediate.dense.weight\" has "
+                        "shape [17, 8], but config.json implies [16, 8]"));
+}
+
+TEST_F(HfCheckpointTest, UnexpectedTensorIsNamed) {
+  auto tensors = BertTensors("");
+  tensors["encoder.layer.1.output.dense.weight"] = at::randn({2, 2});
+  Write(tensors);
+  auto loaded = Load();
+  ASSERT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(loaded.status().message(),
+              HasSubstr("unexpected tensor \"encoder.layer.1.output.dense."
+                        "weight\" [2, 2] for a bert encoder"));
+}
+
+TEST_F(HfCheckpointTest, InconsistentConfigIsReported) {
+  Write(BertTensors(""), BertConfig(/*heads=*/3));  // 8 wide, 3 heads
+  auto loaded = Load();
+  ASSERT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(loaded.status().message(),
+              AllOf(HasSubstr("inconsistent"), HasSubstr("num_heads 3")));
+}
+
+TEST_F(HfCheckpointTest, MissingConfigAndWeightsAreNotFound) {
+  auto loaded = Load();
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(loaded.status().message(), HasSubstr("config.json"));
+  WriteText(dir_ + "/config.json", BertConfig());
+  loaded = Load();
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(loaded.status().message(), HasSubstr("model.safetensors"));
+}
+
+TEST_F(HfCheckpointTest, ShardedCheckpointLoadsAndMissingShardIsNamed) {
+  auto tensors = BertTensors("bert.");
+  std::map<std::string, at::Tensor> first, second;
+  std::string map;
+  int i = 0;
+  for (const auto& [name, t] : tensors) {
+    const bool one = i++ % 2 == 0;
+    (one ? first : second)[name] = t;
+    absl::StrAppend(&map, map.empty() ? "" : ", ", "\"", name, "\": \"",
+                    one ? "model-00001-of-00002.safetensors"
+                        : "model-00002-of-00002.safetensors",
+                    "\"");
+  }
+  WriteText(dir_ + "/config.json", BertConfig());
+  WriteText(dir_ + "/model.safetensors.index.json",
+            absl::StrCat(R"({"metadata": {}, "weight_map": {)", map, "}}"));
+  WriteTensors(dir_ + "/model-00001-of-00002.safetensors", first);
+  WriteTensors(dir_ + "/model-00002-of-00002.safetensors", second);
+  auto loaded = Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  fs::remove(dir_ + "/model-00002-of-00002.safetensors");
+  loaded = Load();
+  ASSERT_EQ(loaded.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(loaded.status().message(),
+              HasSubstr("missing shard model-00002-of-00002.safetensors"));
+}
+
+TEST_F(HfCheckpointTest, HalfPrecisionIsConvertedExactly) {
+  auto tensors = BertTensors("");
+  const at::Tensor word = tensors["embeddings.word_embeddings.weight"];
+  for (auto& [name, t] : tensors) t = t.to(at::kBFloat16);
+  Write(tensors);
+  auto source = WeightSource::Open(dir_);
+  ASSERT_TRUE(source.ok()) << source.status();
+  auto loaded =
+      (*source)->Load("embeddings.word_embeddings.weight", at::kFloat);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->scalar_type(), at::kFloat);
+  // bf16 values are exactly representable in float32.
+  EXPECT_TRUE(at::equal(*loaded, word.to(at::kBFloat16).to(at::kFloat)));
+  EXPECT_FALSE(at::equal(*loaded, word));  // it really was rounded
+  EXPECT_TRUE(Load().ok());
+}
+
+TEST_F(HfCheckpointTest, SentenceTransformersPoolingAndLength) {
+  Write(BertTensors(""));
+  WriteText(dir_ + "/modules.json",
+            R"([{"idx": 0, "name": "0", "path": "",
+                 "type": "sentence_transformers.models.Transformer"},
+                {"idx": 1, "name": "1", "path": "1_Pooling",
+                 "type": "sentence_transformers.models.Pooling"},
+                {"idx": 2, "name": "2", "path": "2_Normalize",
+                 "type": "sentence_transformers.models.Normalize"}])");
+  fs::create_directory(dir_ + "/1_Pooling");
+  WriteText(dir_ + "/1_Pooling/config.json",
+            R"({"word_embedding_dimension": 8, "pooling_mode_cls_token": true,
+                "pooling_mode_mean_tokens": false})");
+  WriteText(dir_ + "/sentence_bert_config.json", R"({"max_seq_length": 10})");
+  auto loaded = Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->config.pooling, Pooling::kFirst);
+  EXPECT_TRUE(loaded->config.normalize);
+  EXPECT_EQ(loaded->config.max_length(), 10);
+  // An explicit choice wins over the files.
+  auto overridden =
+      LoadCheckpoint(dir_, {Pooling::kMax, false}, at::kCPU, at::kFloat);
+  ASSERT_TRUE(overridden.ok()) << overridden.status();
+  EXPECT_EQ(overridden->config.pooling, Pooling::kMax);
+  EXPECT_FALSE(overridden->config.normalize);
+}
+
+TEST(ModelDirSpecTest, NamesAndTextInput) {
+  auto plain = ModelDirSpec("/models/bge-small-en-v1.5/");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->name, "bge-small-en-v1.5");
+  EXPECT_EQ(plain->model_dir, "/models/bge-small-en-v1.5");
+  auto named = ModelDirSpec("bge=/models/x");
+  ASSERT_TRUE(named.ok());
+  EXPECT_EQ(named->name, "bge");
+  EXPECT_FALSE(ModelDirSpec("").ok());
+  auto text = EncodeText(*named, "hello");
+  EXPECT_EQ(text.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(text.status().message(),
+              AllOf(HasSubstr("tokenizer"), HasSubstr("token_ids")));
+}
+
+}  // namespace
+}  // namespace encoder::model
