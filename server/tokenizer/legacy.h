@@ -1,5 +1,5 @@
-// Tokenizers from pre-tokenizer.json files: a BERT vocab.txt and
-// SentencePiece .model files.
+// Tokenizers from files older than tokenizer.json: a BERT vocab.txt (and
+// SentencePiece .model files, refused for now).
 #ifndef ENCODER_SERVER_TOKENIZER_LEGACY_H_
 #define ENCODER_SERVER_TOKENIZER_LEGACY_H_
 
@@ -16,7 +16,8 @@ namespace encoder::tokenizer {
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadBertVocab(
     const std::string& dir);
 
-// A SentencePiece model file, run by libsentencepiece.
+// A SentencePiece model file: not supported yet (Unimplemented, naming
+// the file and what to give instead).
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadSentencePiece(
     const std::string& path);
 

@@ -29,8 +29,10 @@ void Lowercase(NormalizedString* s) {
   s->MapChars([](char32_t c, std::u32string* out) { *out = ToLowerFull(c); });
 }
 
+// The StripAccents normalizer drops every combining mark (M*); the BERT
+// normalizer's strip_accents only nonspacing ones (Mn), as in the reference.
 void StripAccents(NormalizedString* s) {
-  s->Filter([](char32_t c) { return !IsMarkNonspacing(c); });
+  s->Filter([](char32_t c) { return !IsMark(c); });
 }
 
 class BertNormalizer : public Normalizer {
@@ -65,7 +67,7 @@ class BertNormalizer : public Normalizer {
     }
     if (strip_) {
       NormalizeUnicode(UnicodeForm::kNfd, s);
-      StripAccents(s);
+      s->Filter([](char32_t c) { return !IsMarkNonspacing(c); });
     }
     if (lower_) Lowercase(s);
     return absl::OkStatus();

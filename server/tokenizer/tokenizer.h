@@ -1,7 +1,7 @@
 // The tokenizer interface every hosted model owns: text -> ids (with tokens,
 // offsets and a special-token mask) and ids -> text. Implementations: the
-// Hugging Face tokenizer.json pipeline, legacy vocab.txt / SentencePiece
-// files, and the byte-level tokenizer of the built-in models.
+// Hugging Face tokenizer.json pipeline, a legacy BERT vocab.txt, and the
+// byte-level tokenizer of the built-in models.
 #ifndef ENCODER_SERVER_TOKENIZER_TOKENIZER_H_
 #define ENCODER_SERVER_TOKENIZER_TOKENIZER_H_
 
@@ -55,7 +55,7 @@ class Tokenizer {
   // InvalidArgument for an id outside the vocabulary. Thread-safe.
   virtual absl::StatusOr<std::string> Decode(
       const std::vector<int64_t>& ids, bool skip_special_tokens) const = 0;
-  // "wordpiece", "bpe", "unigram", "sentencepiece" or "byte".
+  // "wordpiece", "bpe", "unigram" or "byte".
   virtual std::string kind() const = 0;
   // Number of ids (largest id + 1), added tokens included.
   virtual int64_t vocab_size() const = 0;
@@ -67,7 +67,8 @@ class Tokenizer {
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerJson(
     const std::string& path);
 // A model directory: tokenizer.json; else vocab.txt (+ tokenizer_config.json
-// do_lower_case); else spiece.model / sentencepiece.bpe.model.
+// do_lower_case). A directory with only spiece.model /
+// sentencepiece.bpe.model is Unimplemented (not read yet).
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromDirectory(
     const std::string& dir);
 // A file (tokenizer.json) or a directory, whichever `path` is.

@@ -115,6 +115,10 @@ bool IsMarkNonspacing(char32_t c) {
   return u_charType(static_cast<UChar32>(c)) == U_NON_SPACING_MARK;
 }
 
+bool IsMark(char32_t c) {
+  return (U_MASK(u_charType(static_cast<UChar32>(c))) & U_GC_M_MASK) != 0;
+}
+
 bool IsAlphabetic(char32_t c) {
   return u_hasBinaryProperty(static_cast<UChar32>(c), UCHAR_ALPHABETIC);
 }

@@ -34,6 +34,8 @@ bool IsOther(char32_t c);
 bool IsPunctuation(char32_t c);
 // Mn (nonspacing mark).
 bool IsMarkNonspacing(char32_t c);
+// Any M* category (nonspacing, spacing and enclosing marks).
+bool IsMark(char32_t c);
 // L* / N* categories.
 bool IsAlphabetic(char32_t c);
 bool IsNumeric(char32_t c);

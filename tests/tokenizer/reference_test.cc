@@ -107,13 +107,13 @@ void CompareRecord(const Tokenizer& tok, const json& rec, bool big,
   }
   n->tokens += static_cast<int>(ids.size());
   ++n->lines;
+  if (big) return;
   EncodeOptions plain;
   plain.add_special_tokens = false;
   auto p = tok.Encode(text, plain);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->ids, rec["plain_ids"].get<std::vector<int64_t>>()) << where;
   EXPECT_EQ(p->char_offsets, ToOffsets(rec["plain_offsets"])) << where;
-  if (big) return;
   auto decoded = tok.Decode(ids, false);
   auto skipped = tok.Decode(ids, true);
   ASSERT_TRUE(decoded.ok() && skipped.ok()) << where;
@@ -170,6 +170,8 @@ TEST_P(ReferenceTest, MatchesHuggingFaceTokenizers) {
 INSTANTIATE_TEST_SUITE_P(
     Fixtures, ReferenceTest,
     ::testing::Values("wordpiece_trained", "wordpiece_cased",
+                      "wp_split_removed", "wp_split_previous", "wp_split_next",
+                      "wp_split_inverted", "bpe_added_tokens",
                       "bpe_bytelevel_trained", "unigram_always",
                       "unigram_first", "unigram_never", "bert_vocab", "gpt2",
                       "llama3", "qwen3", "gemma3"));
