@@ -43,7 +43,8 @@ absl::StatusOr<ModelSpec> ParseModel(const json& m,
   ModelSpec spec;
   spec.name = m["name"].get<std::string>();
   static const std::set<std::string> kKeys = {
-      "name", "config", "config_file", "weights", "seed", "batching"};
+      "name", "config",   "config_file", "weights",
+      "seed", "batching", "tokenizer"};
   for (const auto& item : m.items()) {
     if (kKeys.count(item.key()) == 0) {
       return ModelError(spec.name,
@@ -79,6 +80,14 @@ absl::StatusOr<ModelSpec> ParseModel(const json& m,
       return ModelError(spec.name, "weights must be a string path");
     }
     spec.weights_path = Resolve(base_dir, m["weights"].get<std::string>());
+  }
+  if (m.contains("tokenizer")) {
+    if (!m["tokenizer"].is_string()) {
+      return ModelError(spec.name,
+                        "tokenizer must be a string path (tokenizer.json or "
+                        "a directory)");
+    }
+    spec.tokenizer_path = Resolve(base_dir, m["tokenizer"].get<std::string>());
   }
   if (m.contains("seed")) {
     if (!m["seed"].is_number_unsigned()) {

@@ -22,6 +22,8 @@ struct ModelSpec {
   ModelConfig config;
   std::string weights_path;  // safetensors; empty: random from `seed`
   uint64_t seed = 0;
+  // tokenizer.json or a model directory; empty: the byte tokenizer.
+  std::string tokenizer_path;
   // Per-model batching overrides by option name (max_batch_sequences,
   // max_batch_tokens, max_queue_delay_us, max_queued_sequences); the
   // model layer only carries them.
@@ -45,6 +47,7 @@ Repository BuiltinRepository();
 //              "config": {...} | "config_file": "path.json",
 //              "weights": "path.safetensors",   // optional
 //              "seed": 7,                       // optional
+//              "tokenizer": "tokenizer.json",   // optional (or a directory)
 //              "batching": {"max_batch_sequences": 16, ...}}]}
 // Relative paths are resolved against the repository file's directory.
 // Errors name the model and the field.

@@ -1,6 +1,7 @@
 #include "server/runner/model_host.h"
 
 #include "absl/strings/str_cat.h"
+#include "server/tokenizer/byte_tokenizer.h"
 
 namespace encoder::runner {
 
@@ -18,6 +19,27 @@ batching::BatchOptions MergeBatchOptions(
   return o;
 }
 
+absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> LoadModelTokenizer(
+    const model::ModelSpec& spec) {
+  if (spec.tokenizer_path.empty()) {
+    return std::unique_ptr<tokenizer::Tokenizer>(
+        std::make_unique<tokenizer::ByteTokenizer>(spec.config.vocab_size));
+  }
+  auto tok = tokenizer::LoadTokenizer(spec.tokenizer_path);
+  if (!tok.ok()) {
+    return absl::Status(tok.status().code(),
+                        absl::StrCat("tokenizer of model \"", spec.name,
+                                     "\": ", tok.status().message()));
+  }
+  if ((*tok)->vocab_size() > spec.config.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tokenizer of model \"", spec.name, "\" (", spec.tokenizer_path,
+        ") has ", (*tok)->vocab_size(),
+        " ids, more than the model's vocab_size ", spec.config.vocab_size));
+  }
+  return tok;
+}
+
 absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Create(
     const model::Repository& repository, const HostOptions& options) {
   std::unique_ptr<ModelHost> host(new ModelHost());
@@ -26,8 +48,11 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Create(
   for (const model::ModelSpec& spec : repository.models) {
     auto encoder = model::LoadModel(spec, options.device, options.dtype);
     if (!encoder.ok()) return encoder.status();
+    auto tok = LoadModelTokenizer(spec);
+    if (!tok.ok()) return tok.status();
     auto hosted = std::make_unique<HostedModel>();
     hosted->spec = spec;
+    hosted->tokenizer = std::move(tok).value();
     hosted->encoder = std::move(encoder).value();
     hosted->runner = std::make_unique<EncoderRunner>(hosted->encoder.get());
     if (options.warm_up) {

@@ -14,6 +14,7 @@
 #include "server/batching/batcher.h"
 #include "server/model/model_repository.h"
 #include "server/runner/encoder_runner.h"
+#include "server/tokenizer/tokenizer.h"
 
 namespace encoder::runner {
 
@@ -31,6 +32,9 @@ struct HostOptions {
 struct HostedModel {
   model::ModelSpec spec;
   std::unique_ptr<model::Encoder> encoder;
+  // Text -> ids for this model (the byte tokenizer unless the repository
+  // entry names one). Thread-safe.
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer;
   std::unique_ptr<EncoderRunner> runner;
   batching::BatchOptions batch_options;
   std::unique_ptr<batching::Batcher> batcher;  // destroyed first
@@ -38,9 +42,9 @@ struct HostedModel {
 
 class ModelHost {
  public:
-  // Loads every model of the repository (weights, device, warm-up) and
-  // starts its batcher. Fails on the first model that cannot be loaded,
-  // naming it.
+  // Loads every model of the repository (weights, tokenizer, device,
+  // warm-up) and starts its batcher. Fails on the first model that cannot be
+  // loaded, naming it.
   static absl::StatusOr<std::unique_ptr<ModelHost>> Create(
       const model::Repository& repository, const HostOptions& options);
 
@@ -65,6 +69,11 @@ class ModelHost {
   std::vector<std::unique_ptr<HostedModel>> models_;
   std::string default_model_;
 };
+
+// The tokenizer a spec names (tokenizer.json or a directory), or the byte
+// tokenizer; fails when its ids do not fit the model's vocabulary.
+absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> LoadModelTokenizer(
+    const model::ModelSpec& spec);
 
 // Applies a repository entry's batching overrides to the defaults.
 batching::BatchOptions MergeBatchOptions(

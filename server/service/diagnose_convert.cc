@@ -3,9 +3,9 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "server/model/tokenizer.h"
 #include "server/service/encoder_service.h"
 #include "server/service/tensor_proto.h"
+#include "server/service/text_input.h"
 
 namespace encoder::service {
 namespace {
@@ -41,9 +41,10 @@ absl::StatusOr<diagnostics::DiagnoseOptions> BuildDiagnoseOptions(
                          request.token_ids().ids().end());
       break;
     case v1::DiagnoseRequest::kText: {
-      auto ids = model::ByteTokenizer::Encode(request.text(), c.vocab_size);
-      if (!ids.ok()) return ids.status();
-      o.token_ids = *std::move(ids);
+      auto tokens = TokenizeText(model, request.text(), request.text_options(),
+                                 /*truncate=*/false, 0);
+      if (!tokens.ok()) return tokens.status();
+      o.token_ids = std::move(tokens->encoding.ids);
       break;
     }
     case v1::DiagnoseRequest::kRandom: {
@@ -122,7 +123,7 @@ void FillDiagnoseResponse(const diagnostics::DiagnoseReport& report,
   response->set_scheme(model.encoder->scheme().Describe().name);
   for (int64_t id : options.token_ids) {
     response->add_token_ids(id);
-    response->add_token_labels(model::ByteTokenizer::Label(id));
+    response->add_token_labels(model.tokenizer->Label(id));
   }
   if (report.permutation) {
     const auto& p = *report.permutation;

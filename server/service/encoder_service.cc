@@ -3,7 +3,6 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
-#include "server/model/tokenizer.h"
 #include "server/service/diagnose_convert.h"
 #include "server/service/model_info.h"
 #include "server/service/status_util.h"
@@ -210,6 +209,44 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Diagnose(
                                           diagnose_limits_.max_pending,
                                           "); retry later")));
   }
+  return reactor;
+}
+
+// Tokenizing is cheap next to a forward pass, so these run on the RPC
+// thread; the limits bound the work of one call.
+grpc::ServerUnaryReactor* EncoderServiceImpl::Tokenize(
+    grpc::CallbackServerContext* context, const v1::TokenizeRequest* request,
+    v1::TokenizeResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const absl::Time start = absl::Now();
+  metrics_->InFlight("Tokenize", +1);
+  grpc::Status refusal;
+  runner::ModelHost* host = Admit(&refusal);
+  if (host == nullptr) {
+    FinishUnary(reactor, "Tokenize", "", start, refusal);
+    return reactor;
+  }
+  absl::Status s = RunTokenize(*request, *host, tokenize_limits_, response);
+  if (!s.ok()) response->Clear();
+  FinishUnary(reactor, "Tokenize", response->model(), start, ToGrpcStatus(s));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* EncoderServiceImpl::Decode(
+    grpc::CallbackServerContext* context, const v1::DecodeRequest* request,
+    v1::DecodeResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const absl::Time start = absl::Now();
+  metrics_->InFlight("Decode", +1);
+  grpc::Status refusal;
+  runner::ModelHost* host = Admit(&refusal);
+  if (host == nullptr) {
+    FinishUnary(reactor, "Decode", "", start, refusal);
+    return reactor;
+  }
+  absl::Status s = RunDecode(*request, *host, tokenize_limits_, response);
+  if (!s.ok()) response->Clear();
+  FinishUnary(reactor, "Decode", response->model(), start, ToGrpcStatus(s));
   return reactor;
 }
 

@@ -13,6 +13,7 @@
 #include "server/metrics/metrics.h"
 #include "server/runner/model_host.h"
 #include "server/service/embed_request.h"
+#include "server/service/tokenize_rpc.h"
 #include "server/service/work_queue.h"
 
 namespace encoder::service {
@@ -50,6 +51,12 @@ class EncoderServiceImpl final : public v1::EncoderService::CallbackService {
   grpc::ServerUnaryReactor* Diagnose(grpc::CallbackServerContext* context,
                                      const v1::DiagnoseRequest* request,
                                      v1::DiagnoseResponse* response) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
+                                     const v1::TokenizeRequest* request,
+                                     v1::TokenizeResponse* response) override;
+  grpc::ServerUnaryReactor* Decode(grpc::CallbackServerContext* context,
+                                   const v1::DecodeRequest* request,
+                                   v1::DecodeResponse* response) override;
 
   // Validates `request` and queues it. `done` is called exactly once, on
   // the batcher's worker or inline on failure, with `response` filled when
@@ -74,6 +81,7 @@ class EncoderServiceImpl final : public v1::EncoderService::CallbackService {
   metrics::Metrics* metrics_;
   const ServiceLimits limits_;
   const DiagnoseLimits diagnose_limits_;
+  const TokenizeLimits tokenize_limits_;
   std::atomic<bool> draining_{false};
   // Diagnose runs several forward passes: off the gRPC threads, one at a
   // time, with a bounded queue.

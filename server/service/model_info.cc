@@ -52,6 +52,8 @@ void FillModelInfo(const runner::HostedModel& model, bool is_default,
   b->set_max_queue_delay_ms(
       absl::ToDoubleMilliseconds(model.batch_options.max_queue_delay));
   b->set_max_queued_sequences(model.batch_options.max_queued_sequences);
+  info->set_tokenizer(model.tokenizer->kind());
+  info->set_tokenizer_path(model.spec.tokenizer_path);
   info->set_weights(model.spec.weights_path.empty()
                         ? absl::StrCat("seed:", model.spec.seed)
                         : model.spec.weights_path);
