@@ -67,11 +67,21 @@ absl::StatusOr<std::vector<MatchSpan>> Regex::FindMatches(
   size_t pos = 0;
   absl::Status status;
   while (pos <= text.size()) {
-    const int rc = pcre2_match(Code(code_), subject, text.size(), pos,
-                               PCRE2_NO_UTF_CHECK, md, nullptr);
+    int rc = pcre2_match(Code(code_), subject, text.size(), pos,
+                         PCRE2_NO_UTF_CHECK, md, nullptr);
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {
+      // A very long match (e.g. a huge whitespace run) outgrows the JIT
+      // stack; the interpreter keeps its backtracking on the heap.
+      rc = pcre2_match(Code(code_), subject, text.size(), pos,
+                       PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, nullptr);
+    }
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
-      status = absl::InternalError(absl::StrCat("regex match failed: ", rc));
+      PCRE2_UCHAR message[256];
+      pcre2_get_error_message(rc, message, sizeof(message));
+      status = absl::InvalidArgumentError(absl::StrCat(
+          "the tokenizer's pattern cannot split this text at byte ", pos, ": ",
+          reinterpret_cast<const char*>(message)));
       break;
     }
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);

@@ -127,6 +127,22 @@ TEST_F(LoaderTest, VocabTxtHonoursDoLowerCase) {
   EXPECT_EQ(l->ids, (std::vector<int64_t>{2, 4, 4, 3}));
 }
 
+TEST_F(LoaderTest, LongWhitespaceRunsAndWordsStayFine) {
+  std::string text = kWordPiece;
+  text.replace(text.find(R"({"type": "BertPreTokenizer"})"), 28,
+               R"({"type": "Split", "pattern": {"Regex": "\\s+(?!\\S)|\\s+"},
+                   "behavior": "Removed"})");
+  auto tok = LoadTokenizerJson(Write("tokenizer.json", text));
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  const std::string input =
+      "a" + std::string(1 << 20, ' ') + "un" + std::string(300, 'a');
+  auto e = (*tok)->Encode(input, EncodeOptions{});
+  ASSERT_TRUE(e.ok()) << e.status();
+  // [CLS] a [UNK] [SEP]: the 302-character word is over the 100 limit.
+  EXPECT_EQ(e->ids, (std::vector<int64_t>{1, 6, 0, 2}));
+  EXPECT_EQ(e->byte_offsets[2], (Offsets{(1 << 20) + 1, (1 << 20) + 303}));
+}
+
 TEST(Utf8, InvalidSequencesNameTheirOffset) {
   struct Case {
     std::string text;

@@ -187,7 +187,8 @@ async function encodeAll(t, texts, big) {
   return lines.join('\n') + '\n';
 }
 
-async function fixture(name, make) {
+// Variants of a trained tokenizer skip the 1 MB input (their base has it).
+async function fixture(name, make, withBig) {
   const dir = path.join(out, name);
   fs.mkdirSync(dir, {recursive: true});
   const started = Date.now();
@@ -205,7 +206,8 @@ async function fixture(name, make) {
     t = tk.Tokenizer.fromString(text);
   }
   fs.writeFileSync(path.join(dir, 'expected.jsonl'), await encodeAll(t, corpus, false));
-  fs.writeFileSync(path.join(dir, 'expected_big.jsonl'), await encodeAll(t, [bigInput()], true));
+  fs.writeFileSync(path.join(dir, 'expected_big.jsonl'),
+    withBig ? await encodeAll(t, [bigInput()], true) : '');
   console.log(`${name}: ${corpus.length} lines + 1 MB input in ${Date.now() - started} ms`);
 }
 
@@ -244,7 +246,7 @@ async function main() {
   const only = process.argv.slice(3);
   for (const [name, make] of Object.entries(fixtures)) {
     if (only.length && !only.includes(name)) continue;
-    await fixture(name, make);
+    await fixture(name, make, !name.startsWith('wp_split_') && name !== 'bpe_added_tokens');
   }
   fs.writeFileSync(path.join(out, 'big_input.txt'), bigInput());
 }
