@@ -15,6 +15,7 @@
 #include "client/health.h"
 #include "client/inputs.h"
 #include "client/report.h"
+#include "client/tokenize.h"
 
 namespace encoder_client {
 namespace {
@@ -212,6 +213,54 @@ Command AddDiagnose(CLI::App* app, ConnectionOptions* connection) {
       }};
 }
 
+Command AddTokenize(CLI::App* app, ConnectionOptions* connection) {
+  CLI::App* command = app->add_subcommand(
+      "tokenize", "Text -> the model's token ids, tokens and offsets (JSON)");
+  AddConnectionFlags(command, connection);
+  auto options = std::make_shared<TokenizeOptions>();
+  command->add_option("--model", options->model,
+                      "Model name (default: the server's default model)");
+  command->add_option("--text", options->texts, "Text (repeatable)")
+      ->required();
+  command->add_flag("--no-special-tokens", options->no_special_tokens,
+                    "Leave out the model's special tokens");
+  command->add_flag("--truncate", options->truncate,
+                    "Cut to --max-length (or the model's limit)");
+  command
+      ->add_option("--max-length", options->max_length,
+                   "Truncation length (0: the model's limit)")
+      ->check(CLI::NonNegativeNumber);
+  command
+      ->add_option("--truncation-side", options->truncation_side,
+                   "right or left")
+      ->check(CLI::IsMember({"right", "left"}))
+      ->capture_default_str();
+  return {command, [=]() { return RunTokenize(*connection, *options); }};
+}
+
+Command AddDecode(CLI::App* app, ConnectionOptions* connection) {
+  CLI::App* command = app->add_subcommand(
+      "decode", "Token ids -> text with the model's tokenizer (JSON)");
+  AddConnectionFlags(command, connection);
+  auto options = std::make_shared<DecodeOptions>();
+  auto ids = std::make_shared<std::string>();
+  command->add_option("--model", options->model,
+                      "Model name (default: the server's default model)");
+  command->add_option("--ids", *ids, "Token ids such as 1,2,3")
+      ->type_name("ID,...")
+      ->required();
+  command->add_flag("--skip-special-tokens", options->skip_special_tokens,
+                    "Leave special tokens out of the text");
+  return {command, [=]() {
+            std::string error;
+            if (!ParseIntList(*ids, &options->ids, &error)) {
+              PrintError("--ids: " + error);
+              return kExitUsage;
+            }
+            return RunDecode(*connection, *options);
+          }};
+}
+
 Command AddBench(CLI::App* app, ConnectionOptions* connection) {
   CLI::App* command = app->add_subcommand(
       "bench",
@@ -346,9 +395,10 @@ int Main(int argc, char** argv) {
       "Run 'encoder-client <subcommand> --help' for its flags.");
   ConnectionOptions connection;
   const std::vector<Command> commands = {
-      AddEmbed(&app, &connection),  AddModels(&app, &connection),
-      AddHealth(&app, &connection), AddDiagnose(&app, &connection),
-      AddBench(&app, &connection),  AddReport(&app, &connection),
+      AddEmbed(&app, &connection),    AddModels(&app, &connection),
+      AddHealth(&app, &connection),   AddDiagnose(&app, &connection),
+      AddBench(&app, &connection),    AddReport(&app, &connection),
+      AddTokenize(&app, &connection), AddDecode(&app, &connection),
   };
   try {
     app.parse(argc, argv);

@@ -10,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "server/model/hf_checkpoint.h"
 #include "server/model/safetensors.h"
-#include "server/model/tokenizer.h"
 
 namespace encoder::model {
 namespace {
@@ -75,7 +74,6 @@ absl::StatusOr<ModelSpec> ParseCheckpointEntry(const json& m,
     return ModelError(spec.name, "path must be a non-empty string");
   }
   spec.model_dir = Resolve(base_dir, m["path"].get<std::string>());
-  spec.tokenizer = TokenizerKind::kNone;
   if (m.contains("pooling")) {
     if (!m["pooling"].is_string()) {
       return ModelError(spec.name, "pooling must be a string");
@@ -110,7 +108,8 @@ absl::StatusOr<ModelSpec> ParseModel(const json& m,
   ModelSpec spec;
   spec.name = m["name"].get<std::string>();
   static const std::set<std::string> kKeys = {
-      "name", "config", "config_file", "weights", "seed", "batching"};
+      "name", "config",   "config_file", "weights",
+      "seed", "batching", "tokenizer"};
   for (const auto& item : m.items()) {
     if (kKeys.count(item.key()) == 0) {
       return ModelError(spec.name,
@@ -146,6 +145,14 @@ absl::StatusOr<ModelSpec> ParseModel(const json& m,
       return ModelError(spec.name, "weights must be a string path");
     }
     spec.weights_path = Resolve(base_dir, m["weights"].get<std::string>());
+  }
+  if (m.contains("tokenizer")) {
+    if (!m["tokenizer"].is_string()) {
+      return ModelError(spec.name,
+                        "tokenizer must be a string path (tokenizer.json or "
+                        "a directory)");
+    }
+    spec.tokenizer_path = Resolve(base_dir, m["tokenizer"].get<std::string>());
   }
   if (m.contains("seed")) {
     if (!m["seed"].is_number_unsigned()) {
@@ -245,24 +252,9 @@ absl::StatusOr<ModelSpec> ModelDirSpec(const std::string& flag) {
         "--model-dir \"", flag, "\": cannot name the model; use NAME=DIR"));
   }
   spec.model_dir = dir;
-  spec.tokenizer = TokenizerKind::kNone;
   return spec;
 }
 
-absl::StatusOr<std::vector<int64_t>> EncodeText(const ModelSpec& spec,
-                                                std::string_view text) {
-  switch (spec.tokenizer) {
-    case TokenizerKind::kByte:
-      return ByteTokenizer::Encode(text, spec.config.vocab_size);
-    case TokenizerKind::kNone:
-      break;
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "model \"", spec.name, "\" (a ", spec.family,
-      " checkpoint) takes token ids only: tokenizer support for Hugging "
-      "Face checkpoints (tokenizer.json) is not available yet; send "
-      "token_ids"));
-}
 
 absl::StatusOr<std::unique_ptr<Encoder>> LoadModel(const ModelSpec& spec,
                                                    at::Device device,

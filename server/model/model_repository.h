@@ -20,11 +20,6 @@
 namespace encoder::model {
 
 // How text inputs become token ids for a model.
-enum class TokenizerKind {
-  kByte,  // the built-in byte-level tokenizer
-  kNone,  // none yet (Hugging Face checkpoints): token ids only
-};
-
 struct ModelSpec {
   std::string name;
   // For a Hugging Face checkpoint (model_dir set), filled in by LoadModel.
@@ -37,10 +32,12 @@ struct ModelSpec {
   // sentence-transformers files' choice, else mean without normalization).
   std::optional<Pooling> pooling;
   std::optional<bool> normalize;
-  // The one place that says how text is tokenized for this model.
-  TokenizerKind tokenizer = TokenizerKind::kByte;
   std::string weights_path;  // safetensors; empty: random from `seed`
   uint64_t seed = 0;
+  // tokenizer.json or a directory; empty: the checkpoint directory's own
+  // tokenizer files for a checkpoint, else the byte tokenizer (see
+  // runner::LoadModelTokenizer).
+  std::string tokenizer_path;
   // Per-model batching overrides by option name (max_batch_sequences,
   // max_batch_tokens, max_queue_delay_us, max_queued_sequences); the
   // model layer only carries them.
@@ -65,6 +62,7 @@ Repository BuiltinRepository();
 //              "config": {...} | "config_file": "path.json",
 //              "weights": "path.safetensors",   // optional
 //              "seed": 7,                       // optional
+//              "tokenizer": "tokenizer.json",   // optional (or a directory)
 //              "batching": {"max_batch_sequences": 16, ...}},
 //             {"name": "...", "path": "hf-checkpoint-dir",
 //              "pooling": "cls", "normalize": true,     // optional
@@ -82,15 +80,10 @@ absl::StatusOr<ModelSpec> ModelDirSpec(const std::string& flag);
 // Builds the encoder for a spec: reads its weights (or draws them from the
 // seed), checks them against the config, moves them to the device. For a
 // checkpoint directory, `resolved` (when given) receives the spec completed
-// from the checkpoint (config, family, tokenizer).
+// from the checkpoint (config, family, pooling).
 absl::StatusOr<std::unique_ptr<Encoder>> LoadModel(
     const ModelSpec& spec, at::Device device, at::ScalarType dtype,
     ModelSpec* resolved = nullptr);
-
-// Token ids for a text input with the model's tokenizer; InvalidArgument
-// naming the missing tokenizer support when the model has none.
-absl::StatusOr<std::vector<int64_t>> EncodeText(const ModelSpec& spec,
-                                                std::string_view text);
 
 }  // namespace encoder::model
 

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "server/tokenizer/byte_tokenizer.h"
 
 namespace encoder::runner {
 
@@ -47,6 +48,37 @@ int64_t DeriveBudget(const HostOptions& options) {
 
 }  // namespace
 
+absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> LoadModelTokenizer(
+    const model::ModelSpec& spec, std::string* why_none) {
+  const bool from_checkpoint =
+      spec.tokenizer_path.empty() && !spec.model_dir.empty();
+  if (spec.tokenizer_path.empty() && !from_checkpoint) {
+    return std::unique_ptr<tokenizer::Tokenizer>(
+        std::make_unique<tokenizer::ByteTokenizer>(spec.config.vocab_size));
+  }
+  const std::string& path =
+      from_checkpoint ? spec.model_dir : spec.tokenizer_path;
+  auto tok = tokenizer::LoadTokenizer(path);
+  if (tok.ok() && (*tok)->vocab_size() > spec.config.vocab_size) {
+    tok = absl::InvalidArgumentError(
+        absl::StrCat("it has ", (*tok)->vocab_size(),
+                     " ids, more than the model's vocab_size ",
+                     spec.config.vocab_size));
+  }
+  if (tok.ok()) return tok;
+  const std::string reason =
+      absl::StrCat("tokenizer of model \"", spec.name, "\": ",
+                   tok.status().message());
+  if (!from_checkpoint) return absl::Status(tok.status().code(), reason);
+  // A checkpoint still serves token ids when its tokenizer files are
+  // missing or use a component this server does not implement.
+  *why_none = absl::StrCat(
+      "model \"", spec.name,
+      "\" accepts token ids only; send token_ids instead of text (", reason,
+      ")");
+  return std::unique_ptr<tokenizer::Tokenizer>();
+}
+
 absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Create(
     const model::Repository& repository, const HostOptions& options) {
   std::unique_ptr<ModelHost> host(new ModelHost());
@@ -57,6 +89,9 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Create(
     auto encoder =
         model::LoadModel(spec, options.device, options.dtype, &hosted->spec);
     if (!encoder.ok()) return encoder.status();
+    auto tok = LoadModelTokenizer(hosted->spec, &hosted->no_tokenizer_reason);
+    if (!tok.ok()) return tok.status();
+    hosted->tokenizer = std::move(tok).value();
     hosted->encoder = std::move(encoder).value();
     hosted->runner = std::make_unique<EncoderRunner>(hosted->encoder.get());
     if (options.warm_up) {

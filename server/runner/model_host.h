@@ -15,6 +15,7 @@
 #include "server/batching/memory_budget.h"
 #include "server/model/model_repository.h"
 #include "server/runner/encoder_runner.h"
+#include "server/tokenizer/tokenizer.h"
 
 namespace encoder::runner {
 
@@ -40,6 +41,10 @@ struct HostOptions {
 struct HostedModel {
   model::ModelSpec spec;
   std::unique_ptr<model::Encoder> encoder;
+  // Text -> ids for this model (the byte tokenizer unless the repository
+  // entry names one). Thread-safe.
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer;  // null: ids only
+  std::string no_tokenizer_reason;  // why `tokenizer` is null
   std::unique_ptr<EncoderRunner> runner;
   batching::BatchOptions batch_options;
   std::unique_ptr<batching::Batcher> batcher;  // destroyed first
@@ -47,9 +52,9 @@ struct HostedModel {
 
 class ModelHost {
  public:
-  // Loads every model of the repository (weights, device, warm-up) and
-  // starts its batcher. Fails on the first model that cannot be loaded,
-  // naming it.
+  // Loads every model of the repository (weights, tokenizer, device,
+  // warm-up) and starts its batcher. Fails on the first model that cannot be
+  // loaded, naming it.
   static absl::StatusOr<std::unique_ptr<ModelHost>> Create(
       const model::Repository& repository, const HostOptions& options);
 
@@ -82,6 +87,13 @@ class ModelHost {
 // The share of free memory the derived batch budget takes; the rest is
 // headroom for responses in flight, allocator slack and the unexpected.
 inline constexpr double kBudgetFraction = 0.5;
+// The tokenizer of a spec: the one it names (tokenizer.json or a
+// directory), else its checkpoint directory's, else the byte tokenizer.
+// Fails when a named tokenizer cannot be loaded or its ids do not fit the
+// model's vocabulary; for a checkpoint's own tokenizer that is no error:
+// the result is null and `why_none` says why text is refused.
+absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> LoadModelTokenizer(
+    const model::ModelSpec& spec, std::string* why_none);
 
 // Applies a repository entry's batching overrides to the defaults.
 batching::BatchOptions MergeBatchOptions(

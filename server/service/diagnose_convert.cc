@@ -4,9 +4,9 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "server/model/tokenizer.h"
 #include "server/service/encoder_service.h"
 #include "server/service/tensor_proto.h"
+#include "server/service/text_input.h"
 
 namespace encoder::service {
 namespace {
@@ -45,9 +45,10 @@ absl::StatusOr<diagnostics::DiagnoseOptions> BuildDiagnoseOptions(
       if (request.text().empty()) {
         return absl::InvalidArgumentError("text is empty");
       }
-      auto ids = model::EncodeText(model.spec, request.text());
-      if (!ids.ok()) return ids.status();
-      o.token_ids = *std::move(ids);
+      auto tokens = TokenizeText(model, request.text(), request.text_options(),
+                                 /*truncate=*/false, 0);
+      if (!tokens.ok()) return tokens.status();
+      o.token_ids = std::move(tokens->encoding.ids);
       break;
     }
     case v1::DiagnoseRequest::kRandom: {
@@ -134,9 +135,8 @@ void FillDiagnoseResponse(const diagnostics::DiagnoseReport& report,
   response->set_scheme(model.encoder->scheme().Describe().name);
   for (int64_t id : options.token_ids) {
     response->add_token_ids(id);
-    response->add_token_labels(model.spec.tokenizer ==
-                                       model::TokenizerKind::kByte
-                                   ? model::ByteTokenizer::Label(id)
+    response->add_token_labels(model.tokenizer != nullptr
+                                   ? model.tokenizer->Label(id)
                                    : absl::StrCat("#", id));
   }
   if (report.permutation) {

@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "server/model/tokenizer.h"
 #include "server/service/status_util.h"
 #include "server/service/tensor_proto.h"
+#include "server/service/text_input.h"
 
 namespace encoder::service {
 namespace {
@@ -173,22 +173,29 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
   for (int i = 0; i < request.inputs_size(); ++i) {
     const v1::Input& input = request.inputs(i);
     batching::SequenceSpec spec = base;
+    bool text_truncated = false;
     switch (input.content_case()) {
       case v1::Input::kTokenIds:
         spec.token_ids.assign(input.token_ids().ids().begin(),
                               input.token_ids().ids().end());
         break;
-      case v1::Input::kText: {
-        if (input.text().empty()) {
+      case v1::Input::kText:
+      case v1::Input::kTextBytes: {
+        const std::string& text = input.content_case() == v1::Input::kText
+                                      ? input.text()
+                                      : input.text_bytes();
+        if (text.empty()) {
           return absl::InvalidArgumentError(
               absl::StrCat("inputs[", i, "] has empty text"));
         }
-        auto ids = model::EncodeText(p.model->spec, input.text());
-        if (!ids.ok()) {
+        auto tokens = TokenizeText(*p.model, text, request.text_options(),
+                                   request.truncate(), max_len);
+        if (!tokens.ok()) {
           return absl::InvalidArgumentError(
-              absl::StrCat("inputs[", i, "]: ", ids.status().message()));
+              absl::StrCat("inputs[", i, "]: ", tokens.status().message()));
         }
-        spec.token_ids = *std::move(ids);
+        spec.token_ids = std::move(tokens->encoding.ids);
+        text_truncated = tokens->truncated;
         break;
       }
       default:
@@ -208,7 +215,7 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
                          ") of model \"", name, "\""));
       }
     }
-    bool truncated = false;
+    bool truncated = text_truncated;
     const int64_t n = static_cast<int64_t>(spec.token_ids.size());
     if (n > max_len) {
       if (!request.truncate()) {

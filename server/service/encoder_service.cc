@@ -3,7 +3,6 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
-#include "server/model/tokenizer.h"
 #include "server/service/diagnose_convert.h"
 #include "server/service/model_info.h"
 #include "server/service/request_parser.h"
@@ -271,6 +270,56 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Diagnose(
                                           "); retry later")));
   }
   return reactor;
+}
+
+// Tokenizing is cheap next to a forward pass, so these run on the RPC
+// thread; the limits bound the work of one call.
+// Tokenize and Decode run inline on the gRPC thread: tokenizing is
+// microseconds per input and the inputs per call are bounded.
+template <typename Request, typename Response, typename Run>
+grpc::ServerUnaryReactor* EncoderServiceImpl::RunInline(
+    const char* rpc, grpc::CallbackServerContext* context,
+    const grpc::ByteBuffer* request_bytes, grpc::ByteBuffer* response_bytes,
+    Run run) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const absl::Time start = absl::Now();
+  metrics_->InFlight(rpc, +1);
+  grpc::Status refusal;
+  runner::ModelHost* host = Admit(&refusal);
+  if (host == nullptr) {
+    FinishUnary(reactor, rpc, "", start, refusal);
+    return reactor;
+  }
+  Request request;
+  Response response;
+  absl::Status s = ParseRequest(*request_bytes, &request);
+  if (s.ok()) s = run(request, *host, &response);
+  if (s.ok()) s = SerializeResponse(response, response_bytes);
+  FinishUnary(reactor, rpc, s.ok() ? response.model() : "", start,
+              ToGrpcStatus(s));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* EncoderServiceImpl::Tokenize(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return RunInline<v1::TokenizeRequest, v1::TokenizeResponse>(
+      "Tokenize", context, request, response,
+      [this](const v1::TokenizeRequest& r, const runner::ModelHost& host,
+             v1::TokenizeResponse* out) {
+        return RunTokenize(r, host, tokenize_limits_, out);
+      });
+}
+
+grpc::ServerUnaryReactor* EncoderServiceImpl::Decode(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return RunInline<v1::DecodeRequest, v1::DecodeResponse>(
+      "Decode", context, request, response,
+      [this](const v1::DecodeRequest& r, const runner::ModelHost& host,
+             v1::DecodeResponse* out) {
+        return RunDecode(r, host, tokenize_limits_, out);
+      });
 }
 
 }  // namespace encoder::service

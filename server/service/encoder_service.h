@@ -13,6 +13,7 @@
 #include "server/metrics/metrics.h"
 #include "server/runner/model_host.h"
 #include "server/service/embed_request.h"
+#include "server/service/tokenize_rpc.h"
 #include "server/service/work_queue.h"
 
 namespace encoder::service {
@@ -23,13 +24,15 @@ struct DiagnoseLimits {
   int64_t max_pending = 16;               // queued Diagnose calls
 };
 
-// Embed, EmbedStream and Diagnose are registered raw (bytes in and out) so
+// Every method that takes text is registered raw (bytes in and out) so
 // that malformed requests are parsed and answered by request_parser.h.
 using EncoderServiceBase = v1::EncoderService::WithRawCallbackMethod_Embed<
     v1::EncoderService::WithRawCallbackMethod_EmbedStream<
         v1::EncoderService::WithRawCallbackMethod_Diagnose<
-            v1::EncoderService::WithCallbackMethod_ListModels<
-                v1::EncoderService::Service>>>>;
+            v1::EncoderService::WithRawCallbackMethod_Tokenize<
+                v1::EncoderService::WithRawCallbackMethod_Decode<
+                    v1::EncoderService::WithCallbackMethod_ListModels<
+                        v1::EncoderService::Service>>>>>>;
 
 class EncoderServiceImpl final : public EncoderServiceBase {
  public:
@@ -58,6 +61,12 @@ class EncoderServiceImpl final : public EncoderServiceBase {
   grpc::ServerUnaryReactor* Diagnose(grpc::CallbackServerContext* context,
                                      const grpc::ByteBuffer* request,
                                      grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Decode(grpc::CallbackServerContext* context,
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
 
   // Validates `request` and queues it. `done` is called exactly once, on
   // the batcher's worker or inline on failure, with `response` filled when
@@ -74,6 +83,14 @@ class EncoderServiceImpl final : public EncoderServiceBase {
   void RecordRejected(const char* rpc, const grpc::Status& status);
 
  private:
+  // Parses a unary request, runs `run(request, host, &response)` on this
+  // thread and finishes the call with the serialized response.
+  template <typename Request, typename Response, typename Run>
+  grpc::ServerUnaryReactor* RunInline(const char* rpc,
+                                      grpc::CallbackServerContext* context,
+                                      const grpc::ByteBuffer* request_bytes,
+                                      grpc::ByteBuffer* response_bytes,
+                                      Run run);
   // Finishes a unary reactor, recording the call's metrics.
   void FinishUnary(grpc::ServerUnaryReactor* reactor, const char* rpc,
                    const std::string& model, absl::Time start,
@@ -86,6 +103,7 @@ class EncoderServiceImpl final : public EncoderServiceBase {
   metrics::Metrics* metrics_;
   const ServiceLimits limits_;
   const DiagnoseLimits diagnose_limits_;
+  const TokenizeLimits tokenize_limits_;
   std::atomic<bool> draining_{false};
   // Diagnose runs several forward passes: off the gRPC threads, one at a
   // time, with a bounded queue.

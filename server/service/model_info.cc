@@ -3,6 +3,15 @@
 #include "absl/strings/str_cat.h"
 
 namespace encoder::service {
+namespace {
+
+// The last component of a path: ListModels never reveals host paths.
+std::string BaseName(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
 
 v1::DType ToProtoDType(at::ScalarType dtype) {
   switch (dtype) {
@@ -55,17 +64,19 @@ void FillModelInfo(const runner::HostedModel& model, bool is_default,
   b->set_max_batch_memory_bytes(model.batch_options.max_batch_cost_bytes);
   if (!model.spec.model_dir.empty()) {
     // The directory's base name only: never a host path.
-    const std::string& dir = model.spec.model_dir;
-    const size_t slash = dir.find_last_of('/');
-    info->set_weights(slash == std::string::npos ? dir : dir.substr(slash + 1));
+    info->set_weights(BaseName(model.spec.model_dir));
   } else {
     info->set_weights(model.spec.weights_path.empty()
                           ? absl::StrCat("seed:", model.spec.seed)
-                          : model.spec.weights_path);
+                          : BaseName(model.spec.weights_path));
   }
   info->set_family(model.spec.family);
   info->set_pooled_dim(model.encoder->output_dim());
-  info->set_accepts_text(model.spec.tokenizer != model::TokenizerKind::kNone);
+  info->set_accepts_text(model.tokenizer != nullptr);
+  if (model.tokenizer != nullptr) {
+    info->set_tokenizer(model.tokenizer->kind());
+    info->set_tokenizer_path(BaseName(model.spec.tokenizer_path));
+  }
 }
 
 }  // namespace encoder::service

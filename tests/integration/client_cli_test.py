@@ -92,6 +92,28 @@ class ClientCliTest(unittest.TestCase):
             self.assertEqual(model["is_default"],
                              model["name"] == "sinusoidal")
 
+    def test_tokenize_and_decode_with_the_byte_tokenizer(self):
+        response = self.client_json("tokenize", "--model", "rope",
+                                    "--text", "Hé", "--text", "abcdef",
+                                    "--truncate", "--max-length", "4",
+                                    "--truncation-side", "left")
+        self.assertEqual(response["tokenizer"], "byte")
+        first, second = response["encodings"]
+        # Byte b is id b + 4; left truncation to 4 keeps [CLS] (1) and
+        # [SEP] (2) around the last bytes: 'é' = 0xc3 0xa9.
+        self.assertEqual([int(i) for i in first["ids"]],
+                         [1, 4 + 0xC3, 4 + 0xA9, 2])
+        self.assertEqual(first["tokens"][0], "[CLS]")
+        self.assertEqual([int(i) for i in second["ids"]],
+                         [1, 4 + ord("e"), 4 + ord("f"), 2])
+        self.assertTrue(second["truncated"])
+        decoded = self.client_json("decode", "--model", "rope", "--ids",
+                                   "1,76,199,173,2", "--skip-special-tokens")
+        self.assertEqual(decoded["texts"], ["Hé"])
+        self.assert_rpc_error(
+            self.client("decode", "--model", "rope", "--ids", "1,999999"),
+            "INVALID_ARGUMENT")
+
     def test_embed_text_on_every_model(self):
         text = "héllo, encoder"  # 15 UTF-8 bytes
         for name in MODELS:

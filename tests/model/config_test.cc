@@ -5,7 +5,6 @@
 #include <string>
 
 #include "server/model/dtype.h"
-#include "server/model/tokenizer.h"
 
 namespace encoder::model {
 namespace {
@@ -77,21 +76,6 @@ TEST(Config, ErrorsNameTheField) {
     EXPECT_NE(std::string(c.status().message()).find(needle), std::string::npos)
         << json << " -> " << c.status();
   }
-}
-
-TEST(Tokenizer, BytesAreShiftedAndFramed) {
-  auto ids = ByteTokenizer::Encode("Hé", 10000);
-  ASSERT_TRUE(ids.ok());
-  // 'H' = 0x48, 'é' = 0xc3 0xa9 in UTF-8.
-  const std::vector<int64_t> want = {1, 4 + 0x48, 4 + 0xc3, 4 + 0xa9, 2};
-  EXPECT_EQ(*ids, want);
-  EXPECT_EQ(ByteTokenizer::Label(1), "[CLS]");
-  EXPECT_EQ(ByteTokenizer::Label(4 + 'a'), "a");
-  EXPECT_EQ(ByteTokenizer::Label(4 + 0xc3), "\\xc3");
-  auto small = ByteTokenizer::Encode("x", 100);
-  ASSERT_FALSE(small.ok());
-  EXPECT_NE(std::string(small.status().message()).find("260"),
-            std::string::npos);
 }
 
 TEST(Dtype, NamesRoundTripAndOthersAreRefused) {

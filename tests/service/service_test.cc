@@ -8,7 +8,7 @@
 #include <mutex>
 
 #include "server/model/encoder.h"
-#include "server/model/tokenizer.h"
+#include "server/tokenizer/byte_tokenizer.h"
 #include "tests/service/test_server.h"
 
 namespace encoder::testing {

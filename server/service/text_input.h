@@ -1,0 +1,33 @@
+// Text -> token ids with a hosted model's tokenizer, under the request's
+// text options (special tokens, truncation side) and the model's length
+// limit. Shared by Embed, Diagnose and Tokenize.
+#ifndef ENCODER_SERVER_SERVICE_TEXT_INPUT_H_
+#define ENCODER_SERVER_SERVICE_TEXT_INPUT_H_
+
+#include <cstdint>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "encoder/v1/encoder.pb.h"
+#include "server/runner/model_host.h"
+#include "server/tokenizer/tokenizer.h"
+
+namespace encoder::service {
+
+struct TokenizedText {
+  tokenizer::Encoding encoding;
+  bool truncated = false;
+};
+
+// With truncate, an encoding longer than max_length is cut on the requested
+// side (special tokens stay); without it the encoding is returned whole and
+// the caller checks the length. max_length <= 0: no limit. Invalid UTF-8 is
+// INVALID_ARGUMENT naming the byte offset.
+absl::StatusOr<TokenizedText> TokenizeText(const runner::HostedModel& model,
+                                           std::string_view text,
+                                           const v1::TextOptions& options,
+                                           bool truncate, int64_t max_length);
+
+}  // namespace encoder::service
+
+#endif  // ENCODER_SERVER_SERVICE_TEXT_INPUT_H_

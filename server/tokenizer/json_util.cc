@@ -1,0 +1,26 @@
+#include "server/tokenizer/json_util.h"
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+
+namespace encoder::tokenizer {
+
+absl::Status UnknownType(const std::string& what, const std::string& type) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("tokenizer.json: unsupported ", what, " type '", type, "'"));
+}
+
+absl::StatusOr<std::unique_ptr<Regex>> MakePattern(const nlohmann::json& j) {
+  if (j.is_object() && j.contains("String")) {
+    return Regex::Literal(j["String"].get<std::string>());
+  }
+  if (j.is_object() && j.contains("Regex")) {
+    return Regex::Compile(j["Regex"].get<std::string>());
+  }
+  if (j.is_string()) return Regex::Literal(j.get<std::string>());
+  return absl::InvalidArgumentError(
+      absl::StrCat("tokenizer.json: bad pattern ", j.dump()));
+}
+
+}  // namespace encoder::tokenizer

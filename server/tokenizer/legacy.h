@@ -1,0 +1,26 @@
+// Tokenizers from files older than tokenizer.json: a BERT vocab.txt (and
+// SentencePiece .model files, refused for now).
+#ifndef ENCODER_SERVER_TOKENIZER_LEGACY_H_
+#define ENCODER_SERVER_TOKENIZER_LEGACY_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/tokenizer/tokenizer.h"
+
+namespace encoder::tokenizer {
+
+// BERT WordPiece from `dir`/vocab.txt, lower-casing unless `dir`/
+// tokenizer_config.json says "do_lower_case": false.
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadBertVocab(
+    const std::string& dir);
+
+// A SentencePiece model file: not supported yet (Unimplemented, naming
+// the file and what to give instead).
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadSentencePiece(
+    const std::string& path);
+
+}  // namespace encoder::tokenizer
+
+#endif  // ENCODER_SERVER_TOKENIZER_LEGACY_H_

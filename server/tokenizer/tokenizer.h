@@ -1,0 +1,80 @@
+// The tokenizer interface every hosted model owns: text -> ids (with tokens,
+// offsets and a special-token mask) and ids -> text. Implementations: the
+// Hugging Face tokenizer.json pipeline, a legacy BERT vocab.txt, and the
+// byte-level tokenizer of the built-in models.
+#ifndef ENCODER_SERVER_TOKENIZER_TOKENIZER_H_
+#define ENCODER_SERVER_TOKENIZER_TOKENIZER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace encoder::tokenizer {
+
+enum class TruncationSide { kRight, kLeft };
+
+struct EncodeOptions {
+  bool add_special_tokens = true;
+  // With truncate, an encoding longer than max_length loses tokens on
+  // `side` (special tokens stay). max_length 0: the tokenizer's own
+  // truncation setting, if any.
+  bool truncate = false;
+  int64_t max_length = 0;
+  TruncationSide side = TruncationSide::kRight;
+};
+
+struct Offsets {
+  int64_t start = 0;  // [start, end) into the input text
+  int64_t end = 0;
+  bool operator==(const Offsets& o) const {
+    return start == o.start && end == o.end;
+  }
+};
+
+struct Encoding {
+  std::vector<int64_t> ids;
+  std::vector<int64_t> type_ids;
+  std::vector<std::string> tokens;
+  std::vector<Offsets> byte_offsets;  // UTF-8 bytes
+  std::vector<Offsets> char_offsets;  // Unicode code points
+  std::vector<uint8_t> special_tokens_mask;
+  size_t size() const { return ids.size(); }
+};
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  // InvalidArgument for text that is not valid UTF-8 (naming the byte
+  // offset). Thread-safe.
+  virtual absl::StatusOr<Encoding> Encode(
+      std::string_view text, const EncodeOptions& options) const = 0;
+  // InvalidArgument for an id outside the vocabulary. Thread-safe.
+  virtual absl::StatusOr<std::string> Decode(
+      const std::vector<int64_t>& ids, bool skip_special_tokens) const = 0;
+  // "wordpiece", "bpe", "unigram" or "byte".
+  virtual std::string kind() const = 0;
+  // Number of ids (largest id + 1), added tokens included.
+  virtual int64_t vocab_size() const = 0;
+  // A printable label for one id, for attention plots.
+  virtual std::string Label(int64_t id) const = 0;
+};
+
+// A tokenizer.json file (Hugging Face tokenizers format).
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerJson(
+    const std::string& path);
+// A model directory: tokenizer.json; else vocab.txt (+ tokenizer_config.json
+// do_lower_case). A directory with only spiece.model /
+// sentencepiece.bpe.model is Unimplemented (not read yet).
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromDirectory(
+    const std::string& dir);
+// A file (tokenizer.json) or a directory, whichever `path` is.
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(
+    const std::string& path);
+
+}  // namespace encoder::tokenizer
+
+#endif  // ENCODER_SERVER_TOKENIZER_TOKENIZER_H_

@@ -1,0 +1,143 @@
+// Reading tokenizer.json documents and model directories.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "server/tokenizer/hf_tokenizer.h"
+#include "server/tokenizer/legacy.h"
+
+namespace encoder::tokenizer {
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+bool Present(const json& j, const char* key) {
+  return j.contains(key) && !j[key].is_null();
+}
+
+template <typename T, typename F>
+absl::Status Build(const json& j, const char* key, F make,
+                   std::unique_ptr<T>* out) {
+  if (!Present(j, key)) return absl::OkStatus();
+  auto made = make(j[key]);
+  if (!made.ok()) return made.status();
+  *out = std::move(*made);
+  return absl::OkStatus();
+}
+
+absl::Status ReadTruncationAndPadding(const json& j, Components* c) {
+  if (Present(j, "truncation")) {
+    const json& t = j["truncation"];
+    c->truncation_max_length = t.value("max_length", int64_t{512});
+    if (t.value("direction", "Right") == "Left") {
+      c->truncation_side = TruncationSide::kLeft;
+    }
+  }
+  if (Present(j, "padding")) {
+    const json& p = j["padding"];
+    if (p.contains("strategy") && p["strategy"].is_object() &&
+        p["strategy"].contains("Fixed")) {
+      c->pad_length = p["strategy"]["Fixed"].get<int64_t>();
+    }
+    c->pad_id = p.value("pad_id", int64_t{0});
+    c->pad_type_id = p.value("pad_type_id", int64_t{0});
+    c->pad_token = p.value("pad_token", "[PAD]");
+    c->pad_left = p.value("direction", "Right") == "Left";
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(
+    const json& j) {
+  Components c;
+  try {
+    if (!Present(j, "model")) {
+      return absl::InvalidArgumentError("tokenizer.json: no \"model\"");
+    }
+    absl::Status st = Build(j, "normalizer", MakeNormalizer, &c.normalizer);
+    if (st.ok())
+      st = Build(j, "pre_tokenizer", MakePreTokenizer, &c.pre_tokenizer);
+    if (st.ok()) st = Build(j, "model", MakeModel, &c.model);
+    if (st.ok()) {
+      st = Build(j, "post_processor", MakePostProcessor, &c.post_processor);
+    }
+    if (st.ok()) st = Build(j, "decoder", MakeDecoder, &c.decoder);
+    if (st.ok()) st = ReadTruncationAndPadding(j, &c);
+    if (!st.ok()) return st;
+    if (Present(j, "added_tokens")) {
+      for (const json& t : j["added_tokens"]) {
+        AddedToken a;
+        a.id = t.at("id").get<int64_t>();
+        a.content = t.at("content").get<std::string>();
+        a.single_word = t.value("single_word", false);
+        a.lstrip = t.value("lstrip", false);
+        a.rstrip = t.value("rstrip", false);
+        a.normalized = t.value("normalized", true);
+        a.special = t.value("special", false);
+        c.added_tokens.push_back(std::move(a));
+      }
+    }
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokenizer.json: ", e.what()));
+  }
+  return Create(std::move(c));
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerJson(
+    const std::string& path) {
+  auto text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  json j = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
+  }
+  auto tok = HfTokenizer::FromJson(j);
+  if (!tok.ok()) {
+    return absl::Status(tok.status().code(),
+                        absl::StrCat(path, ": ", tok.status().message()));
+  }
+  return std::unique_ptr<Tokenizer>(std::move(*tok));
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromDirectory(
+    const std::string& dir) {
+  const fs::path d(dir);
+  if (fs::exists(d / "tokenizer.json")) {
+    return LoadTokenizerJson((d / "tokenizer.json").string());
+  }
+  if (fs::exists(d / "vocab.txt")) return LoadBertVocab(dir);
+  for (const char* name : {"spiece.model", "sentencepiece.bpe.model"}) {
+    if (fs::exists(d / name)) return LoadSentencePiece((d / name).string());
+  }
+  return absl::NotFoundError(
+      absl::StrCat(dir,
+                   ": no tokenizer.json, vocab.txt, spiece.model or "
+                   "sentencepiece.bpe.model"));
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(
+    const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return LoadTokenizerFromDirectory(path);
+  if (!fs::exists(path, ec)) {
+    return absl::NotFoundError(absl::StrCat("tokenizer ", path, " not found"));
+  }
+  return LoadTokenizerJson(path);
+}
+
+}  // namespace encoder::tokenizer

@@ -1,0 +1,164 @@
+// Loading errors and input validation of the tokenizer.json pipeline.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "server/tokenizer/tokenizer.h"
+#include "server/tokenizer/unicode.h"
+
+namespace encoder::tokenizer {
+namespace {
+
+namespace fs = std::filesystem;
+
+class LoaderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("tokenizer_loader_test_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name) << text;
+    return (dir_ / name).string();
+  }
+  std::string Message(const absl::Status& s) {
+    return std::string(s.message());
+  }
+  fs::path dir_;
+};
+
+constexpr char kWordPiece[] = R"({
+  "added_tokens": [{"id": 0, "content": "[UNK]", "special": true,
+                    "normalized": false},
+                   {"id": 1, "content": "[CLS]", "special": true,
+                    "normalized": false},
+                   {"id": 2, "content": "[SEP]", "special": true,
+                    "normalized": false}],
+  "normalizer": {"type": "BertNormalizer", "lowercase": true},
+  "pre_tokenizer": {"type": "BertPreTokenizer"},
+  "post_processor": {"type": "BertProcessing", "sep": ["[SEP]", 2],
+                     "cls": ["[CLS]", 1]},
+  "decoder": {"type": "WordPiece"},
+  "model": {"type": "WordPiece", "unk_token": "[UNK]",
+            "vocab": {"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "un": 3,
+                      "##aff": 4, "##able": 5, "a": 6, "!": 7}}
+})";
+
+TEST_F(LoaderTest, WordPieceByHand) {
+  auto tok = LoadTokenizerJson(Write("tokenizer.json", kWordPiece));
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  auto e = (*tok)->Encode("UNAFFABLE a!", EncodeOptions{});
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->ids, (std::vector<int64_t>{1, 3, 4, 5, 6, 7, 2}));
+  EXPECT_EQ(e->tokens[2], "##aff");
+  EXPECT_EQ(e->byte_offsets[2], (Offsets{2, 5}));
+  EXPECT_EQ((*tok)->kind(), "wordpiece");
+  auto text = (*tok)->Decode(e->ids, true);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(*text, "unaffable a!");
+  // Directory loading finds the same file.
+  auto from_dir = LoadTokenizerFromDirectory(dir_.string());
+  ASSERT_TRUE(from_dir.ok()) << from_dir.status();
+}
+
+TEST_F(LoaderTest, TruncationKeepsSpecialTokensOnTheirSide) {
+  auto tok = LoadTokenizerJson(Write("tokenizer.json", kWordPiece));
+  ASSERT_TRUE(tok.ok());
+  EncodeOptions o;
+  o.truncate = true;
+  o.max_length = 4;
+  auto right = (*tok)->Encode("unaffable a !", o);
+  ASSERT_TRUE(right.ok());
+  EXPECT_EQ(right->ids, (std::vector<int64_t>{1, 3, 4, 2}));
+  o.side = TruncationSide::kLeft;
+  auto left = (*tok)->Encode("unaffable a !", o);
+  ASSERT_TRUE(left.ok());
+  EXPECT_EQ(left->ids, (std::vector<int64_t>{1, 6, 7, 2}));
+}
+
+TEST_F(LoaderTest, UnknownComponentTypeIsNamed) {
+  std::string text = kWordPiece;
+  text.replace(text.find("BertPreTokenizer"), 16, "FancySplitter");
+  auto tok = LoadTokenizerJson(Write("tokenizer.json", text));
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(Message(tok.status()).find("pre_tokenizer type 'FancySplitter'"),
+            std::string::npos)
+      << tok.status();
+}
+
+TEST_F(LoaderTest, BadFilesAreClearErrors) {
+  auto missing = LoadTokenizer((dir_ / "nope.json").string());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  auto empty_dir = LoadTokenizerFromDirectory(dir_.string());
+  EXPECT_EQ(empty_dir.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(Message(empty_dir.status()).find("vocab.txt"), std::string::npos);
+  auto not_json = LoadTokenizerJson(Write("bad.json", "{not json"));
+  EXPECT_EQ(not_json.status().code(), absl::StatusCode::kInvalidArgument);
+  auto bad_regex = LoadTokenizerJson(
+      Write("re.json", R"({"pre_tokenizer": {"type": "Split", "pattern":
+          {"Regex": "(unclosed"}, "behavior": "Isolated"},
+          "model": {"type": "BPE", "vocab": {}, "merges": []}})"));
+  EXPECT_EQ(bad_regex.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(Message(bad_regex.status()).find("(unclosed"), std::string::npos);
+  auto bad_sp = LoadTokenizer(
+      (fs::path(Write("spiece.model", "not a model")).parent_path()).string());
+  EXPECT_EQ(bad_sp.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(Message(bad_sp.status()).find("tokenizer.json"), std::string::npos);
+}
+
+TEST_F(LoaderTest, VocabTxtHonoursDoLowerCase) {
+  Write("vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\nHello\n");
+  Write("tokenizer_config.json", R"({"do_lower_case": false})");
+  auto cased = LoadTokenizerFromDirectory(dir_.string());
+  ASSERT_TRUE(cased.ok()) << cased.status();
+  auto e = (*cased)->Encode("Hello hello", EncodeOptions{});
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->ids, (std::vector<int64_t>{2, 5, 4, 3}));
+  Write("tokenizer_config.json", R"({"do_lower_case": true})");
+  auto lower = LoadTokenizerFromDirectory(dir_.string());
+  ASSERT_TRUE(lower.ok());
+  auto l = (*lower)->Encode("Hello hello", EncodeOptions{});
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->ids, (std::vector<int64_t>{2, 4, 4, 3}));
+}
+
+TEST_F(LoaderTest, LongWhitespaceRunsAndWordsStayFine) {
+  std::string text = kWordPiece;
+  text.replace(text.find(R"({"type": "BertPreTokenizer"})"), 28,
+               R"({"type": "Split", "pattern": {"Regex": "\\s+(?!\\S)|\\s+"},
+                   "behavior": "Removed"})");
+  auto tok = LoadTokenizerJson(Write("tokenizer.json", text));
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  const std::string input =
+      "a" + std::string(1 << 20, ' ') + "un" + std::string(300, 'a');
+  auto e = (*tok)->Encode(input, EncodeOptions{});
+  ASSERT_TRUE(e.ok()) << e.status();
+  // [CLS] a [UNK] [SEP]: the 302-character word is over the 100 limit.
+  EXPECT_EQ(e->ids, (std::vector<int64_t>{1, 6, 0, 2}));
+  EXPECT_EQ(e->byte_offsets[2], (Offsets{(1 << 20) + 1, (1 << 20) + 303}));
+}
+
+TEST(Utf8, InvalidSequencesNameTheirOffset) {
+  struct Case {
+    std::string text;
+    std::string offset;
+  } cases[] = {{"ok\x80", "offset 2"},             // stray continuation
+               {"\xc3", "offset 0"},               // truncated
+               {"a\xc0\xaf", "offset 1"},          // overlong
+               {"ab\xed\xa0\x80", "offset 2"},     // surrogate
+               {"\xf4\x90\x80\x80", "offset 0"}};  // above U+10FFFF
+  for (const Case& c : cases) {
+    absl::Status s = ValidateUtf8(c.text);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(std::string(s.message()).find(c.offset), std::string::npos) << s;
+  }
+  EXPECT_TRUE(ValidateUtf8("h\xc3\xa9 \xf0\x9f\x98\x80").ok());
+}
+
+}  // namespace
+}  // namespace encoder::tokenizer
