@@ -53,6 +53,18 @@ runner::ModelHost* EncoderServiceImpl::Admit(grpc::Status* refusal) const {
   return host;
 }
 
+grpc::Status EncoderServiceImpl::Authenticate(
+    const grpc::CallbackServerContext* context) const {
+  if (auth_ == nullptr) return grpc::Status::OK;
+  return CheckCallToken(*auth_, context->client_metadata());
+}
+
+void EncoderServiceImpl::Refuse(grpc::ServerUnaryReactor* reactor,
+                                const char* rpc, const grpc::Status& status) {
+  metrics_->RequestDone(rpc, "", GrpcCodeName(status.error_code()), 0);
+  reactor->Finish(status);
+}
+
 void EncoderServiceImpl::FinishUnary(grpc::ServerUnaryReactor* reactor,
                                      const char* rpc, const std::string& model,
                                      absl::Time start,
@@ -122,6 +134,10 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Embed(
     grpc::CallbackServerContext* context, const v1::EmbedRequest* request,
     v1::EmbedResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (grpc::Status auth = Authenticate(context); !auth.ok()) {
+    Refuse(reactor, "Embed", auth);
+    return reactor;
+  }
   SubmitEmbed(
       "Embed", context, request, response,
       [reactor](const grpc::Status& status) { reactor->Finish(status); });
@@ -132,6 +148,10 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::ListModels(
     grpc::CallbackServerContext* context, const v1::ListModelsRequest*,
     v1::ListModelsResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (grpc::Status auth = Authenticate(context); !auth.ok()) {
+    Refuse(reactor, "ListModels", auth);
+    return reactor;
+  }
   const absl::Time start = absl::Now();
   metrics_->InFlight("ListModels", +1);
   grpc::Status refusal;
@@ -153,6 +173,10 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Diagnose(
     grpc::CallbackServerContext* context, const v1::DiagnoseRequest* request,
     v1::DiagnoseResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (grpc::Status auth = Authenticate(context); !auth.ok()) {
+    Refuse(reactor, "Diagnose", auth);
+    return reactor;
+  }
   const absl::Time start = absl::Now();
   metrics_->InFlight("Diagnose", +1);
   grpc::Status refusal;

@@ -1,5 +1,7 @@
 #include "server/service/model_info.h"
 
+#include <filesystem>
+
 #include "absl/strings/str_cat.h"
 
 namespace encoder::service {
@@ -52,9 +54,11 @@ void FillModelInfo(const runner::HostedModel& model, bool is_default,
   b->set_max_queue_delay_ms(
       absl::ToDoubleMilliseconds(model.batch_options.max_queue_delay));
   b->set_max_queued_sequences(model.batch_options.max_queued_sequences);
-  info->set_weights(model.spec.weights_path.empty()
-                        ? absl::StrCat("seed:", model.spec.seed)
-                        : model.spec.weights_path);
+  // The file's base name only: clients learn nothing of the host's paths.
+  info->set_weights(
+      model.spec.weights_path.empty()
+          ? absl::StrCat("seed:", model.spec.seed)
+          : std::filesystem::path(model.spec.weights_path).filename().string());
 }
 
 }  // namespace encoder::service
