@@ -7,14 +7,15 @@ mode="${1:-test}"
 
 runtime_pkgs=(libtorch1.13 libopenblas0-pthread libgrpc++1.51 libprotobuf32
   libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libspdlog1.10
-  ca-certificates)
+  libcpp-httplib0.11 libssl3 ca-certificates)
 build_pkgs=(build-essential cmake ninja-build pkg-config git
   libtorch-dev libopenblas0-pthread libgrpc++-dev libgrpc-dev
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libabsl-dev
-  prometheus-cpp-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev)
+  prometheus-cpp-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
+  libcpp-httplib-dev libssl-dev)
 test_pkgs=(libgtest-dev libgmock-dev python3-torch python3-numpy python3-grpcio
   python3-protobuf clang-format prometheus nginx docker-compose python3-yaml
-  chromium)
+  chromium openssl)
 
 case "$mode" in
   runtime) pkgs=("${runtime_pkgs[@]}") ;;
