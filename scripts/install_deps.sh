@@ -15,7 +15,7 @@ build_pkgs=(build-essential cmake ninja-build pkg-config git
   libcpp-httplib-dev libssl-dev)
 test_pkgs=(libgtest-dev libgmock-dev python3-torch python3-numpy python3-grpcio
   python3-protobuf clang-format prometheus nginx docker-compose python3-yaml
-  chromium openssl)
+  chromium openssl clang-14 libclang-rt-14-dev)
 
 case "$mode" in
   runtime) pkgs=("${runtime_pkgs[@]}") ;;
