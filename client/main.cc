@@ -37,6 +37,18 @@ void AddConnectionFlags(CLI::App* command, ConnectionOptions* connection) {
                    "Deadline of each call, in milliseconds")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  command->add_flag("--tls", connection->tls,
+                    "Connect with TLS (implied by --ca, --cert, --key)");
+  command->add_option("--ca", connection->ca_file,
+                      "PEM CA certificates the server's certificate must "
+                      "chain to (default: the system's)");
+  command->add_option("--cert", connection->cert_file,
+                      "PEM client certificate, for mutual TLS");
+  command->add_option("--key", connection->key_file,
+                      "PEM private key of --cert");
+  command->add_option("--token-file", connection->token_file,
+                      "File whose first line is the bearer token sent as "
+                      "'authorization: Bearer <token>'");
 }
 
 // Parses a comma-separated int32 flag value; false (after printing the
@@ -405,6 +417,11 @@ int Main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
     PrintError(std::string(e.what()) + " (see --help)");
+    return kExitUsage;
+  }
+  std::string error;
+  if (!LoadCredentials(&connection, &error)) {
+    PrintError(error);
     return kExitUsage;
   }
   for (const Command& command : commands) {

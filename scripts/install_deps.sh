@@ -7,15 +7,15 @@ mode="${1:-test}"
 
 runtime_pkgs=(libtorch1.13 libopenblas0-pthread libgrpc++1.51 libprotobuf32
   libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libspdlog1.10
-  libicu72 libpcre2-8-0 ca-certificates)
+  libicu72 libpcre2-8-0 libcpp-httplib0.11 libssl3 ca-certificates)
 build_pkgs=(build-essential cmake ninja-build pkg-config git
   libtorch-dev libopenblas0-pthread libgrpc++-dev libgrpc-dev
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libabsl-dev
   prometheus-cpp-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
-  libicu-dev libpcre2-dev)
+  libicu-dev libpcre2-dev libcpp-httplib-dev libssl-dev)
 test_pkgs=(libgtest-dev libgmock-dev python3-torch python3-numpy python3-grpcio
   python3-protobuf clang-format prometheus nginx docker-compose python3-yaml
-  chromium nodejs)
+  chromium nodejs openssl clang-14 libclang-rt-14-dev)
 # The tokenizer reference tests run the Hugging Face tokenizers library under
 # Node (tests/tokenizer/package.json); Debian ships npm apart from nodejs,
 # other Node builds bundle it.

@@ -25,6 +25,7 @@
 #include "server/model/model_repository.h"
 #include "server/runner/device_memory.h"
 #include "server/runner/model_host.h"
+#include "server/security_flags.h"
 #include "server/service/server.h"
 
 namespace {
@@ -99,8 +100,8 @@ void DefineFlags(CLI::App& app, Flags& f) {
                  "gRPC listen address HOST:PORT (port 0 picks a free port)")
       ->capture_default_str();
   app.add_option("--metrics-listen", f.metrics_listen,
-                 "Prometheus /metrics address HOST:PORT; empty disables "
-                 "metrics");
+                 "Prometheus /metrics address HOST:PORT (\":PORT\" binds "
+                 "--metrics-address); empty disables metrics");
   app.add_option("--models,--repository", f.models,
                  "model repository JSON file; with no --model-dir either, "
                  "the built-in models (none, sinusoidal, learned, rope, "
@@ -191,7 +192,7 @@ void DefineFlags(CLI::App& app, Flags& f) {
       ->capture_default_str();
   app.add_option("--ready-file", f.ready_file,
                  "once serving, write {\"grpc_port\": P, \"metrics_port\": "
-                 "M} here (atomically)");
+                 "M, \"health_port\": H} here (atomically)");
   app.add_option("--log-level", f.log_level,
                  "trace | debug | info | warn | error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
@@ -256,12 +257,14 @@ absl::StatusOr<at::ScalarType> ParseDtypeFlag(const std::string& name,
   return dtype;
 }
 
-bool WriteReadyFile(const std::string& path, int grpc_port, int metrics_port) {
+bool WriteReadyFile(const std::string& path, int grpc_port, int metrics_port,
+                    int health_port) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << "{\"grpc_port\": " << grpc_port
-        << ", \"metrics_port\": " << metrics_port << "}\n";
+        << ", \"metrics_port\": " << metrics_port
+        << ", \"health_port\": " << health_port << "}\n";
     if (!out) return false;
   }
   return std::rename(tmp.c_str(), path.c_str()) == 0;
@@ -282,6 +285,8 @@ int main(int argc, char** argv) {
       "encoder-server");
   Flags flags;
   DefineFlags(app, flags);
+  encoder::SecurityFlags security;
+  encoder::DefineSecurityFlags(app, security);
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(flags.log_level));
 
@@ -291,6 +296,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   RaiseOpenFileLimit();
@@ -304,8 +310,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<encoder::metrics::PrometheusMetrics> prometheus;
   encoder::metrics::Metrics* metrics = &noop;
   if (!flags.metrics_listen.empty()) {
-    auto started =
-        encoder::metrics::PrometheusMetrics::Start(flags.metrics_listen);
+    auto started = encoder::metrics::PrometheusMetrics::Start(
+        encoder::MetricsHttpOptions(security, flags.metrics_listen));
     if (!started.ok()) return Fail(started.status());
     prometheus = std::move(started).value();
     metrics = prometheus.get();
@@ -333,6 +339,12 @@ int main(int argc, char** argv) {
   server_options.diagnose.max_tokens = flags.max_diagnose_tokens;
   server_options.diagnose.max_structure_positions =
       flags.max_structure_positions;
+  std::unique_ptr<encoder::auth::TokenAuthenticator> tokens;
+  if (absl::Status applied =
+          encoder::ApplySecurityFlags(security, &server_options, &tokens);
+      !applied.ok()) {
+    return Fail(applied);
+  }
   auto server = encoder::service::EncoderServer::Start(server_options, metrics);
   if (!server.ok()) return Fail(server.status());
   spdlog::info("gRPC on port {} (health NOT_SERVING while loading)",
@@ -406,12 +418,22 @@ int main(int argc, char** argv) {
                (*host)->default_model());
   const std::string ready = flags.ready_file;
   if (!ready.empty() && !WriteReadyFile(ready, (*server)->port(),
-                                        prometheus ? prometheus->port() : 0)) {
+                                        prometheus ? prometheus->port() : 0,
+                                        (*server)->health_port())) {
     return Fail(absl::InternalError(absl::StrCat("cannot write ", ready)));
   }
 
   int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
+    if (!tokens) continue;
+    const absl::Status reloaded = tokens->Reload();
+    if (reloaded.ok()) {
+      spdlog::info("SIGHUP: {} bearer tokens in force", tokens->token_count());
+    } else {
+      spdlog::error("SIGHUP: {}; the previous tokens stay in force",
+                    reloaded.ToString());
+    }
+  }
   spdlog::info("signal {}: draining (grace {} s)", signal_number,
                flags.drain_grace_seconds);
   const bool drained =

@@ -9,6 +9,8 @@ protobuf-compiler and protobuf-compiler-grpc; the Python stubs are generated
 from proto/encoder/v1/encoder.proto into a temporary directory at start-up.
 
 Usage: encoder_client.py [--target HOST:PORT] [--text TEXT]
+           [--tls] [--ca CA.pem] [--cert CLIENT.pem --key CLIENT.key]
+           [--token-file TOKEN]
 """
 
 import argparse
@@ -56,23 +58,62 @@ def decode_tensor(pb2, tensor):
     return list(struct.unpack(f"<{count}{fmt}", tensor.data))
 
 
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def read_token(path):
+    """The first line of the file that is neither blank nor a comment."""
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                return line
+    sys.exit(f"error: --token-file: no token in {path}")
+
+
+def open_channel(args):
+    """A TLS channel when --tls, --ca or --cert is given, else plaintext."""
+    if bool(args.cert) != bool(args.key):
+        sys.exit("error: --cert and --key go together")
+    if not (args.tls or args.ca or args.cert):
+        return grpc.insecure_channel(args.target)
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=read_bytes(args.ca) if args.ca else None,
+        private_key=read_bytes(args.key) if args.key else None,
+        certificate_chain=read_bytes(args.cert) if args.cert else None)
+    return grpc.secure_channel(args.target, credentials)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="127.0.0.1:50051")
     parser.add_argument("--text", default="Positions matter.")
+    parser.add_argument("--tls", action="store_true",
+                        help="connect with TLS (implied by --ca, --cert)")
+    parser.add_argument("--ca", help="PEM CA of the server's certificate")
+    parser.add_argument("--cert", help="PEM client certificate (mutual TLS)")
+    parser.add_argument("--key", help="PEM private key of --cert")
+    parser.add_argument("--token-file",
+                        help="file whose first line is the bearer token")
     args = parser.parse_args()
+    metadata = ()
+    if args.token_file:
+        metadata = (("authorization", "Bearer " + read_token(args.token_file)),)
 
     with tempfile.TemporaryDirectory() as stub_dir:
         pb2, pb2_grpc = load_stubs(stub_dir)
-        with grpc.insecure_channel(args.target) as channel:
+        with open_channel(args) as channel:
             stub = pb2_grpc.EncoderServiceStub(channel)
             try:
-                models = stub.ListModels(pb2.ListModelsRequest(), timeout=30)
+                models = stub.ListModels(pb2.ListModelsRequest(), timeout=30,
+                                         metadata=metadata)
                 for model in models.models:
                     response = stub.Embed(
                         pb2.EmbedRequest(model=model.name,
                                          inputs=[pb2.Input(text=args.text)]),
-                        timeout=30)
+                        timeout=30, metadata=metadata)
                     result = response.results[0]
                     pooled = decode_tensor(pb2, result.pooled)
                     norm = math.sqrt(sum(v * v for v in pooled))

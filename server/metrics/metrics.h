@@ -49,6 +49,9 @@ class Metrics {
   virtual void QueueDepth(const std::string& model, int64_t sequences) = 0;
   // +1 when an RPC starts, -1 when it finishes.
   virtual void InFlight(const std::string& rpc, int delta) = 0;
+
+  // A call refused for its bearer token. reason: missing | invalid.
+  virtual void AuthFailure(const std::string& reason) { (void)reason; }
 };
 
 // Does nothing; for tests and for servers run without --metrics-listen.

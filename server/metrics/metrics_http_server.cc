@@ -1,194 +1,183 @@
 #include "server/metrics/metrics_http_server.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <poll.h>
+#include <httplib.h>
 #include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
+#include <chrono>
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "server/auth/token_auth.h"
 
 namespace encoder::metrics {
 namespace {
 
-// Request line and headers beyond this are refused (431).
-constexpr size_t kMaxRequestBytes = 16 * 1024;
+constexpr char kTextFormat[] = "text/plain; version=0.0.4; charset=utf-8";
 
-std::string Response(const std::string& status, const std::string& type,
-                     const std::string& body, bool head_only) {
-  std::string response = "HTTP/1.1 " + status + "\r\nContent-Type: " + type +
-                         "\r\nContent-Length: " + std::to_string(body.size()) +
-                         "\r\nConnection: close\r\n\r\n";
-  if (!head_only) response += body;
-  return response;
-}
-
-// Splits "HOST:PORT" or "[V6HOST]:PORT"; an empty host means every
-// interface.
-bool SplitAddress(const std::string& address, std::string* host,
-                  std::string* port) {
+// Splits "HOST:PORT" or "[V6HOST]:PORT"; the port must be numeric.
+bool SplitAddress(const std::string& address, std::string* host, int* port) {
   const size_t colon = address.rfind(':');
   if (colon == std::string::npos || colon + 1 == address.size()) return false;
+  const std::string digits = address.substr(colon + 1);
+  if (digits.size() > 5 ||
+      digits.find_first_not_of("0123456789") != std::string::npos) {
+    return false;
+  }
+  *port = std::stoi(digits);
   *host = address.substr(0, colon);
-  *port = address.substr(colon + 1);
   if (host->size() >= 2 && host->front() == '[' && host->back() == ']') {
     *host = host->substr(1, host->size() - 2);
   }
-  return port->find_first_not_of("0123456789") == std::string::npos;
+  return *port <= 65535;
 }
 
-void SetIoTimeouts(int fd, int seconds) {
-  timeval timeout{};
-  timeout.tv_sec = seconds;
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+absl::StatusOr<std::string> ReadFile(const std::string& path,
+                                     const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return absl::NotFoundError(absl::StrCat("cannot open ", what, " ", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
-void SendAll(int fd, const std::string& data) {
-  size_t sent = 0;
-  while (sent < data.size()) {
-    const ssize_t n =
-        send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    sent += static_cast<size_t>(n);
+// Whether `header` ("Basic base64(user:password)") names one of
+// `credentials`, compared in constant time.
+bool BasicAuthOk(const std::string& header,
+                 const std::vector<std::string>& credentials) {
+  constexpr absl::string_view kScheme = "basic ";
+  if (!absl::StartsWithIgnoreCase(header, kScheme)) return false;
+  std::string decoded;
+  if (!absl::Base64Unescape(
+          absl::StripAsciiWhitespace(
+              absl::string_view(header).substr(kScheme.size())),
+          &decoded)) {
+    return false;
   }
+  return auth::MatchesAnyToken(decoded, credentials);
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
-    const std::string& listen_address, Render render) {
+    const HttpOptions& options, Render render) {
   std::string host;
-  std::string port;
-  if (!SplitAddress(listen_address, &host, &port)) {
-    return absl::InvalidArgumentError("metrics address \"" + listen_address +
+  int port = 0;
+  if (!SplitAddress(options.listen, &host, &port)) {
+    return absl::InvalidArgumentError("metrics address \"" + options.listen +
                                       "\" is not HOST:PORT");
   }
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* addresses = nullptr;
-  const int gai = getaddrinfo(host.empty() ? nullptr : host.c_str(),
-                              port.c_str(), &hints, &addresses);
-  if (gai != 0) {
-    return absl::InvalidArgumentError("metrics address \"" + listen_address +
-                                      "\": " + gai_strerror(gai));
+  if (host.empty()) host = options.default_host;
+  if (options.max_connections < 1) {
+    return absl::InvalidArgumentError("metrics max connections must be >= 1");
   }
-  int fd = -1;
-  std::string error = "no address";
-  for (addrinfo* a = addresses; a != nullptr && fd < 0; a = a->ai_next) {
-    fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
+  std::unique_ptr<MetricsHttpServer> s(new MetricsHttpServer());
+  s->render_ = std::move(render);
+  const bool tls =
+      !options.tls_cert_file.empty() || !options.tls_key_file.empty();
+  if (tls) {
+    if (options.tls_cert_file.empty() || options.tls_key_file.empty()) {
+      return absl::InvalidArgumentError(
+          "metrics TLS needs both a certificate and a key");
+    }
+    for (const std::string* f :
+         {&options.tls_cert_file, &options.tls_key_file}) {
+      auto text = ReadFile(*f, "metrics TLS file");
+      if (!text.ok()) return text.status();
+    }
+    auto ssl = std::make_unique<httplib::SSLServer>(
+        options.tls_cert_file.c_str(), options.tls_key_file.c_str());
+    if (!ssl->is_valid()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "metrics TLS: cannot use certificate ", options.tls_cert_file,
+          " with key ", options.tls_key_file));
+    }
+    s->server_ = std::move(ssl);
+  } else {
+    s->server_ = std::make_unique<httplib::Server>();
+  }
+  if (!options.basic_auth_file.empty()) {
+    auto text = ReadFile(options.basic_auth_file, "metrics basic auth file");
+    if (!text.ok()) return text.status();
+    auto lines = auth::ParseTokens(*text);
+    if (!lines.ok() || !absl::StrContains(lines->front(), ':')) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("metrics basic auth file ", options.basic_auth_file,
+                       ": expected user:password lines"));
+    }
+    s->credentials_ = *std::move(lines);
+  }
+  const int threads = options.max_connections;
+  s->server_->new_task_queue = [threads] {
+    return new httplib::ThreadPool(static_cast<size_t>(threads));
+  };
+  // SO_REUSEADDR only: cpp-httplib's default adds SO_REUSEPORT, which
+  // would let a second process bind the same port and take scrapes.
+  s->server_->set_socket_options([](int fd) {
     const int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, 64) != 0) {
-      error = std::strerror(errno);
-      close(fd);
-      fd = -1;
+  });
+  s->server_->set_keep_alive_timeout(kKeepAliveSeconds);
+  s->server_->set_read_timeout(kIoTimeoutSeconds);
+  s->server_->set_write_timeout(kIoTimeoutSeconds);
+  s->server_->set_payload_max_length(16 * 1024);
+  MetricsHttpServer* self = s.get();
+  auto handle = [self](const httplib::Request& request,
+                       httplib::Response& response) {
+    if (!self->credentials_.empty() &&
+        !BasicAuthOk(request.get_header_value("Authorization"),
+                     self->credentials_)) {
+      response.status = 401;
+      response.set_header("WWW-Authenticate", "Basic realm=\"metrics\"");
+      response.set_content("authentication required\n", "text/plain");
+      return;
     }
+    response.set_content(self->render_(), kTextFormat);
+  };
+  s->server_->Get("/metrics", handle);
+  auto not_allowed = [](const httplib::Request&, httplib::Response& response) {
+    response.status = 405;
+    response.set_header("Allow", "GET, HEAD");
+    response.set_content("use GET\n", "text/plain");
+  };
+  s->server_->Post("/metrics", not_allowed);
+  s->server_->Put("/metrics", not_allowed);
+  s->server_->Delete("/metrics", not_allowed);
+  s->server_->Patch("/metrics", not_allowed);
+  s->server_->set_error_handler(
+      [](const httplib::Request& request, httplib::Response& response) {
+        if (response.status == 404 && request.path != "/metrics") {
+          response.set_content("metrics are at /metrics\n", "text/plain");
+        }
+      });
+  if (port == 0) {
+    port = s->server_->bind_to_any_port(host);
+  } else if (!s->server_->bind_to_port(host, port)) {
+    port = -1;
   }
-  freeaddrinfo(addresses);
-  if (fd < 0) {
-    return absl::UnavailableError("cannot serve metrics on " + listen_address +
-                                  ": " + error);
+  if (port <= 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot serve metrics on ", options.listen, " (", host, ")"));
   }
-  sockaddr_storage bound{};
-  socklen_t length = sizeof(bound);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length);
-  const int bound_port =
-      bound.ss_family == AF_INET6
-          ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
-          : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  int wake[2];
-  if (pipe2(wake, O_CLOEXEC) != 0) {
-    close(fd);
-    return absl::InternalError(std::string("pipe: ") + std::strerror(errno));
+  s->port_ = port;
+  s->thread_ = std::thread([self] { self->server_->listen_after_bind(); });
+  // stop() only stops a server that is already running: wait for that, so
+  // that destroying the server right after Start cannot hang.
+  for (int i = 0; i < 5000 && !s->server_->is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  return std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(
-      fd, wake[0], wake[1], bound_port, std::move(render)));
+  return s;
 }
-
-MetricsHttpServer::MetricsHttpServer(int listen_fd, int wake_read_fd,
-                                     int wake_write_fd, int port, Render render)
-    : listen_fd_(listen_fd),
-      wake_read_fd_(wake_read_fd),
-      wake_write_fd_(wake_write_fd),
-      port_(port),
-      render_(std::move(render)),
-      thread_([this] { Serve(); }) {}
 
 MetricsHttpServer::~MetricsHttpServer() {
-  const char byte = 0;
-  while (write(wake_write_fd_, &byte, 1) < 0 && errno == EINTR) {
-  }
-  thread_.join();
-  close(listen_fd_);
-  close(wake_read_fd_);
-  close(wake_write_fd_);
-}
-
-void MetricsHttpServer::Serve() {
-  pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_read_fd_, POLLIN, 0}};
-  while (true) {
-    if (poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    if (fds[1].revents != 0) return;
-    if ((fds[0].revents & POLLIN) == 0) continue;
-    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    SetIoTimeouts(fd, kIoTimeoutSeconds);
-    HandleConnection(fd);
-    close(fd);
-  }
-}
-
-void MetricsHttpServer::HandleConnection(int fd) const {
-  std::string request;
-  char buffer[4096];
-  while (request.find("\r\n\r\n") == std::string::npos) {
-    if (request.size() > kMaxRequestBytes) {
-      SendAll(fd, Response("431 Request Header Fields Too Large", "text/plain",
-                           "request too large\n", false));
-      return;
-    }
-    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    request.append(buffer, static_cast<size_t>(n));
-  }
-  const size_t method_end = request.find(' ');
-  const size_t target_end = request.find(' ', method_end + 1);
-  if (method_end == std::string::npos || target_end == std::string::npos) {
-    SendAll(fd,
-            Response("400 Bad Request", "text/plain", "bad request\n", false));
-    return;
-  }
-  const std::string method = request.substr(0, method_end);
-  std::string path =
-      request.substr(method_end + 1, target_end - method_end - 1);
-  path = path.substr(0, path.find('?'));
-  const bool head = method == "HEAD";
-  if (path != "/metrics") {
-    SendAll(fd, Response("404 Not Found", "text/plain",
-                         "metrics are at /metrics\n", head));
-  } else if (method != "GET" && !head) {
-    SendAll(fd, Response("405 Method Not Allowed", "text/plain", "use GET\n",
-                         false));
-  } else {
-    SendAll(fd, Response("200 OK", "text/plain; version=0.0.4; charset=utf-8",
-                         render_(), head));
-  }
+  if (server_) server_->stop();
+  if (thread_.joinable()) thread_.join();
 }
 
 }  // namespace encoder::metrics

@@ -1,12 +1,14 @@
 // The HTTP endpoint Prometheus scrapes: GET /metrics answered with the
-// text exposition format.
+// text exposition format, served by cpp-httplib (Debian's
+// libcpp-httplib), optionally over TLS and behind HTTP basic auth.
 //
-// Why not prometheus::Exposer: it serves through civetweb, whose Debian
-// build starts its threads with a fixed 100 KiB stack. glibc places a
-// process's static TLS on every thread's stack, and a server that loads
-// LibTorch (OpenBLAS, glog) has more than 100 KiB of it, so civetweb's
-// pthread_create fails with EINVAL. This server runs one std::thread with
-// the default stack.
+// Each connection is served on a thread of a pool of `max_connections`
+// threads started with the default stack size (prometheus::Exposer's
+// civetweb uses fixed 100 KiB stacks, smaller than the static TLS of a
+// process that loads LibTorch, so its threads fail to start). A connection
+// that sends nothing is dropped after kKeepAliveSeconds; a slow or idle
+// client holds one thread and delays no one else while fewer than
+// `max_connections` connections are open.
 #ifndef ENCODER_SERVER_METRICS_METRICS_HTTP_SERVER_H_
 #define ENCODER_SERVER_METRICS_METRICS_HTTP_SERVER_H_
 
@@ -14,31 +16,45 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
+namespace httplib {
+class Server;
+}
+
 namespace encoder::metrics {
 
-// Serves one connection at a time on one thread: scrapes are rare and
-// cheap. Each connection gets one response and is closed; a client that
-// sends nothing for kIoTimeoutSeconds is dropped, so a stalled client
-// delays other scrapes by at most that long.
+struct HttpOptions {
+  // HOST:PORT ("0.0.0.0:9090", "127.0.0.1:0", "[::]:9090"); port 0 picks a
+  // free port. An empty HOST (":9090") binds `default_host`.
+  std::string listen;
+  std::string default_host = "127.0.0.1";
+  int max_connections = 64;  // served at once; more wait for a thread
+  // PEM files; both set: HTTPS only.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // "user:password" lines; set: every request needs basic auth.
+  std::string basic_auth_file;
+};
+
 class MetricsHttpServer {
  public:
-  // Returns the body of GET /metrics. Called on the server thread; must be
-  // thread-safe with respect to the rest of the program.
+  // Returns the body of GET /metrics. Called on the server's threads; must
+  // be thread-safe with respect to the rest of the program.
   using Render = std::function<std::string()>;
 
+  static constexpr int kKeepAliveSeconds = 2;
   static constexpr int kIoTimeoutSeconds = 5;
 
-  // Binds HOST:PORT ("0.0.0.0:9090", "127.0.0.1:0", "[::]:9090", ":9090"
-  // for every interface; port 0 picks a free port) and starts serving.
-  // InvalidArgument for a malformed address, Unavailable when it cannot be
-  // bound.
+  // Binds and starts serving. InvalidArgument for a malformed address or
+  // option, NotFound for an unreadable file, Unavailable when the address
+  // cannot be bound.
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(
-      const std::string& listen_address, Render render);
+      const HttpOptions& options, Render render);
 
-  // Stops accepting, finishes the connection in progress and joins.
+  // Stops accepting, finishes the requests in progress and joins.
   ~MetricsHttpServer();
 
   MetricsHttpServer(const MetricsHttpServer&) = delete;
@@ -48,18 +64,12 @@ class MetricsHttpServer {
   int port() const { return port_; }
 
  private:
-  MetricsHttpServer(int listen_fd, int wake_read_fd, int wake_write_fd,
-                    int port, Render render);
+  MetricsHttpServer() = default;
 
-  void Serve();
-  void HandleConnection(int fd) const;
-
-  const int listen_fd_;
-  // A pipe: the destructor writes to it to wake the poll in Serve.
-  const int wake_read_fd_;
-  const int wake_write_fd_;
-  const int port_;
-  const Render render_;
+  std::unique_ptr<httplib::Server> server_;
+  std::vector<std::string> credentials_;  // "user:password"
+  Render render_;
+  int port_ = 0;
   std::thread thread_;
 };
 

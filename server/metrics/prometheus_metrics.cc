@@ -150,14 +150,20 @@ class PrometheusMetrics::ProcessCollector : public prometheus::Collectable {
 
 absl::StatusOr<std::unique_ptr<PrometheusMetrics>> PrometheusMetrics::Start(
     const std::string& listen_address) {
-  if (listen_address.empty()) {
+  HttpOptions options;
+  options.listen = listen_address;
+  return Start(options);
+}
+
+absl::StatusOr<std::unique_ptr<PrometheusMetrics>> PrometheusMetrics::Start(
+    const HttpOptions& options) {
+  if (options.listen.empty()) {
     return absl::InvalidArgumentError("metrics listen address is empty");
   }
   std::unique_ptr<PrometheusMetrics> metrics(new PrometheusMetrics());
   const PrometheusMetrics* self = metrics.get();
   absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http =
-      MetricsHttpServer::Start(listen_address,
-                               [self] { return self->Render(); });
+      MetricsHttpServer::Start(options, [self] { return self->Render(); });
   if (!http.ok()) return http.status();
   metrics->http_ = std::move(http).value();
   return metrics;
@@ -217,6 +223,12 @@ PrometheusMetrics::PrometheusMetrics()
                     .Name("encoder_in_flight_requests")
                     .Help("RPCs started and not yet finished.")
                     .Register(r);
+  auto& auth = prometheus::BuildCounter()
+                   .Name("encoder_auth_failures_total")
+                   .Help("Calls refused for their bearer token.")
+                   .Register(r);
+  auth_missing_ = &auth.Add({{"reason", "missing"}});
+  auth_invalid_ = &auth.Add({{"reason", "invalid"}});
   model_info_ = &prometheus::BuildGauge()
                      .Name("encoder_model_info")
                      .Help("A hosted model; always 1.")
@@ -455,6 +467,10 @@ void PrometheusMetrics::InFlight(const std::string& rpc, int delta) {
   auto [it, inserted] = in_flight_by_rpc_.try_emplace(rpc, nullptr);
   if (inserted) it->second = &in_flight_->Add({{"rpc", rpc}});
   it->second->Increment(static_cast<double>(delta));
+}
+
+void PrometheusMetrics::AuthFailure(const std::string& reason) {
+  (reason == "missing" ? auth_missing_ : auth_invalid_)->Increment();
 }
 
 }  // namespace encoder::metrics

@@ -14,6 +14,8 @@
 //   encoder_dropped_sequences_total{model,scheme,reason}     counter
 //   encoder_queue_depth{model,scheme}                        gauge, seqs
 //   encoder_in_flight_requests{rpc}                          gauge
+//   encoder_auth_failures_total{reason}                      counter,
+//       calls refused for their bearer token; reason: missing | invalid
 //   encoder_model_info{model,scheme,device,dtype,d_model,num_heads,
 //                      num_layers}                           gauge, always 1
 //   process_resident_memory_bytes                            gauge, at scrape
@@ -74,6 +76,9 @@ class PrometheusMetrics : public Metrics {
   // Unavailable when the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<PrometheusMetrics>> Start(
       const std::string& listen_address);
+  // The same with TLS, basic auth and connection limits (HttpOptions).
+  static absl::StatusOr<std::unique_ptr<PrometheusMetrics>> Start(
+      const HttpOptions& options);
   ~PrometheusMetrics() override;
 
   PrometheusMetrics(const PrometheusMetrics&) = delete;
@@ -102,6 +107,7 @@ class PrometheusMetrics : public Metrics {
                int64_t sequences) override;
   void QueueDepth(const std::string& model, int64_t sequences) override;
   void InFlight(const std::string& rpc, int delta) override;
+  void AuthFailure(const std::string& reason) override;
 
  private:
   class ProcessCollector;
@@ -171,6 +177,8 @@ class PrometheusMetrics : public Metrics {
   prometheus::Family<prometheus::Counter>* dropped_;
   prometheus::Family<prometheus::Gauge>* queue_depth_;
   prometheus::Family<prometheus::Gauge>* in_flight_;
+  prometheus::Counter* auth_missing_;
+  prometheus::Counter* auth_invalid_;
   prometheus::Family<prometheus::Gauge>* model_info_;
 
   // Guards the maps below and gpu_reader_. The series they point to are

@@ -184,10 +184,24 @@ class EmbedStreamReactor
   bool finished_ = false;
 };
 
+// A stream refused on entry: finishes at once without reading.
+class RefusedStreamReactor
+    : public grpc::ServerBidiReactor<v1::EmbedRequest,
+                                     v1::EmbedStreamResponse> {
+ public:
+  explicit RefusedStreamReactor(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
 }  // namespace
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 EncoderServiceImpl::EmbedStream(grpc::CallbackServerContext* context) {
+  if (grpc::Status auth = Authenticate(context); !auth.ok()) {
+    metrics_->RequestDone("EmbedStream", "", GrpcCodeName(auth.error_code()),
+                          0);
+    return new RefusedStreamReactor(auth);
+  }
   return new EmbedStreamReactor(this, context);
 }
 

@@ -70,6 +70,18 @@ runner::ModelHost* EncoderServiceImpl::Admit(grpc::Status* refusal) const {
   return host;
 }
 
+grpc::Status EncoderServiceImpl::Authenticate(
+    const grpc::CallbackServerContext* context) const {
+  if (auth_ == nullptr) return grpc::Status::OK;
+  return CheckCallToken(*auth_, context->client_metadata());
+}
+
+void EncoderServiceImpl::Refuse(grpc::ServerUnaryReactor* reactor,
+                                const char* rpc, const grpc::Status& status) {
+  metrics_->RequestDone(rpc, "", GrpcCodeName(status.error_code()), 0);
+  reactor->Finish(status);
+}
+
 void EncoderServiceImpl::FinishUnary(grpc::ServerUnaryReactor* reactor,
                                      const char* rpc, const std::string& model,
                                      absl::Time start,
@@ -144,13 +156,15 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Embed(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (grpc::Status auth = Authenticate(context); !auth.ok()) {
+    Refuse(reactor, "Embed", auth);
+    return reactor;
+  }
   auto call =
       std::make_shared<UnaryMessages<v1::EmbedRequest, v1::EmbedResponse>>();
   if (absl::Status parsed = ParseRequest(*request, &call->request);
       !parsed.ok()) {
-    const grpc::Status status = ToGrpcStatus(parsed);
-    RecordRejected("Embed", status);
-    reactor->Finish(status);
+    Refuse(reactor, "Embed", ToGrpcStatus(parsed));
     return reactor;
   }
   SubmitEmbed(
@@ -165,6 +179,10 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::ListModels(
     grpc::CallbackServerContext* context, const v1::ListModelsRequest*,
     v1::ListModelsResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (grpc::Status auth = Authenticate(context); !auth.ok()) {
+    Refuse(reactor, "ListModels", auth);
+    return reactor;
+  }
   const absl::Time start = absl::Now();
   metrics_->InFlight("ListModels", +1);
   grpc::Status refusal;
@@ -186,6 +204,10 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Diagnose(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request_bytes,
     grpc::ByteBuffer* response_bytes) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (grpc::Status auth = Authenticate(context); !auth.ok()) {
+    Refuse(reactor, "Diagnose", auth);
+    return reactor;
+  }
   const absl::Time start = absl::Now();
   metrics_->InFlight("Diagnose", +1);
   auto call = std::make_shared<
@@ -282,6 +304,10 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::RunInline(
     const grpc::ByteBuffer* request_bytes, grpc::ByteBuffer* response_bytes,
     Run run) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (grpc::Status auth = Authenticate(context); !auth.ok()) {
+    Refuse(reactor, rpc, auth);
+    return reactor;
+  }
   const absl::Time start = absl::Now();
   metrics_->InFlight(rpc, +1);
   grpc::Status refusal;

@@ -12,6 +12,7 @@
 #include "encoder/v1/encoder.grpc.pb.h"
 #include "server/metrics/metrics.h"
 #include "server/runner/model_host.h"
+#include "server/service/auth_interceptor.h"
 #include "server/service/embed_request.h"
 #include "server/service/tokenize_rpc.h"
 #include "server/service/work_queue.h"
@@ -44,6 +45,10 @@ class EncoderServiceImpl final : public EncoderServiceBase {
 
   // Makes the loaded models available; `host` must outlive the service.
   void SetHost(runner::ModelHost* host) { host_.store(host); }
+
+  // Calls must carry a token `auth` accepts (none when never set). `auth`
+  // must outlive the service; set before serving.
+  void SetAuth(const EdgeAuth* auth) { auth_ = auth; }
 
   // From now on new calls fail with UNAVAILABLE; accepted ones go on.
   void StartDraining() { draining_.store(true); }
@@ -98,8 +103,14 @@ class EncoderServiceImpl final : public EncoderServiceBase {
   // The host if calls may proceed; else nullptr and `*refusal` is set
   // (models loading, or draining).
   runner::ModelHost* Admit(grpc::Status* refusal) const;
+  // OK, or UNAUTHENTICATED for a missing or refused bearer token.
+  grpc::Status Authenticate(const grpc::CallbackServerContext* context) const;
+  // Finishes `reactor` at once with `status` (a call refused on entry).
+  void Refuse(grpc::ServerUnaryReactor* reactor, const char* rpc,
+              const grpc::Status& status);
 
   std::atomic<runner::ModelHost*> host_{nullptr};
+  const EdgeAuth* auth_ = nullptr;
   metrics::Metrics* metrics_;
   const ServiceLimits limits_;
   const DiagnoseLimits diagnose_limits_;

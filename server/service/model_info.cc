@@ -1,5 +1,7 @@
 #include "server/service/model_info.h"
 
+#include <filesystem>
+
 #include "absl/strings/str_cat.h"
 
 namespace encoder::service {

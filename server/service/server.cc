@@ -3,14 +3,36 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/resource_quota.h>
+#include <grpcpp/impl/server_builder_option.h>
+#include <grpcpp/impl/server_builder_plugin.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
+#include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
 namespace encoder::service {
+namespace {
+
+// Removes the reflection plugin (registered process-wide) from one server.
+class WithoutReflection : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>*
+                         plugins) override {
+    plugins->erase(std::remove_if(plugins->begin(), plugins->end(),
+                                  [](const auto& p) {
+                                    return p->name() ==
+                                           "proto_server_reflection";
+                                  }),
+                   plugins->end());
+  }
+};
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<EncoderServer>> EncoderServer::Start(
     const ServerOptions& options, metrics::Metrics* metrics) {
@@ -22,9 +44,25 @@ absl::StatusOr<std::unique_ptr<EncoderServer>> EncoderServer::Start(
   limits.max_inputs_per_request = options.max_inputs_per_request;
   s->service_ =
       std::make_unique<EncoderServiceImpl>(metrics, limits, options.diagnose);
+  s->edge_auth_ = EdgeAuth{options.tokens, options.auth_health, metrics};
+  s->service_->SetAuth(&s->edge_auth_);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(),
+  builder.AddListeningPort(options.listen,
+                           options.credentials
+                               ? options.credentials
+                               : grpc::InsecureServerCredentials(),
                            &s->port_);
+  if (!options.reflection) {
+    builder.SetOption(std::make_unique<WithoutReflection>());
+  }
+  if (options.tokens != nullptr) {
+    std::vector<
+        std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+        interceptors;
+    interceptors.push_back(
+        std::make_unique<AuthInterceptorFactory>(s->edge_auth_));
+    builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  }
   builder.SetMaxReceiveMessageSize(
       static_cast<int>(options.max_receive_message_bytes));
   builder.SetMaxSendMessageSize(
@@ -40,11 +78,28 @@ absl::StatusOr<std::unique_ptr<EncoderServer>> EncoderServer::Start(
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", options.listen));
   }
+  if (!options.health_listen.empty()) {
+    grpc::ServerBuilder health;
+    health.AddListeningPort(options.health_listen,
+                            grpc::InsecureServerCredentials(),
+                            &s->health_port_);
+    health.SetOption(std::make_unique<WithoutReflection>());
+    health.RegisterCallbackGenericService(&s->health_port_fallback_);
+    s->health_server_ = health.BuildAndStart();
+    if (s->health_server_ == nullptr || s->health_port_ == 0) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot listen on ", options.health_listen));
+    }
+  }
   s->SetHealth(false);
   return s;
 }
 
 EncoderServer::~EncoderServer() {
+  if (health_server_) {
+    health_server_->Shutdown(std::chrono::system_clock::now());
+    health_server_->Wait();
+  }
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now());
     server_->Wait();
@@ -52,10 +107,13 @@ EncoderServer::~EncoderServer() {
 }
 
 void EncoderServer::SetHealth(bool serving) {
-  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
-  if (health == nullptr) return;
-  health->SetServingStatus(serving);
-  health->SetServingStatus(v1::EncoderService::service_full_name(), serving);
+  for (grpc::Server* server : {server_.get(), health_server_.get()}) {
+    grpc::HealthCheckServiceInterface* health =
+        server == nullptr ? nullptr : server->GetHealthCheckService();
+    if (health == nullptr) continue;
+    health->SetServingStatus(serving);
+    health->SetServingStatus(v1::EncoderService::service_full_name(), serving);
+  }
 }
 
 void EncoderServer::SetModels(runner::ModelHost* host) {
@@ -80,6 +138,11 @@ bool EncoderServer::Drain(absl::Duration grace, absl::Duration unready) {
   server_->Shutdown(absl::ToChronoTime(std::max(deadline, absl::Now())));
   server_->Wait();
   server_.reset();
+  if (health_server_) {
+    health_server_->Shutdown(std::chrono::system_clock::now());
+    health_server_->Wait();
+    health_server_.reset();
+  }
   return drained;
 }
 

@@ -3,6 +3,8 @@
 #ifndef ENCODER_SERVER_SERVICE_SERVER_H_
 #define ENCODER_SERVER_SERVICE_SERVER_H_
 
+#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server.h>
 
 #include <memory>
@@ -10,6 +12,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/auth/token_auth.h"
+#include "server/service/auth_interceptor.h"
 #include "server/service/encoder_service.h"
 
 namespace encoder::service {
@@ -24,6 +28,15 @@ struct ServerOptions {
   // HTTP/2 streams (calls) in flight per connection.
   int max_concurrent_streams = 64;
   DiagnoseLimits diagnose;
+  // Null: plaintext (see tls_credentials.h).
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  // Null: no authentication. Must outlive the server.
+  const auth::TokenAuthenticator* tokens = nullptr;
+  bool auth_health = false;  // grpc.health.v1 needs a token too
+  bool reflection = true;    // grpc.reflection.v1alpha on the port
+  // HOST:PORT of a second, plaintext port that serves grpc.health.v1 only
+  // (for probes that cannot speak TLS, such as the kubelet's); empty: none.
+  std::string health_listen;
 };
 
 class EncoderServer {
@@ -35,6 +48,8 @@ class EncoderServer {
   ~EncoderServer();
 
   int port() const { return port_; }
+  // The health-only port (0 without ServerOptions::health_listen).
+  int health_port() const { return health_port_; }
 
   // Makes the models callable and health SERVING. `host` must outlive the
   // server.
@@ -53,7 +68,13 @@ class EncoderServer {
   void SetHealth(bool serving);
 
   std::unique_ptr<EncoderServiceImpl> service_;
+  EdgeAuth edge_auth_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::Server> health_server_;
+  // Answers UNIMPLEMENTED for everything but health on the health port (a
+  // gRPC server needs one callback service to start).
+  grpc::CallbackGenericService health_port_fallback_;
+  int health_port_ = 0;
   runner::ModelHost* host_ = nullptr;
   int port_ = 0;
 };

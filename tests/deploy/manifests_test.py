@@ -23,6 +23,7 @@ import deploy_util as du
 REPLICA_SERVICES = ("replica1", "replica2")
 GRPC_PORT = 50051
 METRICS_PORT = 9090
+HEALTH_PORT = 50052
 
 
 def seconds(duration):
@@ -270,12 +271,17 @@ def check_deployment(path, repository, checks, gpu):
                          "deploy/models/repository.json")
 
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    checks.equal(ports, {"grpc": GRPC_PORT, "metrics": METRICS_PORT},
-                 f"{name}: container ports")
-    for probe in ("readinessProbe", "livenessProbe"):
+    checks.equal(ports, {"grpc": GRPC_PORT, "metrics": METRICS_PORT,
+                         "health": HEALTH_PORT}, f"{name}: container ports")
+    checks.equal(flag_value(args, "health-listen"), f"0.0.0.0:{HEALTH_PORT}",
+                 f"{name}: --health-listen")
+    # The kubelet's gRPC probe speaks plaintext: it must use the
+    # health-only port, not the TLS one.
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         grpc_probe = container.get(probe, {}).get("grpc", {})
-        checks.equal(grpc_probe.get("port"), GRPC_PORT,
+        checks.equal(grpc_probe.get("port"), HEALTH_PORT,
                      f"{name}: {probe} gRPC port")
+    check_pod_security(name, pod, container, args, checks)
     pre_stop = container.get("lifecycle", {}).get("preStop", {})
     command = pre_stop.get("exec", {}).get("command", [])
     checks.check(command[:1] == ["sleep"], f"{name}: preStop {pre_stop}")
@@ -301,6 +307,31 @@ def check_deployment(path, repository, checks, gpu):
     checks.check(pod.get("securityContext", {}).get("runAsNonRoot"),
                  f"{name}: not runAsNonRoot")
     return deployment
+
+
+def check_pod_security(name, pod, container, args, checks):
+    """Non-root, read-only root filesystem, no privilege escalation, and
+    TLS and tokens read from Secret volumes."""
+    context = container.get("securityContext", {})
+    checks.check(context.get("readOnlyRootFilesystem") is True,
+                 f"{name}: root filesystem not read-only")
+    checks.check(context.get("allowPrivilegeEscalation") is False,
+                 f"{name}: privilege escalation allowed")
+    checks.equal(context.get("capabilities", {}).get("drop"), ["ALL"],
+                 f"{name}: capabilities not dropped")
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    mounts = {m["mountPath"]: m for m in container.get("volumeMounts", [])}
+    for flag in ("tls-cert", "tls-key", "auth-token-file"):
+        path = flag_value(args, flag)
+        if not checks.check(path, f"{name}: no --{flag}"):
+            continue
+        mount = mounts.get(os.path.dirname(path), {})
+        volume = volumes.get(mount.get("name"), {})
+        checks.check("secret" in volume and mount.get("readOnly"),
+                     f"{name}: --{flag}={path} is not on a read-only "
+                     f"Secret volume")
+    checks.equal(flag_value(args, "reflection"), "false",
+                 f"{name}: --reflection")
 
 
 def check_kubernetes(src, checks):

@@ -84,6 +84,31 @@ class ServerFlagsTest(unittest.TestCase):
                 proc.terminate()
                 proc.wait(timeout=60)
 
+    def test_security_flags_are_checked(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            pem = os.path.join(tmp, "x.pem")
+            with open(pem, "w") as f:
+                f.write("not a certificate\n")
+            empty = os.path.join(tmp, "tokens")
+            with open(empty, "w") as f:
+                f.write("# no token yet\n")
+            self.assertFails(["--tls-cert=" + pem],
+                             "TLS needs both --tls-cert and --tls-key")
+            self.assertFails(["--tls-cert=/nonexistent", "--tls-key=" + pem],
+                             "--tls-cert: cannot open /nonexistent")
+            self.assertFails(["--tls-cert=" + pem, "--tls-key=" + pem],
+                             "is not PEM")
+            self.assertFails(["--tls-client-ca=" + pem],
+                             "client certificates need TLS")
+            self.assertFails(["--auth-health"],
+                             "--auth-health needs --auth-token-file")
+            self.assertFails(["--auth-token-file=/nonexistent/tokens"],
+                             "cannot open token file /nonexistent/tokens")
+            self.assertFails(["--auth-token-file=" + empty], "no token")
+            self.assertFails(["--metrics-listen=:0",
+                              "--metrics-basic-auth-file=/nonexistent"],
+                             "cannot open metrics basic auth file")
+
     def test_help_lists_every_flag(self):
         result = subprocess.run([ARGS.server, "--help"], capture_output=True,
                                 text=True, timeout=60)
@@ -94,7 +119,12 @@ class ServerFlagsTest(unittest.TestCase):
                      "--max-batch-sequences", "--max-batch-tokens",
                      "--max-queue-delay-us", "--max-queued-sequences",
                      "--drain-grace-seconds", "--ready-file",
-                     "--grpc-memory-quota-bytes", "--max-concurrent-streams"]:
+                     "--grpc-memory-quota-bytes", "--max-concurrent-streams",
+                     "--tls-cert",
+                     "--tls-key", "--tls-client-ca", "--tls-client-auth",
+                     "--auth-token-file", "--auth-health", "--reflection",
+                     "--health-listen", "--metrics-address",
+                     "--metrics-tls-cert", "--metrics-basic-auth-file"]:
             self.assertIn(flag, result.stdout)
 
 

@@ -1,0 +1,85 @@
+#include "server/security_flags.h"
+
+#include <utility>
+
+namespace encoder {
+
+void DefineSecurityFlags(CLI::App& app, SecurityFlags& f) {
+  app.add_option("--tls-cert", f.tls.cert_file,
+                 "PEM certificate chain of the gRPC port; with --tls-key "
+                 "the port speaks TLS only");
+  app.add_option("--tls-key", f.tls.key_file, "PEM private key of --tls-cert");
+  app.add_option("--tls-client-ca", f.tls.client_ca_file,
+                 "PEM CA certificates that sign client certificates "
+                 "(mutual TLS)");
+  app.add_option("--tls-client-auth", f.tls.client_auth,
+                 "none | request | require a client certificate; default: "
+                 "require with --tls-client-ca, else none");
+  app.add_option("--tls-reload-seconds", f.tls.reload_seconds,
+                 "how often the TLS files are checked for changes; changed "
+                 "files serve new handshakes without a restart")
+      ->capture_default_str();
+  app.add_option("--auth-token-file", f.auth_token_file,
+                 "file of accepted bearer tokens, one a line; calls need "
+                 "`authorization: Bearer <token>` metadata, else "
+                 "UNAUTHENTICATED. Re-read on SIGHUP");
+  app.add_flag("--auth-health", f.auth_health,
+               "grpc.health.v1 needs a token too (open by default)")
+      ->capture_default_str();
+  app.add_flag("--reflection,!--no-reflection", f.reflection,
+               "serve gRPC server reflection (--reflection=false: off)")
+      ->capture_default_str();
+  app.add_option("--health-listen", f.health_listen,
+                 "HOST:PORT of an extra plaintext port serving only "
+                 "grpc.health.v1, for probes that cannot speak TLS (the "
+                 "kubelet's); empty: none");
+  app.add_option("--metrics-address", f.metrics_address,
+                 "host the metrics endpoint binds when --metrics-listen "
+                 "gives none (\":9090\")")
+      ->capture_default_str();
+  app.add_option("--metrics-tls-cert", f.metrics_tls_cert,
+                 "PEM certificate: /metrics over HTTPS only");
+  app.add_option("--metrics-tls-key", f.metrics_tls_key,
+                 "PEM private key of --metrics-tls-cert");
+  app.add_option("--metrics-basic-auth-file", f.metrics_basic_auth_file,
+                 "file of user:password lines; /metrics needs HTTP basic "
+                 "auth");
+  app.add_option("--metrics-max-connections", f.metrics_max_connections,
+                 "metrics connections served at once (one thread each); "
+                 "idle ones are dropped after 2 s")
+      ->capture_default_str();
+}
+
+absl::Status ApplySecurityFlags(
+    const SecurityFlags& flags, service::ServerOptions* options,
+    std::unique_ptr<auth::TokenAuthenticator>* tokens) {
+  auto credentials = service::MakeServerCredentials(flags.tls);
+  if (!credentials.ok()) return credentials.status();
+  options->credentials = *std::move(credentials);
+  if (!flags.auth_token_file.empty()) {
+    auto loaded = auth::TokenAuthenticator::FromFile(flags.auth_token_file);
+    if (!loaded.ok()) return loaded.status();
+    *tokens = *std::move(loaded);
+    options->tokens = tokens->get();
+  } else if (flags.auth_health) {
+    return absl::InvalidArgumentError("--auth-health needs --auth-token-file");
+  }
+  options->auth_health = flags.auth_health;
+  options->reflection = flags.reflection;
+  options->health_listen = flags.health_listen;
+  return absl::OkStatus();
+}
+
+metrics::HttpOptions MetricsHttpOptions(const SecurityFlags& flags,
+                                        const std::string& listen) {
+  metrics::HttpOptions options;
+  options.listen = listen;
+  options.default_host = flags.metrics_address;
+  options.max_connections = flags.metrics_max_connections;
+  options.tls_cert_file = flags.metrics_tls_cert;
+  options.tls_key_file = flags.metrics_tls_key;
+  options.basic_auth_file = flags.metrics_basic_auth_file;
+  return options;
+}
+
+}  // namespace encoder

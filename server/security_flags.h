@@ -1,0 +1,48 @@
+// encoder-server's transport and identity flags: TLS and mutual TLS on the
+// gRPC port, bearer tokens, reflection, and the metrics endpoint's bind
+// address, TLS and basic auth.
+#ifndef ENCODER_SERVER_SECURITY_FLAGS_H_
+#define ENCODER_SERVER_SECURITY_FLAGS_H_
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "server/auth/token_auth.h"
+#include "server/metrics/metrics_http_server.h"
+#include "server/service/server.h"
+#include "server/service/tls_credentials.h"
+
+namespace encoder {
+
+struct SecurityFlags {
+  service::TlsFiles tls;
+  std::string auth_token_file;
+  bool auth_health = false;
+  bool reflection = true;
+  std::string health_listen;
+  std::string metrics_address = "127.0.0.1";
+  std::string metrics_tls_cert;
+  std::string metrics_tls_key;
+  std::string metrics_basic_auth_file;
+  int metrics_max_connections = 64;
+};
+
+void DefineSecurityFlags(CLI::App& app, SecurityFlags& flags);
+
+// Fills the security part of `options` from `flags`; reads the token file
+// into `*tokens` (left null without --auth-token-file), which must outlive
+// the server.
+absl::Status ApplySecurityFlags(
+    const SecurityFlags& flags, service::ServerOptions* options,
+    std::unique_ptr<auth::TokenAuthenticator>* tokens);
+
+// The metrics endpoint's options for --metrics-listen=`listen`.
+metrics::HttpOptions MetricsHttpOptions(const SecurityFlags& flags,
+                                        const std::string& listen);
+
+}  // namespace encoder
+
+#endif  // ENCODER_SERVER_SECURITY_FLAGS_H_
