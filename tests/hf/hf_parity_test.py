@@ -22,6 +22,8 @@ model_type, missing tensor, wrong shape, missing shard) stop the server at
 start with a non-zero exit and an error naming the problem.
 
 Usage: hf_parity_test.py --binary PATH [--family NAME ...] [--keep DIR]
+       [--proto-root DIR] [--skip-broken]
+--family takes a fixture name or a family tag (make_fixtures.py --help).
 """
 import argparse
 import importlib.util
@@ -49,11 +51,15 @@ SCHEME = {"bert": "learned", "roberta": "learned", "xlm-roberta": "learned",
           "t5": "relative", "marian": "sinusoidal"}
 
 
-def load_client_module():
+def load_client_module(proto_root=None):
+    """client/python/encoder_client.py (its load_stubs compiles the proto at
+    run time), optionally pointed at another proto directory."""
     path = ROOT / "client" / "python" / "encoder_client.py"
     spec = importlib.util.spec_from_file_location("encoder_client", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    if proto_root:
+        module.PROTO_ROOT = pathlib.Path(proto_root)
     return module
 
 
@@ -297,6 +303,8 @@ def main():
                         help="fixture name or family tag (repeatable)")
     parser.add_argument("--keep", help="write the fixtures here and keep them")
     parser.add_argument("--timeout", type=float, default=120)
+    parser.add_argument("--proto-root", help="proto directory of the binary "
+                        "(default: this tree's proto/)")
     parser.add_argument("--skip-broken", action="store_true",
                         help="leave out the broken-checkpoint checks")
     args = parser.parse_args()
@@ -307,7 +315,8 @@ def main():
         root = args.keep or os.path.join(tmp, "fixtures")
         stub_dir = os.path.join(tmp, "stubs")
         os.makedirs(stub_dir)
-        pb2, pb2_grpc = load_client_module().load_stubs(stub_dir)
+        pb2, pb2_grpc = load_client_module(
+            args.proto_root).load_stubs(stub_dir)
         for fixture in fixtures:
             make_fixtures.write_fixture(root, fixture)
         results, general = run_parity(args, pb2, pb2_grpc, grpc, fixtures,
