@@ -60,12 +60,15 @@ def sinusoid_table(num_positions, dim):
 
 
 def bert_like(cfg, r, prefix, *, mlm_head=None, pooler=True,
-              position_ids_buffer=False, rotary_table=False):
+              position_ids_buffer=False, rotary_table=False,
+              gamma_beta=False):
     """BERT / RoBERTa / XLM-R / RoFormer / JinaBERT encoder tensors.
 
     prefix: "bert.", "roberta.", "roformer." or "" (as bge and jina ship).
     mlm_head: None, "bert" (cls.predictions + cls.seq_relationship) or
-    "roberta" (lm_head.*)."""
+    "roberta" (lm_head.*). gamma_beta: LayerNorm weights named
+    `LayerNorm.gamma` / `LayerNorm.beta`, as bert-base-uncased's
+    model.safetensors still has them (transformers renames them on load)."""
     d, inter = cfg["hidden_size"], cfg["intermediate_size"]
     vocab, layers = cfg["vocab_size"], cfg["num_hidden_layers"]
     alibi = cfg.get("position_embedding_type") == "alibi"
@@ -116,7 +119,17 @@ def bert_like(cfg, r, prefix, *, mlm_head=None, pooler=True,
         out["lm_head.decoder.weight"] = out[
             f"{emb}.word_embeddings.weight"].clone()
         out["lm_head.bias"] = r.bias(vocab)
+    if gamma_beta:
+        out = {_old_layer_norm_name(k): v for k, v in out.items()}
     return out
+
+
+def _old_layer_norm_name(name):
+    for new, old in ((".LayerNorm.weight", ".LayerNorm.gamma"),
+                     (".LayerNorm.bias", ".LayerNorm.beta")):
+        if name.endswith(new):
+            return name[:-len(new)] + old
+    return name
 
 
 def modernbert(cfg, r):

@@ -138,6 +138,15 @@ def linear(x, w, name, bias=True):
     return out + w[f"{name}.bias"] if bias else out
 
 
+def _new_name(name):
+    """transformers' renaming on load of old LayerNorm parameter names."""
+    if name.endswith(".gamma"):
+        return name[:-len(".gamma")] + ".weight"
+    if name.endswith(".beta"):
+        return name[:-len(".beta")] + ".bias"
+    return name
+
+
 class Checkpoint:
     """config.json, float64 tensors and sentence-transformers modules of a
     checkpoint directory."""
@@ -146,7 +155,7 @@ class Checkpoint:
         self.directory = directory
         with open(os.path.join(directory, "config.json")) as f:
             self.config = json.load(f)
-        self.w = {k: v.to(DT) if v.is_floating_point() else v
+        self.w = {_new_name(k): v.to(DT) if v.is_floating_point() else v
                   for k, v in safetensors_io.read_checkpoint(directory).items()}
         self.pooling, self.dense, self.normalize = "mean", None, False
         modules_path = os.path.join(directory, "modules.json")

@@ -40,9 +40,11 @@ def _fx(name, family, config, build, seed, dtype=torch.float32, shards=1,
 
 
 FIXTURES = [
-    # bert-base-uncased: `bert.` prefix, MLM + NSP heads and pooler; sharded.
+    # bert-base-uncased: `bert.` prefix, LayerNorm gamma/beta names, MLM +
+    # NSP heads and pooler; sharded.
     _fx("bert-mlm", "bert", configs.bert_base_uncased,
-        lambda c, r: weights.bert_like(c, r, "bert.", mlm_head="bert"), 11,
+        lambda c, r: weights.bert_like(c, r, "bert.", mlm_head="bert",
+                                       gamma_beta=True), 11,
         shards=2),
     # bge-small-en-v1.5: no prefix, pooler, CLS pooling + Normalize.
     _fx("bge", "bert", configs.bge_small,
