@@ -2,7 +2,9 @@
 within a minute, no ready file, and an error that names the problem.
 
 Each case copies a good fixture and breaks one thing: an unknown
-model_type, a missing tensor, a tensor of the wrong shape, a missing shard.
+model_type, a missing tensor, a tensor of the wrong shape, an unexpected
+tensor, a config whose width is not a multiple of its head count, a missing
+shard.
 """
 import json
 import os
@@ -55,6 +57,27 @@ def _wrong_shape(directory):
     return [name, "40"]
 
 
+def _unexpected_tensor(directory):
+    # bge has 3 layers: a fourth layer's tensor belongs to no slot.
+    name = "encoder.layer.3.output.dense.weight"
+
+    def change(tensors):
+        tensors[name] = torch.zeros(48, 96)
+    _rewrite(directory, change)
+    return [name]
+
+
+def _inconsistent_config(directory):
+    path = os.path.join(directory, "config.json")
+    with open(path) as f:
+        config = json.load(f)
+    config["num_attention_heads"] = 5  # hidden_size 48 is not a multiple
+    with open(path, "w") as f:
+        json.dump(config, f)
+    # The file and both numbers (key names vary: hidden_size or d_model).
+    return ["config.json", "48", "5"]
+
+
 def _missing_shard(directory):
     shard = "model-00002-of-00002.safetensors"
     os.remove(os.path.join(directory, shard))
@@ -64,6 +87,8 @@ def _missing_shard(directory):
 CASES = [("unknown model_type", "bge", _unknown_model_type),
          ("missing tensor", "bge", _missing_tensor),
          ("wrong shape", "bge", _wrong_shape),
+         ("unexpected tensor", "bge", _unexpected_tensor),
+         ("inconsistent config", "bge", _inconsistent_config),
          ("missing shard", "bert-mlm", _missing_shard)]
 
 
