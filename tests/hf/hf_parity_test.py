@@ -44,11 +44,19 @@ import hf_reference_checks  # noqa: E402
 import make_fixtures  # noqa: E402
 from server_process import ServerProcess  # noqa: E402
 
+SKIP_CODE = 77  # CTest SKIP_RETURN_CODE
 TOLERANCE = 1e-5
 LENGTHS = (1, 5, 13, 40)  # 13 and 40 exceed ModernBERT's 4-token half window
 SCHEME = {"bert": "learned", "roberta": "learned", "xlm-roberta": "learned",
           "roformer": "rope", "modernbert": "rope", "jinabert": "alibi",
           "t5": "relative", "marian": "sinusoidal"}
+
+
+def binary_has_model_dir(binary):
+    import subprocess
+    result = subprocess.run([binary, "--help"], capture_output=True,
+                            text=True, timeout=60)
+    return "--model-dir" in result.stdout + result.stderr
 
 
 def load_client_module(proto_root=None):
@@ -308,6 +316,10 @@ def main():
     parser.add_argument("--skip-broken", action="store_true",
                         help="leave out the broken-checkpoint checks")
     args = parser.parse_args()
+    if not binary_has_model_dir(args.binary):
+        print(f"SKIP: {args.binary} has no --model-dir flag (a build without "
+              "the Hugging Face importers)")
+        return SKIP_CODE
     hf_reference_checks.main()
     fixtures = make_fixtures.select(args.family)
     import grpc
