@@ -198,6 +198,7 @@ def main():
     parser.add_argument("--keep", help="write the checkpoint here")
     args = parser.parse_args()
     print(lscpu())
+    print(f"load average (1 min) at the start: {os.getloadavg()[0]:.1f}")
     import grpc
     with tempfile.TemporaryDirectory(prefix="hf-bench-") as tmp:
         directory = args.keep or os.path.join(tmp, "bert-base")
@@ -231,7 +232,9 @@ def main():
                 tps = eager_tokens_per_s(forward, vocab, batch, threads, reps)
                 rows.append((f"PyTorch eager ({threads} threads), batch "
                              f"{batch}", tps, float(batch)))
-    print(f"\nload time: {load_s:.2f} s")
+    print(f"\nload average (1 min) at the end: {os.getloadavg()[0]:.1f} on "
+          f"{os.cpu_count()} CPUs")
+    print(f"load time: {load_s:.2f} s")
     print(f"weights: {weight_bytes / mib:.0f} MiB; server RSS on a tiny "
           f"checkpoint: {base_kib / 1024:.0f} MiB")
     for label, kib in (("peak RSS after load", load_kib),
