@@ -242,7 +242,7 @@ def main():
         print(f"{label}: {kib / 1024:.0f} MiB (minus the tiny-checkpoint "
               f"baseline: {(kib - base_kib) * 1024 / weight_bytes:.2f}x the "
               f"weights)")
-    print(f"\n| run | tokens/s | mean batch |\n|---|---:|---:|")
+    print("\n| run | tokens/s | mean batch |\n|---|---:|---:|")
     for label, tps, batch in rows:
         print(f"| {label} | {tps:.0f} | {batch:.1f} |")
     return 0
