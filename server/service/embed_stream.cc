@@ -186,8 +186,7 @@ class EmbedStreamReactor
 
 // A stream refused on entry: finishes at once without reading.
 class RefusedStreamReactor
-    : public grpc::ServerBidiReactor<v1::EmbedRequest,
-                                     v1::EmbedStreamResponse> {
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   explicit RefusedStreamReactor(const grpc::Status& status) { Finish(status); }
   void OnDone() override { delete this; }
