@@ -255,7 +255,6 @@ absl::StatusOr<ModelSpec> ModelDirSpec(const std::string& flag) {
   return spec;
 }
 
-
 absl::StatusOr<std::unique_ptr<Encoder>> LoadModel(const ModelSpec& spec,
                                                    at::Device device,
                                                    at::ScalarType dtype,

@@ -60,15 +60,13 @@ absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> LoadModelTokenizer(
       from_checkpoint ? spec.model_dir : spec.tokenizer_path;
   auto tok = tokenizer::LoadTokenizer(path);
   if (tok.ok() && (*tok)->vocab_size() > spec.config.vocab_size) {
-    tok = absl::InvalidArgumentError(
-        absl::StrCat("it has ", (*tok)->vocab_size(),
-                     " ids, more than the model's vocab_size ",
-                     spec.config.vocab_size));
+    tok = absl::InvalidArgumentError(absl::StrCat(
+        "it has ", (*tok)->vocab_size(),
+        " ids, more than the model's vocab_size ", spec.config.vocab_size));
   }
   if (tok.ok()) return tok;
-  const std::string reason =
-      absl::StrCat("tokenizer of model \"", spec.name, "\": ",
-                   tok.status().message());
+  const std::string reason = absl::StrCat("tokenizer of model \"", spec.name,
+                                          "\": ", tok.status().message());
   if (!from_checkpoint) return absl::Status(tok.status().code(), reason);
   // A checkpoint still serves token ids when its tokenizer files are
   // missing or use a component this server does not implement.

@@ -44,7 +44,7 @@ struct HostedModel {
   // Text -> ids for this model (the byte tokenizer unless the repository
   // entry names one). Thread-safe.
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;  // null: ids only
-  std::string no_tokenizer_reason;  // why `tokenizer` is null
+  std::string no_tokenizer_reason;                  // why `tokenizer` is null
   std::unique_ptr<EncoderRunner> runner;
   batching::BatchOptions batch_options;
   std::unique_ptr<batching::Batcher> batcher;  // destroyed first
