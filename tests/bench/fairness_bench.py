@@ -93,6 +93,8 @@ def main():
     parser.add_argument("--big-inputs", type=int, default=64)
     parser.add_argument("--big-tokens", type=int, default=512)
     parser.add_argument("--max-batch-sequences", type=int, default=8)
+    parser.add_argument("--only", choices=["fair", "arrival"],
+                        help="run one of the two cases")
     args = parser.parse_args()
     lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     for line in lscpu.splitlines():
@@ -106,7 +108,8 @@ def main():
         print("| scheduling | small call alone p50 / p99 ms | with the large "
               "request p50 / p99 / max ms | large request s |")
         print("|---|---|---|---|")
-        for fair in (False, True):
+        cases = {None: (False, True), "fair": (True,), "arrival": (False,)}
+        for fair in cases[args.only]:
             alone, loaded, big = run_case(args, pb2, pb2_grpc, fair)
             name = "fair share" if fair else "arrival order"
             big_s = f"{statistics.median(big):.1f}" if big else "-"
