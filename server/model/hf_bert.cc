@@ -70,17 +70,14 @@ namespace {
 
 // The sizes every BERT-shaped config.json has.
 absl::Status ReadBertSizes(const ConfigReader& r, ModelConfig* c) {
-  for (auto [key, field] :
-       std::initializer_list<std::pair<const char*, int64_t*>>{
-           {"vocab_size", &c->vocab_size},
-           {"hidden_size", &c->d_model},
-           {"num_attention_heads", &c->num_heads},
-           {"num_hidden_layers", &c->num_layers},
-           {"intermediate_size", &c->d_ff},
-           {"max_position_embeddings", &c->max_positions}}) {
-    auto v = r.Int(key);
-    if (!v.ok()) return v.status();
-    *field = *v;
+  if (absl::Status s = r.Ints({{"vocab_size", &c->vocab_size},
+                               {"hidden_size", &c->d_model},
+                               {"num_attention_heads", &c->num_heads},
+                               {"num_hidden_layers", &c->num_layers},
+                               {"intermediate_size", &c->d_ff},
+                               {"max_position_embeddings", &c->max_positions}});
+      !s.ok()) {
+    return s;
   }
   auto act = ParseActivation(r.StringOr("hidden_act", "gelu"));
   if (!act.ok()) return act.status();

@@ -16,6 +16,16 @@ absl::StatusOr<int64_t> ConfigReader::Int(const std::string& key) const {
   return json_[key].get<int64_t>();
 }
 
+absl::Status ConfigReader::Ints(
+    std::initializer_list<std::pair<const char*, int64_t*>> fields) const {
+  for (auto [key, field] : fields) {
+    auto v = Int(key);
+    if (!v.ok()) return v.status();
+    *field = *v;
+  }
+  return absl::OkStatus();
+}
+
 int64_t ConfigReader::IntOr(const std::string& key, int64_t fallback) const {
   return Has(key) && json_[key].is_number_integer() ? json_[key].get<int64_t>()
                                                     : fallback;

@@ -6,8 +6,10 @@
 #ifndef ENCODER_SERVER_MODEL_HF_IMPORTER_H_
 #define ENCODER_SERVER_MODEL_HF_IMPORTER_H_
 
+#include <initializer_list>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -40,6 +42,10 @@ class ConfigReader {
  public:
   explicit ConfigReader(const nlohmann::json& json) : json_(json) {}
   absl::StatusOr<int64_t> Int(const std::string& key) const;
+  // Reads every required integer key into its field; the first missing or
+  // non-integer key is the error.
+  absl::Status Ints(
+      std::initializer_list<std::pair<const char*, int64_t*>> fields) const;
   int64_t IntOr(const std::string& key, int64_t fallback) const;
   double NumberOr(const std::string& key, double fallback) const;
   std::string StringOr(const std::string& key,

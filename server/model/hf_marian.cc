@@ -12,17 +12,14 @@ absl::StatusOr<Import> ImportMarian(const nlohmann::json& config,
   Import import;
   import.family = "marian";
   ModelConfig& c = import.config;
-  for (auto [key, field] :
-       std::initializer_list<std::pair<const char*, int64_t*>>{
-           {"vocab_size", &c.vocab_size},
-           {"d_model", &c.d_model},
-           {"encoder_attention_heads", &c.num_heads},
-           {"encoder_layers", &c.num_layers},
-           {"encoder_ffn_dim", &c.d_ff},
-           {"max_position_embeddings", &c.max_positions}}) {
-    auto v = r.Int(key);
-    if (!v.ok()) return v.status();
-    *field = *v;
+  if (absl::Status s = r.Ints({{"vocab_size", &c.vocab_size},
+                               {"d_model", &c.d_model},
+                               {"encoder_attention_heads", &c.num_heads},
+                               {"encoder_layers", &c.num_layers},
+                               {"encoder_ffn_dim", &c.d_ff},
+                               {"max_position_embeddings", &c.max_positions}});
+      !s.ok()) {
+    return s;
   }
   if (r.BoolOr("normalize_before", false) ||
       r.BoolOr("normalize_embedding", false)) {

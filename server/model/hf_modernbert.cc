@@ -12,16 +12,13 @@ absl::StatusOr<Import> ImportModernBert(const nlohmann::json& config,
   Import import;
   import.family = "modernbert";
   ModelConfig& c = import.config;
-  for (auto [key, field] :
-       std::initializer_list<std::pair<const char*, int64_t*>>{
-           {"vocab_size", &c.vocab_size},
-           {"hidden_size", &c.d_model},
-           {"num_attention_heads", &c.num_heads},
-           {"num_hidden_layers", &c.num_layers},
-           {"intermediate_size", &c.d_ff}}) {
-    auto v = r.Int(key);
-    if (!v.ok()) return v.status();
-    *field = *v;
+  if (absl::Status s = r.Ints({{"vocab_size", &c.vocab_size},
+                               {"hidden_size", &c.d_model},
+                               {"num_attention_heads", &c.num_heads},
+                               {"num_hidden_layers", &c.num_layers},
+                               {"intermediate_size", &c.d_ff}});
+      !s.ok()) {
+    return s;
   }
   auto act = ParseActivation(r.StringOr("hidden_activation", "gelu"));
   if (!act.ok()) return act.status();

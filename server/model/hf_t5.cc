@@ -15,17 +15,14 @@ absl::StatusOr<Import> ImportT5(const nlohmann::json& config,
   import.family = r.StringOr("model_type", "t5");
   ModelConfig& c = import.config;
   int64_t d_kv = 0;
-  for (auto [key, field] :
-       std::initializer_list<std::pair<const char*, int64_t*>>{
-           {"vocab_size", &c.vocab_size},
-           {"d_model", &c.d_model},
-           {"num_heads", &c.num_heads},
-           {"num_layers", &c.num_layers},
-           {"d_ff", &c.d_ff},
-           {"d_kv", &d_kv}}) {
-    auto v = r.Int(key);
-    if (!v.ok()) return v.status();
-    *field = *v;
+  if (absl::Status s = r.Ints({{"vocab_size", &c.vocab_size},
+                               {"d_model", &c.d_model},
+                               {"num_heads", &c.num_heads},
+                               {"num_layers", &c.num_layers},
+                               {"d_ff", &c.d_ff},
+                               {"d_kv", &d_kv}});
+      !s.ok()) {
+    return s;
   }
   if (d_kv <= 0)
     return absl::InvalidArgumentError("config.json d_kv must be > 0");
