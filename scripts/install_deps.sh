@@ -13,7 +13,7 @@ build_pkgs=(build-essential cmake ninja-build pkg-config git
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libabsl-dev
   prometheus-cpp-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
   libicu-dev libpcre2-dev libcpp-httplib-dev libssl-dev)
-test_pkgs=(libgtest-dev libgmock-dev python3-torch python3-numpy python3-grpcio
+test_pkgs=(libgtest-dev libgmock-dev python3-torch python3-numpy python3-grpcio python3-h2
   python3-protobuf clang-format prometheus nginx docker-compose python3-yaml
   chromium nodejs openssl clang-14 libclang-rt-14-dev)
 # The tokenizer reference tests run the Hugging Face tokenizers library under

@@ -47,6 +47,8 @@ struct Flags {
   int64_t memory_limit_bytes = 0;
   int64_t batch_memory_budget_bytes = 0;
   int max_concurrent_streams = 64;
+  int64_t max_unread_response_bytes = 0;
+  int64_t max_unread_response_bytes_per_connection = int64_t{256} << 20;
   int64_t max_batch_sequences = 32;
   int64_t max_batch_tokens = 16384;
   int64_t max_queue_delay_us = 0;
@@ -148,6 +150,20 @@ void DefineFlags(CLI::App& app, Flags& f) {
                  "resource quota); readers back off beyond it. 0: a quarter "
                  "of the memory limit, at most 1 GiB")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->capture_default_str();
+  app.add_option("--max-unread-response-bytes", f.max_unread_response_bytes,
+                 "bytes of responses that clients have not yet read which "
+                 "the server holds at most; beyond it new calls are refused "
+                 "with RESOURCE_EXHAUSTED until clients read. 0: a quarter "
+                 "of the memory limit, at most 1 GiB")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->capture_default_str();
+  app.add_option("--max-unread-response-bytes-per-connection",
+                 f.max_unread_response_bytes_per_connection,
+                 "the same, per client connection: a client that stops "
+                 "reading gets RESOURCE_EXHAUSTED for new calls on its "
+                 "connection once this much waits for it")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
       ->capture_default_str();
   app.add_option("--max-concurrent-streams", f.max_concurrent_streams,
                  "calls in flight per client connection (HTTP/2 "
@@ -335,6 +351,15 @@ int main(int argc, char** argv) {
   spdlog::info("memory limit {} MiB ({}), gRPC memory quota {} MiB",
                memory_limit >> 20, limit_source, grpc_quota >> 20);
   server_options.memory_quota_bytes = grpc_quota;
+  server_options.unread.total_bytes =
+      flags.max_unread_response_bytes > 0
+          ? flags.max_unread_response_bytes
+          : std::min<int64_t>(int64_t{1} << 30, memory_limit / 4);
+  server_options.unread.per_connection_bytes =
+      flags.max_unread_response_bytes_per_connection;
+  spdlog::info("unread responses held at most {} MiB, {} MiB per connection",
+               server_options.unread.total_bytes >> 20,
+               server_options.unread.per_connection_bytes >> 20);
   server_options.max_concurrent_streams = flags.max_concurrent_streams;
   server_options.diagnose.max_tokens = flags.max_diagnose_tokens;
   server_options.diagnose.max_structure_positions =
@@ -359,7 +384,7 @@ int main(int argc, char** argv) {
   host_options.warm_up = flags.warm_up;
   host_options.memory_limit_bytes = memory_limit;
   host_options.batch_memory_budget_bytes = flags.batch_memory_budget_bytes;
-  host_options.reserved_bytes = grpc_quota;
+  host_options.reserved_bytes = grpc_quota + server_options.unread.total_bytes;
   host_options.batching.max_batch_sequences = flags.max_batch_sequences;
   host_options.batching.max_batch_tokens = flags.max_batch_tokens;
   host_options.batching.max_queue_delay =

@@ -52,6 +52,9 @@ class Metrics {
 
   // A call refused for its bearer token. reason: missing | invalid.
   virtual void AuthFailure(const std::string& reason) { (void)reason; }
+
+  // Bytes of responses produced and not yet read by their clients.
+  virtual void UnreadResponseBytes(int64_t bytes) { (void)bytes; }
 };
 
 // Does nothing; for tests and for servers run without --metrics-listen.

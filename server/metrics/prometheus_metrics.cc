@@ -223,6 +223,14 @@ PrometheusMetrics::PrometheusMetrics()
                     .Name("encoder_in_flight_requests")
                     .Help("RPCs started and not yet finished.")
                     .Register(r);
+  unread_response_bytes_ =
+      &prometheus::BuildGauge()
+           .Name("encoder_unread_response_bytes")
+           .Help(
+               "Bytes of responses produced and not yet read by their "
+               "clients.")
+           .Register(r)
+           .Add({});
   auto& auth = prometheus::BuildCounter()
                    .Name("encoder_auth_failures_total")
                    .Help("Calls refused for their bearer token.")
@@ -471,6 +479,10 @@ void PrometheusMetrics::InFlight(const std::string& rpc, int delta) {
 
 void PrometheusMetrics::AuthFailure(const std::string& reason) {
   (reason == "missing" ? auth_missing_ : auth_invalid_)->Increment();
+}
+
+void PrometheusMetrics::UnreadResponseBytes(int64_t bytes) {
+  unread_response_bytes_->Set(static_cast<double>(bytes));
 }
 
 }  // namespace encoder::metrics

@@ -108,6 +108,7 @@ class PrometheusMetrics : public Metrics {
   void QueueDepth(const std::string& model, int64_t sequences) override;
   void InFlight(const std::string& rpc, int delta) override;
   void AuthFailure(const std::string& reason) override;
+  void UnreadResponseBytes(int64_t bytes) override;
 
  private:
   class ProcessCollector;
@@ -177,6 +178,7 @@ class PrometheusMetrics : public Metrics {
   prometheus::Family<prometheus::Counter>* dropped_;
   prometheus::Family<prometheus::Gauge>* queue_depth_;
   prometheus::Family<prometheus::Gauge>* in_flight_;
+  prometheus::Gauge* unread_response_bytes_ = nullptr;
   prometheus::Counter* auth_missing_;
   prometheus::Counter* auth_invalid_;
   prometheus::Family<prometheus::Gauge>* model_info_;

@@ -31,7 +31,8 @@ struct HostOptions {
   // as kBudgetFraction of what the limit leaves after the loaded models
   // and `reserved_bytes`.
   int64_t batch_memory_budget_bytes = 0;
-  // Memory kept out of the derived budget for the transport's buffers.
+  // Memory kept out of the derived budget for the transport's buffers and
+  // for responses waiting for their clients to read them.
   int64_t reserved_bytes = 0;
   // Observer for a model's batcher (metrics); may be empty.
   std::function<batching::BatcherObserver(const std::string& model)>

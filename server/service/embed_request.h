@@ -11,6 +11,7 @@
 #include "encoder/v1/encoder.pb.h"
 #include "server/batching/types.h"
 #include "server/runner/model_host.h"
+#include "server/service/unread_responses.h"
 
 namespace encoder::service {
 
@@ -18,6 +19,8 @@ struct ServiceLimits {
   int64_t max_inputs_per_request = 256;
   // The server's send limit; responses estimated above it are refused.
   int64_t max_send_message_bytes = 64 << 20;
+  // Responses produced and not yet read, per connection and in total.
+  UnreadLimits unread;
 };
 
 struct PreparedEmbed {

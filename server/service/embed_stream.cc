@@ -90,7 +90,8 @@ class EmbedStreamReactor
     v1::EmbedRequest request;
     v1::EmbedResponse response;
     v1::EmbedStreamResponse out;
-    grpc::ByteBuffer out_bytes;  // `out` serialized, written to the stream
+    grpc::ByteBuffer out_bytes;    // `out` serialized, written to the stream
+    UnreadResponses::Hold unread;  // out_bytes, until written or dropped
     bool ready = false;
   };
 
@@ -116,6 +117,8 @@ class EmbedStreamReactor
       item->out.mutable_error()->set_message(std::string(s.message()));
       (void)SerializeResponse(item->out, &item->out_bytes);
     }
+    item->unread = service_->HoldUnread(
+        context_, static_cast<int64_t>(item->out_bytes.Length()));
     std::unique_lock<std::mutex> lock(mu_);
     item->ready = true;
     --pending_;

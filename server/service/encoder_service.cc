@@ -53,6 +53,9 @@ EncoderServiceImpl::EncoderServiceImpl(metrics::Metrics* metrics,
     : metrics_(metrics),
       limits_(limits),
       diagnose_limits_(diagnose_limits),
+      unread_(
+          limits.unread,
+          [metrics](int64_t bytes) { metrics->UnreadResponseBytes(bytes); }),
       diagnose_queue_(diagnose_limits.max_pending) {}
 
 EncoderServiceImpl::~EncoderServiceImpl() = default;
@@ -76,20 +79,20 @@ grpc::Status EncoderServiceImpl::Authenticate(
   return CheckCallToken(*auth_, context->client_metadata());
 }
 
-void EncoderServiceImpl::Refuse(grpc::ServerUnaryReactor* reactor,
-                                const char* rpc, const grpc::Status& status) {
+void EncoderServiceImpl::Refuse(HoldingReactor* reactor, const char* rpc,
+                                const grpc::Status& status) {
   metrics_->RequestDone(rpc, "", GrpcCodeName(status.error_code()), 0);
   reactor->Finish(status);
 }
 
-void EncoderServiceImpl::FinishUnary(grpc::ServerUnaryReactor* reactor,
-                                     const char* rpc, const std::string& model,
-                                     absl::Time start,
-                                     const grpc::Status& status) {
+void EncoderServiceImpl::FinishUnary(HoldingReactor* reactor, const char* rpc,
+                                     const std::string& model, absl::Time start,
+                                     const grpc::Status& status,
+                                     UnreadResponses::Hold unread) {
   metrics_->RequestDone(rpc, model, GrpcCodeName(status.error_code()),
                         absl::ToDoubleSeconds(absl::Now() - start));
   metrics_->InFlight(rpc, -1);
-  reactor->Finish(status);
+  reactor->FinishHolding(status, std::move(unread));
 }
 
 void EncoderServiceImpl::SubmitEmbed(
@@ -119,15 +122,23 @@ void EncoderServiceImpl::SubmitEmbed(
     const runner::HostedModel* m = host->Find(request->model());
     return finish(m ? m->spec.name : "", ToGrpcStatus(prepared.status()));
   }
+  // The response is counted as owed to this connection from now on.
+  auto reserved =
+      unread_.Reserve(context->peer(), EstimateResponseBytes(*prepared));
+  if (!reserved.ok()) {
+    return finish(prepared->model->spec.name, ToGrpcStatus(reserved.status()));
+  }
+  auto reservation =
+      std::make_shared<UnreadResponses::Hold>(*std::move(reserved));
   auto shared = std::make_shared<PreparedEmbed>(*std::move(prepared));
   const std::string model = shared->model->spec.name;
   auto work = std::make_shared<batching::Request>();
   work->sequences = shared->sequences;
   work->deadline = CallDeadline(context);
   work->is_cancelled = [context] { return context->IsCancelled(); };
-  work->done = [this, shared, request, response, start, model, finish](
-                   absl::Status status,
-                   std::vector<batching::SequenceResult> results) {
+  work->done = [this, shared, request, response, start, model, finish,
+                reservation](absl::Status status,
+                             std::vector<batching::SequenceResult> results) {
     if (status.ok()) {
       for (const auto& r : results) {
         metrics_->SequenceTimes(model, r.batch.queue_seconds,
@@ -136,6 +147,8 @@ void EncoderServiceImpl::SubmitEmbed(
       FillEmbedResponse(*request, *shared, results, MillisSince(start),
                         response);
     }
+    // The caller counts the serialized response instead.
+    reservation->Reset();
     finish(model, ToGrpcStatus(status));
   };
   absl::Status submitted = shared->model->batcher->Submit(work);
@@ -155,7 +168,7 @@ void EncoderServiceImpl::RecordRejected(const char* rpc,
 grpc::ServerUnaryReactor* EncoderServiceImpl::Embed(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto* reactor = new HoldingReactor();
   if (grpc::Status auth = Authenticate(context); !auth.ok()) {
     Refuse(reactor, "Embed", auth);
     return reactor;
@@ -169,8 +182,12 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Embed(
   }
   SubmitEmbed(
       "Embed", context, &call->request, &call->response,
-      [reactor, call, response](const grpc::Status& status) {
-        reactor->Finish(SerializeOnSuccess(status, call->response, response));
+      [this, context, reactor, call, response](const grpc::Status& status) {
+        const grpc::Status out =
+            SerializeOnSuccess(status, call->response, response);
+        reactor->FinishHolding(
+            out, out.ok() ? HoldUnread(context, response->Length())
+                          : UnreadResponses::Hold());
       });
   return reactor;
 }
@@ -178,7 +195,7 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Embed(
 grpc::ServerUnaryReactor* EncoderServiceImpl::ListModels(
     grpc::CallbackServerContext* context, const v1::ListModelsRequest*,
     v1::ListModelsResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto* reactor = new HoldingReactor();
   if (grpc::Status auth = Authenticate(context); !auth.ok()) {
     Refuse(reactor, "ListModels", auth);
     return reactor;
@@ -203,7 +220,7 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::ListModels(
 grpc::ServerUnaryReactor* EncoderServiceImpl::Diagnose(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request_bytes,
     grpc::ByteBuffer* response_bytes) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto* reactor = new HoldingReactor();
   if (grpc::Status auth = Authenticate(context); !auth.ok()) {
     Refuse(reactor, "Diagnose", auth);
     return reactor;
@@ -223,6 +240,10 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Diagnose(
   runner::ModelHost* host = Admit(&refusal);
   if (host == nullptr) {
     FinishUnary(reactor, "Diagnose", "", start, refusal);
+    return reactor;
+  }
+  if (absl::Status unread = unread_.Admit(context->peer()); !unread.ok()) {
+    FinishUnary(reactor, "Diagnose", "", start, ToGrpcStatus(unread));
     return reactor;
   }
   const runner::HostedModel* model = host->Find(request->model());
@@ -281,8 +302,11 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Diagnose(
                          "attention maps"));
       }
     }
-    FinishUnary(reactor, "Diagnose", model->spec.name, start,
-                SerializeOnSuccess(status, *response, response_bytes));
+    const grpc::Status out =
+        SerializeOnSuccess(status, *response, response_bytes);
+    FinishUnary(reactor, "Diagnose", model->spec.name, start, out,
+                out.ok() ? HoldUnread(context, response_bytes->Length())
+                         : UnreadResponses::Hold());
   };
   if (!diagnose_queue_.TrySubmit(std::move(task))) {
     FinishUnary(reactor, "Diagnose", model->spec.name, start,
@@ -303,7 +327,7 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::RunInline(
     const char* rpc, grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* request_bytes, grpc::ByteBuffer* response_bytes,
     Run run) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto* reactor = new HoldingReactor();
   if (grpc::Status auth = Authenticate(context); !auth.ok()) {
     Refuse(reactor, rpc, auth);
     return reactor;
@@ -318,11 +342,14 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::RunInline(
   }
   Request request;
   Response response;
-  absl::Status s = ParseRequest(*request_bytes, &request);
+  absl::Status s = unread_.Admit(context->peer());
+  if (s.ok()) s = ParseRequest(*request_bytes, &request);
   if (s.ok()) s = run(request, *host, &response);
   if (s.ok()) s = SerializeResponse(response, response_bytes);
   FinishUnary(reactor, rpc, s.ok() ? response.model() : "", start,
-              ToGrpcStatus(s));
+              ToGrpcStatus(s),
+              s.ok() ? HoldUnread(context, response_bytes->Length())
+                     : UnreadResponses::Hold());
   return reactor;
 }
 

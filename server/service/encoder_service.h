@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "encoder/v1/encoder.grpc.pb.h"
 #include "server/metrics/metrics.h"
@@ -15,6 +16,7 @@
 #include "server/service/auth_interceptor.h"
 #include "server/service/embed_request.h"
 #include "server/service/tokenize_rpc.h"
+#include "server/service/unread_responses.h"
 #include "server/service/work_queue.h"
 
 namespace encoder::service {
@@ -27,6 +29,20 @@ struct DiagnoseLimits {
 
 // Every method that takes text is registered raw (bytes in and out) so
 // that malformed requests are parsed and answered by request_parser.h.
+// A unary call's reactor: holds its response's unread bytes until gRPC is
+// done with the call (the client took the response, or the call ended).
+class HoldingReactor : public grpc::ServerUnaryReactor {
+ public:
+  void FinishHolding(const grpc::Status& status, UnreadResponses::Hold hold) {
+    hold_ = std::move(hold);
+    Finish(status);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  UnreadResponses::Hold hold_;
+};
+
 using EncoderServiceBase = v1::EncoderService::WithRawCallbackMethod_Embed<
     v1::EncoderService::WithRawCallbackMethod_EmbedStream<
         v1::EncoderService::WithRawCallbackMethod_Diagnose<
@@ -83,6 +99,13 @@ class EncoderServiceImpl final : public EncoderServiceBase {
 
   metrics::Metrics* metrics() const { return metrics_; }
 
+  // Counts `bytes` of a response produced for the call as unread until the
+  // returned hold is released (when gRPC is done with the response).
+  UnreadResponses::Hold HoldUnread(const grpc::CallbackServerContext* context,
+                                   int64_t bytes) {
+    return unread_.Add(context->peer(), bytes);
+  }
+
   // Records a call that failed before it reached a model (e.g. a request
   // that does not parse) under `rpc`, as SubmitEmbed would.
   void RecordRejected(const char* rpc, const grpc::Status& status);
@@ -97,16 +120,18 @@ class EncoderServiceImpl final : public EncoderServiceBase {
                                       grpc::ByteBuffer* response_bytes,
                                       Run run);
   // Finishes a unary reactor, recording the call's metrics.
-  void FinishUnary(grpc::ServerUnaryReactor* reactor, const char* rpc,
+  // With a response, its bytes count as unread until the call is done.
+  void FinishUnary(HoldingReactor* reactor, const char* rpc,
                    const std::string& model, absl::Time start,
-                   const grpc::Status& status);
+                   const grpc::Status& status,
+                   UnreadResponses::Hold unread = {});
   // The host if calls may proceed; else nullptr and `*refusal` is set
   // (models loading, or draining).
   runner::ModelHost* Admit(grpc::Status* refusal) const;
   // OK, or UNAUTHENTICATED for a missing or refused bearer token.
   grpc::Status Authenticate(const grpc::CallbackServerContext* context) const;
   // Finishes `reactor` at once with `status` (a call refused on entry).
-  void Refuse(grpc::ServerUnaryReactor* reactor, const char* rpc,
+  void Refuse(HoldingReactor* reactor, const char* rpc,
               const grpc::Status& status);
 
   std::atomic<runner::ModelHost*> host_{nullptr};
@@ -116,6 +141,7 @@ class EncoderServiceImpl final : public EncoderServiceBase {
   const DiagnoseLimits diagnose_limits_;
   const TokenizeLimits tokenize_limits_;
   std::atomic<bool> draining_{false};
+  UnreadResponses unread_;
   // Diagnose runs several forward passes: off the gRPC threads, one at a
   // time, with a bounded queue.
   WorkQueue diagnose_queue_;

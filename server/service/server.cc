@@ -42,6 +42,7 @@ absl::StatusOr<std::unique_ptr<EncoderServer>> EncoderServer::Start(
   ServiceLimits limits;
   limits.max_send_message_bytes = options.max_send_message_bytes;
   limits.max_inputs_per_request = options.max_inputs_per_request;
+  limits.unread = options.unread;
   s->service_ =
       std::make_unique<EncoderServiceImpl>(metrics, limits, options.diagnose);
   s->edge_auth_ = EdgeAuth{options.tokens, options.auth_health, metrics};

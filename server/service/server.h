@@ -27,6 +27,8 @@ struct ServerOptions {
   int64_t memory_quota_bytes = int64_t{1} << 30;
   // HTTP/2 streams (calls) in flight per connection.
   int max_concurrent_streams = 64;
+  // Responses produced and not yet read by their clients.
+  UnreadLimits unread;
   DiagnoseLimits diagnose;
   // Null: plaintext (see tls_credentials.h).
   std::shared_ptr<grpc::ServerCredentials> credentials;
