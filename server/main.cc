@@ -20,6 +20,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "server/accept_reserve.h"
 #include "server/metrics/prometheus_metrics.h"
 #include "server/model/dtype.h"
 #include "server/model/model_repository.h"
@@ -221,9 +222,9 @@ namespace {
 
 using encoder::runner::HostOptions;
 
-// Every connection holds a descriptor, and gRPC 1.51 stops accepting for
-// good after one accept fails with EMFILE: start with the soft limit at the
-// hard limit, so the kernel's limit is the only one.
+// Every connection holds a descriptor: start with the soft limit at the
+// hard limit, so the kernel's limit is the only one (accept_reserve.h keeps
+// the listeners alive at that limit).
 void RaiseOpenFileLimit() {
   rlimit limit{};
   if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
@@ -316,6 +317,9 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   RaiseOpenFileLimit();
+  if (!encoder::OpenAcceptReserve()) {
+    spdlog::warn("no descriptor to hold in reserve for accept");
+  }
   at::set_num_threads(flags.intra_op_threads);
   auto device = ParseDevice(flags.device);
   if (!device.ok()) return Fail(device.status());
