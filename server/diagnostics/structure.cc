@@ -30,8 +30,12 @@ StructureResult AnalyzeRotary(const model::Encoder& model, int64_t n) {
   at::Tensor k = at::randn({d}, gen, f64);
   at::Tensor positions =
       at::arange(n, at::TensorOptions().dtype(at::kLong)).unsqueeze(0);
-  auto [cos, sin] = model::RopeCosSin(positions, d, config.positional.base,
-                                      at::kDouble);  // [1, 1, N, d/2]
+  // [1, 1, N, d/2] each; plain names, since C++17 lambdas cannot capture
+  // structured bindings.
+  const auto cos_sin =
+      model::RopeCosSin(positions, d, config.positional.base, at::kDouble);
+  const at::Tensor& cos = cos_sin.first;
+  const at::Tensor& sin = cos_sin.second;
   auto rotate = [&](const at::Tensor& x) {
     return model::RopeRotate(x.expand({1, 1, n, d}), cos, sin,
                              config.positional.rope_layout)

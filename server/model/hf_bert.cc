@@ -79,6 +79,7 @@ absl::Status ReadBertSizes(const ConfigReader& r, ModelConfig* c) {
       !s.ok()) {
     return s;
   }
+  if (absl::Status s = CheckLayerCount(c->num_layers); !s.ok()) return s;
   auto act = ParseActivation(r.StringOr("hidden_act", "gelu"));
   if (!act.ok()) return act.status();
   c->activation = *act;

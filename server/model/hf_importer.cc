@@ -13,7 +13,22 @@ absl::StatusOr<int64_t> ConfigReader::Int(const std::string& key) const {
     return absl::InvalidArgumentError(
         absl::StrCat("config.json \"", key, "\" must be an integer"));
   }
-  return json_[key].get<int64_t>();
+  const int64_t v = json_[key].get<int64_t>();
+  if (v < 1 || v > kMaxConfigSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json \"", key, "\" is ", v, "; it must be in [1, ",
+                     kMaxConfigSize, "]"));
+  }
+  return v;
+}
+
+absl::Status CheckLayerCount(int64_t layers) {
+  if (layers > kMaxLayers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json asks for ", layers,
+                     " encoder layers; at most ", kMaxLayers, " are served"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ConfigReader::Ints(

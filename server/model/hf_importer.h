@@ -37,10 +37,19 @@ struct Import {
   std::vector<std::string> ignored_suffixes;
 };
 
+// Sizes a config.json may give (vocabulary, widths, positions), and the
+// encoder layers it may ask for: checked before anything is sized by them.
+inline constexpr int64_t kMaxConfigSize = int64_t{1} << 24;
+inline constexpr int64_t kMaxLayers = 1024;
+
+// InvalidArgument for more than kMaxLayers layers.
+absl::Status CheckLayerCount(int64_t layers);
+
 // Reads config.json values; errors name the key.
 class ConfigReader {
  public:
   explicit ConfigReader(const nlohmann::json& json) : json_(json) {}
+  // A required size: an integer in [1, kMaxConfigSize].
   absl::StatusOr<int64_t> Int(const std::string& key) const;
   // Reads every required integer key into its field; the first missing or
   // non-integer key is the error.

@@ -21,6 +21,7 @@ absl::StatusOr<Import> ImportMarian(const nlohmann::json& config,
       !s.ok()) {
     return s;
   }
+  if (absl::Status s = CheckLayerCount(c.num_layers); !s.ok()) return s;
   if (r.BoolOr("normalize_before", false) ||
       r.BoolOr("normalize_embedding", false)) {
     return absl::InvalidArgumentError(

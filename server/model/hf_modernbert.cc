@@ -20,6 +20,7 @@ absl::StatusOr<Import> ImportModernBert(const nlohmann::json& config,
       !s.ok()) {
     return s;
   }
+  if (absl::Status s = CheckLayerCount(c.num_layers); !s.ok()) return s;
   auto act = ParseActivation(r.StringOr("hidden_activation", "gelu"));
   if (!act.ok()) return act.status();
   c.activation = *act;

@@ -24,6 +24,7 @@ absl::StatusOr<Import> ImportT5(const nlohmann::json& config,
       !s.ok()) {
     return s;
   }
+  if (absl::Status s = CheckLayerCount(c.num_layers); !s.ok()) return s;
   if (d_kv <= 0)
     return absl::InvalidArgumentError("config.json d_kv must be > 0");
   // "relu", "gelu", "gated-gelu" (tanh GELU, as T5Config maps it), ...

@@ -3,8 +3,8 @@ within a minute, no ready file, and an error that names the problem.
 
 Each case copies a good fixture and breaks one thing: an unknown
 model_type, a missing tensor, a tensor of the wrong shape, an unexpected
-tensor, a config whose width is not a multiple of its head count, a missing
-shard.
+tensor, a config whose width is not a multiple of its head count, sizes
+beyond any real model (2^40 layers; 5000 layers), a missing shard.
 """
 import json
 import os
@@ -78,6 +78,27 @@ def _inconsistent_config(directory):
     return ["config.json", "48", "5"]
 
 
+def _absurd_sizes(directory):
+    """Sizes that would have the importer allocate without end."""
+    path = os.path.join(directory, "config.json")
+    with open(path) as f:
+        config = json.load(f)
+    config["num_hidden_layers"] = 1 << 40
+    with open(path, "w") as f:
+        json.dump(config, f)
+    return ["num_hidden_layers", str(1 << 40), str(1 << 24)]
+
+
+def _too_many_layers(directory):
+    path = os.path.join(directory, "config.json")
+    with open(path) as f:
+        config = json.load(f)
+    config["num_hidden_layers"] = 5000
+    with open(path, "w") as f:
+        json.dump(config, f)
+    return ["5000", "1024"]
+
+
 def _missing_shard(directory):
     shard = "model-00002-of-00002.safetensors"
     os.remove(os.path.join(directory, shard))
@@ -89,6 +110,8 @@ CASES = [("unknown model_type", "bge", _unknown_model_type),
          ("wrong shape", "bge", _wrong_shape),
          ("unexpected tensor", "bge", _unexpected_tensor),
          ("inconsistent config", "bge", _inconsistent_config),
+         ("absurd sizes", "bge", _absurd_sizes),
+         ("too many layers", "bge", _too_many_layers),
          ("missing shard", "bert-mlm", _missing_shard)]
 
 
