@@ -123,6 +123,10 @@ absl::StatusOr<ExtrapolationResult> Run(const model::Encoder& model,
       result.points.push_back(std::move(point));
       continue;
     }
+    if (o.is_cancelled && o.is_cancelled()) {
+      return absl::CancelledError(
+          absl::StrCat("extrapolation probe cancelled before length ", length));
+    }
     absl::StatusOr<Outputs> outputs = RunLength(model, o, &point);
     if (!outputs.ok()) return outputs.status();
     point.ran = true;

@@ -6,6 +6,7 @@
 #define ENCODER_SERVER_DIAGNOSTICS_EXTRAPOLATION_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,8 @@ struct ExtrapolationOptions {
   // Tokens 0..prefix_length-1 are compared across lengths; must not exceed
   // lengths[0].
   int64_t prefix_length = 1;
+  // Checked before each length; true stops the probe with Cancelled.
+  std::function<bool()> is_cancelled;
 };
 
 // The measurements at one length. Per-layer values are means over heads of

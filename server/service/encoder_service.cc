@@ -274,7 +274,13 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Diagnose(
       return;
     }
     budget->Acquire(cost);
-    auto report = diagnostics::Diagnose(*model->encoder, opts);
+    diagnostics::DiagnoseOptions run = opts;
+    if (run.extrapolation) {
+      run.extrapolation->is_cancelled = [context] {
+        return context->IsCancelled();
+      };
+    }
+    auto report = diagnostics::Diagnose(*model->encoder, run);
     budget->Release(cost);
     grpc::Status status = ToGrpcStatus(report.status());
     if (report.ok()) {

@@ -191,6 +191,20 @@ TEST(Extrapolation, PositionFreeModelOnAPeriodicInputIsExact) {
   }
 }
 
+TEST(Extrapolation, StopsBetweenLengthsWhenCancelled) {
+  auto enc = Make(Config(SchemeType::kRope));
+  ASSERT_NE(enc, nullptr);
+  ExtrapolationOptions o;
+  o.source = {5, 6};
+  o.lengths = {4, 8, 16};
+  int checks = 0;
+  o.is_cancelled = [&checks] { return ++checks > 1; };
+  auto r = RunExtrapolation(*enc, o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(r.status().message(), HasSubstr("before length 8"));
+  EXPECT_EQ(checks, 2);
+}
+
 TEST(Extrapolation, BadGridsAreInvalidArgument) {
   auto enc = Make(Config(SchemeType::kRope));
   ASSERT_NE(enc, nullptr);
