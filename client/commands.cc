@@ -106,6 +106,14 @@ encoder::v1::DiagnoseRequest BuildDiagnoseRequest(
   request.set_structure_positions(options.structure_positions);
   request.set_return_attention_maps(options.attention_maps);
   request.set_tolerance(options.tolerance);
+  if (options.extrapolation) {
+    request.set_extrapolation(true);
+    auto* e = request.mutable_extrapolation_options();
+    for (int32_t length : options.extrapolation_lengths) e->add_lengths(length);
+    e->set_max_multiple(options.max_multiple);
+    e->set_points(options.points);
+    e->set_prefix_length(options.prefix_length);
+  }
   return request;
 }
 

@@ -50,6 +50,12 @@ struct DiagnoseOptions {
   int32_t structure_positions = 0;  // 0: server default
   bool attention_maps = false;
   double tolerance = 0.0;  // 0: server default
+  // The extrapolation probe (alone unless probes are named too).
+  bool extrapolation = false;
+  std::vector<int32_t> extrapolation_lengths;  // empty: the server's grid
+  double max_multiple = 0;                     // 0: server default (2)
+  int32_t points = 0;                          // 0: server default (6)
+  int32_t prefix_length = 0;                   // 0: server default
 };
 
 // The DiagnoseRequest `options` describe. Unknown probe names are ignored

@@ -153,6 +153,32 @@ Command AddHealth(CLI::App* app, ConnectionOptions* connection) {
   return {command, [=]() { return RunHealth(*connection, *service); }};
 }
 
+void AddExtrapolationFlags(CLI::App* command, DiagnoseOptions* options) {
+  command->add_flag("--extrapolation", options->extrapolation,
+                    "Run the extrapolation probe: the input repeated (or "
+                    "random ids) at lengths up to past the trained length "
+                    "(only this probe unless --probes names others)");
+  command
+      ->add_option("--lengths", options->extrapolation_lengths,
+                   "Extrapolation lengths, increasing (default: the "
+                   "server's grid)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  command
+      ->add_option("--max-multiple", options->max_multiple,
+                   "Default grid: up to this multiple of the trained length "
+                   "(0: 2)")
+      ->check(CLI::NonNegativeNumber);
+  command
+      ->add_option("--points", options->points,
+                   "Default grid: number of lengths (0: 6)")
+      ->check(CLI::Range(0, 32));
+  command
+      ->add_option("--prefix-length", options->prefix_length,
+                   "Tokens compared across lengths (0: min(8, shortest))")
+      ->check(CLI::NonNegativeNumber);
+}
+
 Command AddDiagnose(CLI::App* app, ConnectionOptions* connection) {
   CLI::App* command = app->add_subcommand(
       "diagnose", "Run positional diagnostics on one input (JSON)");
@@ -200,6 +226,7 @@ Command AddDiagnose(CLI::App* app, ConnectionOptions* connection) {
       ->add_option("--tolerance", options->tolerance,
                    "Verdict tolerance (0: server default)")
       ->check(CLI::NonNegativeNumber);
+  AddExtrapolationFlags(command, options.get());
   return {
       command, [=]() {
         if (text_flag->count() > 0) options->text = *text;
@@ -376,6 +403,16 @@ Command AddReport(CLI::App* app, ConnectionOptions* connection) {
       ->add_option("--max-layers", options->max_layers,
                    "Layers shown in the heatmap grid (0: all)")
       ->check(CLI::NonNegativeNumber);
+  command->add_flag("--extrapolation", options->extrapolation,
+                    "Add the extrapolation probe: curves of every model on "
+                    "shared axes");
+  command
+      ->add_option("--max-multiple", options->max_multiple,
+                   "Extrapolation grid up to this multiple of each model's "
+                   "trained length (0: server default, 2)")
+      ->check(CLI::NonNegativeNumber);
+  command->add_flag("--side-by-side", options->side_by_side,
+                    "Model sections in columns next to each other");
   command
       ->add_option("--max-heads", options->max_heads,
                    "Heads shown in the heatmap grid (0: all)")

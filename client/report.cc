@@ -6,6 +6,7 @@
 
 #include "client/errors.h"
 #include "client/html_writer.h"
+#include "client/report_extrapolation.h"
 #include "client/report_sections.h"
 #include "encoder/v1/encoder.grpc.pb.h"
 
@@ -41,6 +42,8 @@ table.summary thead th{background:var(--panel);font-weight:600}
  font-weight:600;white-space:nowrap}
 .badge.yes,.verdict.yes b{color:#116329}.badge.yes{background:#dafbe1}
 .badge.no,.verdict.no b{color:#953800}.badge.no{background:#fff1e5}
+.side{display:grid;grid-auto-flow:column;
+ grid-auto-columns:minmax(680px,1fr);gap:0 28px;overflow-x:auto}
 section.model{margin-top:40px;padding-top:16px;border-top:3px solid #24292f}
 .scheme{font-size:13px;font-weight:600;background:#ddf4ff;color:#0550ae;
  border-radius:10px;padding:2px 10px;vertical-align:middle}
@@ -235,6 +238,29 @@ std::string DescribeInput(const ReportOptions& options) {
          "\u201d";
 }
 
+// Runs the extrapolation probe alone on `request`'s model and input.
+int Extrapolate(encoder::v1::EncoderService::Stub& stub,
+                const ConnectionOptions& connection,
+                const ReportOptions& options,
+                encoder::v1::DiagnoseRequest request, ModelDiagnosis* entry) {
+  request.set_return_attention_maps(false);
+  request.set_extrapolation(true);
+  request.mutable_extrapolation_options()->set_max_multiple(
+      options.max_multiple);
+  encoder::v1::DiagnoseResponse response;
+  grpc::ClientContext context;
+  SetDeadline(connection.deadline_ms, &context);
+  const grpc::Status status = stub.Diagnose(&context, request, &response);
+  if (!status.ok()) {
+    PrintRpcError(grpc::Status(status.error_code(),
+                               "extrapolation on model \"" + request.model() +
+                                   "\": " + status.error_message()));
+    return kExitRpcError;
+  }
+  entry->extrapolation = response.extrapolation();
+  return kExitOk;
+}
+
 }  // namespace
 
 std::string RenderReport(const ReportData& data) {
@@ -281,10 +307,13 @@ std::string RenderReport(const ReportData& data) {
       "scheme. Hover over a verdict for the server's full wording. For "
       "RoPE the Toeplitz column holds the relativity table's "
       "deviation.</p></section>";
+  html += ExtrapolationSectionHtml(data.models);
+  if (data.side_by_side) html += "<div class=\"side\">";
   for (size_t i = 0; i < data.models.size(); ++i) {
     html +=
         ModelSectionHtml(data.models[i], i, data.max_layers, data.max_heads);
   }
+  if (data.side_by_side) html += "</div>";
   return html + "</main></body></html>\n";
 }
 
@@ -307,6 +336,7 @@ int RunReport(const ConnectionOptions& connection,
   data.target = connection.target;
   data.max_layers = options.max_layers;
   data.max_heads = options.max_heads;
+  data.side_by_side = options.side_by_side;
   std::vector<std::string> names = options.models;
   if (names.empty()) {
     for (const auto& model : listing.models()) names.push_back(model.name());
@@ -344,6 +374,12 @@ int RunReport(const ConnectionOptions& connection,
           status.error_code(),
           "Diagnose on model \"" + name + "\": " + status.error_message()));
       return kExitRpcError;
+    }
+    if (options.extrapolation) {
+      if (int rc = Extrapolate(*stub, connection, options, request, &entry);
+          rc != kExitOk) {
+        return rc;
+      }
     }
   }
   const std::string html = RenderReport(data);

@@ -27,12 +27,20 @@ struct ReportOptions {
   int32_t structure_positions = 32;  // N of the positional matrices
   int32_t max_layers = 0;            // heatmap grid rows; 0: all layers
   int32_t max_heads = 0;             // heatmap grid columns; 0: all heads
+  // Also run the extrapolation probe (server's default grid, up to
+  // `max_multiple` times the trained length; 0: the server's default).
+  bool extrapolation = false;
+  double max_multiple = 0;
+  // Model sections in columns next to each other instead of one below
+  // the other.
+  bool side_by_side = false;
 };
 
 // What the page shows of one model.
 struct ModelDiagnosis {
   encoder::v1::ModelInfo info;
   encoder::v1::DiagnoseResponse diagnosis;  // all probes, attention maps
+  std::optional<encoder::v1::ExtrapolationProbe> extrapolation;
 };
 
 struct ReportData {
@@ -41,6 +49,7 @@ struct ReportData {
   std::vector<ModelDiagnosis> models;
   int32_t max_layers = 0;  // as in ReportOptions
   int32_t max_heads = 0;
+  bool side_by_side = false;
 };
 
 // The complete HTML document for `data`.

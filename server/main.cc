@@ -59,6 +59,7 @@ struct Flags {
   double drain_unready_seconds = 1;
   int64_t max_diagnose_tokens = 512;
   int64_t max_structure_positions = 512;
+  int64_t max_extrapolation_tokens = 2048;
   bool warm_up = true;
   std::string ready_file;
   std::string log_level = "info";
@@ -203,6 +204,11 @@ void DefineFlags(CLI::App& app, Flags& f) {
       ->capture_default_str();
   app.add_option("--max-structure-positions", f.max_structure_positions,
                  "positions N of Diagnose's Gram and bias matrices")
+      ->capture_default_str();
+  app.add_option("--max-extrapolation-tokens", f.max_extrapolation_tokens,
+                 "longest input Diagnose's extrapolation probe runs (a "
+                 "repository entry's max_extrapolation_tokens overrides it)")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_flag("--warm-up,!--no-warm-up", f.warm_up,
                "run one forward per model before serving")
@@ -368,6 +374,8 @@ int main(int argc, char** argv) {
   server_options.diagnose.max_tokens = flags.max_diagnose_tokens;
   server_options.diagnose.max_structure_positions =
       flags.max_structure_positions;
+  server_options.diagnose.max_extrapolation_tokens =
+      flags.max_extrapolation_tokens;
   std::unique_ptr<encoder::auth::TokenAuthenticator> tokens;
   if (absl::Status applied =
           encoder::ApplySecurityFlags(security, &server_options, &tokens);

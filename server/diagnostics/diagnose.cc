@@ -76,6 +76,20 @@ absl::StatusOr<DiagnoseReport> Run(const model::Encoder& model,
   const bool want_attention =
       options.attention_stats || options.return_attention_maps;
 
+  DiagnoseReport report;
+  if (options.extrapolation) {
+    absl::StatusOr<ExtrapolationResult> result =
+        RunExtrapolation(model, *options.extrapolation);
+    if (!result.ok()) return result.status();
+    report.extrapolation = std::move(*result);
+  }
+  if (options.structure) {
+    report.structure = AnalyzeStructure(model, options.structure_positions);
+  }
+  if (!options.permutation && !options.shift && !want_attention) {
+    return report;  // nothing else needs the base run
+  }
+
   BaseRun base;
   base.ids =
       at::tensor(options.token_ids, at::kLong).view({1, s}).to(model.device());
@@ -94,7 +108,6 @@ absl::StatusOr<DiagnoseReport> Run(const model::Encoder& model,
 
   const double tolerance =
       options.tolerance > 0 ? options.tolerance : kDefaultTolerance;
-  DiagnoseReport report;
   if (options.permutation) {
     const std::vector<int64_t> order =
         options.permutation_order.empty()
@@ -116,9 +129,6 @@ absl::StatusOr<DiagnoseReport> Run(const model::Encoder& model,
         RunShiftProbe(model, base, options.shift_offset, shift_tolerance);
     if (!result.ok()) return result.status();
     report.shift = std::move(*result);
-  }
-  if (options.structure) {
-    report.structure = AnalyzeStructure(model, options.structure_positions);
   }
   if (options.attention_stats) {
     report.uniform_entropy = std::log(static_cast<double>(s));

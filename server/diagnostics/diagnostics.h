@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/diagnostics/extrapolation.h"
 #include "server/model/encoder.h"
 
 namespace encoder::diagnostics {
@@ -47,6 +48,8 @@ struct DiagnoseOptions {
   int64_t structure_positions = 64;
   // Tolerances for the verdicts; <= 0: defaults (1e-5; rope shift 1e-4).
   double tolerance = 0;
+  // Runs the extrapolation probe when set (its own source and grid).
+  std::optional<ExtrapolationOptions> extrapolation;
 };
 
 struct PermutationResult {
@@ -93,6 +96,7 @@ struct DiagnoseReport {
   std::vector<HeadStats> attention_stats;  // layer-major
   double uniform_entropy = 0;              // ln S
   at::Tensor attention_maps;               // [L, H, S, S] float32, if asked
+  std::optional<ExtrapolationResult> extrapolation;
 };
 
 // Runs the requested probes on `model` (a const, thread-safe encoder).

@@ -55,19 +55,34 @@ absl::StatusOr<std::map<std::string, int64_t>> ParseBatching(
   return out;
 }
 
-// {"name", "path", "pooling", "normalize", "batching"}: a checkpoint dir.
+// The optional "max_extrapolation_tokens" of either entry form: > 0.
+absl::Status ParseExtrapolationLimit(const json& m, ModelSpec* spec) {
+  if (!m.contains("max_extrapolation_tokens")) return absl::OkStatus();
+  const json& v = m["max_extrapolation_tokens"];
+  if (!v.is_number_integer() || v.get<int64_t>() <= 0) {
+    return ModelError(spec->name,
+                      "max_extrapolation_tokens must be an integer > 0");
+  }
+  spec->max_extrapolation_tokens = v.get<int64_t>();
+  return absl::OkStatus();
+}
+
+// {"name", "path", "pooling", "normalize", "batching",
+//  "max_extrapolation_tokens"}: a checkpoint dir.
 absl::StatusOr<ModelSpec> ParseCheckpointEntry(const json& m,
                                                const std::string& base_dir) {
   ModelSpec spec;
   spec.name = m["name"].get<std::string>();
-  static const std::set<std::string> kKeys = {"name", "path", "pooling",
-                                              "normalize", "batching"};
+  static const std::set<std::string> kKeys = {
+      "name",      "path",     "pooling",
+      "normalize", "batching", "max_extrapolation_tokens"};
   for (const auto& item : m.items()) {
     if (kKeys.count(item.key()) == 0) {
       return ModelError(spec.name,
                         absl::StrCat("unknown key \"", item.key(),
                                      "\" for a checkpoint entry (name, path, "
-                                     "pooling, normalize, batching)"));
+                                     "pooling, normalize, batching, "
+                                     "max_extrapolation_tokens)"));
     }
   }
   if (!m["path"].is_string() || m["path"].get<std::string>().empty()) {
@@ -94,6 +109,7 @@ absl::StatusOr<ModelSpec> ParseCheckpointEntry(const json& m,
     if (!b.ok()) return b.status();
     spec.batching = *std::move(b);
   }
+  if (absl::Status s = ParseExtrapolationLimit(m, &spec); !s.ok()) return s;
   return spec;
 }
 
@@ -109,7 +125,7 @@ absl::StatusOr<ModelSpec> ParseModel(const json& m,
   spec.name = m["name"].get<std::string>();
   static const std::set<std::string> kKeys = {
       "name", "config",   "config_file", "weights",
-      "seed", "batching", "tokenizer"};
+      "seed", "batching", "tokenizer",   "max_extrapolation_tokens"};
   for (const auto& item : m.items()) {
     if (kKeys.count(item.key()) == 0) {
       return ModelError(spec.name,
@@ -165,6 +181,7 @@ absl::StatusOr<ModelSpec> ParseModel(const json& m,
     if (!b.ok()) return b.status();
     spec.batching = *std::move(b);
   }
+  if (absl::Status s = ParseExtrapolationLimit(m, &spec); !s.ok()) return s;
   return spec;
 }
 

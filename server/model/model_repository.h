@@ -42,6 +42,9 @@ struct ModelSpec {
   // max_batch_tokens, max_queue_delay_us, max_queued_sequences); the
   // model layer only carries them.
   std::map<std::string, int64_t> batching;
+  // The longest input Diagnose's extrapolation probe runs on this model;
+  // 0: the server's --max-extrapolation-tokens.
+  int64_t max_extrapolation_tokens = 0;
 };
 
 struct Repository {
@@ -63,10 +66,12 @@ Repository BuiltinRepository();
 //              "weights": "path.safetensors",   // optional
 //              "seed": 7,                       // optional
 //              "tokenizer": "tokenizer.json",   // optional (or a directory)
-//              "batching": {"max_batch_sequences": 16, ...}},
+//              "batching": {"max_batch_sequences": 16, ...},
+//              "max_extrapolation_tokens": 4096},  // optional
 //             {"name": "...", "path": "hf-checkpoint-dir",
 //              "pooling": "cls", "normalize": true,     // optional
-//              "batching": {...}}]}                     // optional
+//              "batching": {...},                       // optional
+//              "max_extrapolation_tokens": 1024}]}      // optional
 // Relative paths are resolved against the repository file's directory.
 // Errors name the model and the field.
 absl::StatusOr<Repository> ParseRepository(const std::string& json_text,

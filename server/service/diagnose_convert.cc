@@ -1,10 +1,10 @@
 #include "server/service/diagnose_convert.h"
 
 #include <cmath>
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "server/service/encoder_service.h"
+#include "server/service/extrapolation_convert.h"
 #include "server/service/tensor_proto.h"
 #include "server/service/text_input.h"
 
@@ -57,10 +57,7 @@ absl::StatusOr<diagnostics::DiagnoseOptions> BuildDiagnoseOptions(
         return absl::InvalidArgumentError("random.length must be > 0");
       }
       if (n > limits.max_tokens) break;  // reported below
-      std::mt19937_64 rng(request.random().seed());
-      std::uniform_int_distribution<int64_t> id(0, c.vocab_size - 1);
-      o.token_ids.resize(n);
-      for (int64_t& t : o.token_ids) t = id(rng);
+      o.token_ids = SeededRandomIds(n, request.random().seed(), c.vocab_size);
       break;
     }
     default:
@@ -86,7 +83,8 @@ absl::StatusOr<diagnostics::DiagnoseOptions> BuildDiagnoseOptions(
     }
   }
   const bool any = request.permutation() || request.shift() ||
-                   request.structure() || request.attention_stats();
+                   request.structure() || request.attention_stats() ||
+                   request.extrapolation();
   o.permutation = !any || request.permutation();
   o.shift = !any || request.shift();
   o.structure = !any || request.structure();
@@ -124,6 +122,12 @@ absl::StatusOr<diagnostics::DiagnoseOptions> BuildDiagnoseOptions(
                      " must be a finite number >= 0 (0: the probe's default)"));
   }
   o.tolerance = request.tolerance();
+  if (request.extrapolation()) {
+    if (absl::Status s = BuildExtrapolation(request, model, limits, &o);
+        !s.ok()) {
+      return s;
+    }
+  }
   return o;
 }
 

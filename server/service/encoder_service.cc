@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/service/diagnose_convert.h"
+#include "server/service/extrapolation_convert.h"
 #include "server/service/model_info.h"
 #include "server/service/request_parser.h"
 #include "server/service/status_util.h"
@@ -210,8 +211,10 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::ListModels(
   }
   response->set_default_model(host->default_model());
   for (const auto& m : host->models()) {
-    FillModelInfo(*m, m->spec.name == host->default_model(),
-                  response->add_models());
+    v1::ModelInfo* info = response->add_models();
+    FillModelInfo(*m, m->spec.name == host->default_model(), info);
+    info->set_max_extrapolation_tokens(
+        static_cast<int32_t>(MaxExtrapolationTokens(*m, diagnose_limits_)));
   }
   FinishUnary(reactor, "ListModels", "", start, grpc::Status::OK);
   return reactor;
@@ -261,12 +264,21 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Diagnose(
   }
   // Diagnose runs forward passes with every layer's attention: priced and
   // budgeted like an Embed input that asks for statistics.
+  // The extrapolation probe's longest run is the call's largest pass.
   batching::SequenceSpec priced;
   priced.token_ids = options->token_ids;
+  if (options->extrapolation) {
+    priced.token_ids.resize(std::max<int64_t>(
+        static_cast<int64_t>(priced.token_ids.size()),
+        LongestExtrapolationRun(*options->extrapolation, model->spec.config)));
+  }
   priced.want_attention_stats = true;
   priced.attention_layers = {0};
   priced.cost = model->runner->Price(priced);
-  if (absl::Status s = CheckCost(priced, *model, "the Diagnose input");
+  if (absl::Status s = CheckCost(priced, *model,
+                                 options->extrapolation
+                                     ? "the extrapolation probe's longest run"
+                                     : "the Diagnose input");
       !s.ok()) {
     FinishUnary(reactor, "Diagnose", model->spec.name, start, ToGrpcStatus(s));
     return reactor;
@@ -283,11 +295,22 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Diagnose(
       return;
     }
     budget->Acquire(cost);
-    auto report = diagnostics::Diagnose(*model->encoder, opts);
+    diagnostics::DiagnoseOptions run = opts;
+    if (run.extrapolation) {
+      run.extrapolation->is_cancelled = [context] {
+        return context->IsCancelled();
+      };
+    }
+    auto report = diagnostics::Diagnose(*model->encoder, run);
     budget->Release(cost);
     grpc::Status status = ToGrpcStatus(report.status());
     if (report.ok()) {
       FillDiagnoseResponse(*report, *model, opts, response);
+      if (report->extrapolation) {
+        FillExtrapolation(*report->extrapolation, *opts.extrapolation,
+                          MaxExtrapolationTokens(*model, diagnose_limits_),
+                          response->mutable_extrapolation());
+      }
       const int64_t bytes = static_cast<int64_t>(response->ByteSizeLong());
       if (bytes > max_send) {
         response->Clear();

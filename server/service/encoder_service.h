@@ -25,6 +25,9 @@ struct DiagnoseLimits {
   int64_t max_tokens = 512;               // input length for Diagnose
   int64_t max_structure_positions = 512;  // N of Gram / bias matrices
   int64_t max_pending = 16;               // queued Diagnose calls
+  // Longest input of the extrapolation probe (a repository entry may set
+  // its own).
+  int64_t max_extrapolation_tokens = 2048;
 };
 
 // Every method that takes text is registered raw (bytes in and out) so

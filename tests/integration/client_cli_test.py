@@ -207,6 +207,29 @@ class ClientCliTest(unittest.TestCase):
                 self.assertEqual(response["permutation"]["equivariant"],
                                  equivariant)
 
+    def test_diagnose_extrapolation(self):
+        response = self.client_json(
+            "diagnose", "--model", "learned", "--ids", "5,6,7",
+            "--extrapolation", "--lengths", "8,512,600", "--prefix-length",
+            "4")
+        probe = response["extrapolation"]
+        self.assertNotIn("permutation", response)  # only this probe ran
+        self.assertEqual(probe["trained_length"], 512)
+        self.assertEqual(probe["prefix_length"], 4)
+        self.assertEqual(probe["source_ids"], [5, 6, 7])
+        points = probe["points"]
+        self.assertEqual([p["length"] for p in points], [8, 512, 600])
+        self.assertEqual([p.get("ran", False) for p in points],
+                         [True, True, False])
+        self.assertIn("512 positions", points[2]["skipped_reason"])
+        self.assertEqual(len(points[1]["entropy"]), 4)  # one per layer
+        # Over the server's limit (2048): a usage of the RPC, not a crash.
+        result = self.client("diagnose", "--model", "rope", "--ids", "5",
+                             "--extrapolation", "--lengths", "8,4096")
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn("INVALID_ARGUMENT", result.stderr)
+        self.assertIn("2048", result.stderr)
+
     def check_bench(self, *extra):
         result = self.client("bench", "--requests", "24", "--concurrency",
                              "4", "--min-length", "8", "--max-length", "24",

@@ -13,6 +13,7 @@ missing Chromium fails the rendering test; it is never skipped.
 import argparse
 import html.parser
 import os
+import re
 import struct
 import sys
 import tempfile
@@ -257,6 +258,39 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(page.sections, ["rope"])
         self.assertEqual(len(page.heatmaps), LAYERS * HEADS)
         self.assertTrue(all(h["cells"] == 36 for h in page.heatmaps))
+
+    def test_extrapolation_curves_share_axes(self):
+        html_path = os.path.join(self.dir.name, "extrapolation.html")
+        models = ["learned", "rope", "alibi"]
+        result = self.report("--out", html_path, "--models", ",".join(models),
+                             "--ids", "5,6,7,8,9,10,11", "--max-layers", "1",
+                             "--max-heads", "1", "--extrapolation",
+                             "--max-multiple", "1.5", "--side-by-side")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        text, page = self.parsed(html_path)
+        self.assertEqual(page.sections, models)
+        start = text.index('<section id="extrapolation">')
+        section = text[start:text.index("</section>", start)]
+        # One chart per measure, one line per model in each.
+        self.assertEqual(section.count('<figure class="chart">'), 5)
+        self.assertEqual(section.count("<polyline"), 5 * len(models))
+        self.assertIn("length / trained length", section)
+        rows = re.findall(r"<tr><td>(\w+)</td><td>(\w+)</td>"
+                          r"<td class=\"num\">(\d+)</td>"
+                          r"<td class=\"num\">([\d, ]+)</td>"
+                          r"<td class=\"num\">([\w, ]+)</td>", section)
+        self.assertEqual([r[0] for r in rows], models)
+        # Trained length 512; six lengths from 64 to 768. The learned
+        # table cannot hold 768.
+        for name, scheme, trained, ran, skipped in rows:
+            self.assertEqual(trained, "512")
+            if name == "learned":
+                self.assertEqual(skipped, "768")
+                self.assertEqual(ran.split(", ")[-1], "467")
+            else:
+                self.assertEqual(skipped, "none")
+                self.assertEqual(ran.split(", ")[-1], "768")
+        self.assertIn('<div class="side">', text)
 
     def test_unknown_model_is_a_usage_error(self):
         html_path = os.path.join(self.dir.name, "never.html")

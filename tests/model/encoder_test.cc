@@ -246,5 +246,29 @@ TEST(Repository, ParsesModelsAndRejectsMistakes) {
   }
 }
 
+TEST(Repository, ExtrapolationLimitPerModel) {
+  auto ok = ParseRepository(
+      R"({"models": [{"name": "a", "max_extrapolation_tokens": 4096},
+                     {"name": "b"},
+                     {"name": "c", "path": "ckpt",
+                      "max_extrapolation_tokens": 300}]})",
+      "/base");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->models[0].max_extrapolation_tokens, 4096);
+  EXPECT_EQ(ok->models[1].max_extrapolation_tokens, 0);  // the flag's
+  EXPECT_EQ(ok->models[2].max_extrapolation_tokens, 300);
+  for (const char* bad :
+       {R"({"models": [{"name": "a", "max_extrapolation_tokens": 0}]})",
+        R"({"models": [{"name": "a", "max_extrapolation_tokens": "9"}]})",
+        R"({"models": [{"name": "a", "path": "p",
+                        "max_extrapolation_tokens": -3}]})"}) {
+    auto r = ParseRepository(bad, "");
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(std::string(r.status().message()).find("max_extrapolation"),
+              std::string::npos)
+        << r.status();
+  }
+}
+
 }  // namespace
 }  // namespace encoder::model
