@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[ "${#targets[@]}" -gt 0 ] || targets=(safetensors model_config repository)
+[ "${#targets[@]}" -gt 0 ] || targets=(safetensors model_config repository hf_config tokenizer_json requests)
 build="${FUZZ_BUILD_DIR:-build-fuzz}"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_COMPILER=clang++-14 -DENCODER_FUZZ=ON -DENCODER_BUILD_TESTS=OFF \
