@@ -15,7 +15,9 @@ build_pkgs=(build-essential cmake ninja-build pkg-config git
   libicu-dev libpcre2-dev libcpp-httplib-dev libssl-dev)
 test_pkgs=(libgtest-dev libgmock-dev python3-torch python3-numpy python3-grpcio python3-h2
   python3-protobuf clang-format prometheus nginx docker-compose python3-yaml
-  chromium nodejs openssl clang-14 libclang-rt-14-dev)
+  chromium nodejs openssl clang-14 libclang-rt-14-dev python3-sentencepiece)
+# python3-sentencepiece trains the SentencePiece models whose character maps
+# the tokenizer reference tests read (tests/tokenizer/make_spm_fixtures.py).
 # The tokenizer reference tests run the Hugging Face tokenizers library under
 # Node (tests/tokenizer/package.json); Debian ships npm apart from nodejs,
 # other Node builds bundle it.

@@ -79,9 +79,11 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadBertVocab(
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadSentencePiece(
     const std::string& path) {
-  // Debian's libsentencepiece carries its own copy of protobuf, which
-  // clashes with the server's protobuf when both are loaded; until the
-  // .model format is read natively, such models need their tokenizer.json.
+  // The character map of a .model is readable (see precompiled.h), but the
+  // ids the checkpoint expects are not all in it: the Hugging Face
+  // conversion shifts fairseq-trained vocabularies (XLM-R, CamemBERT), adds
+  // <mask> or T5's sentinels and a model-specific post-processor, and only
+  // tokenizer.json records that.
   return absl::UnimplementedError(absl::StrCat(
       path,
       ": SentencePiece .model files are not supported; give the model's "

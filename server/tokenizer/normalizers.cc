@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/tokenizer/json_util.h"
+#include "server/tokenizer/precompiled.h"
 #include "server/tokenizer/regex.h"
 #include "server/tokenizer/unicode.h"
 
@@ -213,6 +214,17 @@ absl::StatusOr<std::unique_ptr<Normalizer>> MakeNormalizer(const json& j) {
   } else if (type == "Strip") {
     n = std::make_unique<StripNormalizer>(j.value("strip_left", true),
                                           j.value("strip_right", true));
+  } else if (type == "Precompiled") {
+    const json& map =
+        j.contains("precompiled_charsmap") ? j["precompiled_charsmap"] : json();
+    if (!map.is_string()) {
+      return absl::InvalidArgumentError(
+          "Precompiled normalizer: precompiled_charsmap must be a base64 "
+          "string");
+    }
+    auto p = MakePrecompiledNormalizer(map.get<std::string>());
+    if (!p.ok()) return p.status();
+    n = std::move(*p);
   } else if (type == "Sequence") {
     std::vector<std::unique_ptr<Normalizer>> parts;
     for (const json& part : j.at("normalizers")) {

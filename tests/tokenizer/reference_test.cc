@@ -174,7 +174,8 @@ INSTANTIATE_TEST_SUITE_P(
                       "wp_split_inverted", "bpe_added_tokens",
                       "bpe_bytelevel_trained", "unigram_always",
                       "unigram_first", "unigram_never", "bert_vocab", "gpt2",
-                      "llama3", "qwen3", "gemma3"));
+                      "llama3", "qwen3", "gemma3", "spm_nmt_nfkc",
+                      "spm_nfkc_cf"));
 
 }  // namespace
 }  // namespace encoder::tokenizer

@@ -85,8 +85,9 @@ int main(int argc, char** argv) {
                 tok.kind().c_str(), bytes / s / 1e6, tokens,
                 s / tokens * 128 * 1e6);
   };
-  for (const char* name : {"bert_vocab", "wordpiece_trained", "gpt2", "llama3",
-                           "qwen3", "gemma3", "unigram_always"}) {
+  for (const char* name :
+       {"bert_vocab", "wordpiece_trained", "gpt2", "llama3", "qwen3", "gemma3",
+        "unigram_always", "spm_nmt_nfkc"}) {
     auto tok = encoder::tokenizer::LoadTokenizerFromDirectory(dir + "/" + name);
     if (!tok.ok()) {
       std::fprintf(stderr, "%s: %s\n", name, tok.status().ToString().c_str());
