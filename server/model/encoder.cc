@@ -59,15 +59,15 @@ at::Tensor Encoder::Norm(const at::Tensor& x, const at::Tensor& weight,
 
 at::Tensor Encoder::Attention(int64_t index, const at::Tensor& x,
                               const at::Tensor& positions,
-                              const at::Tensor& bias,
-                              const std::vector<int64_t>& lengths,
+                              const at::Tensor& bias, const Pass& pass,
                               at::Tensor* attention) const {
   const LayerWeights& w = layers_[index];
   const int64_t b = x.size(0), s = x.size(1);
   const int64_t h = config_.num_heads, d = config_.head_dim();
   // [B, S, 3A] -> three [B, H, S, d].
   std::vector<at::Tensor> qkv =
-      Project(x, w.in_proj_weight, w.in_proj_bias, w.in_proj_q).chunk(3, -1);
+      Project(x, w.in_proj_weight, w.in_proj_bias, w.in_proj_q, pass)
+          .chunk(3, -1);
   auto heads = [&](const at::Tensor& t) {
     return t.view({b, s, h, d}).transpose(1, 2);
   };
@@ -75,9 +75,10 @@ at::Tensor Encoder::Attention(int64_t index, const at::Tensor& x,
   at::Tensor k = heads(qkv[1]);
   at::Tensor v = heads(qkv[2]);
   scheme_->RotateQk(q, k, positions, index);
-  at::Tensor out = lengths.empty() ? Mix(q, k, v, bias, attention)
-                                   : MixEach(q, k, v, bias, lengths, attention);
-  return Project(out, w.out_proj_weight, w.out_proj_bias, w.out_proj_q);
+  at::Tensor out = pass.lengths.empty()
+                       ? Mix(q, k, v, bias, attention)
+                       : MixEach(q, k, v, bias, pass.lengths, attention);
+  return Project(out, w.out_proj_weight, w.out_proj_bias, w.out_proj_q, pass);
 }
 
 at::Tensor Encoder::Mix(const at::Tensor& q, const at::Tensor& k,
@@ -127,36 +128,38 @@ at::Tensor Encoder::MixEach(const at::Tensor& q, const at::Tensor& k,
 
 at::Tensor Encoder::Project(const at::Tensor& x, const at::Tensor& weight,
                             const at::Tensor& bias,
-                            const std::optional<Int8Linear>& q) {
-  return q.has_value() ? q->Forward(x) : at::linear(x, weight, bias);
+                            const std::optional<Int8Linear>& q,
+                            const Pass& pass) {
+  return pass.int8 && q.has_value() ? q->Forward(x)
+                                    : at::linear(x, weight, bias);
 }
 
-at::Tensor Encoder::FeedForward(const LayerWeights& w,
-                                const at::Tensor& x) const {
-  at::Tensor hidden = Project(x, w.linear1_weight, w.linear1_bias, w.linear1_q);
+at::Tensor Encoder::FeedForward(const LayerWeights& w, const at::Tensor& x,
+                                const Pass& pass) const {
+  at::Tensor hidden =
+      Project(x, w.linear1_weight, w.linear1_bias, w.linear1_q, pass);
   if (config_.arch.gated_ffn) {
     std::vector<at::Tensor> parts = hidden.chunk(2, -1);
     hidden = Activate(config_.activation, parts[0]) * parts[1];
   } else {
     hidden = Activate(config_.activation, hidden);
   }
-  return Project(hidden, w.linear2_weight, w.linear2_bias, w.linear2_q);
+  return Project(hidden, w.linear2_weight, w.linear2_bias, w.linear2_q, pass);
 }
 
 at::Tensor Encoder::Layer(int64_t index, const at::Tensor& x,
                           const at::Tensor& positions, const at::Tensor& bias,
-                          const std::vector<int64_t>& lengths,
-                          at::Tensor* attention) const {
+                          const Pass& pass, at::Tensor* attention) const {
   const LayerWeights& w = layers_[index];
   if (config_.norm_first) {
     at::Tensor x1 = x + Attention(index, Norm(x, w.norm1_weight, w.norm1_bias),
-                                  positions, bias, lengths, attention);
-    return x1 + FeedForward(w, Norm(x1, w.norm2_weight, w.norm2_bias));
+                                  positions, bias, pass, attention);
+    return x1 + FeedForward(w, Norm(x1, w.norm2_weight, w.norm2_bias), pass);
   }
   at::Tensor x1 =
-      Norm(x + Attention(index, x, positions, bias, lengths, attention),
+      Norm(x + Attention(index, x, positions, bias, pass, attention),
            w.norm1_weight, w.norm1_bias);
-  return Norm(x1 + FeedForward(w, x1), w.norm2_weight, w.norm2_bias);
+  return Norm(x1 + FeedForward(w, x1, pass), w.norm2_weight, w.norm2_bias);
 }
 
 at::Tensor Encoder::DefaultPositions(const at::Tensor& tokens,
@@ -171,11 +174,12 @@ at::Tensor Encoder::DefaultPositions(const at::Tensor& tokens,
   return at::arange(s, tokens.options()).unsqueeze(0).expand({b, s});
 }
 
-std::vector<int64_t> Encoder::ExactLengths(const at::Tensor& mask) const {
+std::vector<int64_t> Encoder::ExactLengths(const at::Tensor& mask,
+                                           bool int8) const {
   // Rounding to int8 or bfloat16 turns the last-bit differences of
   // differently shaped float products into visible ones, so the reduced
   // paths run attention on each sequence's own length.
-  if (!quantized_ && dtype_ != at::kBFloat16) return {};
+  if (!int8 && dtype_ != at::kBFloat16) return {};
   const at::Tensor cpu = mask.to(at::kCPU);
   const at::Tensor counts = cpu.sum(1);
   const at::Tensor prefix =
@@ -269,14 +273,16 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
         scheme_->AttentionBias(positions, positions, dtype_);
     if (scheme_bias.defined()) bias = bias + scheme_bias;
     const std::vector<at::Tensor> biases = LayerBiases(bias, positions);
-    const std::vector<int64_t> lengths = ExactLengths(mask);
+    Pass pass;
+    pass.int8 = quantized_ && !options.full_precision;
+    pass.lengths = ExactLengths(mask, pass.int8);
     EncoderOutput out;
     for (int64_t i = 0; i < config_.num_layers; ++i) {
       const bool want = std::find(options.attention_layers.begin(),
                                   options.attention_layers.end(),
                                   i) != options.attention_layers.end();
       at::Tensor probs;
-      x = Layer(i, x, positions, biases[i], lengths, want ? &probs : nullptr);
+      x = Layer(i, x, positions, biases[i], pass, want ? &probs : nullptr);
       if (want) out.attention[i] = probs;
     }
     if (config_.norm_first) {

@@ -55,6 +55,9 @@ struct EncoderInput {
 struct ForwardOptions {
   // Layers whose attention probabilities to return (any order, no repeats).
   std::vector<int64_t> attention_layers;
+  // An int8 model runs its float32 weights, exactly as before quantization
+  // (diagnostics: their tolerances are far below int8 rounding).
+  bool full_precision = false;
 };
 
 struct EncoderOutput {
@@ -117,16 +120,19 @@ class Encoder {
   Encoder(ModelConfig config, at::Device device, at::ScalarType dtype)
       : config_(std::move(config)), device_(device), dtype_(dtype) {}
 
-  // `lengths`: each sequence's real length when attention runs per
-  // sequence (ExactLengths), empty for the batched path.
+  // How one forward runs: each sequence's real length when attention runs
+  // per sequence (ExactLengths; empty for the batched path), and whether
+  // the int8 projections are used.
+  struct Pass {
+    std::vector<int64_t> lengths;
+    bool int8 = false;
+  };
   at::Tensor Layer(int64_t index, const at::Tensor& x,
                    const at::Tensor& positions, const at::Tensor& bias,
-                   const std::vector<int64_t>& lengths,
-                   at::Tensor* attention) const;
+                   const Pass& pass, at::Tensor* attention) const;
   at::Tensor Attention(int64_t index, const at::Tensor& x,
                        const at::Tensor& positions, const at::Tensor& bias,
-                       const std::vector<int64_t>& lengths,
-                       at::Tensor* attention) const;
+                       const Pass& pass, at::Tensor* attention) const;
   // Scaled dot-product attention of q, k, v [B, H, S, d] -> [B, S, H*d].
   at::Tensor Mix(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                  const at::Tensor& bias, at::Tensor* attention) const;
@@ -138,12 +144,14 @@ class Encoder {
                      at::Tensor* attention) const;
   // Real lengths for the per-sequence attention of the int8 and bfloat16
   // paths; empty for float32, float16, or masks that are not prefixes.
-  std::vector<int64_t> ExactLengths(const at::Tensor& mask) const;
-  at::Tensor FeedForward(const LayerWeights& w, const at::Tensor& x) const;
-  // x W^T + b, through `q` when the layer is quantized.
+  std::vector<int64_t> ExactLengths(const at::Tensor& mask, bool int8) const;
+  at::Tensor FeedForward(const LayerWeights& w, const at::Tensor& x,
+                         const Pass& pass) const;
+  // x W^T + b, through `q` when the pass uses int8.
   static at::Tensor Project(const at::Tensor& x, const at::Tensor& weight,
                             const at::Tensor& bias,
-                            const std::optional<Int8Linear>& q);
+                            const std::optional<Int8Linear>& q,
+                            const Pass& pass);
   // LayerNorm or RMSNorm per the config; identity when `weight` is
   // undefined.
   at::Tensor Norm(const at::Tensor& x, const at::Tensor& weight,

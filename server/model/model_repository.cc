@@ -55,19 +55,32 @@ absl::StatusOr<std::map<std::string, int64_t>> ParseBatching(
   return out;
 }
 
-// {"name", "path", "pooling", "normalize", "batching"}: a checkpoint dir.
+// "quantize": "int8" | "none", when present.
+absl::Status ParseQuantize(const json& m, ModelSpec* spec) {
+  if (!m.contains("quantize")) return absl::OkStatus();
+  if (!m["quantize"].is_string() ||
+      (m["quantize"] != "int8" && m["quantize"] != "none")) {
+    return ModelError(spec->name, "quantize must be \"int8\" or \"none\"");
+  }
+  spec->quantize = m["quantize"].get<std::string>();
+  return absl::OkStatus();
+}
+
+// {"name", "path", "pooling", "normalize", "batching", "quantize"}: a
+// checkpoint dir.
 absl::StatusOr<ModelSpec> ParseCheckpointEntry(const json& m,
                                                const std::string& base_dir) {
   ModelSpec spec;
   spec.name = m["name"].get<std::string>();
-  static const std::set<std::string> kKeys = {"name", "path", "pooling",
-                                              "normalize", "batching"};
+  static const std::set<std::string> kKeys = {
+      "name", "path", "pooling", "normalize", "batching", "quantize"};
   for (const auto& item : m.items()) {
     if (kKeys.count(item.key()) == 0) {
       return ModelError(spec.name,
                         absl::StrCat("unknown key \"", item.key(),
                                      "\" for a checkpoint entry (name, path, "
-                                     "pooling, normalize, batching)"));
+                                     "pooling, normalize, batching, "
+                                     "quantize)"));
     }
   }
   if (!m["path"].is_string() || m["path"].get<std::string>().empty()) {
@@ -94,6 +107,7 @@ absl::StatusOr<ModelSpec> ParseCheckpointEntry(const json& m,
     if (!b.ok()) return b.status();
     spec.batching = *std::move(b);
   }
+  if (absl::Status q = ParseQuantize(m, &spec); !q.ok()) return q;
   return spec;
 }
 
@@ -109,7 +123,7 @@ absl::StatusOr<ModelSpec> ParseModel(const json& m,
   spec.name = m["name"].get<std::string>();
   static const std::set<std::string> kKeys = {
       "name", "config",   "config_file", "weights",
-      "seed", "batching", "tokenizer"};
+      "seed", "batching", "tokenizer",   "quantize"};
   for (const auto& item : m.items()) {
     if (kKeys.count(item.key()) == 0) {
       return ModelError(spec.name,
@@ -165,6 +179,7 @@ absl::StatusOr<ModelSpec> ParseModel(const json& m,
     if (!b.ok()) return b.status();
     spec.batching = *std::move(b);
   }
+  if (absl::Status q = ParseQuantize(m, &spec); !q.ok()) return q;
   return spec;
 }
 

@@ -42,6 +42,8 @@ struct ModelSpec {
   // max_batch_tokens, max_queue_delay_us, max_queued_sequences); the
   // model layer only carries them.
   std::map<std::string, int64_t> batching;
+  // "int8" or "none"; empty: the server's --quantize.
+  std::string quantize;
 };
 
 struct Repository {
@@ -63,10 +65,11 @@ Repository BuiltinRepository();
 //              "weights": "path.safetensors",   // optional
 //              "seed": 7,                       // optional
 //              "tokenizer": "tokenizer.json",   // optional (or a directory)
-//              "batching": {"max_batch_sequences": 16, ...}},
+//              "batching": {"max_batch_sequences": 16, ...},
+//              "quantize": "int8"},             // optional: or "none"
 //             {"name": "...", "path": "hf-checkpoint-dir",
 //              "pooling": "cls", "normalize": true,     // optional
-//              "batching": {...}}]}                     // optional
+//              "batching": {...}, "quantize": "int8"}]} // optional
 // Relative paths are resolved against the repository file's directory.
 // Errors name the model and the field.
 absl::StatusOr<Repository> ParseRepository(const std::string& json_text,
