@@ -108,6 +108,8 @@ class PrometheusMetrics : public Metrics {
   void QueueDepth(const std::string& model, int64_t sequences) override;
   void InFlight(const std::string& rpc, int delta) override;
   void AuthFailure(const std::string& reason) override;
+  void CpuInfo(const std::string& cpu_model,
+               const std::string& features) override;
 
  private:
   class ProcessCollector;
@@ -180,6 +182,7 @@ class PrometheusMetrics : public Metrics {
   prometheus::Counter* auth_missing_;
   prometheus::Counter* auth_invalid_;
   prometheus::Family<prometheus::Gauge>* model_info_;
+  prometheus::Family<prometheus::Gauge>* cpu_info_;
 
   // Guards the maps below and gpu_reader_. The series they point to are
   // owned by registry_; they are updated under a shared lock, so that
