@@ -41,6 +41,7 @@ struct Flags {
   std::string model_dir_pooling;
   std::string device = "auto";
   int intra_op_threads = 1;
+  int blas_threads = 0;
   int64_t max_receive_message_bytes = 16 << 20;
   int64_t max_send_message_bytes = 64 << 20;
   int64_t max_inputs_per_request = 256;
@@ -117,8 +118,12 @@ void DefineFlags(CLI::App& app, Flags& f) {
   app.add_option("--device", f.device, "auto | cpu | cuda | cuda:N")
       ->capture_default_str();
   app.add_option("--intra-op-threads", f.intra_op_threads,
-                 "LibTorch intra-op threads, and OpenBLAS's pool when "
-                 "LibTorch uses OpenBLAS")
+                 "LibTorch intra-op threads")
+      ->capture_default_str();
+  app.add_option("--blas-threads", f.blas_threads,
+                 "OpenBLAS's thread pool when LibTorch uses OpenBLAS; 0: "
+                 "OpenBLAS's own choice (every core)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--max-receive-message-bytes", f.max_receive_message_bytes,
                  "largest request message accepted")
@@ -287,8 +292,8 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   RaiseOpenFileLimit();
-  const std::string threads =
-      encoder::runner::ApplyThreadPolicy(flags.intra_op_threads);
+  const std::string threads = encoder::runner::ApplyThreadPolicy(
+      flags.intra_op_threads, flags.blas_threads);
   auto device = ParseDevice(flags.device);
   if (!device.ok()) return Fail(device.status());
   const encoder::model::CpuFeatures& cpu = encoder::model::DetectCpuFeatures();

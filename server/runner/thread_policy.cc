@@ -7,8 +7,8 @@
 
 namespace encoder::runner {
 
-std::string ApplyThreadPolicy(int threads) {
-  at::set_num_threads(threads);
+std::string ApplyThreadPolicy(int intra_op_threads, int blas_threads) {
+  at::set_num_threads(intra_op_threads);
   std::string out = absl::StrCat(at::get_num_threads(), " intra-op threads");
   // Looked up at run time: the BLAS behind LibTorch is chosen by the
   // system (Debian's alternatives), not by this build.
@@ -21,7 +21,7 @@ std::string ApplyThreadPolicy(int threads) {
   if (set == nullptr || get == nullptr) {
     return absl::StrCat(out, ", BLAS pool not OpenBLAS (left as is)");
   }
-  set(threads);
+  if (blas_threads > 0) set(blas_threads);
   return absl::StrCat(out, ", OpenBLAS ", get(), " threads");
 }
 

@@ -9,10 +9,11 @@
 
 namespace encoder::runner {
 
-// Sets both pools to `threads`; returns what was set, for the log
-// ("2 intra-op threads, OpenBLAS 2 threads" or "..., BLAS pool not
-// OpenBLAS").
-std::string ApplyThreadPolicy(int threads);
+// Sets LibTorch's pool to `intra_op_threads` and, when `blas_threads` > 0,
+// OpenBLAS's pool to `blas_threads` (0 leaves it as OpenBLAS chose);
+// returns what is in effect, for the log ("1 intra-op threads, OpenBLAS 2
+// threads" or "..., BLAS pool not OpenBLAS").
+std::string ApplyThreadPolicy(int intra_op_threads, int blas_threads);
 
 }  // namespace encoder::runner
 

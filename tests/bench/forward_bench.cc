@@ -75,7 +75,8 @@ int main(int argc, char** argv) {
   }
   const at::ScalarType dtype = *parsed_dtype;
   const at::Device device(o.device);
-  std::cerr << encoder::runner::ApplyThreadPolicy(o.intra_op_threads) << "\n";
+  std::cerr << encoder::runner::ApplyThreadPolicy(o.intra_op_threads, 0)
+            << "\n";
 
   auto repo = o.repository.empty()
                   ? absl::StatusOr<encoder::model::Repository>(
