@@ -24,8 +24,10 @@
 #include "server/metrics/prometheus_metrics.h"
 #include "server/model/dtype.h"
 #include "server/model/model_repository.h"
+#include "server/precision_flags.h"
 #include "server/runner/device_memory.h"
 #include "server/runner/model_host.h"
+#include "server/runner/thread_policy.h"
 #include "server/security_flags.h"
 #include "server/service/server.h"
 
@@ -39,8 +41,8 @@ struct Flags {
   std::vector<std::string> model_dirs;
   std::string model_dir_pooling;
   std::string device = "auto";
-  std::string dtype = "float32";
   int intra_op_threads = 1;
+  int blas_threads = 0;
   int64_t max_receive_message_bytes = 16 << 20;
   int64_t max_send_message_bytes = 64 << 20;
   int64_t max_inputs_per_request = 256;
@@ -119,11 +121,13 @@ void DefineFlags(CLI::App& app, Flags& f) {
                  "sentence-transformers choice, else mean");
   app.add_option("--device", f.device, "auto | cpu | cuda | cuda:N")
       ->capture_default_str();
-  app.add_option("--dtype", f.dtype,
-                 "float32 | float16 | bfloat16 (half types need CUDA)")
-      ->capture_default_str();
   app.add_option("--intra-op-threads", f.intra_op_threads,
-                 "LibTorch intra-op threads (BLAS keeps its own)")
+                 "LibTorch intra-op threads")
+      ->capture_default_str();
+  app.add_option("--blas-threads", f.blas_threads,
+                 "OpenBLAS's thread pool when LibTorch uses OpenBLAS; 0: "
+                 "OpenBLAS's own choice (every core)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--max-receive-message-bytes", f.max_receive_message_bytes,
                  "largest request message accepted")
@@ -266,20 +270,6 @@ absl::StatusOr<at::Device> ParseDevice(const std::string& name) {
       absl::StrCat("--device must be auto, cpu, cuda or cuda:N, got ", name));
 }
 
-absl::StatusOr<at::ScalarType> ParseDtypeFlag(const std::string& name,
-                                              const at::Device& device) {
-  auto dtype = encoder::model::ParseDtype(name);
-  if (!dtype.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--dtype ", dtype.status().message()));
-  }
-  if (*dtype != at::kFloat && !device.is_cuda()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--dtype=", name, " needs a CUDA device"));
-  }
-  return dtype;
-}
-
 bool WriteReadyFile(const std::string& path, int grpc_port, int metrics_port,
                     int health_port) {
   const std::string tmp = path + ".tmp";
@@ -310,6 +300,8 @@ int main(int argc, char** argv) {
   DefineFlags(app, flags);
   encoder::SecurityFlags security;
   encoder::DefineSecurityFlags(app, security);
+  encoder::PrecisionFlags precision;
+  encoder::DefinePrecisionFlags(app, precision);
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(flags.log_level));
 
@@ -326,11 +318,19 @@ int main(int argc, char** argv) {
   if (!encoder::OpenAcceptReserve()) {
     spdlog::warn("no descriptor to hold in reserve for accept");
   }
-  at::set_num_threads(flags.intra_op_threads);
+  const std::string threads = encoder::runner::ApplyThreadPolicy(
+      flags.intra_op_threads, flags.blas_threads);
   auto device = ParseDevice(flags.device);
   if (!device.ok()) return Fail(device.status());
-  auto dtype = ParseDtypeFlag(flags.dtype, *device);
-  if (!dtype.ok()) return Fail(dtype.status());
+  const encoder::model::CpuFeatures& cpu = encoder::model::DetectCpuFeatures();
+  spdlog::info("CPU {}: {}; {}", cpu.model, cpu.Joined(), threads);
+  HostOptions host_options;
+  host_options.device = *device;
+  if (absl::Status s =
+          encoder::ApplyPrecisionFlags(precision, cpu, &host_options);
+      !s.ok()) {
+    return Fail(s);
+  }
 
   encoder::metrics::NoopMetrics noop;
   std::unique_ptr<encoder::metrics::PrometheusMetrics> prometheus;
@@ -390,9 +390,6 @@ int main(int argc, char** argv) {
   auto repository = BuildRepository(flags);
   if (!repository.ok()) return Fail(repository.status());
 
-  HostOptions host_options;
-  host_options.device = *device;
-  host_options.dtype = *dtype;
   host_options.warm_up = flags.warm_up;
   host_options.memory_limit_bytes = memory_limit;
   host_options.batch_memory_budget_bytes = flags.batch_memory_budget_bytes;
@@ -436,17 +433,23 @@ int main(int argc, char** argv) {
   // the first report on.
   for (const auto& m : (*host)->models()) {
     const auto& c = m->spec.config;
-    metrics->RegisterModel({m->spec.name,
-                            encoder::model::SchemeName(c.positional.type),
-                            device->str(), encoder::model::DtypeName(*dtype),
-                            c.d_model, c.num_heads, c.num_layers});
+    metrics->RegisterModel(
+        {m->spec.name, encoder::model::SchemeName(c.positional.type),
+         device->str(), encoder::runner::PrecisionName(*m->encoder), c.d_model,
+         c.num_heads, c.num_layers});
+    metrics->CpuInfo(cpu.model, cpu.Joined());
+    for (const auto& trial : m->precision_trials) {
+      spdlog::info("model {}: {}", m->spec.name,
+                   encoder::runner::DescribeTrial(trial));
+    }
   }
   for (const auto& m : (*host)->models()) {
     const auto& c = m->spec.config;
-    spdlog::info("model {} ({} {}, {} layers, d={}, {} parameters) on {}",
+    spdlog::info("model {} ({} {}, {} layers, d={}, {} parameters) on {} in {}",
                  m->spec.name, m->spec.family,
                  m->encoder->scheme().Describe().name, c.num_layers, c.d_model,
-                 m->encoder->parameter_count(), m->encoder->device().str());
+                 m->encoder->parameter_count(), m->encoder->device().str(),
+                 encoder::runner::PrecisionName(*m->encoder));
   }
   (*server)->SetModels(host->get());
   spdlog::info("serving {} models on port {} (loaded in {:.1f} s); default {}",

@@ -100,6 +100,9 @@ absl::StatusOr<DiagnoseReport> Run(const model::Encoder& model,
       forward_options.attention_layers.push_back(l);
     }
   }
+  // The probes measure the architecture, with tolerances far below int8
+  // rounding: an int8 model is probed through its float32 weights.
+  forward_options.full_precision = true;
   absl::StatusOr<model::EncoderOutput> out = model.Forward(
       {base.ids, base.mask, at::arange(s, base.ids.options()).view({1, s})},
       forward_options);

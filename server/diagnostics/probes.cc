@@ -26,7 +26,9 @@ absl::StatusOr<at::Tensor> RunAt(const model::Encoder& model,
                                  const BaseRun& base, const at::Tensor& ids,
                                  const at::Tensor& positions) {
   model::EncoderInput input{ids, base.mask, positions};
-  absl::StatusOr<model::EncoderOutput> out = model.Forward(input, {});
+  model::ForwardOptions options;
+  options.full_precision = true;  // as the base run (Diagnose)
+  absl::StatusOr<model::EncoderOutput> out = model.Forward(input, options);
   if (!out.ok()) return out.status();
   return std::move(out->tokens);
 }

@@ -15,7 +15,7 @@ struct ModelLabels {
   std::string model;
   std::string scheme;
   std::string device;
-  std::string dtype;
+  std::string dtype;  // the precision: float32, float16, bfloat16, int8
   int64_t d_model = 0;
   int64_t num_heads = 0;
   int64_t num_layers = 0;
@@ -49,6 +49,14 @@ class Metrics {
   virtual void QueueDepth(const std::string& model, int64_t sequences) = 0;
   // +1 when an RPC starts, -1 when it finishes.
   virtual void InFlight(const std::string& rpc, int delta) = 0;
+
+  // The serving CPU's model name and detected features (comma-separated),
+  // exported once as an info gauge.
+  virtual void CpuInfo(const std::string& cpu_model,
+                       const std::string& features) {
+    (void)cpu_model;
+    (void)features;
+  }
 
   // A call refused for its bearer token. reason: missing | invalid.
   virtual void AuthFailure(const std::string& reason) { (void)reason; }

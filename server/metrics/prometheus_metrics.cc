@@ -241,6 +241,16 @@ PrometheusMetrics::PrometheusMetrics()
                      .Name("encoder_model_info")
                      .Help("A hosted model; always 1.")
                      .Register(r);
+  cpu_info_ = &prometheus::BuildGauge()
+                   .Name("encoder_cpu_info")
+                   .Help("The serving CPU and its detected features; 1.")
+                   .Register(r);
+}
+
+void PrometheusMetrics::CpuInfo(const std::string& cpu_model,
+                                const std::string& features) {
+  // Add returns the existing series for the same labels.
+  cpu_info_->Add({{"cpu_model", cpu_model}, {"features", features}}).Set(1);
 }
 
 PrometheusMetrics::~PrometheusMetrics() = default;

@@ -109,6 +109,8 @@ class PrometheusMetrics : public Metrics {
   void InFlight(const std::string& rpc, int delta) override;
   void AuthFailure(const std::string& reason) override;
   void UnreadResponseBytes(int64_t bytes) override;
+  void CpuInfo(const std::string& cpu_model,
+               const std::string& features) override;
 
  private:
   class ProcessCollector;
@@ -182,6 +184,7 @@ class PrometheusMetrics : public Metrics {
   prometheus::Counter* auth_missing_;
   prometheus::Counter* auth_invalid_;
   prometheus::Family<prometheus::Gauge>* model_info_;
+  prometheus::Family<prometheus::Gauge>* cpu_info_;
 
   // Guards the maps below and gpu_reader_. The series they point to are
   // owned by registry_; they are updated under a shared lock, so that

@@ -59,14 +59,15 @@ at::Tensor Encoder::Norm(const at::Tensor& x, const at::Tensor& weight,
 
 at::Tensor Encoder::Attention(int64_t index, const at::Tensor& x,
                               const at::Tensor& positions,
-                              const at::Tensor& bias,
+                              const at::Tensor& bias, const Pass& pass,
                               at::Tensor* attention) const {
   const LayerWeights& w = layers_[index];
   const int64_t b = x.size(0), s = x.size(1);
   const int64_t h = config_.num_heads, d = config_.head_dim();
   // [B, S, 3A] -> three [B, H, S, d].
   std::vector<at::Tensor> qkv =
-      at::linear(x, w.in_proj_weight, w.in_proj_bias).chunk(3, -1);
+      Project(x, w.in_proj_weight, w.in_proj_bias, w.in_proj_q, pass)
+          .chunk(3, -1);
   auto heads = [&](const at::Tensor& t) {
     return t.view({b, s, h, d}).transpose(1, 2);
   };
@@ -74,42 +75,91 @@ at::Tensor Encoder::Attention(int64_t index, const at::Tensor& x,
   at::Tensor k = heads(qkv[1]);
   at::Tensor v = heads(qkv[2]);
   scheme_->RotateQk(q, k, positions, index);
+  at::Tensor out = pass.lengths.empty()
+                       ? Mix(q, k, v, bias, attention)
+                       : MixEach(q, k, v, bias, pass.lengths, attention);
+  return Project(out, w.out_proj_weight, w.out_proj_bias, w.out_proj_q, pass);
+}
+
+at::Tensor Encoder::Mix(const at::Tensor& q, const at::Tensor& k,
+                        const at::Tensor& v, const at::Tensor& bias,
+                        at::Tensor* attention) const {
+  const int64_t b = q.size(0), h = q.size(1), s = q.size(2), d = q.size(3);
   // scores [B, H, S, S] = q k^T / sqrt(d) + positional bias + padding mask.
   at::Tensor scores = at::matmul(q, k.transpose(-2, -1));
   if (config_.arch.attention_scale) {
     scores = scores / std::sqrt(static_cast<double>(d));
   }
   scores = scores + bias;
-  at::Tensor probs = at::softmax(scores, -1);
+  // Accumulated in float32 whatever the serving dtype.
+  at::Tensor probs = scores.scalar_type() == at::kBFloat16
+                         ? at::softmax(scores, -1, at::kFloat).to(dtype_)
+                         : at::softmax(scores, -1);
   if (attention != nullptr) *attention = probs;
-  at::Tensor out = at::matmul(probs, v).transpose(1, 2).reshape({b, s, h * d});
-  return at::linear(out, w.out_proj_weight, w.out_proj_bias);
+  return at::matmul(probs, v).transpose(1, 2).reshape({b, s, h * d});
 }
 
-at::Tensor Encoder::FeedForward(const LayerWeights& w,
-                                const at::Tensor& x) const {
-  at::Tensor hidden = at::linear(x, w.linear1_weight, w.linear1_bias);
+at::Tensor Encoder::MixEach(const at::Tensor& q, const at::Tensor& k,
+                            const at::Tensor& v, const at::Tensor& bias,
+                            const std::vector<int64_t>& lengths,
+                            at::Tensor* attention) const {
+  const int64_t b = q.size(0), h = q.size(1), s = q.size(2), d = q.size(3);
+  at::Tensor out = at::zeros({b, s, h * d}, q.options());
+  if (attention != nullptr) *attention = at::zeros({b, h, s, s}, q.options());
+  for (int64_t i = 0; i < b; ++i) {
+    const int64_t n = lengths[i];
+    auto rows = [&](const at::Tensor& t) {
+      return t.narrow(0, i, 1).narrow(2, 0, n);
+    };
+    at::Tensor bi =
+        bias.narrow(0, bias.size(0) == 1 ? 0 : i, 1).narrow(3, 0, n);
+    if (bi.size(2) > 1) bi = bi.narrow(2, 0, n);
+    at::Tensor probs;
+    at::Tensor mixed =
+        Mix(rows(q).contiguous(), rows(k).contiguous(), rows(v).contiguous(),
+            bi, attention != nullptr ? &probs : nullptr);
+    out.narrow(0, i, 1).narrow(1, 0, n).copy_(mixed);
+    if (attention != nullptr) {
+      attention->narrow(0, i, 1).narrow(2, 0, n).narrow(3, 0, n).copy_(probs);
+    }
+  }
+  return out;
+}
+
+at::Tensor Encoder::Project(const at::Tensor& x, const at::Tensor& weight,
+                            const at::Tensor& bias,
+                            const std::optional<Int8Linear>& q,
+                            const Pass& pass) {
+  return pass.int8 && q.has_value() ? q->Forward(x)
+                                    : at::linear(x, weight, bias);
+}
+
+at::Tensor Encoder::FeedForward(const LayerWeights& w, const at::Tensor& x,
+                                const Pass& pass) const {
+  at::Tensor hidden =
+      Project(x, w.linear1_weight, w.linear1_bias, w.linear1_q, pass);
   if (config_.arch.gated_ffn) {
     std::vector<at::Tensor> parts = hidden.chunk(2, -1);
     hidden = Activate(config_.activation, parts[0]) * parts[1];
   } else {
     hidden = Activate(config_.activation, hidden);
   }
-  return at::linear(hidden, w.linear2_weight, w.linear2_bias);
+  return Project(hidden, w.linear2_weight, w.linear2_bias, w.linear2_q, pass);
 }
 
 at::Tensor Encoder::Layer(int64_t index, const at::Tensor& x,
                           const at::Tensor& positions, const at::Tensor& bias,
-                          at::Tensor* attention) const {
+                          const Pass& pass, at::Tensor* attention) const {
   const LayerWeights& w = layers_[index];
   if (config_.norm_first) {
     at::Tensor x1 = x + Attention(index, Norm(x, w.norm1_weight, w.norm1_bias),
-                                  positions, bias, attention);
-    return x1 + FeedForward(w, Norm(x1, w.norm2_weight, w.norm2_bias));
+                                  positions, bias, pass, attention);
+    return x1 + FeedForward(w, Norm(x1, w.norm2_weight, w.norm2_bias), pass);
   }
-  at::Tensor x1 = Norm(x + Attention(index, x, positions, bias, attention),
-                       w.norm1_weight, w.norm1_bias);
-  return Norm(x1 + FeedForward(w, x1), w.norm2_weight, w.norm2_bias);
+  at::Tensor x1 =
+      Norm(x + Attention(index, x, positions, bias, pass, attention),
+           w.norm1_weight, w.norm1_bias);
+  return Norm(x1 + FeedForward(w, x1, pass), w.norm2_weight, w.norm2_bias);
 }
 
 at::Tensor Encoder::DefaultPositions(const at::Tensor& tokens,
@@ -122,6 +172,22 @@ at::Tensor Encoder::DefaultPositions(const at::Tensor& tokens,
     return at::cumsum(real, 1) * real + config_.arch.padding_idx;
   }
   return at::arange(s, tokens.options()).unsqueeze(0).expand({b, s});
+}
+
+std::vector<int64_t> Encoder::ExactLengths(const at::Tensor& mask,
+                                           bool int8) const {
+  // Rounding to int8 or bfloat16 turns the last-bit differences of
+  // differently shaped float products into visible ones, so the reduced
+  // paths run attention on each sequence's own length.
+  if (!int8 && dtype_ != at::kBFloat16) return {};
+  const at::Tensor cpu = mask.to(at::kCPU);
+  const at::Tensor counts = cpu.sum(1);
+  const at::Tensor prefix =
+      at::arange(cpu.size(1), counts.options()).unsqueeze(0) <
+      counts.unsqueeze(1);
+  if (!prefix.equal(cpu)) return {};  // not prefix masks: batched path
+  const int64_t* n = counts.data_ptr<int64_t>();
+  return std::vector<int64_t>(n, n + counts.numel());
 }
 
 std::vector<at::Tensor> Encoder::LayerBiases(
@@ -207,13 +273,16 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
         scheme_->AttentionBias(positions, positions, dtype_);
     if (scheme_bias.defined()) bias = bias + scheme_bias;
     const std::vector<at::Tensor> biases = LayerBiases(bias, positions);
+    Pass pass;
+    pass.int8 = quantized_ && !options.full_precision;
+    pass.lengths = ExactLengths(mask, pass.int8);
     EncoderOutput out;
     for (int64_t i = 0; i < config_.num_layers; ++i) {
       const bool want = std::find(options.attention_layers.begin(),
                                   options.attention_layers.end(),
                                   i) != options.attention_layers.end();
       at::Tensor probs;
-      x = Layer(i, x, positions, biases[i], want ? &probs : nullptr);
+      x = Layer(i, x, positions, biases[i], pass, want ? &probs : nullptr);
       if (want) out.attention[i] = probs;
     }
     if (config_.norm_first) {
@@ -226,8 +295,14 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
   }
 }
 
-at::Tensor Pool(const at::Tensor& tokens, const at::Tensor& mask,
+at::Tensor Pool(const at::Tensor& tokens_in, const at::Tensor& mask,
                 Pooling pooling, bool normalize) {
+  // bfloat16 sums lose digits: pool in float32, return the input's dtype.
+  if (tokens_in.scalar_type() == at::kBFloat16) {
+    return Pool(tokens_in.to(at::kFloat), mask, pooling, normalize)
+        .to(at::kBFloat16);
+  }
+  const at::Tensor& tokens = tokens_in;
   at::Tensor pooled;
   at::Tensor m = mask.to(tokens.scalar_type()).unsqueeze(-1);  // [B, S, 1]
   switch (pooling) {

@@ -8,11 +8,13 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "server/model/config.h"
+#include "server/model/int8_linear.h"
 #include "server/model/positional.h"
 
 namespace encoder::model {
@@ -31,6 +33,8 @@ struct LayerWeights {
   at::Tensor linear2_weight;   // [D, F]
   at::Tensor linear2_bias;     // [D]
   at::Tensor norm1_weight, norm1_bias, norm2_weight, norm2_bias;  // [D]
+  // The four projections in int8, once Encoder::QuantizeInt8 has run.
+  std::optional<Int8Linear> in_proj_q, out_proj_q, linear1_q, linear2_q;
 };
 
 // A dense layer applied to the pooled embedding (sentence-transformers'
@@ -51,6 +55,9 @@ struct EncoderInput {
 struct ForwardOptions {
   // Layers whose attention probabilities to return (any order, no repeats).
   std::vector<int64_t> attention_layers;
+  // An int8 model runs its float32 weights, exactly as before quantization
+  // (diagnostics: their tolerances are far below int8 rounding).
+  bool full_precision = false;
 };
 
 struct EncoderOutput {
@@ -95,6 +102,14 @@ class Encoder {
   at::Tensor ProjectPooled(const at::Tensor& pooled) const;
   int64_t output_dim() const;
 
+  // Runs every layer's four projections with int8 weights (per output
+  // channel) and per-token dynamic int8 activations (Int8Linear). CPU and
+  // float32 only; FailedPrecondition otherwise or without the kernels. Call
+  // once, before serving.
+  absl::Status QuantizeInt8();
+  // "none" or "int8".
+  std::string quantization() const { return quantized_ ? "int8" : "none"; }
+
   const ModelConfig& config() const { return config_; }
   const PositionalScheme& scheme() const { return *scheme_; }
   at::Device device() const { return device_; }
@@ -105,13 +120,38 @@ class Encoder {
   Encoder(ModelConfig config, at::Device device, at::ScalarType dtype)
       : config_(std::move(config)), device_(device), dtype_(dtype) {}
 
+  // How one forward runs: each sequence's real length when attention runs
+  // per sequence (ExactLengths; empty for the batched path), and whether
+  // the int8 projections are used.
+  struct Pass {
+    std::vector<int64_t> lengths;
+    bool int8 = false;
+  };
   at::Tensor Layer(int64_t index, const at::Tensor& x,
                    const at::Tensor& positions, const at::Tensor& bias,
-                   at::Tensor* attention) const;
+                   const Pass& pass, at::Tensor* attention) const;
   at::Tensor Attention(int64_t index, const at::Tensor& x,
                        const at::Tensor& positions, const at::Tensor& bias,
-                       at::Tensor* attention) const;
-  at::Tensor FeedForward(const LayerWeights& w, const at::Tensor& x) const;
+                       const Pass& pass, at::Tensor* attention) const;
+  // Scaled dot-product attention of q, k, v [B, H, S, d] -> [B, S, H*d].
+  at::Tensor Mix(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                 const at::Tensor& bias, at::Tensor* attention) const;
+  // Mix on each sequence's first lengths[i] positions alone, so that its
+  // products have the same shapes whatever it is batched with.
+  at::Tensor MixEach(const at::Tensor& q, const at::Tensor& k,
+                     const at::Tensor& v, const at::Tensor& bias,
+                     const std::vector<int64_t>& lengths,
+                     at::Tensor* attention) const;
+  // Real lengths for the per-sequence attention of the int8 and bfloat16
+  // paths; empty for float32, float16, or masks that are not prefixes.
+  std::vector<int64_t> ExactLengths(const at::Tensor& mask, bool int8) const;
+  at::Tensor FeedForward(const LayerWeights& w, const at::Tensor& x,
+                         const Pass& pass) const;
+  // x W^T + b, through `q` when the pass uses int8.
+  static at::Tensor Project(const at::Tensor& x, const at::Tensor& weight,
+                            const at::Tensor& bias,
+                            const std::optional<Int8Linear>& q,
+                            const Pass& pass);
   // LayerNorm or RMSNorm per the config; identity when `weight` is
   // undefined.
   at::Tensor Norm(const at::Tensor& x, const at::Tensor& weight,
@@ -133,6 +173,7 @@ class Encoder {
   at::Tensor final_norm_weight_, final_norm_bias_;  // pre-norm only
   std::unique_ptr<PositionalScheme> scheme_;
   std::vector<DenseLayer> dense_;
+  bool quantized_ = false;
 };
 
 // Pools token embeddings [batch, seq, D] with mask [batch, seq] -> [batch, D].

@@ -226,4 +226,31 @@ int64_t Encoder::parameter_count() const {
   return n;
 }
 
+absl::Status Encoder::QuantizeInt8() {
+  if (!device_.is_cpu() || dtype_ != at::kFloat) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("int8 runs on the CPU in float32, not on ", device_.str(),
+                     " in ", c10::toString(dtype_)));
+  }
+  if (quantized_) return absl::OkStatus();
+  std::vector<LayerWeights> layers = layers_;
+  for (LayerWeights& w : layers) {
+    const std::pair<const at::Tensor*, const at::Tensor*> sources[] = {
+        {&w.in_proj_weight, &w.in_proj_bias},
+        {&w.out_proj_weight, &w.out_proj_bias},
+        {&w.linear1_weight, &w.linear1_bias},
+        {&w.linear2_weight, &w.linear2_bias}};
+    std::optional<Int8Linear>* targets[] = {&w.in_proj_q, &w.out_proj_q,
+                                            &w.linear1_q, &w.linear2_q};
+    for (size_t i = 0; i < 4; ++i) {
+      auto q = Int8Linear::Create(*sources[i].first, *sources[i].second);
+      if (!q.ok()) return q.status();
+      targets[i]->emplace(std::move(q).value());
+    }
+  }
+  layers_ = std::move(layers);
+  quantized_ = true;
+  return absl::OkStatus();
+}
+
 }  // namespace encoder::model

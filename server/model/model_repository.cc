@@ -67,22 +67,37 @@ absl::Status ParseExtrapolationLimit(const json& m, ModelSpec* spec) {
   return absl::OkStatus();
 }
 
-// {"name", "path", "pooling", "normalize", "batching",
+// "quantize": "int8" | "none", when present.
+absl::Status ParseQuantize(const json& m, ModelSpec* spec) {
+  if (!m.contains("quantize")) return absl::OkStatus();
+  if (!m["quantize"].is_string() ||
+      (m["quantize"] != "int8" && m["quantize"] != "none")) {
+    return ModelError(spec->name, "quantize must be \"int8\" or \"none\"");
+  }
+  spec->quantize = m["quantize"].get<std::string>();
+  return absl::OkStatus();
+}
+
+// {"name", "path", "pooling", "normalize", "batching", "quantize",
 //  "max_extrapolation_tokens"}: a checkpoint dir.
 absl::StatusOr<ModelSpec> ParseCheckpointEntry(const json& m,
                                                const std::string& base_dir) {
   ModelSpec spec;
   spec.name = m["name"].get<std::string>();
-  static const std::set<std::string> kKeys = {
-      "name",      "path",     "pooling",
-      "normalize", "batching", "max_extrapolation_tokens"};
+  static const std::set<std::string> kKeys = {"name",
+                                              "path",
+                                              "pooling",
+                                              "normalize",
+                                              "batching",
+                                              "quantize",
+                                              "max_extrapolation_tokens"};
   for (const auto& item : m.items()) {
     if (kKeys.count(item.key()) == 0) {
       return ModelError(spec.name,
                         absl::StrCat("unknown key \"", item.key(),
                                      "\" for a checkpoint entry (name, path, "
                                      "pooling, normalize, batching, "
-                                     "max_extrapolation_tokens)"));
+                                     "quantize, max_extrapolation_tokens)"));
     }
   }
   if (!m["path"].is_string() || m["path"].get<std::string>().empty()) {
@@ -110,6 +125,7 @@ absl::StatusOr<ModelSpec> ParseCheckpointEntry(const json& m,
     spec.batching = *std::move(b);
   }
   if (absl::Status s = ParseExtrapolationLimit(m, &spec); !s.ok()) return s;
+  if (absl::Status q = ParseQuantize(m, &spec); !q.ok()) return q;
   return spec;
 }
 
@@ -124,8 +140,9 @@ absl::StatusOr<ModelSpec> ParseModel(const json& m,
   ModelSpec spec;
   spec.name = m["name"].get<std::string>();
   static const std::set<std::string> kKeys = {
-      "name", "config",   "config_file", "weights",
-      "seed", "batching", "tokenizer",   "max_extrapolation_tokens"};
+      "name",      "config",   "config_file",
+      "weights",   "seed",     "batching",
+      "tokenizer", "quantize", "max_extrapolation_tokens"};
   for (const auto& item : m.items()) {
     if (kKeys.count(item.key()) == 0) {
       return ModelError(spec.name,
@@ -182,6 +199,7 @@ absl::StatusOr<ModelSpec> ParseModel(const json& m,
     spec.batching = *std::move(b);
   }
   if (absl::Status s = ParseExtrapolationLimit(m, &spec); !s.ok()) return s;
+  if (absl::Status q = ParseQuantize(m, &spec); !q.ok()) return q;
   return spec;
 }
 

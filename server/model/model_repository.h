@@ -45,6 +45,8 @@ struct ModelSpec {
   // The longest input Diagnose's extrapolation probe runs on this model;
   // 0: the server's --max-extrapolation-tokens.
   int64_t max_extrapolation_tokens = 0;
+  // "int8" or "none"; empty: the server's --quantize.
+  std::string quantize;
 };
 
 struct Repository {
@@ -67,10 +69,11 @@ Repository BuiltinRepository();
 //              "seed": 7,                       // optional
 //              "tokenizer": "tokenizer.json",   // optional (or a directory)
 //              "batching": {"max_batch_sequences": 16, ...},
-//              "max_extrapolation_tokens": 4096},  // optional
+//              "max_extrapolation_tokens": 4096,  // optional
+//              "quantize": "int8"},               // optional: or "none"
 //             {"name": "...", "path": "hf-checkpoint-dir",
 //              "pooling": "cls", "normalize": true,     // optional
-//              "batching": {...},                       // optional
+//              "batching": {...}, "quantize": "int8",   // optional
 //              "max_extrapolation_tokens": 1024}]}      // optional
 // Relative paths are resolved against the repository file's directory.
 // Errors name the model and the field.

@@ -77,6 +77,33 @@ absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> LoadModelTokenizer(
   return std::unique_ptr<tokenizer::Tokenizer>();
 }
 
+// Loads the model in the precision the options and its entry ask for.
+absl::StatusOr<std::unique_ptr<model::Encoder>> LoadPrecision(
+    const model::ModelSpec& spec, const HostOptions& options,
+    HostedModel* hosted) {
+  const bool cpu = options.device.is_cpu();
+  const at::ScalarType dtype =
+      options.auto_precision && cpu ? at::kFloat : options.dtype;
+  auto encoder = model::LoadModel(spec, options.device, dtype, &hosted->spec);
+  if (!encoder.ok()) return encoder.status();
+  auto named = [&spec](const absl::Status& s) {
+    return absl::Status(
+        s.code(), absl::StrCat("model \"", spec.name, "\": ", s.message()));
+  };
+  if (options.auto_precision && cpu) {
+    auto choice = ChoosePrecision(hosted->spec, std::move(encoder).value());
+    if (!choice.ok()) return named(choice.status());
+    hosted->precision_trials = std::move(choice->trials);
+    return std::move(choice->encoder);
+  }
+  const std::string quantize =
+      spec.quantize.empty() ? options.quantize : spec.quantize;
+  if (quantize == "int8") {
+    if (absl::Status s = (*encoder)->QuantizeInt8(); !s.ok()) return named(s);
+  }
+  return encoder;
+}
+
 absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Create(
     const model::Repository& repository, const HostOptions& options) {
   std::unique_ptr<ModelHost> host(new ModelHost());
@@ -84,8 +111,7 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Create(
   host->default_model_ = repository.default_model;
   for (const model::ModelSpec& spec : repository.models) {
     auto hosted = std::make_unique<HostedModel>();
-    auto encoder =
-        model::LoadModel(spec, options.device, options.dtype, &hosted->spec);
+    auto encoder = LoadPrecision(spec, options, hosted.get());
     if (!encoder.ok()) return encoder.status();
     auto tok = LoadModelTokenizer(hosted->spec, &hosted->no_tokenizer_reason);
     if (!tok.ok()) return tok.status();

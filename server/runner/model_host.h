@@ -15,6 +15,7 @@
 #include "server/batching/memory_budget.h"
 #include "server/model/model_repository.h"
 #include "server/runner/encoder_runner.h"
+#include "server/runner/precision_choice.h"
 #include "server/tokenizer/tokenizer.h"
 
 namespace encoder::runner {
@@ -22,6 +23,12 @@ namespace encoder::runner {
 struct HostOptions {
   at::Device device = at::kCPU;
   at::ScalarType dtype = at::kFloat;
+  // "none" or "int8" (CPU, float32): every model's default; a model's
+  // repository entry may set its own ("quantize").
+  std::string quantize = "none";
+  // --dtype auto: each model runs the fastest precision that passes the
+  // quality gate (ChoosePrecision); dtype and quantize are then ignored.
+  bool auto_precision = false;
   // Defaults for every model; a model's repository entry may override.
   batching::BatchOptions batching;
   bool warm_up = true;
@@ -47,6 +54,8 @@ struct HostedModel {
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;  // null: ids only
   std::string no_tokenizer_reason;                  // why `tokenizer` is null
   std::unique_ptr<EncoderRunner> runner;
+  // What --dtype auto measured for this model (empty otherwise).
+  std::vector<PrecisionTrial> precision_trials;
   batching::BatchOptions batch_options;
   std::unique_ptr<batching::Batcher> batcher;  // destroyed first
 };

@@ -3,6 +3,8 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "server/model/cpu_features.h"
+#include "server/runner/precision_choice.h"
 
 namespace encoder::service {
 namespace {
@@ -57,6 +59,10 @@ void FillModelInfo(const runner::HostedModel& model, bool is_default,
   info->set_device(model.encoder->device().str());
   info->set_dtype(ToProtoDType(model.encoder->dtype()));
   info->set_parameter_count(model.encoder->parameter_count());
+  info->set_precision(runner::PrecisionName(*model.encoder));
+  const model::CpuFeatures& cpu = model::DetectCpuFeatures();
+  info->set_cpu_model(cpu.model);
+  for (const std::string& f : cpu.Names()) info->add_cpu_features(f);
   v1::BatchingInfo* b = info->mutable_batching();
   b->set_max_batch_sequences(model.batch_options.max_batch_sequences);
   b->set_max_batch_tokens(model.batch_options.max_batch_tokens);

@@ -15,6 +15,7 @@
 #include "server/model/dtype.h"
 #include "server/model/model_repository.h"
 #include "server/runner/encoder_runner.h"
+#include "server/runner/thread_policy.h"
 
 namespace {
 
@@ -27,6 +28,7 @@ struct Options {
   int intra_op_threads = 1;
   std::string device = "cpu";
   std::string dtype = "float32";
+  std::string quantize = "none";
   // Idle time before each timed forward, as a server sees between calls.
   int64_t pause_us = 0;
 };
@@ -61,6 +63,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--device", o.device, "cpu | cuda | cuda:N")
       ->capture_default_str();
+  app.add_option("--quantize", o.quantize, "none | int8 (CPU, float32)")
+      ->capture_default_str();
   app.add_option("--dtype", o.dtype, "float32 | float16 | bfloat16")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -71,7 +75,8 @@ int main(int argc, char** argv) {
   }
   const at::ScalarType dtype = *parsed_dtype;
   const at::Device device(o.device);
-  at::set_num_threads(o.intra_op_threads);
+  std::cerr << encoder::runner::ApplyThreadPolicy(o.intra_op_threads, 0)
+            << "\n";
 
   auto repo = o.repository.empty()
                   ? absl::StatusOr<encoder::model::Repository>(
@@ -95,6 +100,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   // The server's own batch path: pad, forward, slice, pool.
+  if (o.quantize == "int8") {
+    if (absl::Status s = (*encoder)->QuantizeInt8(); !s.ok()) {
+      std::cerr << s << "\n";
+      return 1;
+    }
+  }
   encoder::runner::EncoderRunner runner(encoder->get());
   std::mt19937 rng(1);
   std::uniform_int_distribution<int64_t> id(0, spec->config.vocab_size - 1);
@@ -104,6 +115,7 @@ int main(int argc, char** argv) {
   out["intra_op_threads"] = o.intra_op_threads;
   out["device"] = device.str();
   out["dtype"] = o.dtype;
+  out["quantize"] = o.quantize;
   out["pause_us"] = o.pause_us;
   for (int64_t b : o.batch_sizes) {
     std::vector<encoder::batching::SequenceSpec> specs(b);

@@ -29,9 +29,31 @@ class ServerFlagsTest(unittest.TestCase):
     def test_half_precision_needs_cuda(self):
         self.assertFails(["--device=cpu", "--dtype=float16"],
                          "--dtype=float16 needs a CUDA device")
-        self.assertFails(["--device=cpu", "--dtype=bfloat16"],
-                         "--dtype=bfloat16 needs a CUDA device")
         self.assertFails(["--dtype=float64"], "--dtype must be float32")
+
+    def test_bfloat16_needs_native_support_unless_forced(self):
+        # The kernel's reading of cpuid, independent of the server's.
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f
+                          if line.startswith("flags")), [])
+        if "avx512_bf16" in flags or "amx_bf16" in flags:
+            self.skipTest("this CPU has native bfloat16")
+        self.assertFails(["--device=cpu", "--dtype=bfloat16"],
+                         "lacks avx512_bf16 and amx_bf16")
+        # Forced, it gets past the check (and fails later on a bad flag).
+        self.assertFails(["--device=cpu", "--dtype=bfloat16",
+                          "--force-dtype", "--models=/nonexistent/r.json"],
+                         "cannot open /nonexistent/r.json")
+
+    def test_quantize_is_checked(self):
+        self.assertFails(["--quantize=int4"],
+                         "--quantize must be none or int8, got int4")
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "repo.json")
+            with open(path, "w") as f:
+                f.write('{"models": [{"name": "m", "quantize": "fp8"}]}')
+            self.assertFails(["--models=" + path],
+                             'model "m": quantize must be "int8" or "none"')
 
     def test_device_is_checked(self):
         self.assertFails(["--device=tpu"], "--device must be auto, cpu")
@@ -114,7 +136,8 @@ class ServerFlagsTest(unittest.TestCase):
                                 text=True, timeout=60)
         self.assertEqual(result.returncode, 0)
         for flag in ["--listen", "--metrics-listen", "--models", "--device",
-                     "--dtype", "--intra-op-threads",
+                     "--dtype", "--quantize", "--force-dtype",
+                     "--intra-op-threads",
                      "--max-receive-message-bytes", "--max-send-message-bytes",
                      "--max-batch-sequences", "--max-batch-tokens",
                      "--max-queue-delay-us", "--max-queued-sequences",

@@ -1,0 +1,71 @@
+#include "server/precision_flags.h"
+
+#include "absl/strings/str_cat.h"
+#include "server/model/dtype.h"
+#include "server/model/int8_linear.h"
+
+namespace encoder {
+
+void DefinePrecisionFlags(CLI::App& app, PrecisionFlags& f) {
+  app.add_option("--dtype", f.dtype,
+                 "float32 | float16 | bfloat16 | auto (float16 needs CUDA; "
+                 "bfloat16 on the CPU needs avx512_bf16 or amx_bf16; auto: "
+                 "on the CPU, the fastest of float32, int8 and native "
+                 "bfloat16 that passes the quality gate, timed at start)")
+      ->capture_default_str();
+  app.add_option("--quantize", f.quantize,
+                 "none | int8: int8 weights (per output channel) and "
+                 "per-token int8 activations for the linear layers (CPU, "
+                 "float32); a repository entry's \"quantize\" overrides")
+      ->capture_default_str();
+  app.add_flag("--force-dtype", f.force_dtype,
+               "run --dtype bfloat16 on a CPU without native bfloat16 "
+               "(emulated: much slower than float32)");
+}
+
+absl::Status ApplyPrecisionFlags(const PrecisionFlags& flags,
+                                 const model::CpuFeatures& cpu,
+                                 runner::HostOptions* options) {
+  const bool on_cpu = options->device.is_cpu();
+  if (flags.quantize != "none" && flags.quantize != "int8") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--quantize must be none or int8, got ", flags.quantize));
+  }
+  options->quantize = flags.quantize;
+  if (flags.dtype == "auto") {
+    options->dtype = at::kFloat;
+    options->auto_precision = on_cpu;
+    return absl::OkStatus();
+  }
+  auto dtype = model::ParseDtype(flags.dtype);
+  if (!dtype.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dtype must be float32, float16, bfloat16 or auto, got ",
+                     flags.dtype));
+  }
+  options->dtype = *dtype;
+  if (flags.quantize == "int8" && (!on_cpu || *dtype != at::kFloat)) {
+    return absl::InvalidArgumentError(
+        "--quantize=int8 runs on the CPU with --dtype=float32");
+  }
+  if (flags.quantize == "int8" && !model::Int8Supported()) {
+    return absl::FailedPreconditionError(
+        "--quantize=int8 needs LibTorch's oneDNN quantized engine, which "
+        "this build lacks");
+  }
+  if (!on_cpu || *dtype == at::kFloat) return absl::OkStatus();
+  if (*dtype == at::kHalf) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dtype=", flags.dtype, " needs a CUDA device"));
+  }
+  if (!cpu.native_bf16() && !flags.force_dtype) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--dtype=bfloat16 on this CPU (", cpu.model, ": ", cpu.Joined(),
+        ") is emulated, tens of times slower than float32: it lacks "
+        "avx512_bf16 and amx_bf16; use float32, --quantize=int8 or auto, or "
+        "--force-dtype to run it anyway"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace encoder

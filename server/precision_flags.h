@@ -1,0 +1,35 @@
+// encoder-server's precision flags: --dtype (float32, float16, bfloat16,
+// auto), --quantize (none, int8) and --force-dtype, checked against the
+// device and the CPU's detected features.
+#ifndef ENCODER_SERVER_PRECISION_FLAGS_H_
+#define ENCODER_SERVER_PRECISION_FLAGS_H_
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "server/model/cpu_features.h"
+#include "server/runner/model_host.h"
+
+namespace encoder {
+
+struct PrecisionFlags {
+  std::string dtype = "float32";
+  std::string quantize = "none";
+  bool force_dtype = false;
+};
+
+void DefinePrecisionFlags(CLI::App& app, PrecisionFlags& flags);
+
+// Fills options->dtype, quantize and auto_precision. On the CPU, bfloat16
+// needs native bfloat16 (AVX-512 BF16 or AMX BF16) unless --force-dtype:
+// the library emulates it otherwise, tens of times slower than float32.
+// float16 needs CUDA; int8 needs the CPU and float32.
+absl::Status ApplyPrecisionFlags(const PrecisionFlags& flags,
+                                 const model::CpuFeatures& cpu,
+                                 runner::HostOptions* options);
+
+}  // namespace encoder
+
+#endif  // ENCODER_SERVER_PRECISION_FLAGS_H_

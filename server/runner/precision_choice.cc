@@ -1,0 +1,127 @@
+#include "server/runner/precision_choice.h"
+
+#include <c10/core/InferenceMode.h>
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "server/model/cpu_features.h"
+#include "server/model/dtype.h"
+#include "server/model/int8_linear.h"
+
+namespace encoder::runner {
+namespace {
+
+// `count` sequences of `length` ids (a seeded draw) with lengths spread
+// from 2 to `length`.
+model::EncoderInput GateInputs(const model::ModelConfig& c, int64_t count,
+                               int64_t length) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
+  model::EncoderInput in;
+  in.ids = at::randint(1, c.vocab_size, {count, length}, gen, at::kLong);
+  in.mask = at::zeros({count, length}, at::kBool);
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t n = 2 + (length - 2) * i / std::max<int64_t>(1, count - 1);
+    in.mask[i].narrow(0, 0, n).fill_(true);
+  }
+  return in;
+}
+
+absl::StatusOr<at::Tensor> Pooled(const model::Encoder& enc,
+                                  const model::EncoderInput& in) {
+  auto out = enc.Forward(in, {});
+  if (!out.ok()) return out.status();
+  return model::Pool(out->tokens, in.mask, enc.config().pooling, false)
+      .to(at::kDouble);
+}
+
+// Best of three timed forwards after one untimed.
+absl::StatusOr<double> TimeForward(const model::Encoder& enc,
+                                   const model::EncoderInput& in) {
+  double best = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < 4; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    auto out = enc.Forward(in, {});
+    if (!out.ok()) return out.status();
+    const std::chrono::duration<double> took =
+        std::chrono::steady_clock::now() - start;
+    if (i > 0) best = std::min(best, took.count());
+  }
+  return best;
+}
+
+absl::StatusOr<std::unique_ptr<model::Encoder>> Build(
+    const model::ModelSpec& spec, const std::string& precision) {
+  if (precision == "bfloat16") {
+    return model::LoadModel(spec, at::kCPU, at::kBFloat16);
+  }
+  auto enc = model::LoadModel(spec, at::kCPU, at::kFloat);
+  if (!enc.ok()) return enc.status();
+  if (absl::Status s = (*enc)->QuantizeInt8(); !s.ok()) return s;
+  return enc;
+}
+
+}  // namespace
+
+std::string DescribeTrial(const PrecisionTrial& t) {
+  return absl::StrFormat(
+      "%s %.4f s (%d x %d), cosine to float32 mean %.5f worst %.5f, %s",
+      t.precision, t.seconds, t.batch, t.length, t.mean_cosine, t.worst_cosine,
+      t.passed ? "passed" : "failed");
+}
+
+std::string PrecisionName(const model::Encoder& encoder) {
+  return encoder.quantization() == "int8" ? "int8"
+                                          : model::DtypeName(encoder.dtype());
+}
+
+absl::StatusOr<PrecisionChoice> ChoosePrecision(
+    const model::ModelSpec& spec, std::unique_ptr<model::Encoder> float32) {
+  c10::InferenceMode guard;
+  const model::ModelConfig& c = float32->config();
+  const int64_t length = std::min<int64_t>(128, c.max_length());
+  const model::EncoderInput gate =
+      GateInputs(c, 8, std::min<int64_t>(64, length));
+  const model::EncoderInput timed = GateInputs(c, 8, length);
+  auto reference = Pooled(*float32, gate);
+  if (!reference.ok()) return reference.status();
+  PrecisionChoice choice;
+  PrecisionTrial base{"float32", 0, 8, length};
+  auto t = TimeForward(*float32, timed);
+  if (!t.ok()) return t.status();
+  base.seconds = *t;
+  choice.trials.push_back(base);
+  choice.encoder = std::move(float32);
+  double best = base.seconds;
+  std::vector<std::pair<std::string, double>> candidates;
+  if (model::Int8Supported()) candidates.push_back({"int8", kInt8MinCosine});
+  if (model::DetectCpuFeatures().native_bf16()) {
+    candidates.push_back({"bfloat16", kBfloat16MinCosine});
+  }
+  for (const auto& [precision, min_cosine] : candidates) {
+    auto enc = Build(spec, precision);
+    if (!enc.ok()) return enc.status();
+    auto pooled = Pooled(**enc, gate);
+    if (!pooled.ok()) return pooled.status();
+    const at::Tensor cos = at::cosine_similarity(*pooled, *reference, 1);
+    PrecisionTrial trial{precision, 0, 8, length};
+    trial.mean_cosine = cos.mean().item<double>();
+    trial.worst_cosine = cos.min().item<double>();
+    trial.passed = trial.mean_cosine >= min_cosine;
+    auto seconds = TimeForward(**enc, timed);
+    if (!seconds.ok()) return seconds.status();
+    trial.seconds = *seconds;
+    choice.trials.push_back(trial);
+    if (trial.passed && trial.seconds < best) {
+      best = trial.seconds;
+      choice.encoder = std::move(enc).value();
+    }
+  }
+  return choice;
+}
+
+}  // namespace encoder::runner

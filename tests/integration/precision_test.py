@@ -1,0 +1,120 @@
+#!/usr/bin/python3
+"""encoder-server precision on the CPU: --quantize int8 with a per-model
+override, ListModels and the metrics report the precision and the CPU, and
+an idle server burns no CPU time.
+
+Usage: precision_test.py --server BIN --python-client encoder_client.py
+"""
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import time
+import unittest
+import urllib.request
+
+import grpc
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from server_process import ServerProcess  # noqa: E402
+
+ARGS = None
+SMALL = {"d_model": 64, "num_heads": 4, "num_layers": 2, "d_ff": 128}
+
+
+def kernel_cpu():
+    """The model name and flags as the kernel reads cpuid."""
+    model, flags = "", []
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name") and not model:
+                model = line.split(":", 1)[1].strip()
+            if line.startswith("flags") and not flags:
+                flags = line.split(":", 1)[1].split()
+    return model, flags
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class PrecisionTest(unittest.TestCase):
+    def test_int8_models_report_precision_and_cpu(self):
+        spec = importlib.util.spec_from_file_location("client",
+                                                      ARGS.python_client)
+        client = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(client)
+        with tempfile.TemporaryDirectory() as tmp:
+            pb2, pb2_grpc = client.load_stubs(tmp)
+            repo = os.path.join(tmp, "repo.json")
+            with open(repo, "w") as f:
+                json.dump({"models": [
+                    {"name": "q", "config": SMALL, "seed": 1},
+                    {"name": "f", "config": SMALL, "seed": 1,
+                     "quantize": "none"}]}, f)
+            server = ServerProcess(
+                ARGS.server, directory=tmp,
+                extra_args=["--models=" + repo, "--quantize=int8",
+                            "--metrics-listen=127.0.0.1:0"])
+            try:
+                server.wait_ready(120)
+                stub = pb2_grpc.EncoderServiceStub(
+                    grpc.insecure_channel(f"127.0.0.1:{server.port}"))
+                listed = {m.name: m for m in
+                          stub.ListModels(pb2.ListModelsRequest(),
+                                          timeout=30).models}
+                self.assertEqual(listed["q"].precision, "int8")
+                self.assertEqual(listed["f"].precision, "float32")
+                model, flags = kernel_cpu()
+                self.assertEqual(listed["q"].cpu_model, model)
+                wanted = [n for n in ["avx2", "fma", "avx512f", "avx512_vnni",
+                                      "avx512_bf16", "amx_bf16", "amx_int8"]
+                          if n in flags]
+                self.assertEqual(list(listed["q"].cpu_features), wanted)
+
+                # The same weights (same seed) through both: int8 stays
+                # close to float32.
+                def pooled(name):
+                    r = stub.Embed(pb2.EmbedRequest(
+                        model=name, inputs=[pb2.Input(
+                            token_ids=pb2.TokenIds(ids=list(range(5, 40))))]),
+                        timeout=30)
+                    return client.decode_tensor(pb2, r.results[0].pooled)
+                q, f = pooled("q"), pooled("f")
+                dot = sum(a * b for a, b in zip(q, f))
+                cosine = dot / (sum(a * a for a in q) *
+                                sum(b * b for b in f)) ** 0.5
+                print(f"int8 vs float32 pooled cosine {cosine:.6f}")
+                self.assertGreater(cosine, 0.99)
+                self.assertLess(cosine, 1.0 - 1e-9)  # really quantized
+                with open(server.ready_file) as f:
+                    metrics_port = json.load(f)["metrics_port"]
+                text = urllib.request.urlopen(
+                    f"http://127.0.0.1:{metrics_port}/metrics",
+                    timeout=30).read().decode()
+                self.assertIn('encoder_cpu_info{', text)
+                self.assertIn(f'features="{",".join(wanted) or "none"}"', text)
+                self.assertRegex(text, r'encoder_model_info\{[^}]*'
+                                       r'dtype="int8"[^}]*model="q"')
+
+                # Idle: no thread spins (OpenMP/BLAS pools sleep).
+                time.sleep(1)
+                before = cpu_seconds(server.process.pid)
+                time.sleep(5)
+                idle = cpu_seconds(server.process.pid) - before
+                print(f"idle server CPU time over 5 s: {idle:.2f} s")
+                self.assertLess(idle, 0.25)
+            finally:
+                server.stop()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--server", required=True)
+    parser.add_argument("--python-client", required=True)
+    ARGS, rest = parser.parse_known_args()
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)

@@ -1,0 +1,68 @@
+#include "server/model/cpu_features.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+namespace encoder::model {
+namespace {
+
+// The kernel's own reading of cpuid: the "flags" line of /proc/cpuinfo.
+std::set<std::string> KernelFlags() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    std::set<std::string> flags;
+    for (std::string w; words >> w;) flags.insert(w);
+    return flags;
+  }
+  return {};
+}
+
+TEST(CpuFeatures, AgreeWithTheKernelsFlags) {
+  const std::set<std::string> flags = KernelFlags();
+  if (flags.empty()) GTEST_SKIP() << "no /proc/cpuinfo flags on this system";
+  const CpuFeatures& f = DetectCpuFeatures();
+  EXPECT_EQ(f.avx2, flags.count("avx2") == 1);
+  EXPECT_EQ(f.fma, flags.count("fma") == 1);
+  EXPECT_EQ(f.avx512f, flags.count("avx512f") == 1);
+  EXPECT_EQ(f.avx512_vnni, flags.count("avx512_vnni") == 1);
+  EXPECT_EQ(f.avx512_bf16, flags.count("avx512_bf16") == 1);
+  EXPECT_EQ(f.amx_bf16, flags.count("amx_bf16") == 1);
+  EXPECT_EQ(f.amx_int8, flags.count("amx_int8") == 1);
+  for (const std::string& name : f.Names()) {
+    EXPECT_EQ(flags.count(name), 1u) << name;
+  }
+}
+
+TEST(CpuFeatures, ModelMatchesTheKernelsModelName) {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, kernel_model;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      kernel_model = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  if (kernel_model.empty()) GTEST_SKIP() << "no model name in /proc/cpuinfo";
+  EXPECT_EQ(DetectCpuFeatures().model, kernel_model);
+}
+
+TEST(CpuFeatures, JoinedListsNamesOrNone) {
+  CpuFeatures none;
+  EXPECT_EQ(none.Joined(), "none");
+  CpuFeatures some;
+  some.avx2 = true;
+  some.avx512_bf16 = true;
+  EXPECT_EQ(some.Joined(), "avx2,avx512_bf16");
+  EXPECT_TRUE(some.native_bf16());
+  EXPECT_FALSE(some.native_int8());
+}
+
+}  // namespace
+}  // namespace encoder::model

@@ -1,0 +1,117 @@
+// The quality gate of the reduced-precision paths on the built-in models:
+// cosine similarity of pooled embeddings to float32 on a fixed input set,
+// and batch invariance (a sequence's result alone equals its result inside
+// a padded batch).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "server/model/encoder.h"
+#include "server/model/int8_linear.h"
+#include "server/model/model_repository.h"
+
+namespace encoder::model {
+namespace {
+
+// A fixed input set: `count` sequences of lengths spread over [2, longest],
+// ids drawn from a seeded generator.
+EncoderInput FixedInputs(int64_t count, int64_t longest, int64_t vocab) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(2024);
+  EncoderInput in;
+  in.ids = at::randint(1, vocab, {count, longest}, gen, at::kLong);
+  in.mask = at::zeros({count, longest}, at::kBool);
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t len = 2 + (longest - 2) * i / std::max<int64_t>(1, count - 1);
+    in.mask[i].narrow(0, 0, len).fill_(true);
+  }
+  return in;
+}
+
+std::unique_ptr<Encoder> Load(const ModelSpec& spec, at::ScalarType dtype) {
+  auto enc = LoadModel(spec, at::kCPU, dtype);
+  EXPECT_TRUE(enc.ok()) << enc.status();
+  return std::move(enc).value();
+}
+
+at::Tensor Pooled(const Encoder& enc, const EncoderInput& in) {
+  auto out = enc.Forward(in, {});
+  EXPECT_TRUE(out.ok()) << out.status();
+  return Pool(out->tokens, in.mask, enc.config().pooling, false).to(at::kFloat);
+}
+
+struct Gate {
+  double mean = 0, worst = 1;
+};
+
+Gate Cosines(const at::Tensor& got, const at::Tensor& want) {
+  const at::Tensor cos =
+      at::cosine_similarity(got.to(at::kDouble), want.to(at::kDouble), 1);
+  return {cos.mean().item<double>(), cos.min().item<double>()};
+}
+
+// Max over sequences of max |alone - batched| / max |alone| on real tokens.
+double BatchVariance(const Encoder& enc, const EncoderInput& in) {
+  auto batched = enc.Forward(in, {});
+  EXPECT_TRUE(batched.ok()) << batched.status();
+  double worst = 0;
+  for (int64_t i = 0; i < in.ids.size(0); ++i) {
+    const int64_t len = in.mask[i].sum().item<int64_t>();
+    EncoderInput one;
+    one.ids = in.ids[i].narrow(0, 0, len).unsqueeze(0);
+    one.mask = at::ones_like(one.ids, at::kBool);
+    auto alone = enc.Forward(one, {});
+    EXPECT_TRUE(alone.ok()) << alone.status();
+    const at::Tensor a = alone->tokens[0].to(at::kFloat);
+    const at::Tensor b = batched->tokens[i].narrow(0, 0, len).to(at::kFloat);
+    worst =
+        std::max(worst, ((a - b).abs().max() / a.abs().max()).item<double>());
+  }
+  return worst;
+}
+
+TEST(PrecisionGate, Int8OnEveryBuiltInModel) {
+  if (!Int8Supported()) GTEST_SKIP() << "no oneDNN quantized engine";
+  for (const ModelSpec& spec : BuiltinRepository().models) {
+    const EncoderInput in = FixedInputs(8, 64, spec.config.vocab_size);
+    auto reference = Load(spec, at::kFloat);
+    auto quantized = Load(spec, at::kFloat);
+    ASSERT_TRUE(quantized->QuantizeInt8().ok());
+    EXPECT_EQ(quantized->quantization(), "int8");
+    const Gate g = Cosines(Pooled(*quantized, in), Pooled(*reference, in));
+    std::printf("int8 %-10s cosine to float32: mean %.6f worst %.6f\n",
+                spec.name.c_str(), g.mean, g.worst);
+    EXPECT_GE(g.mean, 0.99) << spec.name << " worst " << g.worst;
+    const double variance = BatchVariance(*quantized, in);
+    std::printf("int8 %-10s batch variance %.3g\n", spec.name.c_str(),
+                variance);
+    EXPECT_LE(variance, 1e-5) << spec.name;
+  }
+}
+
+TEST(PrecisionGate, Bfloat16OnABuiltInModel) {
+  // Short inputs: without native bfloat16 the library emulates it slowly.
+  const ModelSpec spec = BuiltinRepository().models.at(1);
+  const EncoderInput in = FixedInputs(4, 12, spec.config.vocab_size);
+  auto reference = Load(spec, at::kFloat);
+  auto reduced = Load(spec, at::kBFloat16);
+  const Gate g = Cosines(Pooled(*reduced, in), Pooled(*reference, in));
+  std::printf("bf16 %-10s cosine to float32: mean %.6f worst %.6f\n",
+              spec.name.c_str(), g.mean, g.worst);
+  EXPECT_GE(g.mean, 0.999) << "worst " << g.worst;
+  const double variance = BatchVariance(*reduced, in);
+  std::printf("bf16 %-10s batch variance %.3g\n", spec.name.c_str(), variance);
+  EXPECT_LE(variance, 1e-3);
+}
+
+TEST(PrecisionGate, Int8IsRefusedOffFloat32) {
+  const ModelSpec spec = BuiltinRepository().models.at(0);
+  auto reduced = Load(spec, at::kBFloat16);
+  EXPECT_EQ(reduced->QuantizeInt8().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(reduced->quantization(), "none");
+}
+
+}  // namespace
+}  // namespace encoder::model
