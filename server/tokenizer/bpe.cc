@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/tokenizer/json_util.h"
 #include "server/tokenizer/model.h"
 #include "server/tokenizer/unicode.h"
 
@@ -197,7 +198,7 @@ std::string OptString(const nlohmann::json& j, const char* key) {
 absl::StatusOr<std::unique_ptr<Model>> MakeBpe(const nlohmann::json& j) {
   Vocab vocab;
   for (const auto& [token, id] : j.at("vocab").items()) {
-    vocab.Add(token, id.get<int64_t>());
+    vocab.Add(token, IntegerOf(id));
   }
   BpeOptions o;
   if (j.contains("unk_token") && !j["unk_token"].is_null()) {

@@ -23,4 +23,18 @@ absl::StatusOr<std::unique_ptr<Regex>> MakePattern(const nlohmann::json& j) {
       absl::StrCat("tokenizer.json: bad pattern ", j.dump()));
 }
 
+int64_t IntegerOf(const nlohmann::json& value) {
+  if (!value.is_number_integer()) {
+    throw InvalidJsonValue(absl::StrCat("expected an integer, got ",
+                                        value.type_name(), " ",
+                                        value.dump().substr(0, 40)));
+  }
+  return value.get<int64_t>();
+}
+
+int64_t IntegerOr(const nlohmann::json& object, const char* key,
+                  int64_t fallback) {
+  return object.contains(key) ? IntegerOf(object[key]) : fallback;
+}
+
 }  // namespace encoder::tokenizer

@@ -2,7 +2,9 @@
 #ifndef ENCODER_SERVER_TOKENIZER_JSON_UTIL_H_
 #define ENCODER_SERVER_TOKENIZER_JSON_UTIL_H_
 
+#include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -14,6 +16,21 @@ namespace encoder::tokenizer {
 
 // InvalidArgument "unsupported <what> type '<type>'".
 absl::Status UnknownType(const std::string& what, const std::string& type);
+
+// Thrown for a value of the wrong kind where nlohmann::json would convert
+// silently (a float where an id belongs); the loader reports it like a
+// json::exception.
+struct InvalidJsonValue : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// An integer field (an id, a length): its value. Throws InvalidJsonValue
+// for anything that is not an integer number, since converting a float
+// out of int64's range is undefined.
+int64_t IntegerOf(const nlohmann::json& value);
+// object[key] as IntegerOf, or `fallback` when the key is absent.
+int64_t IntegerOr(const nlohmann::json& object, const char* key,
+                  int64_t fallback);
 
 // A tokenizer.json pattern: {"String": "..."} (literal) or {"Regex": "..."}.
 absl::StatusOr<std::unique_ptr<Regex>> MakePattern(const nlohmann::json& j);

@@ -112,7 +112,7 @@ class SequenceProcessor : public PostProcessor {
 Special FromPair(const json& pair) {
   Special s;
   s.tokens.push_back(pair.at(0).get<std::string>());
-  s.ids.push_back(pair.at(1).get<int64_t>());
+  s.ids.push_back(IntegerOf(pair.at(1)));
   return s;
 }
 
@@ -123,7 +123,7 @@ absl::StatusOr<std::unique_ptr<PostProcessor>> MakeTemplate(const json& j) {
   for (const json& item : j.at("single")) {
     if (item.contains("Sequence")) {
       seen_sequence = true;
-      seq_type = item["Sequence"].value("type_id", int64_t{0});
+      seq_type = IntegerOr(item["Sequence"], "type_id", 0);
       continue;
     }
     const json& sp = item.at("SpecialToken");
@@ -137,7 +137,7 @@ absl::StatusOr<std::unique_ptr<PostProcessor>> MakeTemplate(const json& j) {
     Special s;
     s.ids = def.at("ids").get<std::vector<int64_t>>();
     s.tokens = def.at("tokens").get<std::vector<std::string>>();
-    s.type_id = sp.value("type_id", int64_t{0});
+    s.type_id = IntegerOr(sp, "type_id", 0);
     (seen_sequence ? after : before).push_back(std::move(s));
   }
   return std::make_unique<TemplateProcessor>(std::move(before),

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/tokenizer/hf_tokenizer.h"
+#include "server/tokenizer/json_util.h"
 #include "server/tokenizer/legacy.h"
 
 namespace encoder::tokenizer {
@@ -32,7 +33,7 @@ absl::Status Build(const json& j, const char* key, F make,
 absl::Status ReadTruncationAndPadding(const json& j, Components* c) {
   if (Present(j, "truncation")) {
     const json& t = j["truncation"];
-    c->truncation_max_length = t.value("max_length", int64_t{512});
+    c->truncation_max_length = IntegerOr(t, "max_length", 512);
     if (t.value("direction", "Right") == "Left") {
       c->truncation_side = TruncationSide::kLeft;
     }
@@ -41,10 +42,10 @@ absl::Status ReadTruncationAndPadding(const json& j, Components* c) {
     const json& p = j["padding"];
     if (p.contains("strategy") && p["strategy"].is_object() &&
         p["strategy"].contains("Fixed")) {
-      c->pad_length = p["strategy"]["Fixed"].get<int64_t>();
+      c->pad_length = IntegerOf(p["strategy"]["Fixed"]);
     }
-    c->pad_id = p.value("pad_id", int64_t{0});
-    c->pad_type_id = p.value("pad_type_id", int64_t{0});
+    c->pad_id = IntegerOr(p, "pad_id", 0);
+    c->pad_type_id = IntegerOr(p, "pad_type_id", 0);
     c->pad_token = p.value("pad_token", "[PAD]");
     c->pad_left = p.value("direction", "Right") == "Left";
   }
@@ -81,7 +82,7 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(
     if (Present(j, "added_tokens")) {
       for (const json& t : j["added_tokens"]) {
         AddedToken a;
-        a.id = t.at("id").get<int64_t>();
+        a.id = IntegerOf(t.at("id"));
         a.content = t.at("content").get<std::string>();
         a.single_word = t.value("single_word", false);
         a.lstrip = t.value("lstrip", false);
@@ -92,6 +93,9 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(
       }
     }
   } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokenizer.json: ", e.what()));
+  } catch (const InvalidJsonValue& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("tokenizer.json: ", e.what()));
   }

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/tokenizer/json_util.h"
 #include "server/tokenizer/model.h"
 #include "server/tokenizer/unicode.h"
 
@@ -170,7 +171,7 @@ absl::StatusOr<std::unique_ptr<Model>> MakeUnigram(const nlohmann::json& j) {
   }
   std::optional<int64_t> unk;
   if (j.contains("unk_id") && !j["unk_id"].is_null()) {
-    unk = j["unk_id"].get<int64_t>();
+    unk = IntegerOf(j["unk_id"]);
     if (*unk < 0 || *unk >= id) {
       return absl::InvalidArgumentError(absl::StrCat(
           "tokenizer.json: Unigram unk_id ", *unk, " outside the vocab"));

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "server/tokenizer/json_util.h"
 #include "server/tokenizer/model.h"
 #include "server/tokenizer/unicode.h"
 
@@ -75,7 +76,7 @@ class WordPiece : public Model {
 absl::StatusOr<std::unique_ptr<Model>> MakeWordPiece(const nlohmann::json& j) {
   Vocab vocab;
   for (const auto& [token, id] : j.at("vocab").items()) {
-    vocab.Add(token, id.get<int64_t>());
+    vocab.Add(token, IntegerOf(id));
   }
   const std::string unk = j.value("unk_token", "[UNK]");
   auto unk_id = vocab.Find(unk);

@@ -91,6 +91,25 @@ TEST_F(LoaderTest, UnknownComponentTypeIsNamed) {
       << tok.status();
 }
 
+// Ids and lengths must be integers: a float id (1e30 is beyond int64) was
+// converted with undefined behaviour before the loader checked its kind.
+TEST_F(LoaderTest, NonIntegerIdsAreInvalidArgument) {
+  const std::pair<const char*, const char*> edits[] = {
+      {"\"un\": 3", "\"un\": 1e30"},                             // model vocab
+      {"\"sep\": [\"[SEP]\", 2]", "\"sep\": [\"[SEP]\", 2.5]"},  // post
+      {"{\"id\": 0, ", "{\"id\": -1e30, "}};                     // added token
+  for (const auto& [from, to] : edits) {
+    std::string text = kWordPiece;
+    text.replace(text.find(from), std::string(from).size(), to);
+    auto tok = LoadTokenizerJson(Write("float_id.json", text));
+    ASSERT_FALSE(tok.ok()) << to;
+    EXPECT_EQ(tok.status().code(), absl::StatusCode::kInvalidArgument) << to;
+    EXPECT_NE(Message(tok.status()).find("expected an integer"),
+              std::string::npos)
+        << tok.status();
+  }
+}
+
 TEST_F(LoaderTest, BadFilesAreClearErrors) {
   auto missing = LoadTokenizer((dir_ / "nope.json").string());
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
