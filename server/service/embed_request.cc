@@ -224,7 +224,8 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
             "\" accepts at most ", max_len, " (", LengthLimitReason(config),
             "); shorten it or set truncate"));
       }
-      spec.token_ids.resize(max_len);
+      TruncateIds(*p.model, request.text_options().truncation_side(), max_len,
+                  &spec.token_ids);
       truncated = true;
     }
     spec.cost = p.model->runner->Price(spec);

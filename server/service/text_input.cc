@@ -32,4 +32,25 @@ absl::StatusOr<TokenizedText> TokenizeText(const runner::HostedModel& model,
   return out;
 }
 
+bool TruncateIds(const runner::HostedModel& model, v1::TruncationSide side,
+                 int64_t max_length, std::vector<int64_t>* ids) {
+  const int64_t n = static_cast<int64_t>(ids->size());
+  if (max_length <= 0 || n <= max_length) return false;
+  const bool left = side == v1::TRUNCATION_SIDE_LEFT;
+  // The special token at the edge being cut: [SEP] on the right, [CLS] on
+  // the left.
+  const int64_t edge = left ? ids->front() : ids->back();
+  const bool keep_edge = max_length >= 2 && model.tokenizer != nullptr &&
+                         model.tokenizer->IsSpecial(edge);
+  if (left) {
+    // Keep the last max_length ids (the last max_length - 1 plus the edge).
+    const int64_t body = keep_edge ? max_length - 1 : max_length;
+    ids->erase(ids->begin() + (keep_edge ? 1 : 0), ids->end() - body);
+  } else {
+    const int64_t body = keep_edge ? max_length - 1 : max_length;
+    ids->erase(ids->begin() + body, ids->end() - (keep_edge ? 1 : 0));
+  }
+  return true;
+}
+
 }  // namespace encoder::service

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "encoder/v1/encoder.pb.h"
@@ -27,6 +28,13 @@ absl::StatusOr<TokenizedText> TokenizeText(const runner::HostedModel& model,
                                            std::string_view text,
                                            const v1::TextOptions& options,
                                            bool truncate, int64_t max_length);
+
+// Cuts token ids longer than max_length (> 0) on `side`. The id at the kept
+// edge stays when the model's tokenizer calls it special: right truncation
+// of [CLS] a b c [SEP] to 3 gives [CLS] a [SEP], left gives [CLS] c [SEP].
+// Without a tokenizer the ids are cut plainly. Returns whether it cut.
+bool TruncateIds(const runner::HostedModel& model, v1::TruncationSide side,
+                 int64_t max_length, std::vector<int64_t>* ids);
 
 }  // namespace encoder::service
 

@@ -41,6 +41,9 @@ class ByteTokenizer : public Tokenizer {
   std::string kind() const override { return "byte"; }
   int64_t vocab_size() const override { return vocab_size_; }
   std::string Label(int64_t id) const override { return IdLabel(id); }
+  bool IsSpecial(int64_t id) const override {
+    return id >= 0 && id < kByteOffset;
+  }
 
  private:
   int64_t vocab_size_;

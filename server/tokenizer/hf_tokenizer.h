@@ -50,6 +50,7 @@ class HfTokenizer : public Tokenizer {
   std::string kind() const override;
   int64_t vocab_size() const override;
   std::string Label(int64_t id) const override;
+  bool IsSpecial(int64_t id) const override { return added_.IsSpecial(id); }
 
  private:
   explicit HfTokenizer(Components c) : c_(std::move(c)) {}

@@ -61,6 +61,9 @@ class Tokenizer {
   virtual int64_t vocab_size() const = 0;
   // A printable label for one id, for attention plots.
   virtual std::string Label(int64_t id) const = 0;
+  // Whether `id` is one of the special tokens ([CLS], [SEP], <s>, </s>,
+  // [PAD], [UNK], ...), which truncation of token-id inputs keeps.
+  virtual bool IsSpecial(int64_t id) const = 0;
 };
 
 // A tokenizer.json file (Hugging Face tokenizers format).

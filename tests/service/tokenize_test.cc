@@ -152,6 +152,50 @@ TEST_F(TokenizeTest, EmbedTextUsesTheModelTokenizerAndItsOptions) {
   EXPECT_EQ(response.results(0).num_tokens(), 3);
 }
 
+TEST_F(TokenizeTest, TruncatedTokenIdsKeepTheSpecialTokenOnTheCutSide) {
+  // [CLS] 3 4 ... 32 [SEP]: 32 ids, the learned table holds 24.
+  std::vector<int64_t> long_ids = {1};
+  for (int64_t id = 3; id <= 32; ++id) long_ids.push_back(id);
+  long_ids.push_back(2);
+  auto embed = [&](const std::vector<int64_t>& ids, bool truncate,
+                   v1::TruncationSide side, v1::EmbedResponse* out) {
+    v1::EmbedRequest r = IdsRequest("wp", {ids});
+    r.set_truncate(truncate);
+    r.mutable_text_options()->set_truncation_side(side);
+    return Call(server_->stub(), r, out);
+  };
+  // Right: [CLS] 3..24 [SEP]; left: [CLS] 11..32 [SEP].
+  std::vector<int64_t> right = {1}, left = {1};
+  for (int64_t id = 3; id <= 24; ++id) right.push_back(id);
+  for (int64_t id = 11; id <= 32; ++id) left.push_back(id);
+  right.push_back(2);
+  left.push_back(2);
+  ASSERT_EQ(right.size(), 24u);
+  ASSERT_EQ(left.size(), 24u);
+  for (auto [side, expected] :
+       {std::pair{v1::TRUNCATION_SIDE_UNSPECIFIED, right},
+        std::pair{v1::TRUNCATION_SIDE_RIGHT, right},
+        std::pair{v1::TRUNCATION_SIDE_LEFT, left}}) {
+    v1::EmbedResponse cut, direct;
+    ASSERT_TRUE(embed(long_ids, true, side, &cut).ok());
+    ASSERT_TRUE(embed(expected, false, side, &direct).ok());
+    EXPECT_TRUE(cut.results(0).truncated());
+    EXPECT_EQ(cut.results(0).num_tokens(), 24);
+    EXPECT_EQ(Floats(cut.results(0).pooled()),
+              Floats(direct.results(0).pooled()))
+        << "side " << side;
+  }
+  // Ids that end in an ordinary token are cut plainly: 3..34 -> 3..26.
+  std::vector<int64_t> plain, plain_cut;
+  for (int64_t id = 3; id <= 34; ++id) plain.push_back(id);
+  for (int64_t id = 3; id <= 26; ++id) plain_cut.push_back(id);
+  v1::EmbedResponse cut, direct;
+  ASSERT_TRUE(embed(plain, true, v1::TRUNCATION_SIDE_RIGHT, &cut).ok());
+  ASSERT_TRUE(embed(plain_cut, false, v1::TRUNCATION_SIDE_RIGHT, &direct).ok());
+  EXPECT_EQ(Floats(cut.results(0).pooled()),
+            Floats(direct.results(0).pooled()));
+}
+
 TEST_F(TokenizeTest, InvalidUtf8IsInvalidArgumentNamingTheByte) {
   v1::EmbedRequest embed;
   embed.set_model("rope");
