@@ -70,10 +70,9 @@ AuthInterceptorFactory::CreateServerInterceptor(
   if (auth_.tokens == nullptr) return nullptr;
   const absl::string_view method = info->method();
   if (absl::StartsWith(method, "/encoder.v1.EncoderService/")) return nullptr;
-  if (!auth_.protect_health &&
-      absl::StartsWith(method, "/grpc.health.v1.Health/")) {
-    return nullptr;
-  }
+  // grpc.health.v1 is the project's HealthService, which checks on entry
+  // too (and can then refuse Watch at once).
+  if (absl::StartsWith(method, "/grpc.health.v1.Health/")) return nullptr;
   return new AuthInterceptor(&auth_);
 }
 

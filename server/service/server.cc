@@ -36,7 +36,8 @@ class WithoutReflection : public grpc::ServerBuilderOption {
 
 absl::StatusOr<std::unique_ptr<EncoderServer>> EncoderServer::Start(
     const ServerOptions& options, metrics::Metrics* metrics) {
-  grpc::EnableDefaultHealthCheckService(true);
+  // grpc.health.v1 is the project's own HealthService (health_service.h).
+  grpc::EnableDefaultHealthCheckService(false);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   std::unique_ptr<EncoderServer> s(new EncoderServer());
   ServiceLimits limits;
@@ -74,6 +75,9 @@ absl::StatusOr<std::unique_ptr<EncoderServer>> EncoderServer::Start(
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              options.max_concurrent_streams);
   builder.RegisterService(s->service_.get());
+  s->health_ =
+      std::make_unique<HealthService>(&s->health_state_, &s->edge_auth_);
+  builder.RegisterService(s->health_.get());
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
     return absl::UnavailableError(
@@ -85,6 +89,9 @@ absl::StatusOr<std::unique_ptr<EncoderServer>> EncoderServer::Start(
                             grpc::InsecureServerCredentials(),
                             &s->health_port_);
     health.SetOption(std::make_unique<WithoutReflection>());
+    s->health_port_service_ =
+        std::make_unique<HealthService>(&s->health_state_, nullptr);
+    health.RegisterService(s->health_port_service_.get());
     health.RegisterCallbackGenericService(&s->health_port_fallback_);
     s->health_server_ = health.BuildAndStart();
     if (s->health_server_ == nullptr || s->health_port_ == 0) {
@@ -97,6 +104,7 @@ absl::StatusOr<std::unique_ptr<EncoderServer>> EncoderServer::Start(
 }
 
 EncoderServer::~EncoderServer() {
+  health_state_.Shutdown();  // ends every Watch call
   if (health_server_) {
     health_server_->Shutdown(std::chrono::system_clock::now());
     health_server_->Wait();
@@ -108,13 +116,8 @@ EncoderServer::~EncoderServer() {
 }
 
 void EncoderServer::SetHealth(bool serving) {
-  for (grpc::Server* server : {server_.get(), health_server_.get()}) {
-    grpc::HealthCheckServiceInterface* health =
-        server == nullptr ? nullptr : server->GetHealthCheckService();
-    if (health == nullptr) continue;
-    health->SetServingStatus(serving);
-    health->SetServingStatus(v1::EncoderService::service_full_name(), serving);
-  }
+  health_state_.Set("", serving);
+  health_state_.Set(v1::EncoderService::service_full_name(), serving);
 }
 
 void EncoderServer::SetModels(runner::ModelHost* host) {
@@ -134,6 +137,7 @@ bool EncoderServer::Drain(absl::Duration grace, absl::Duration unready) {
   // CANCELLED, which load balancers and clients do not retry, while
   // UNAVAILABLE is retried and tells health-checking balancers to move on.
   absl::SleepFor(std::min(start + unready, deadline) - absl::Now());
+  health_state_.Shutdown();  // Watch calls end with NOT_SERVING
   // Accepted calls have their results; give the transport the rest of the
   // grace period to send them, then cancel whatever remains.
   server_->Shutdown(absl::ToChronoTime(std::max(deadline, absl::Now())));

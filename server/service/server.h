@@ -15,6 +15,7 @@
 #include "server/auth/token_auth.h"
 #include "server/service/auth_interceptor.h"
 #include "server/service/encoder_service.h"
+#include "server/service/health_service.h"
 
 namespace encoder::service {
 
@@ -71,6 +72,11 @@ class EncoderServer {
 
   std::unique_ptr<EncoderServiceImpl> service_;
   EdgeAuth edge_auth_;
+  // grpc.health.v1 on the main port (closed with auth_health) and on the
+  // health port (always open), over one state.
+  HealthState health_state_;
+  std::unique_ptr<HealthService> health_;
+  std::unique_ptr<HealthService> health_port_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<grpc::Server> health_server_;
   // Answers UNIMPLEMENTED for everything but health on the health port (a

@@ -27,6 +27,7 @@ from server_process import ServerProcess  # noqa: E402
 
 ARGS = None
 HEALTH_CHECK = "/grpc.health.v1.Health/Check"
+HEALTH_WATCH = "/grpc.health.v1.Health/Watch"
 REFLECTION = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
 # ServerReflectionRequest{list_services: "*"} (field 7, a string).
 LIST_SERVICES = b"\x3a\x01*"
@@ -217,6 +218,25 @@ class SecurityTest(unittest.TestCase):
             self.assertEqual(
                 check(b"", timeout=10,
                       metadata=(("authorization", f"Bearer {TOKENS[0]}"),)),
+                b"\x08\x01")
+
+    def test_health_watch_open_unless_closed(self):
+        def first_update(ch, metadata=None):
+            watch = ch.unary_stream(HEALTH_WATCH)
+            call = watch(b"", timeout=10, metadata=metadata)
+            try:
+                return next(call)
+            finally:
+                call.cancel()
+
+        with self.channel(self.tls) as ch:
+            self.assertEqual(first_update(ch), b"\x08\x01")  # SERVING
+        with self.channel(self.mtls, client="client") as ch:
+            self.assertCode(grpc.StatusCode.UNAUTHENTICATED,
+                            lambda: first_update(ch))
+            self.assertEqual(
+                first_update(
+                    ch, (("authorization", f"Bearer {TOKENS[0]}"),)),
                 b"\x08\x01")
 
     def test_reflection_needs_a_token_and_can_be_off(self):
