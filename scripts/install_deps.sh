@@ -14,7 +14,7 @@ build_pkgs=(build-essential cmake ninja-build pkg-config git
   prometheus-cpp-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
   libicu-dev libpcre2-dev libcpp-httplib-dev libssl-dev)
 test_pkgs=(libgtest-dev libgmock-dev python3-torch python3-numpy python3-grpcio python3-h2
-  python3-protobuf clang-format prometheus nginx docker-compose python3-yaml
+  python3-protobuf python3-matplotlib python3-venv clang-format prometheus nginx docker-compose python3-yaml
   chromium nodejs openssl clang-14 libclang-rt-14-dev python3-sentencepiece)
 # python3-sentencepiece trains the SentencePiece models whose character maps
 # the tokenizer reference tests read (tests/tokenizer/make_spm_fixtures.py).
@@ -23,6 +23,12 @@ test_pkgs=(libgtest-dev libgmock-dev python3-torch python3-numpy python3-grpcio 
 # other Node builds bundle it.
 if [ "$mode" = test ] && ! command -v npm >/dev/null 2>&1; then
   test_pkgs+=(npm)
+fi
+# The Kubernetes test renders deploy/k8s with kubectl's kustomize (Debian:
+# kubernetes-client); a kubectl or kustomize installed otherwise serves too.
+if [ "$mode" = test ] && ! command -v kubectl >/dev/null 2>&1 &&
+  ! command -v kustomize >/dev/null 2>&1; then
+  test_pkgs+=(kubernetes-client)
 fi
 
 case "$mode" in
