@@ -14,8 +14,11 @@ build_pkgs=(build-essential cmake ninja-build pkg-config git
   prometheus-cpp-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
   libicu-dev libpcre2-dev libcpp-httplib-dev libssl-dev)
 test_pkgs=(libgtest-dev libgmock-dev python3-torch python3-numpy python3-grpcio python3-h2
-  python3-protobuf python3-matplotlib python3-venv clang-format prometheus nginx docker-compose python3-yaml
+  python3-protobuf clang-format prometheus nginx docker-compose python3-yaml
+  python3-matplotlib python3-pip python3-setuptools python3-venv
   chromium nodejs openssl clang-14 libclang-rt-14-dev python3-sentencepiece)
+# python3-pip, -setuptools and -venv install the encoderclient package offline
+# into a test virtual environment; python3-matplotlib runs its example plot.
 # python3-sentencepiece trains the SentencePiece models whose character maps
 # the tokenizer reference tests read (tests/tokenizer/make_spm_fixtures.py).
 # The tokenizer reference tests run the Hugging Face tokenizers library under
