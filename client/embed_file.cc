@@ -17,6 +17,41 @@ bool IsBlank(const std::string& line) {
   return line.find_first_not_of(" \t\r") == std::string::npos;
 }
 
+// Whether `text` is well-formed UTF-8 (no overlongs, surrogates or code
+// points past U+10FFFF).
+bool IsUtf8(const std::string& text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    int length = 0;
+    uint32_t min = 0;
+    uint32_t code = 0;
+    if (byte < 0x80) {
+      ++i;
+      continue;
+    } else if ((byte & 0xe0) == 0xc0) {
+      length = 2, min = 0x80, code = byte & 0x1f;
+    } else if ((byte & 0xf0) == 0xe0) {
+      length = 3, min = 0x800, code = byte & 0x0f;
+    } else if ((byte & 0xf8) == 0xf0) {
+      length = 4, min = 0x10000, code = byte & 0x07;
+    } else {
+      return false;
+    }
+    if (i + length > text.size()) return false;
+    for (int k = 1; k < length; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      if ((next & 0xc0) != 0x80) return false;
+      code = (code << 6) | (next & 0x3f);
+    }
+    if (code < min || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) {
+      return false;
+    }
+    i += length;
+  }
+  return true;
+}
+
 bool ParseJsonLine(const std::string& line, FileInput* input,
                    std::string* error) {
   nlohmann::ordered_json value;
@@ -80,7 +115,13 @@ InputFormat FormatForPath(const std::string& path) {
 bool ParseInputLine(const std::string& line, InputFormat format,
                     FileInput* input, std::string* error) {
   if (format == InputFormat::kJsonl) return ParseJsonLine(line, input, error);
-  input->input.set_text(line);
+  // Not UTF-8: sent as text_bytes, which the server refuses naming the
+  // byte offset (protobuf would complain about such a string field).
+  if (IsUtf8(line)) {
+    input->input.set_text(line);
+  } else {
+    input->input.set_text_bytes(line);
+  }
   return true;
 }
 

@@ -23,7 +23,8 @@ using FloatJson =
                          std::int64_t, std::uint64_t, float>;
 
 enum class InputFormat {
-  kText,   // one UTF-8 text a line
+  kText,   // one UTF-8 text a line (other bytes go as text_bytes, which
+           // the server refuses naming the offset)
   kJsonl,  // one JSON object a line: {"text": ...} or {"ids": [...]},
            // optionally with "id" (string or integer, echoed back)
 };

@@ -215,6 +215,17 @@ class EmbedFileTest(unittest.TestCase):
         self.assertIn("not written", result.stderr)
         self.assertFalse(os.path.exists(npy_path))
 
+    def test_invalid_utf8_line_is_refused_by_the_server(self):
+        source = self.path("latin1.txt")
+        with open(source, "wb") as f:
+            f.write(b"fine\ncaf\xe9\nalso fine\n")
+        result = self.client("--model", "rope", "--input", source)
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertIn("line 2: INVALID_ARGUMENT: ", result.stderr)
+        records = [json.loads(line) for line in result.stdout.splitlines()]
+        self.assertEqual([("error" in r) for r in records],
+                         [False, True, False])
+
     def test_malformed_lines_are_usage_errors_naming_the_line(self):
         for body, line in [('{"text": "ok"}\n{"text": 5}\n', 2),
                            ('{"text": "ok"}\n\nnot json\n', 3),

@@ -195,6 +195,20 @@ TEST(EmbedFileTest, ParsesTextAndJsonLines) {
   ASSERT_EQ(inputs.size(), 2u);
   EXPECT_EQ(inputs[1].line, 3);
   EXPECT_EQ(inputs[1].input.text(), "third line");
+
+  // Bytes that are not UTF-8 (a lone continuation byte, an overlong '/',
+  // a surrogate) travel as text_bytes for the server to refuse.
+  for (const std::string bad : {"a\x80", "\xc0\xaf", "\xed\xa0\x80"}) {
+    std::istringstream raw(bad + "\n");
+    inputs.clear();
+    ASSERT_TRUE(ReadInputs(raw, InputFormat::kText, &inputs, &error));
+    ASSERT_EQ(inputs.size(), 1u);
+    EXPECT_EQ(inputs[0].input.text_bytes(), bad);
+  }
+  std::istringstream good("h\xc3\xa9 \xf0\x9f\x99\x82\n");
+  inputs.clear();
+  ASSERT_TRUE(ReadInputs(good, InputFormat::kText, &inputs, &error));
+  EXPECT_TRUE(inputs[0].input.has_text());
 }
 
 TEST(EmbedFileTest, MalformedLinesNameTheirLine) {
