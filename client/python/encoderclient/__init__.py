@@ -48,7 +48,9 @@ def tensor_to_numpy(tensor):
 
 def _input(item):
     """A str is a text, bytes raw text bytes, a sequence of ints token
-    ids."""
+    ids; an encoder.v1.Input passes as it is."""
+    if isinstance(item, pb2.Input):
+        return item
     if isinstance(item, str):
         return pb2.Input(text=item)
     if isinstance(item, (bytes, bytearray)):
@@ -191,11 +193,11 @@ class EncoderClient:
             setattr(request, probe, True)
         response = self._call(self._stub.Diagnose, request)
         arrays = {}
-        if response.HasField("attention_maps"):
-            arrays["attention_maps"] = tensor_to_numpy(response.attention_maps)
-        if response.HasField("structure"):
-            for name in ("gram", "relativity", "bias"):
-                if response.structure.HasField(name):
-                    arrays[name] = tensor_to_numpy(
-                        getattr(response.structure, name))
+        tensors = [("attention_maps", response.attention_maps)]
+        tensors += [(name, getattr(response.structure, name))
+                    for name in ("gram", "relativity", "bias")]
+        for name, tensor in tensors:
+            # An empty Tensor message (no dtype, shape or data) is absent.
+            if tensor.dtype != pb2.DTYPE_UNSPECIFIED or tensor.data:
+                arrays[name] = tensor_to_numpy(tensor)
         return response, arrays
