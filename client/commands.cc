@@ -10,10 +10,6 @@
 namespace encoder_client {
 namespace {
 
-void PrintJson(const nlohmann::ordered_json& value) {
-  std::cout << value.dump(2) << std::endl;
-}
-
 double MillisecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(
              std::chrono::steady_clock::now() - start)
@@ -59,8 +55,10 @@ int RunEmbed(const ConnectionOptions& connection, const EmbedOptions& options) {
     PrintRpcError(status);
     return kExitRpcError;
   }
-  nlohmann::ordered_json out = EmbedResponseToJson(response);
-  out["client_round_trip_ms"] = round_trip_ms;
+  nlohmann::ordered_json out =
+      EmbedResponseToJson(response, OutputJsonStyle().camel_case);
+  out[OutputJsonStyle().camel_case ? "clientRoundTripMs"
+                                   : "client_round_trip_ms"] = round_trip_ms;
   PrintJson(out);
   return kExitOk;
 }
@@ -76,7 +74,7 @@ int RunModels(const ConnectionOptions& connection) {
     PrintRpcError(status);
     return kExitRpcError;
   }
-  PrintJson(MessageToJson(response));
+  PrintJson(MessageToJson(response, OutputJsonStyle().camel_case));
   return kExitOk;
 }
 
@@ -129,7 +127,7 @@ int RunDiagnose(const ConnectionOptions& connection,
     PrintRpcError(status);
     return kExitRpcError;
   }
-  PrintJson(MessageToJson(response));
+  PrintJson(MessageToJson(response, OutputJsonStyle().camel_case));
   return kExitOk;
 }
 

@@ -1,6 +1,9 @@
 #include "client/json_output.h"
 
+#include <iostream>
 #include <string>
+
+#include <google/protobuf/util/json_util.h>
 
 #include "client/tensor_codec.h"
 
@@ -24,67 +27,45 @@ nlohmann::ordered_json NestFrom(const std::vector<double>& values,
   return out;
 }
 
-// One element of a (possibly repeated, index >= 0) field.
-nlohmann::ordered_json FieldValue(const Message& message,
-                                  const FieldDescriptor* field, int index) {
+// Replaces the encoder.v1.Tensor fields of `message` inside `json` (its
+// protobuf JSON form) by TensorToJson, recursing into sub-messages.
+void DecodeTensors(const Message& message, bool camel_case,
+                   nlohmann::ordered_json* json) {
+  const auto* descriptor = message.GetDescriptor();
   const Reflection* reflection = message.GetReflection();
-  const bool repeated = index >= 0;
-  switch (field->cpp_type()) {
-    case FieldDescriptor::CPPTYPE_INT32:
-      return repeated ? reflection->GetRepeatedInt32(message, field, index)
-                      : reflection->GetInt32(message, field);
-    case FieldDescriptor::CPPTYPE_INT64:
-      return repeated ? reflection->GetRepeatedInt64(message, field, index)
-                      : reflection->GetInt64(message, field);
-    case FieldDescriptor::CPPTYPE_UINT32:
-      return repeated ? reflection->GetRepeatedUInt32(message, field, index)
-                      : reflection->GetUInt32(message, field);
-    case FieldDescriptor::CPPTYPE_UINT64:
-      return repeated ? reflection->GetRepeatedUInt64(message, field, index)
-                      : reflection->GetUInt64(message, field);
-    case FieldDescriptor::CPPTYPE_DOUBLE:
-      return repeated ? reflection->GetRepeatedDouble(message, field, index)
-                      : reflection->GetDouble(message, field);
-    case FieldDescriptor::CPPTYPE_FLOAT:
-      return repeated ? reflection->GetRepeatedFloat(message, field, index)
-                      : reflection->GetFloat(message, field);
-    case FieldDescriptor::CPPTYPE_BOOL:
-      return repeated ? reflection->GetRepeatedBool(message, field, index)
-                      : reflection->GetBool(message, field);
-    case FieldDescriptor::CPPTYPE_STRING:
-      return repeated ? reflection->GetRepeatedString(message, field, index)
-                      : reflection->GetString(message, field);
-    case FieldDescriptor::CPPTYPE_ENUM: {
-      const int number =
-          repeated ? reflection->GetRepeatedEnumValue(message, field, index)
-                   : reflection->GetEnumValue(message, field);
-      const auto* value = field->enum_type()->FindValueByNumber(number);
-      if (value == nullptr) return number;
-      return value->name();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const FieldDescriptor* field = descriptor->field(i);
+    if (field->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE ||
+        field->is_map()) {
+      continue;
     }
-    case FieldDescriptor::CPPTYPE_MESSAGE:
-      return MessageToJson(
-          repeated ? reflection->GetRepeatedMessage(message, field, index)
-                   : reflection->GetMessage(message, field));
+    const std::string& name = camel_case ? field->json_name() : field->name();
+    auto it = json->find(name);
+    if (it == json->end()) continue;
+    const bool is_tensor =
+        field->message_type() == encoder::v1::Tensor::descriptor();
+    if (field->is_repeated()) {
+      const int size = reflection->FieldSize(message, field);
+      if (!it->is_array() || static_cast<int>(it->size()) != size) continue;
+      for (int j = 0; j < size; ++j) {
+        const Message& element =
+            reflection->GetRepeatedMessage(message, field, j);
+        if (is_tensor) {
+          (*it)[j] =
+              TensorToJson(static_cast<const encoder::v1::Tensor&>(element));
+        } else {
+          DecodeTensors(element, camel_case, &(*it)[j]);
+        }
+      }
+    } else {
+      const Message& element = reflection->GetMessage(message, field);
+      if (is_tensor) {
+        *it = TensorToJson(static_cast<const encoder::v1::Tensor&>(element));
+      } else {
+        DecodeTensors(element, camel_case, &*it);
+      }
+    }
   }
-  return nullptr;
-}
-
-// A map field (repeated entries with `key` and `value`) as a JSON object.
-nlohmann::ordered_json MapToJson(const Message& message,
-                                 const FieldDescriptor* field) {
-  const Reflection* reflection = message.GetReflection();
-  nlohmann::ordered_json out = nlohmann::ordered_json::object();
-  const int size = reflection->FieldSize(message, field);
-  for (int i = 0; i < size; ++i) {
-    const Message& entry = reflection->GetRepeatedMessage(message, field, i);
-    const auto* key_field = entry.GetDescriptor()->FindFieldByName("key");
-    const auto* value_field = entry.GetDescriptor()->FindFieldByName("value");
-    nlohmann::ordered_json key = FieldValue(entry, key_field, -1);
-    out[key.is_string() ? key.get<std::string>() : key.dump()] =
-        FieldValue(entry, value_field, -1);
-  }
-  return out;
 }
 
 }  // namespace
@@ -118,35 +99,31 @@ nlohmann::ordered_json TensorToJson(const encoder::v1::Tensor& tensor) {
   return out;
 }
 
-nlohmann::ordered_json MessageToJson(const Message& message) {
+nlohmann::ordered_json MessageToJson(const Message& message, bool camel_case) {
   if (const auto* tensor = dynamic_cast<const encoder::v1::Tensor*>(&message)) {
     return TensorToJson(*tensor);
   }
-  const auto* descriptor = message.GetDescriptor();
-  const Reflection* reflection = message.GetReflection();
-  nlohmann::ordered_json out = nlohmann::ordered_json::object();
-  for (int i = 0; i < descriptor->field_count(); ++i) {
-    const FieldDescriptor* field = descriptor->field(i);
-    if (field->is_map()) {
-      out[field->name()] = MapToJson(message, field);
-    } else if (field->is_repeated()) {
-      nlohmann::ordered_json list = nlohmann::ordered_json::array();
-      const int size = reflection->FieldSize(message, field);
-      for (int j = 0; j < size; ++j)
-        list.push_back(FieldValue(message, field, j));
-      out[field->name()] = std::move(list);
-    } else if (!field->has_presence() || reflection->HasField(message, field)) {
-      out[field->name()] = FieldValue(message, field, -1);
-    }
+  google::protobuf::util::JsonPrintOptions options;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = !camel_case;
+  std::string text;
+  const auto status =
+      google::protobuf::util::MessageToJsonString(message, &text, options);
+  if (!status.ok()) {
+    return {{"error", "cannot print " + message.GetTypeName() +
+                          " as JSON: " + std::string(status.message())}};
   }
+  nlohmann::ordered_json out = nlohmann::ordered_json::parse(text);
+  DecodeTensors(message, camel_case, &out);
   return out;
 }
 
 nlohmann::ordered_json EmbedResponseToJson(
-    const encoder::v1::EmbedResponse& response) {
-  nlohmann::ordered_json out = MessageToJson(response);
+    const encoder::v1::EmbedResponse& response, bool camel_case) {
+  nlohmann::ordered_json out = MessageToJson(response, camel_case);
   for (nlohmann::ordered_json& result : out["results"]) {
-    for (const char* name : {"pooled", "token_embeddings"}) {
+    for (const char* name :
+         {"pooled", camel_case ? "tokenEmbeddings" : "token_embeddings"}) {
       if (result.contains(name) && result[name].contains("values")) {
         nlohmann::ordered_json values = std::move(result[name]["values"]);
         result[name] = std::move(values);
@@ -154,6 +131,15 @@ nlohmann::ordered_json EmbedResponseToJson(
     }
   }
   return out;
+}
+
+JsonStyle& OutputJsonStyle() {
+  static JsonStyle style;
+  return style;
+}
+
+void PrintJson(const nlohmann::ordered_json& value) {
+  std::cout << value.dump(OutputJsonStyle().pretty ? 2 : -1) << std::endl;
 }
 
 }  // namespace encoder_client

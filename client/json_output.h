@@ -1,4 +1,5 @@
 // Protobuf responses as JSON for printing, keys in .proto field order.
+// Printed compact (one line) unless asked to indent.
 // Tensors become objects holding their shape, dtype and values nested to the
 // shape (row-major).
 #ifndef ENCODER_CLIENT_JSON_OUTPUT_H_
@@ -24,16 +25,32 @@ nlohmann::ordered_json NestValues(const std::vector<double>& values,
 // Tensor message (no shape, dtype or data) is null.
 nlohmann::ordered_json TensorToJson(const encoder::v1::Tensor& tensor);
 
-// Any message, field by field under the .proto names: fields with presence
-// (messages, oneof members, `optional`) only when set, other scalars and
-// repeated fields always; enums by value name, maps as objects, int64 as
-// numbers, encoder.v1.Tensor as TensorToJson.
-nlohmann::ordered_json MessageToJson(const google::protobuf::Message& message);
+// Any message as protobuf's JSON printer writes it
+// (google::protobuf::util::MessageToJsonString, the proto3 JSON mapping:
+// int64 as strings, enums by name, fields without presence always printed),
+// under the .proto field names, or the lowerCamelCase JSON names when
+// `camel_case`; only the encoder.v1.Tensor fields are replaced by
+// TensorToJson.
+nlohmann::ordered_json MessageToJson(const google::protobuf::Message& message,
+                                     bool camel_case = false);
 
 // Like MessageToJson, but each result's `pooled` is a flat list and its
 // `token_embeddings` the bare nested [S, D] lists.
 nlohmann::ordered_json EmbedResponseToJson(
-    const encoder::v1::EmbedResponse& response);
+    const encoder::v1::EmbedResponse& response, bool camel_case = false);
+
+// How the subcommands print JSON on stdout: compact (one line) unless
+// `pretty`; field names as in the .proto unless `camel_case`.
+struct JsonStyle {
+  bool pretty = false;
+  bool camel_case = false;
+};
+
+// The process-wide style, set once from the command line.
+JsonStyle& OutputJsonStyle();
+
+// Writes `value` and a newline to stdout in OutputJsonStyle().
+void PrintJson(const nlohmann::ordered_json& value);
 
 }  // namespace encoder_client
 

@@ -11,9 +11,11 @@
 #include "client/bench.h"
 #include "client/commands.h"
 #include "client/connection.h"
+#include "client/embed_stream.h"
 #include "client/errors.h"
 #include "client/health.h"
 #include "client/inputs.h"
+#include "client/json_output.h"
 #include "client/report.h"
 #include "client/tokenize.h"
 
@@ -51,6 +53,15 @@ void AddConnectionFlags(CLI::App* command, ConnectionOptions* connection) {
                       "'authorization: Bearer <token>'");
 }
 
+// --pretty and --json-camel-case of the subcommands that print JSON.
+void AddJsonFlags(CLI::App* command) {
+  command->add_flag("--pretty", OutputJsonStyle().pretty,
+                    "Indent the JSON output (default: one compact line)");
+  command->add_flag("--json-camel-case", OutputJsonStyle().camel_case,
+                    "lowerCamelCase field names (protobuf's JSON names, as "
+                    "grpcurl prints them) instead of the .proto names");
+}
+
 // Parses a comma-separated int32 flag value; false (after printing the
 // error) when it is malformed.
 bool ParseInt32Flag(const std::string& flag, const std::string& text,
@@ -63,8 +74,13 @@ bool ParseInt32Flag(const std::string& flag, const std::string& text,
 
 Command AddEmbed(CLI::App* app, ConnectionOptions* connection) {
   CLI::App* command = app->add_subcommand(
-      "embed", "Embed inputs with one model; prints the response as JSON");
+      "embed",
+      "Embed inputs with one model. --text/--ids: prints the EmbedResponse "
+      "as JSON. --input FILE: many inputs over EmbedStream, written as JSON "
+      "Lines, JSON or .npy in input order");
   AddConnectionFlags(command, connection);
+  AddJsonFlags(command);
+  auto bulk = std::make_shared<BulkEmbedOptions>();
   auto options = std::make_shared<EmbedOptions>();
   auto texts = std::make_shared<std::vector<std::string>>();
   auto id_lists = std::make_shared<std::vector<std::string>>();
@@ -101,6 +117,46 @@ Command AddEmbed(CLI::App* app, ConnectionOptions* connection) {
                     "Return per layer and head attention statistics");
   command->add_flag("--truncate", options->truncate,
                     "Cut inputs longer than the model's limit");
+  CLI::Option* input =
+      command
+          ->add_option("--input", bulk->input_path,
+                       "Read inputs from FILE ('-': stdin): .txt one text a "
+                       "line, .jsonl one {\"text\": ...} or {\"ids\": [...]} "
+                       "object a line (with an optional \"id\" echoed back); "
+                       "blank lines are skipped")
+          ->type_name("FILE");
+  input->excludes(text)->excludes(ids);
+  command
+      ->add_option("--input-format", bulk->input_format,
+                   "auto (.jsonl/.ndjson: jsonl, else txt), txt or jsonl")
+      ->check(CLI::IsMember({"auto", "txt", "jsonl"}))
+      ->default_val("auto");
+  command
+      ->add_option("--batch-size", bulk->batch_size,
+                   "Inputs per EmbedStream request")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  command
+      ->add_option("--max-in-flight", bulk->max_in_flight,
+                   "EmbedStream requests sent and not yet answered")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  CLI::Option* output_format =
+      command
+          ->add_option("--output-format", bulk->output_format,
+                       "jsonl (a line per input: index, line, id, "
+                       "num_tokens, embedding), json (one document) or npy "
+                       "(float32 [N, D] to --out); selects the EmbedStream "
+                       "mode also for --text/--ids")
+          ->check(CLI::IsMember({"jsonl", "json", "npy"}));
+  command
+      ->add_option("--out", bulk->out,
+                   "Output file of --input / --output-format (default: "
+                   "stdout; required for npy)")
+      ->type_name("FILE");
+  command->add_flag("--progress", bulk->progress,
+                    "Progress on stderr (inputs done, rate, ETA) even when "
+                    "stderr is not a terminal");
   return {command, [=]() {
             size_t next_text = 0;
             size_t next_ids = 0;
@@ -119,12 +175,30 @@ Command AddEmbed(CLI::App* app, ConnectionOptions* connection) {
                 for (int64_t id : values) input->add_ids(id);
               }
             }
-            if (options->inputs.empty()) {
-              PrintError("embed needs at least one --text or --ids input");
-              return kExitUsage;
-            }
             if (normalize->count() > 0) options->normalize = true;
             if (no_normalize->count() > 0) options->normalize = false;
+            if (input->count() > 0 || output_format->count() > 0) {
+              if (options->token_embeddings || !layers->empty() ||
+                  options->attention_stats) {
+                PrintError(
+                    "--input and --output-format write pooled embeddings "
+                    "only; --tokens, --attention-* are for --text/--ids");
+                return kExitUsage;
+              }
+              if (input->count() == 0 && options->inputs.empty()) {
+                PrintError("embed needs --input, --text or --ids");
+                return kExitUsage;
+              }
+              bulk->embed = *options;
+              for (const encoder::v1::Input& one : options->inputs) {
+                bulk->inputs.emplace_back().input = one;
+              }
+              return RunBulkEmbed(*connection, *bulk);
+            }
+            if (options->inputs.empty()) {
+              PrintError("embed needs at least one --text, --ids or --input");
+              return kExitUsage;
+            }
             if (!ParseInt32Flag("--attention-layers", *layers,
                                 &options->attention_layers) ||
                 !ParseInt32Flag("--attention-heads", *heads,
@@ -139,6 +213,7 @@ Command AddModels(CLI::App* app, ConnectionOptions* connection) {
   CLI::App* command = app->add_subcommand(
       "models", "List the served models and their positional schemes (JSON)");
   AddConnectionFlags(command, connection);
+  AddJsonFlags(command);
   return {command, [=]() { return RunModels(*connection); }};
 }
 
@@ -183,6 +258,7 @@ Command AddDiagnose(CLI::App* app, ConnectionOptions* connection) {
   CLI::App* command = app->add_subcommand(
       "diagnose", "Run positional diagnostics on one input (JSON)");
   AddConnectionFlags(command, connection);
+  AddJsonFlags(command);
   auto options = std::make_shared<DiagnoseOptions>();
   auto text = std::make_shared<std::string>();
   auto ids = std::make_shared<std::string>();
@@ -256,6 +332,7 @@ Command AddTokenize(CLI::App* app, ConnectionOptions* connection) {
   CLI::App* command = app->add_subcommand(
       "tokenize", "Text -> the model's token ids, tokens and offsets (JSON)");
   AddConnectionFlags(command, connection);
+  AddJsonFlags(command);
   auto options = std::make_shared<TokenizeOptions>();
   command->add_option("--model", options->model,
                       "Model name (default: the server's default model)");
@@ -281,6 +358,7 @@ Command AddDecode(CLI::App* app, ConnectionOptions* connection) {
   CLI::App* command = app->add_subcommand(
       "decode", "Token ids -> text with the model's tokenizer (JSON)");
   AddConnectionFlags(command, connection);
+  AddJsonFlags(command);
   auto options = std::make_shared<DecodeOptions>();
   auto ids = std::make_shared<std::string>();
   command->add_option("--model", options->model,

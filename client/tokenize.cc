@@ -36,7 +36,7 @@ int RunTokenize(const ConnectionOptions& connection,
     PrintRpcError(status);
     return kExitRpcError;
   }
-  std::cout << MessageToJson(response).dump(2) << std::endl;
+  PrintJson(MessageToJson(response, OutputJsonStyle().camel_case));
   return kExitOk;
 }
 
@@ -56,7 +56,7 @@ int RunDecode(const ConnectionOptions& connection,
     PrintRpcError(status);
     return kExitRpcError;
   }
-  std::cout << MessageToJson(response).dump(2) << std::endl;
+  PrintJson(MessageToJson(response, OutputJsonStyle().camel_case));
   return kExitOk;
 }
 

@@ -15,7 +15,10 @@ build_pkgs=(build-essential cmake ninja-build pkg-config git
   libicu-dev libpcre2-dev libcpp-httplib-dev libssl-dev)
 test_pkgs=(libgtest-dev libgmock-dev python3-torch python3-numpy python3-grpcio python3-h2
   python3-protobuf clang-format prometheus nginx docker-compose python3-yaml
+  python3-matplotlib python3-pip python3-setuptools python3-venv
   chromium nodejs openssl clang-14 libclang-rt-14-dev python3-sentencepiece)
+# python3-pip, -setuptools and -venv install the encoderclient package offline
+# into a test virtual environment; python3-matplotlib runs its example plot.
 # python3-sentencepiece trains the SentencePiece models whose character maps
 # the tokenizer reference tests read (tests/tokenizer/make_spm_fixtures.py).
 # The tokenizer reference tests run the Hugging Face tokenizers library under
@@ -23,6 +26,12 @@ test_pkgs=(libgtest-dev libgmock-dev python3-torch python3-numpy python3-grpcio 
 # other Node builds bundle it.
 if [ "$mode" = test ] && ! command -v npm >/dev/null 2>&1; then
   test_pkgs+=(npm)
+fi
+# The Kubernetes test renders deploy/k8s with kubectl's kustomize (Debian:
+# kubernetes-client); a kubectl or kustomize installed otherwise serves too.
+if [ "$mode" = test ] && ! command -v kubectl >/dev/null 2>&1 &&
+  ! command -v kustomize >/dev/null 2>&1; then
+  test_pkgs+=(kubernetes-client)
 fi
 
 case "$mode" in

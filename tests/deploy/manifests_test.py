@@ -5,9 +5,8 @@ docker-compose validates and resolves docker-compose.yml (also with the
 host ports overridden from the environment); the resolved services must
 agree with deploy/prometheus.yml, deploy/nginx/nginx.conf, the Grafana
 provisioning and deploy/Dockerfile. promtool checks deploy/prometheus.yml.
-The Kubernetes manifests are parsed with PyYAML and must carry gRPC
-probes, a preStop hook, a termination grace longer than preStop plus the
-server's drain grace, resources, and an HPA on CPU for the Deployment.
+The Kubernetes manifests are checked by kubernetes_test.py, which reuses
+check_deployment from here.
 """
 
 import json
@@ -229,22 +228,12 @@ def memory_quantity(value):
     return float(match.group(1)) * units.get(match.group(2), 1)
 
 
-def load_docs(path):
-    with open(path) as f:
-        return {d["kind"]: d for d in yaml.safe_load_all(f) if d}
-
-
-def load_all(path):
-    with open(path) as f:
-        return [d for d in yaml.safe_load_all(f) if d]
-
-
-def check_deployment(path, repository, checks, gpu):
-    name = os.path.basename(path)
-    docs = load_docs(path)
-    config_map = docs.get("ConfigMap")
-    checks.check(config_map is not None, f"{name}: no ConfigMap")
-    deployment = docs["Deployment"]
+def check_deployment(deployment, config_maps, repository, checks, gpu):
+    """gRPC probes on the health port, a preStop hook, a termination grace
+    longer than preStop plus the server's drain grace, resources, security
+    settings and the model ConfigMap (from `config_maps`, by name) of one
+    rendered Deployment."""
+    name = deployment["metadata"]["name"]
     spec = deployment["spec"]
     template = spec["template"]
     selector = spec["selector"]["matchLabels"]
@@ -263,8 +252,10 @@ def check_deployment(path, repository, checks, gpu):
     if checks.check(model_mounts, f"{name}: nothing mounted at /models"):
         volume = volumes.get(model_mounts[0]["name"], {})
         map_name = volume.get("configMap", {}).get("name")
-        checks.equal(map_name, config_map["metadata"]["name"] if config_map
-                     else None, f"{name}: /models volume's ConfigMap")
+        config_map = config_maps.get(map_name)
+        checks.check(config_map is not None,
+                     f"{name}: /models volume's ConfigMap {map_name!r} is "
+                     "not among the rendered objects")
         if config_map:
             checks.equal(json.loads(config_map["data"]["repository.json"]),
                          repository, f"{name}: ConfigMap repository.json vs "
@@ -334,46 +325,6 @@ def check_pod_security(name, pod, container, args, checks):
                  f"{name}: --reflection")
 
 
-def check_kubernetes(src, checks):
-    k8s = os.path.join(src, "deploy", "k8s")
-    with open(os.path.join(src, "deploy", "models", "repository.json")) as f:
-        repository = json.load(f)
-    cpu = check_deployment(os.path.join(k8s, "deployment.yaml"), repository,
-                           checks, gpu=False)
-    gpu = check_deployment(os.path.join(k8s, "deployment-gpu.yaml"),
-                           repository, checks, gpu=True)
-    checks.check(cpu["spec"]["selector"] != gpu["spec"]["selector"],
-                 "CPU and GPU Deployments share a selector")
-
-    services = [d for d in load_all(os.path.join(k8s, "service.yaml"))
-                if d["kind"] == "Service"]
-    checks.check(services, "service.yaml has no Service")
-    for service in services:
-        selector = service["spec"]["selector"]
-        for deployment in (cpu, gpu):
-            labels = deployment["spec"]["template"]["metadata"]["labels"]
-            checks.check(selector.items() <= labels.items(),
-                         f"Service {service['metadata']['name']} does not "
-                         f"select {deployment['metadata']['name']}")
-        ports = {p["port"]: p.get("targetPort")
-                 for p in service["spec"]["ports"]}
-        checks.equal(ports.get(GRPC_PORT), "grpc",
-                     f"Service {service['metadata']['name']} gRPC port")
-
-    hpa = load_docs(os.path.join(k8s, "hpa.yaml"))["HorizontalPodAutoscaler"]
-    checks.equal(hpa["apiVersion"], "autoscaling/v2", "HPA apiVersion")
-    target = hpa["spec"]["scaleTargetRef"]
-    checks.equal((target["kind"], target["name"]),
-                 ("Deployment", cpu["metadata"]["name"]), "HPA target")
-    checks.check(1 <= hpa["spec"]["minReplicas"] <= hpa["spec"]["maxReplicas"],
-                 "HPA replica bounds")
-    cpu_metrics = [m for m in hpa["spec"].get("metrics", [])
-                   if m["type"] == "Resource"
-                   and m["resource"]["name"] == "cpu"]
-    checks.check(cpu_metrics and 0 < cpu_metrics[0]["resource"]["target"].get(
-        "averageUtilization", 0) <= 100, "HPA CPU utilization target")
-
-
 def main():
     parser = du.common_args(__doc__)
     parser.add_argument("--docker-compose", required=True)
@@ -387,7 +338,6 @@ def main():
         check_scrape_and_balance(args.source_dir, checks)
         check_grafana(args.source_dir, grafana_mounts, checks)
         check_dockerfiles(args.source_dir, checks)
-        check_kubernetes(args.source_dir, checks)
         if args.promtool and os.access(args.promtool, os.X_OK):
             run = subprocess.run(
                 [args.promtool, "check", "config",

@@ -1,7 +1,9 @@
-// Pure pieces of encoder-client: tensor codec, JSON conversion, the
-// hand-encoded health messages, flag parsing and bench statistics.
+// Pure pieces of encoder-client: tensor codec, JSON conversion, health
+// status names, input-file parsing, the .npy header, flag parsing and bench
+// statistics.
 #include <cmath>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -9,6 +11,7 @@
 
 #include "client/bench_stats.h"
 #include "client/commands.h"
+#include "client/embed_file.h"
 #include "client/errors.h"
 #include "client/health.h"
 #include "client/inputs.h"
@@ -124,7 +127,8 @@ TEST(JsonOutputTest, EmbedResponseFlattensPooledAndKeepsAttentionShape) {
             nlohmann::ordered_json::parse("[1,2,2]"));
   EXPECT_EQ(out["attention"]["values"],
             nlohmann::ordered_json::parse("[[[1,0],[0.5,0.5]]]"));
-  EXPECT_EQ(out["batch"]["padded_tokens"], int64_t{1} << 40);
+  // The proto3 JSON mapping prints 64-bit integers as strings.
+  EXPECT_EQ(out["batch"]["padded_tokens"], "1099511627776");
   EXPECT_EQ(out["truncated"], false);
   EXPECT_FALSE(out.contains("token_embeddings"));
 }
@@ -148,16 +152,106 @@ TEST(JsonOutputTest, PresenceAndEnumsFollowTheProto) {
             nlohmann::ordered_json::parse(R"({"base": "10000"})"));
 }
 
-TEST(HealthWireTest, EncodesRequestAndDecodesStatus) {
-  EXPECT_EQ(EncodeHealthCheckRequest(""), "");
-  EXPECT_EQ(EncodeHealthCheckRequest("ab"), std::string("\x0a\x02"
-                                                        "ab"));
-  EXPECT_EQ(DecodeHealthCheckStatus(""), 0);
-  EXPECT_EQ(DecodeHealthCheckStatus("\x08\x01"), 1);
-  EXPECT_EQ(DecodeHealthCheckStatus(std::string("\x12\x01x\x08\x02", 5)), 2);
-  EXPECT_EQ(DecodeHealthCheckStatus("\x08"), std::nullopt);
+TEST(HealthTest, StatusNamesComeFromHealthProto) {
+  EXPECT_EQ(ServingStatusName(1), "SERVING");
   EXPECT_EQ(ServingStatusName(2), "NOT_SERVING");
+  EXPECT_EQ(ServingStatusName(3), "SERVICE_UNKNOWN");
   EXPECT_EQ(ServingStatusName(9), "STATUS_9");
+}
+
+TEST(JsonOutputTest, CamelCaseUsesProtobufJsonNames) {
+  encoder::v1::EmbedResponse response;
+  auto* result = response.add_results();
+  *result->mutable_token_embeddings() =
+      EncodeTensor({1, 2}, {0.25, -1.0}, encoder::v1::DTYPE_FLOAT32);
+  result->set_num_tokens(1);
+  const nlohmann::ordered_json json =
+      EmbedResponseToJson(response, /*camel_case=*/true);
+  EXPECT_EQ(json["results"][0]["numTokens"], 1);
+  EXPECT_EQ(json["results"][0]["tokenEmbeddings"],
+            nlohmann::ordered_json::parse("[[0.25, -1.0]]"));
+}
+
+TEST(EmbedFileTest, ParsesTextAndJsonLines) {
+  std::istringstream in(
+      "{\"text\": \"h\\u00e9\", \"id\": \"a\"}\r\n"
+      "\n"
+      "  \n"
+      "{\"ids\": [1, 2, 3], \"id\": 7, \"label\": \"ignored\"}\n");
+  std::vector<FileInput> inputs;
+  std::string error;
+  ASSERT_TRUE(ReadInputs(in, InputFormat::kJsonl, &inputs, &error)) << error;
+  ASSERT_EQ(inputs.size(), 2u);
+  EXPECT_EQ(inputs[0].line, 1);
+  EXPECT_EQ(inputs[0].input.text(), "h\xc3\xa9");
+  EXPECT_EQ(inputs[0].id, "a");
+  EXPECT_EQ(inputs[1].line, 4);
+  EXPECT_EQ(inputs[1].input.token_ids().ids_size(), 3);
+  EXPECT_EQ(inputs[1].id, 7);
+
+  std::istringstream text("first\n\nthird line\r\n");
+  inputs.clear();
+  ASSERT_TRUE(ReadInputs(text, InputFormat::kText, &inputs, &error));
+  ASSERT_EQ(inputs.size(), 2u);
+  EXPECT_EQ(inputs[1].line, 3);
+  EXPECT_EQ(inputs[1].input.text(), "third line");
+
+  // Bytes that are not UTF-8 (a lone continuation byte, an overlong '/',
+  // a surrogate) travel as text_bytes for the server to refuse.
+  for (const std::string bad : {"a\x80", "\xc0\xaf", "\xed\xa0\x80"}) {
+    std::istringstream raw(bad + "\n");
+    inputs.clear();
+    ASSERT_TRUE(ReadInputs(raw, InputFormat::kText, &inputs, &error));
+    ASSERT_EQ(inputs.size(), 1u);
+    EXPECT_EQ(inputs[0].input.text_bytes(), bad);
+  }
+  std::istringstream good("h\xc3\xa9 \xf0\x9f\x99\x82\n");
+  inputs.clear();
+  ASSERT_TRUE(ReadInputs(good, InputFormat::kText, &inputs, &error));
+  EXPECT_TRUE(inputs[0].input.has_text());
+}
+
+TEST(EmbedFileTest, MalformedLinesNameTheirLine) {
+  for (const char* bad :
+       {"{\"text\": 1}", "[1]", "{\"ids\": [1, 2.5]}",
+        "{\"ids\": [1], \"text\": \"x\"}", "{}",
+        "{\"text\": \"x\", \"id\": [1]}", "{\"text\": \"x\""}) {
+    std::istringstream in(std::string("{\"text\": \"ok\"}\n") + bad + "\n");
+    std::vector<FileInput> inputs;
+    std::string error;
+    EXPECT_FALSE(ReadInputs(in, InputFormat::kJsonl, &inputs, &error)) << bad;
+    EXPECT_EQ(error.rfind("line 2: ", 0), 0u) << error;
+  }
+  EXPECT_EQ(FormatForPath("a/b.jsonl"), InputFormat::kJsonl);
+  EXPECT_EQ(FormatForPath("b.ndjson"), InputFormat::kJsonl);
+  EXPECT_EQ(FormatForPath("-"), InputFormat::kText);
+}
+
+TEST(EmbedFileTest, NpyHeaderIsAlignedVersionOne) {
+  const std::string header = NpyHeader(3, 512);
+  ASSERT_GE(header.size(), 10u);
+  EXPECT_EQ(header.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8));
+  const size_t length = static_cast<unsigned char>(header[8]) |
+                        static_cast<unsigned char>(header[9]) << 8;
+  EXPECT_EQ(header.size(), 10 + length);
+  EXPECT_EQ(header.size() % 64, 0u);
+  EXPECT_EQ(header.back(), '\n');
+  EXPECT_NE(header.find("'shape': (3, 512)"), std::string::npos);
+  EXPECT_NE(header.find("'descr': '<f4'"), std::string::npos);
+}
+
+TEST(EmbedFileTest, FailedInputRecordCarriesItsError) {
+  FileInput input;
+  input.line = 12;
+  input.id = "doc-1";
+  InputOutcome outcome;
+  outcome.code = 3;
+  outcome.message = "token id 10000 out of range";
+  const FloatJson record = RecordJson(5, input, outcome);
+  EXPECT_EQ(
+      record.dump(),
+      "{\"index\":5,\"line\":12,\"id\":\"doc-1\",\"error\":{\"code\":"
+      "\"INVALID_ARGUMENT\",\"message\":\"token id 10000 out of range\"}}");
 }
 
 TEST(InputsTest, ParsesCommaSeparatedIntegers) {

@@ -1,0 +1,203 @@
+"""Python client of encoder.v1.EncoderService with numpy results.
+
+    from encoderclient import EncoderClient
+    with EncoderClient("127.0.0.1:50051") as client:
+        vectors = client.embed(["first text", "second text"])  # [2, D]
+        maps = client.attention("some text", layers=[0])       # [1, H, S, S]
+
+Tensors arrive as packed little-endian bytes with a shape and dtype and
+come back as numpy arrays of that shape (float16 as float16, bfloat16
+widened to float32). RPC failures raise grpc.RpcError with the server's
+status code and message.
+"""
+
+import numpy as np
+
+import grpc
+
+from . import _stubs
+
+pb2, pb2_grpc = _stubs.load()
+
+__all__ = ["EncoderClient", "tensor_to_numpy", "pb2"]
+
+_POOLING = {None: 0, "mean": 1, "first": 2, "max": 3, "last_token": 4,
+            "weighted_mean": 5}
+
+
+def tensor_to_numpy(tensor):
+    """An encoder.v1.Tensor as a numpy array of its shape. ValueError when
+    the dtype is unspecified or the bytes do not fill the shape."""
+    shape = tuple(int(d) for d in tensor.shape)
+    if tensor.dtype == pb2.DTYPE_BFLOAT16:
+        # bfloat16 is the high half of a float32.
+        halves = np.frombuffer(tensor.data, dtype="<u2")
+        values = (halves.astype(np.uint32) << 16).view(np.float32)
+    else:
+        dtypes = {pb2.DTYPE_FLOAT32: "<f4", pb2.DTYPE_FLOAT16: "<f2",
+                  pb2.DTYPE_FLOAT64: "<f8", pb2.DTYPE_INT64: "<i8"}
+        if tensor.dtype not in dtypes:
+            raise ValueError(f"tensor dtype {tensor.dtype} is unspecified or "
+                             "unknown")
+        values = np.frombuffer(tensor.data, dtype=dtypes[tensor.dtype])
+    if values.size != int(np.prod(shape, dtype=np.int64)):
+        raise ValueError(f"tensor of shape {list(shape)} holds {values.size} "
+                         "values")
+    return values.reshape(shape)
+
+
+def _input(item):
+    """A str is a text, bytes raw text bytes, a sequence of ints token
+    ids; an encoder.v1.Input passes as it is."""
+    if isinstance(item, pb2.Input):
+        return item
+    if isinstance(item, str):
+        return pb2.Input(text=item)
+    if isinstance(item, (bytes, bytearray)):
+        return pb2.Input(text_bytes=bytes(item))
+    return pb2.Input(token_ids=pb2.TokenIds(ids=[int(i) for i in item]))
+
+
+def _single_input(text, ids):
+    if (text is None) == (ids is None):
+        raise ValueError("give exactly one of text and ids")
+    return _input(text if text is not None else ids)
+
+
+class EncoderClient:
+    """One channel to an encoder-server; use it as a context manager or
+    call close()."""
+
+    def __init__(self, target="127.0.0.1:50051", *, timeout=60.0, tls=False,
+                 root_certificates=None, private_key=None,
+                 certificate_chain=None, token=None):
+        """target: host:port. timeout: seconds per call. TLS when `tls` or
+        any PEM (bytes) is given; `token` is sent as a bearer token."""
+        if tls or root_certificates or certificate_chain:
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=root_certificates, private_key=private_key,
+                certificate_chain=certificate_chain)
+            self._channel = grpc.secure_channel(target, credentials)
+        else:
+            self._channel = grpc.insecure_channel(target)
+        self._stub = pb2_grpc.EncoderServiceStub(self._channel)
+        self._timeout = timeout
+        self._metadata = ((("authorization", f"Bearer {token}"),)
+                          if token else ())
+
+    def close(self):
+        self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _call(self, method, request):
+        return method(request, timeout=self._timeout, metadata=self._metadata)
+
+    def models(self):
+        """The ListModelsResponse message (models, default_model)."""
+        return self._call(self._stub.ListModels, pb2.ListModelsRequest())
+
+    def embed_response(self, inputs, *, model="", pooling=None, normalize=None,
+                       tokens=False, attention_layers=(), attention_heads=(),
+                       average_heads=False, truncate=False):
+        """The raw EmbedResponse of one Embed call."""
+        if isinstance(inputs, (str, bytes)):
+            raise TypeError("inputs is a list of texts or id lists")
+        if pooling not in _POOLING:
+            raise ValueError(f"pooling must be one of {sorted(_POOLING, key=str)}")
+        request = pb2.EmbedRequest(
+            model=model, inputs=[_input(i) for i in inputs],
+            pooling=_POOLING[pooling], return_token_embeddings=tokens,
+            truncate=truncate,
+            attention=pb2.AttentionSelection(
+                layers=list(attention_layers), heads=list(attention_heads),
+                average_heads=average_heads))
+        if normalize is not None:
+            request.normalize = normalize
+        return self._call(self._stub.Embed, request)
+
+    def embed(self, inputs, *, model="", pooling=None, normalize=None,
+              truncate=False):
+        """Pooled embeddings [N, D] (float32) of `inputs`: texts (str) or
+        token-id lists, in order."""
+        response = self.embed_response(inputs, model=model, pooling=pooling,
+                                       normalize=normalize, truncate=truncate)
+        return np.stack([tensor_to_numpy(r.pooled) for r in response.results])
+
+    def token_embeddings(self, text=None, *, ids=None, model=""):
+        """Token embeddings [S, D] of one input."""
+        response = self.embed_response([_single_input(text, ids)], model=model,
+                                       tokens=True)
+        return tensor_to_numpy(response.results[0].token_embeddings)
+
+    def attention(self, text=None, *, ids=None, model="", layers=(0,),
+                  heads=(), average_heads=False):
+        """Attention maps of one input: [L, H, S, S], or [L, S, S] with
+        average_heads; rows are queries, columns keys."""
+        response = self.embed_response(
+            [_single_input(text, ids)], model=model,
+            attention_layers=layers, attention_heads=heads,
+            average_heads=average_heads)
+        return tensor_to_numpy(response.results[0].attention)
+
+    def tokenize(self, texts, *, model="", add_special_tokens=True,
+                 truncate=False, max_length=0):
+        """One dict per text: ids (int64 array), tokens (list of str),
+        byte_offsets and char_offsets ([T, 2] int64 arrays),
+        special_tokens_mask (bool array), truncated."""
+        if isinstance(texts, str):
+            raise TypeError("texts is a list of str")
+        request = pb2.TokenizeRequest(
+            model=model, texts=list(texts), truncate=truncate,
+            max_length=max_length,
+            text_options=pb2.TextOptions(
+                add_special_tokens=add_special_tokens))
+        response = self._call(self._stub.Tokenize, request)
+        return [{
+            "ids": np.asarray(e.ids, dtype=np.int64),
+            "tokens": list(e.tokens),
+            "byte_offsets": np.asarray(e.byte_offsets,
+                                       dtype=np.int64).reshape(-1, 2),
+            "char_offsets": np.asarray(e.char_offsets,
+                                       dtype=np.int64).reshape(-1, 2),
+            "special_tokens_mask": np.asarray(e.special_tokens_mask,
+                                              dtype=bool),
+            "truncated": e.truncated,
+        } for e in response.encodings]
+
+    def diagnose(self, text=None, *, ids=None, model="", probes=(),
+                 attention_maps=False, **fields):
+        """The DiagnoseResponse message, plus numpy views of its tensors:
+        returns (response, arrays) where arrays maps "attention_maps",
+        "gram", "relativity" and "bias" to the tensors that are present.
+        `probes` names the probes to run (permutation, shift, structure,
+        attention_stats, extrapolation; empty: the server's default set);
+        other DiagnoseRequest fields go in `fields`."""
+        request = pb2.DiagnoseRequest(model=model,
+                                      return_attention_maps=attention_maps,
+                                      **fields)
+        if text is not None:
+            request.text = text
+        elif ids is not None:
+            request.token_ids.ids.extend(int(i) for i in ids)
+        else:
+            raise ValueError("give text or ids")
+        for probe in probes:
+            if probe not in ("permutation", "shift", "structure",
+                             "attention_stats", "extrapolation"):
+                raise ValueError(f"unknown probe {probe!r}")
+            setattr(request, probe, True)
+        response = self._call(self._stub.Diagnose, request)
+        arrays = {}
+        tensors = [("attention_maps", response.attention_maps)]
+        tensors += [(name, getattr(response.structure, name))
+                    for name in ("gram", "relativity", "bias")]
+        for name, tensor in tensors:
+            # An empty Tensor message (no dtype, shape or data) is absent.
+            if tensor.dtype != pb2.DTYPE_UNSPECIFIED or tensor.data:
+                arrays[name] = tensor_to_numpy(tensor)
+        return response, arrays

@@ -1,0 +1,220 @@
+#!/usr/bin/python3
+"""The encoderclient Python package (client/python) against a real
+encoder-server.
+
+The package is installed offline into a temporary virtual environment
+(`python3 -m venv --system-site-packages --without-pip`, then the system
+pip with --no-build-isolation --no-index), from a copy of client/python and
+proto/ so that the build leaves nothing in the source tree. The checks then
+run in that environment (this script re-runs itself there with --in-venv):
+numpy results against unary calls made with stubs compiled here and decoded
+with struct, attention rows that sum to 1, the byte tokenizer's ids, the
+Diagnose tensors, errors as grpc.RpcError, the example script's PNG, and the
+package imported from the source tree through PYTHONPATH.
+
+Usage: python_package_test.py --server PATH --source-dir DIR
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ARGS = None
+D_MODEL = 512
+READY_TIMEOUT_S = 180
+CALL_TIMEOUT_S = 300
+# A vector batched with different neighbours may differ in its last bits.
+BATCHING_ATOL = 2e-5
+
+
+def outer():
+    """Starts the server, builds the venv, runs the checks inside it."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from server_process import ServerProcess
+    with tempfile.TemporaryDirectory(prefix="encoderclient-test-") as tmp:
+        tree = os.path.join(tmp, "tree")
+        shutil.copytree(os.path.join(ARGS.source_dir, "client", "python"),
+                        os.path.join(tree, "client", "python"),
+                        ignore=shutil.ignore_patterns("build", "*.egg-info",
+                                                      "__pycache__"))
+        shutil.copytree(os.path.join(ARGS.source_dir, "proto"),
+                        os.path.join(tree, "proto"))
+        venv = os.path.join(tmp, "venv")
+        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages",
+                        "--without-pip", venv], check=True)
+        python = os.path.join(venv, "bin", "python")
+        install = subprocess.run(
+            [python, "-m", "pip", "install", "--no-build-isolation",
+             "--no-index", os.path.join(tree, "client", "python")],
+            capture_output=True, text=True, timeout=CALL_TIMEOUT_S)
+        if install.returncode != 0:
+            print(install.stdout, install.stderr, sep="\n")
+            return 1
+        server = ServerProcess(ARGS.server)
+        try:
+            server.wait_ready(READY_TIMEOUT_S)
+            inner = subprocess.run(
+                [python, os.path.abspath(__file__), "--in-venv",
+                 "--server", ARGS.server, "--source-dir", ARGS.source_dir,
+                 "--target", f"127.0.0.1:{server.port}", "--tmp", tmp,
+                 *ARGS.rest], timeout=CALL_TIMEOUT_S * 3)
+            return inner.returncode
+        finally:
+            server.stop()
+
+
+class PythonPackageTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        import grpc
+        import numpy as np
+        import encoderclient
+        cls.np = np
+        cls.grpc = grpc
+        cls.package = encoderclient
+        cls.client = encoderclient.EncoderClient(ARGS.target, timeout=120)
+        # Independent reference: the example client's stubs and struct
+        # decoding (client/python/encoder_client.py).
+        sys.path.insert(0, os.path.join(ARGS.source_dir, "client", "python"))
+        import encoder_client as example
+        cls.example = example
+        cls.ref_channel = grpc.insecure_channel(ARGS.target)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+        cls.ref_channel.close()
+
+    def reference_pooled(self, items, model):
+        """Pooled vectors from raw Embed responses, decoded with struct by
+        the example client's decode_tensor."""
+        pb2 = self.package.pb2
+        stub = self.package.pb2_grpc.EncoderServiceStub(self.ref_channel)
+        rows = []
+        for item in items:
+            message = (pb2.Input(text=item) if isinstance(item, str) else
+                       pb2.Input(token_ids=pb2.TokenIds(ids=item)))
+            response = stub.Embed(pb2.EmbedRequest(model=model,
+                                                   inputs=[message]),
+                                  timeout=120)
+            rows.append(self.example.decode_tensor(pb2,
+                                                   response.results[0].pooled))
+        return self.np.array(rows)
+
+    def test_installed_not_from_source(self):
+        self.assertIn("site-packages", self.package.__file__)
+        self.assertIn("_stubs_gen", self.package.pb2.__file__)
+
+    def test_embed_matches_raw_responses(self):
+        np = self.np
+        items = ["héllo", [5, 6, 7, 8], "Positions matter."]
+        vectors = self.client.embed(items, model="rope")
+        self.assertEqual(vectors.shape, (3, D_MODEL))
+        self.assertEqual(vectors.dtype, np.float32)
+        np.testing.assert_allclose(vectors,
+                                   self.reference_pooled(items, "rope"),
+                                   rtol=0, atol=BATCHING_ATOL)
+        unit = self.client.embed(items, model="rope", normalize=True)
+        np.testing.assert_allclose(np.linalg.norm(unit, axis=1), 1.0,
+                                   atol=1e-5)
+        tokens = self.client.token_embeddings("abc", model="rope")
+        self.assertEqual(tokens.shape, (5, D_MODEL))
+
+    def test_attention_maps(self):
+        np = self.np
+        text = "attention!"
+        seq = len(text) + 2
+        models = {m.name: m for m in self.client.models().models}
+        heads = models["alibi"].num_heads
+        maps = self.client.attention(text, model="alibi", layers=[0, 1])
+        self.assertEqual(maps.shape, (2, heads, seq, seq))
+        np.testing.assert_allclose(maps.sum(axis=-1), 1.0, atol=1e-4)
+        self.assertTrue((maps >= 0).all())
+        averaged = self.client.attention(text, model="alibi", layers=[0, 1],
+                                         average_heads=True)
+        self.assertEqual(averaged.shape, (2, seq, seq))
+        np.testing.assert_allclose(averaged, maps.mean(axis=1), atol=1e-5)
+
+    def test_tokenize_with_the_byte_tokenizer(self):
+        text = "Hé!"
+        [encoding] = self.client.tokenize([text], model="rope")
+        # The built-in byte tokenizer: [CLS]=1, byte b -> b + 4, [SEP]=2.
+        self.assertEqual(encoding["ids"].tolist(),
+                         [1] + [b + 4 for b in text.encode()] + [2])
+        self.assertEqual(encoding["byte_offsets"].shape,
+                         (len(encoding["ids"]), 2))
+        self.assertEqual(encoding["special_tokens_mask"].tolist(),
+                         [True] + [False] * len(text.encode()) + [True])
+
+    def test_diagnose_arrays(self):
+        np = self.np
+        response, arrays = self.client.diagnose(
+            ids=[5, 6, 7, 8, 9], model="sinusoidal",
+            probes=["structure"], attention_maps=True,
+            structure_positions=16)
+        self.assertEqual(response.model, "sinusoidal")
+        layers = arrays["attention_maps"]
+        self.assertEqual(layers.ndim, 4)
+        self.assertEqual(layers.shape[2:], (5, 5))
+        np.testing.assert_allclose(layers.sum(axis=-1), 1.0, atol=1e-4)
+        gram = arrays["gram"]
+        self.assertEqual(gram.shape, (16, 16))
+        np.testing.assert_allclose(gram, gram.T, atol=1e-5)
+
+    def test_errors_raise_rpc_error(self):
+        with self.assertRaises(self.grpc.RpcError) as caught:
+            self.client.embed(["x"], model="no-such-model")
+        self.assertEqual(caught.exception.code(), self.grpc.StatusCode.NOT_FOUND)
+        with self.assertRaises(ValueError):
+            self.client.attention(model="rope")
+
+    def test_example_script_writes_png(self):
+        out = os.path.join(ARGS.tmp, "attention.png")
+        script = os.path.join(ARGS.source_dir, "client", "python", "examples",
+                              "plot_attention.py")
+        run = subprocess.run([sys.executable, script, "--target", ARGS.target,
+                              "--model", "alibi", "--text", "Positions!",
+                              "--out", out], capture_output=True, text=True,
+                             timeout=CALL_TIMEOUT_S)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        with open(out, "rb") as f:
+            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+        import matplotlib.pyplot as plt
+        image = plt.imread(out)
+        self.assertGreater(image.shape[0], 100)
+        self.assertGreater(image.shape[1], 100)
+
+    def test_source_tree_import_through_pythonpath(self):
+        env = dict(os.environ,
+                   PYTHONPATH=os.path.join(ARGS.source_dir, "client",
+                                           "python"),
+                   PYTHONDONTWRITEBYTECODE="1")
+        code = ("import encoderclient as e, sys;"
+                "c = e.EncoderClient(sys.argv[1]);"
+                "v = c.embed(['abc'], model='rope');"
+                "print(e.__file__, v.shape)")
+        run = subprocess.run(["/usr/bin/python3", "-c", code, ARGS.target],
+                             capture_output=True, text=True, env=env,
+                             timeout=CALL_TIMEOUT_S)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertIn(os.path.join("client", "python", "encoderclient"),
+                      run.stdout)
+        self.assertIn(f"(1, {D_MODEL})", run.stdout)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--server", required=True)
+    parser.add_argument("--source-dir", required=True)
+    parser.add_argument("--in-venv", action="store_true")
+    parser.add_argument("--target")
+    parser.add_argument("--tmp")
+    ARGS, rest = parser.parse_known_args()
+    ARGS.rest = rest
+    if not ARGS.in_venv:
+        sys.exit(outer())
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
