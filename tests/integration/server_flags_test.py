@@ -169,9 +169,17 @@ class ServerFlagsTest(unittest.TestCase):
         git = subprocess.run(["git", "-C", SOURCE_DIR, "rev-parse",
                               "--short", "HEAD"], capture_output=True,
                              text=True)
-        self.assertEqual(fields["commit"],
-                         git.stdout.strip() if git.returncode == 0
-                         else "unknown")
+        if git.returncode != 0:
+            self.assertEqual(fields["commit"], "unknown")
+        else:
+            # The commit the binary was built at: HEAD, or one before it
+            # when commits were made since the build.
+            self.assertRegex(fields["commit"], r"^[0-9a-f]{7,}$")
+            ancestor = subprocess.run(
+                ["git", "-C", SOURCE_DIR, "merge-base", "--is-ancestor",
+                 fields["commit"], "HEAD"], capture_output=True)
+            self.assertEqual(ancestor.returncode, 0,
+                             f"{fields['commit']} is not HEAD or before it")
         if ARGS.build_type:
             self.assertEqual(fields["build type"], ARGS.build_type)
         self.assertRegex(fields["compiler"], r"^(gcc|clang) \d+\.\d+")
