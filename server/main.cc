@@ -10,6 +10,7 @@
 
 #include <sys/resource.h>
 
+#include <cctype>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -21,6 +22,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/accept_reserve.h"
+#include "server/build_info.h"
+#include "server/logging/log.h"
 #include "server/metrics/prometheus_metrics.h"
 #include "server/model/dtype.h"
 #include "server/model/model_repository.h"
@@ -65,6 +68,8 @@ struct Flags {
   bool warm_up = true;
   std::string ready_file;
   std::string log_level = "info";
+  std::string log_format = "text";
+  int64_t log_rate_limit = 10;
 };
 
 // The models to serve: the repository file's and the --model-dir ones, or
@@ -224,6 +229,33 @@ void DefineFlags(CLI::App& app, Flags& f) {
                  "trace | debug | info | warn | error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
+  app.add_option("--log-format", f.log_format,
+                 "text | json (one JSON object per line: ts, level, msg and "
+                 "each access-log field as a key)")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  app.add_option("--log-rate-limit", f.log_rate_limit,
+                 "warning and error lines of one kind (same message, or same "
+                 "method, status and error for access lines) logged per "
+                 "second at most; the rest are counted in a \"suppressed K "
+                 "similar log lines\" line. 0: no limit")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))
+      ->capture_default_str();
+}
+
+// Every option can also come from ENCODER_<NAME>, the long name upper-cased
+// with '-' as '_' (--max-batch-tokens: ENCODER_MAX_BATCH_TOKENS). CLI11
+// reads the variable only when the option is not on the command line.
+void AddEnvironmentNames(CLI::App& app) {
+  for (CLI::Option* option : app.get_options()) {
+    const std::string& name = option->get_single_name();
+    if (name.empty() || name == "help" || name == "version") continue;
+    std::string env = "ENCODER_";
+    for (char c : name) {
+      env.push_back(c == '-' ? '_' : static_cast<char>(std::toupper(c)));
+    }
+    option->envname(env);
+  }
 }
 
 }  // namespace
@@ -302,17 +334,37 @@ int main(int argc, char** argv) {
   encoder::DefineSecurityFlags(app, security);
   encoder::PrecisionFlags precision;
   encoder::DefinePrecisionFlags(app, precision);
+  app.set_version_flag("--version", encoder::VersionText(),
+                       "print the version, git commit, build type, compiler "
+                       "and LibTorch version, and exit");
+  AddEnvironmentNames(app);
+  app.footer(
+      "Every option can also be set from the environment as ENCODER_<NAME>, "
+      "the long name upper-cased with '-' as '_' (e.g. "
+      "ENCODER_MAX_BATCH_TOKENS=8192 for --max-batch-tokens); the command "
+      "line wins.");
   CLI11_PARSE(app, argc, argv);
-  spdlog::set_level(spdlog::level::from_str(flags.log_level));
 
   // Signals are taken by sigwait below; block them before any thread starts
-  // so that every thread inherits the mask.
+  // (the logger's flusher included) so that every thread inherits the mask.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  encoder::logging::LogOptions log_options;
+  log_options.format = flags.log_format == "json"
+                           ? encoder::logging::LogFormat::kJson
+                           : encoder::logging::LogFormat::kText;
+  log_options.level = spdlog::level::from_str(flags.log_level);
+  log_options.rate_limit_per_second = flags.log_rate_limit;
+  encoder::logging::SetupLogging(log_options);
+  const encoder::BuildInfo& build = encoder::GetBuildInfo();
+  spdlog::info("encoder-server {} (commit {}, {}, {}, LibTorch {})",
+               build.version, build.commit, build.build_type, build.compiler,
+               build.libtorch);
 
   RaiseOpenFileLimit();
   if (!encoder::OpenAcceptReserve()) {
@@ -341,6 +393,8 @@ int main(int argc, char** argv) {
     if (!started.ok()) return Fail(started.status());
     prometheus = std::move(started).value();
     metrics = prometheus.get();
+    metrics->BuildInfo(build.version, build.commit, build.libtorch,
+                       build.compiler);
     spdlog::info("metrics on port {}", prometheus->port());
   }
 

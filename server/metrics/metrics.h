@@ -63,6 +63,23 @@ class Metrics {
 
   // Bytes of responses produced and not yet read by their clients.
   virtual void UnreadResponseBytes(int64_t bytes) { (void)bytes; }
+
+  // The length in tokens of one input accepted for `model` (after
+  // truncation and special tokens), reported once per input.
+  virtual void InputTokens(const std::string& model, int64_t tokens) {
+    (void)model;
+    (void)tokens;
+  }
+
+  // The server's build, exported once as an info gauge.
+  virtual void BuildInfo(const std::string& version, const std::string& commit,
+                         const std::string& libtorch,
+                         const std::string& compiler) {
+    (void)version;
+    (void)commit;
+    (void)libtorch;
+    (void)compiler;
+  }
 };
 
 // Does nothing; for tests and for servers run without --metrics-listen.

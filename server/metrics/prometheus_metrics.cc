@@ -53,6 +53,14 @@ prometheus::Histogram::BucketBoundaries PaddingRatioBuckets() {
   return {0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95};
 }
 
+// Tokens per input: powers of two from 1 to 8192 (the longest inputs of
+// common encoders are 512 to 8192 tokens).
+prometheus::Histogram::BucketBoundaries InputTokenBuckets() {
+  prometheus::Histogram::BucketBoundaries buckets;
+  for (double b = 1; b <= 8192; b *= 2) buckets.push_back(b);
+  return buckets;
+}
+
 // The reasons the batcher reports (Metrics::Dropped); their counters exist
 // at zero from registration on.
 constexpr const char* kDropReasons[] = {"deadline", "cancelled", "overload",
@@ -207,6 +215,10 @@ PrometheusMetrics::PrometheusMetrics()
                             "Share of a forward pass's tokens that are "
                             "padding.")
                         .Register(r);
+  input_tokens_ = &prometheus::BuildHistogram()
+                       .Name("encoder_input_tokens")
+                       .Help("Tokens per accepted input.")
+                       .Register(r);
   tokens_ = &prometheus::BuildCounter()
                  .Name("encoder_tokens_total")
                  .Help("Real (unpadded) tokens run through the model.")
@@ -245,6 +257,22 @@ PrometheusMetrics::PrometheusMetrics()
                    .Name("encoder_cpu_info")
                    .Help("The serving CPU and its detected features; 1.")
                    .Register(r);
+  build_info_ = &prometheus::BuildGauge()
+                     .Name("encoder_build_info")
+                     .Help("The server's version and build; 1.")
+                     .Register(r);
+}
+
+void PrometheusMetrics::BuildInfo(const std::string& version,
+                                  const std::string& commit,
+                                  const std::string& libtorch,
+                                  const std::string& compiler) {
+  build_info_
+      ->Add({{"version", version},
+             {"commit", commit},
+             {"libtorch", libtorch},
+             {"compiler", compiler}})
+      .Set(1);
 }
 
 void PrometheusMetrics::CpuInfo(const std::string& cpu_model,
@@ -319,6 +347,7 @@ PrometheusMetrics::ModelSeries& PrometheusMetrics::EntryLocked(
   s.batch_size = &batch_size_->Add(labels, BatchSizeBuckets());
   s.batch_tokens = &batch_tokens_->Add(labels, BatchTokenBuckets());
   s.padding_ratio = &padding_ratio_->Add(labels, PaddingRatioBuckets());
+  s.input_tokens = &input_tokens_->Add(labels, InputTokenBuckets());
   s.tokens = &tokens_->Add(labels);
   s.queue_depth = &queue_depth_->Add(labels);
   for (const char* reason : kDropReasons) DroppedLocked(s, model, reason);
@@ -369,6 +398,7 @@ void PrometheusMetrics::RelabelLocked(const std::string& model) {
     MoveInto(batch_size_, old.batch_size, fresh.batch_size);
     MoveInto(batch_tokens_, old.batch_tokens, fresh.batch_tokens);
     MoveInto(padding_ratio_, old.padding_ratio, fresh.padding_ratio);
+    MoveInto(input_tokens_, old.input_tokens, fresh.input_tokens);
     MoveInto(tokens_, old.tokens, fresh.tokens);
     MoveInto(queue_depth_, old.queue_depth, fresh.queue_depth);
   }
@@ -444,6 +474,12 @@ void PrometheusMetrics::Batch(const std::string& model, int64_t sequences,
     s.batch_tokens->Observe(static_cast<double>(padded_tokens));
     s.padding_ratio->Observe(padding);
     s.tokens->Increment(static_cast<double>(real_tokens));
+  });
+}
+
+void PrometheusMetrics::InputTokens(const std::string& model, int64_t tokens) {
+  WithModel(model, [&](ModelSeries& s) {
+    s.input_tokens->Observe(static_cast<double>(tokens));
   });
 }
 

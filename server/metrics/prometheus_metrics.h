@@ -10,6 +10,8 @@
 //   encoder_batch_size{model,scheme}                         histogram, seqs
 //   encoder_batch_tokens{model,scheme}                       histogram, padded
 //   encoder_batch_padding_ratio{model,scheme}                histogram, [0, 1]
+//   encoder_input_tokens{model,scheme}                       histogram, tokens
+//       of each accepted input; buckets 1, 2, 4, ..., 8192
 //   encoder_tokens_total{model,scheme}                       counter, real
 //   encoder_dropped_sequences_total{model,scheme,reason}     counter
 //   encoder_queue_depth{model,scheme}                        gauge, seqs
@@ -18,6 +20,7 @@
 //       calls refused for their bearer token; reason: missing | invalid
 //   encoder_model_info{model,scheme,device,dtype,d_model,num_heads,
 //                      num_layers}                           gauge, always 1
+//   encoder_build_info{version,commit,libtorch,compiler}     gauge, always 1
 //   process_resident_memory_bytes                            gauge, at scrape
 //   encoder_gpu_memory_bytes{device,kind}                    gauge, at scrape,
 //       only for CUDA devices of registered models and only once a
@@ -111,6 +114,10 @@ class PrometheusMetrics : public Metrics {
   void UnreadResponseBytes(int64_t bytes) override;
   void CpuInfo(const std::string& cpu_model,
                const std::string& features) override;
+  void InputTokens(const std::string& model, int64_t tokens) override;
+  void BuildInfo(const std::string& version, const std::string& commit,
+                 const std::string& libtorch,
+                 const std::string& compiler) override;
 
  private:
   class ProcessCollector;
@@ -128,6 +135,7 @@ class PrometheusMetrics : public Metrics {
     prometheus::Histogram* batch_size = nullptr;
     prometheus::Histogram* batch_tokens = nullptr;
     prometheus::Histogram* padding_ratio = nullptr;
+    prometheus::Histogram* input_tokens = nullptr;
     prometheus::Counter* tokens = nullptr;
     prometheus::Gauge* queue_depth = nullptr;
     std::unordered_map<std::string, prometheus::Counter*> dropped;
@@ -176,6 +184,7 @@ class PrometheusMetrics : public Metrics {
   prometheus::Family<prometheus::Histogram>* batch_size_;
   prometheus::Family<prometheus::Histogram>* batch_tokens_;
   prometheus::Family<prometheus::Histogram>* padding_ratio_;
+  prometheus::Family<prometheus::Histogram>* input_tokens_;
   prometheus::Family<prometheus::Counter>* tokens_;
   prometheus::Family<prometheus::Counter>* dropped_;
   prometheus::Family<prometheus::Gauge>* queue_depth_;
@@ -185,6 +194,7 @@ class PrometheusMetrics : public Metrics {
   prometheus::Counter* auth_invalid_;
   prometheus::Family<prometheus::Gauge>* model_info_;
   prometheus::Family<prometheus::Gauge>* cpu_info_;
+  prometheus::Family<prometheus::Gauge>* build_info_;
 
   // Guards the maps below and gpu_reader_. The series they point to are
   // owned by registry_; they are updated under a shared lock, so that

@@ -11,12 +11,15 @@
 #include <memory>
 #include <mutex>
 
+#include "absl/strings/str_cat.h"
 #include "server/service/encoder_service.h"
 #include "server/service/request_parser.h"
 #include "server/service/status_util.h"
 
 namespace encoder::service {
 namespace {
+
+using logging::IsUsableRequestId;
 
 constexpr size_t kMaxOutstanding = 32;
 
@@ -25,7 +28,12 @@ class EmbedStreamReactor
  public:
   EmbedStreamReactor(EncoderServiceImpl* service,
                      grpc::CallbackServerContext* context)
-      : service_(service), context_(context) {
+      : service_(service),
+        context_(context),
+        access_(EncoderServiceImpl::BeginAccess("EmbedStream", context)) {
+    // The stream's id (x-request-id, else generated) goes back at once; each
+    // request is logged under its own request_id, else "<stream id>-<n>".
+    EncoderServiceImpl::EchoCallMetadata(context, &access_);
     StartRead(&read_buffer_);
   }
 
@@ -41,6 +49,13 @@ class EmbedStreamReactor
     const absl::Status parsed =
         ParseRequest(read_buffer_, &item->request, &request_id);
     read_buffer_.Clear();
+    if (parsed.ok()) request_id = item->request.request_id();
+    item->access = access_;
+    ++read_count_;
+    item->access.request_id =
+        IsUsableRequestId(request_id)
+            ? request_id
+            : absl::StrCat(access_.request_id, "-", read_count_);
     bool read_more;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -63,7 +78,8 @@ class EmbedStreamReactor
     }
     service_->SubmitEmbed(
         "EmbedStream", context_, &item->request, &item->response,
-        [this, item](const grpc::Status& status) { OnItemDone(item, status); });
+        [this, item](const grpc::Status& status) { OnItemDone(item, status); },
+        &item->access);
     if (read_more) StartRead(&read_buffer_);
   }
 
@@ -93,12 +109,15 @@ class EmbedStreamReactor
     grpc::ByteBuffer out_bytes;    // `out` serialized, written to the stream
     UnreadResponses::Hold unread;  // out_bytes, until written or dropped
     bool ready = false;
+    AccessRecord access;
+    const absl::Time start = absl::Now();
   };
 
   enum class Action { kNone, kWrite, kRead, kWriteAndRead, kFinish };
 
   void OnItemDone(const std::shared_ptr<Item>& item,
                   const grpc::Status& status) {
+    EncoderServiceImpl::LogCall(&item->access, status, item->start);
     item->out.set_request_id(item->request.request_id());
     if (status.ok()) {
       *item->out.mutable_response() = std::move(item->response);
@@ -176,6 +195,8 @@ class EmbedStreamReactor
   EncoderServiceImpl* const service_;
   grpc::CallbackServerContext* const context_;
   grpc::ByteBuffer read_buffer_;  // owned by the outstanding read
+  AccessRecord access_;           // the stream's; each request copies it
+  int64_t read_count_ = 0;        // requests read (reads are sequential)
 
   std::mutex mu_;
   std::deque<std::shared_ptr<Item>> items_;  // request order; front writes next
@@ -202,6 +223,9 @@ EncoderServiceImpl::EmbedStream(grpc::CallbackServerContext* context) {
   if (grpc::Status auth = Authenticate(context); !auth.ok()) {
     metrics_->RequestDone("EmbedStream", "", GrpcCodeName(auth.error_code()),
                           0);
+    AccessRecord access = BeginAccess("EmbedStream", context);
+    EchoCallMetadata(context, &access);
+    LogCall(&access, auth, absl::Now());
     return new RefusedStreamReactor(auth);
   }
   return new EmbedStreamReactor(this, context);

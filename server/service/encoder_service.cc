@@ -1,5 +1,6 @@
 #include "server/service/encoder_service.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +12,11 @@
 
 namespace encoder::service {
 namespace {
+
+using logging::IsUsableRequestId;
+using logging::IsValidTraceparent;
+using logging::LogAccess;
+using logging::NewRequestId;
 
 const grpc::Status kDraining(grpc::StatusCode::UNAVAILABLE,
                              "server is shutting down; retry elsewhere");
@@ -46,7 +52,76 @@ grpc::Status SerializeOnSuccess(const grpc::Status& status,
   return ToGrpcStatus(SerializeResponse(response, out));
 }
 
+// The first value of metadata `key`, or empty.
+std::string MetadataValue(const grpc::CallbackServerContext* context,
+                          const char* key) {
+  const auto& metadata = context->client_metadata();
+  auto it = metadata.find(key);
+  if (it == metadata.end()) return "";
+  return std::string(it->second.data(), it->second.size());
+}
+
+// Counts of a Tokenize or Decode call for its access line.
+void CountCall(const v1::TokenizeRequest& request,
+               const v1::TokenizeResponse& response, AccessRecord* access) {
+  access->inputs = request.texts_size() + request.texts_bytes_size();
+  access->tokens = 0;
+  for (const auto& e : response.encodings()) access->tokens += e.ids_size();
+}
+
+void CountCall(const v1::DecodeRequest& request, const v1::DecodeResponse&,
+               AccessRecord* access) {
+  access->inputs = request.inputs_size();
+  access->tokens = 0;
+  for (const auto& input : request.inputs()) {
+    access->tokens += input.ids_size();
+  }
+}
+
 }  // namespace
+
+HoldingReactor::HoldingReactor(grpc::CallbackServerContext* context,
+                               const char* rpc)
+    : context(context), access(EncoderServiceImpl::BeginAccess(rpc, context)) {}
+
+AccessRecord EncoderServiceImpl::BeginAccess(
+    const char* rpc, const grpc::CallbackServerContext* context) {
+  AccessRecord access;
+  access.method = rpc;
+  access.peer = context->peer();
+  std::string id = MetadataValue(context, "x-request-id");
+  if (IsUsableRequestId(id)) access.request_id = std::move(id);
+  std::string traceparent = MetadataValue(context, "traceparent");
+  if (IsValidTraceparent(traceparent)) {
+    access.traceparent = std::move(traceparent);
+  }
+  return access;
+}
+
+void EncoderServiceImpl::EchoCallMetadata(grpc::CallbackServerContext* context,
+                                          AccessRecord* access) {
+  if (access->request_id.empty()) access->request_id = NewRequestId();
+  context->AddInitialMetadata("x-request-id", access->request_id);
+  if (!access->traceparent.empty()) {
+    context->AddInitialMetadata("traceparent", access->traceparent);
+  }
+}
+
+void EncoderServiceImpl::LogCall(AccessRecord* access,
+                                 const grpc::Status& status, absl::Time start) {
+  access->status = GrpcCodeName(status.error_code());
+  access->error = status.error_message();
+  access->total_ms = MillisSince(start);
+  LogAccess(*access);
+}
+
+void EncoderServiceImpl::FinishLogged(HoldingReactor* reactor,
+                                      const grpc::Status& status,
+                                      UnreadResponses::Hold unread) {
+  EchoCallMetadata(reactor->context, &reactor->access);
+  LogCall(&reactor->access, status, reactor->start);
+  reactor->FinishHolding(status, std::move(unread));
+}
 
 EncoderServiceImpl::EncoderServiceImpl(metrics::Metrics* metrics,
                                        ServiceLimits limits,
@@ -83,7 +158,7 @@ grpc::Status EncoderServiceImpl::Authenticate(
 void EncoderServiceImpl::Refuse(HoldingReactor* reactor, const char* rpc,
                                 const grpc::Status& status) {
   metrics_->RequestDone(rpc, "", GrpcCodeName(status.error_code()), 0);
-  reactor->Finish(status);
+  FinishLogged(reactor, status);
 }
 
 void EncoderServiceImpl::FinishUnary(HoldingReactor* reactor, const char* rpc,
@@ -93,20 +168,26 @@ void EncoderServiceImpl::FinishUnary(HoldingReactor* reactor, const char* rpc,
   metrics_->RequestDone(rpc, model, GrpcCodeName(status.error_code()),
                         absl::ToDoubleSeconds(absl::Now() - start));
   metrics_->InFlight(rpc, -1);
-  reactor->FinishHolding(status, std::move(unread));
+  if (!model.empty()) reactor->access.model = model;
+  FinishLogged(reactor, status, std::move(unread));
 }
 
 void EncoderServiceImpl::SubmitEmbed(
     const char* rpc, grpc::CallbackServerContext* context,
     const v1::EmbedRequest* request, v1::EmbedResponse* response,
-    std::function<void(const grpc::Status&)> done) {
+    std::function<void(const grpc::Status&)> done, AccessRecord* access) {
   const absl::Time start = absl::Now();
   metrics_->InFlight(rpc, +1);
-  auto finish = [this, rpc, start, done](const std::string& model,
-                                         const grpc::Status& status) {
+  if (access != nullptr) {
+    access->model = request->model();
+    access->inputs = request->inputs_size();
+  }
+  auto finish = [this, rpc, start, done, access](const std::string& model,
+                                                 const grpc::Status& status) {
     metrics_->RequestDone(rpc, model, GrpcCodeName(status.error_code()),
                           absl::ToDoubleSeconds(absl::Now() - start));
     metrics_->InFlight(rpc, -1);
+    if (access != nullptr && !model.empty()) access->model = model;
     done(status);
   };
   grpc::Status refusal;
@@ -133,17 +214,29 @@ void EncoderServiceImpl::SubmitEmbed(
       std::make_shared<UnreadResponses::Hold>(*std::move(reserved));
   auto shared = std::make_shared<PreparedEmbed>(*std::move(prepared));
   const std::string model = shared->model->spec.name;
+  for (const auto& sequence : shared->sequences) {
+    metrics_->InputTokens(model,
+                          static_cast<int64_t>(sequence.token_ids.size()));
+  }
+  if (access != nullptr) access->tokens = shared->total_tokens;
   auto work = std::make_shared<batching::Request>();
   work->sequences = shared->sequences;
   work->deadline = CallDeadline(context);
   work->is_cancelled = [context] { return context->IsCancelled(); };
   work->done = [this, shared, request, response, start, model, finish,
-                reservation](absl::Status status,
-                             std::vector<batching::SequenceResult> results) {
+                reservation,
+                access](absl::Status status,
+                        std::vector<batching::SequenceResult> results) {
     if (status.ok()) {
       for (const auto& r : results) {
         metrics_->SequenceTimes(model, r.batch.queue_seconds,
                                 r.batch.inference_seconds);
+        if (access != nullptr) {
+          access->queue_ms =
+              std::max(access->queue_ms, r.batch.queue_seconds * 1e3);
+          access->inference_ms =
+              std::max(access->inference_ms, r.batch.inference_seconds * 1e3);
+        }
       }
       FillEmbedResponse(*request, *shared, results, MillisSince(start),
                         response);
@@ -169,7 +262,7 @@ void EncoderServiceImpl::RecordRejected(const char* rpc,
 grpc::ServerUnaryReactor* EncoderServiceImpl::Embed(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  auto* reactor = new HoldingReactor();
+  auto* reactor = new HoldingReactor(context, "Embed");
   if (grpc::Status auth = Authenticate(context); !auth.ok()) {
     Refuse(reactor, "Embed", auth);
     return reactor;
@@ -181,22 +274,27 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Embed(
     Refuse(reactor, "Embed", ToGrpcStatus(parsed));
     return reactor;
   }
+  // The request's own id comes before the metadata's.
+  if (IsUsableRequestId(call->request.request_id())) {
+    reactor->access.request_id = call->request.request_id();
+  }
   SubmitEmbed(
       "Embed", context, &call->request, &call->response,
       [this, context, reactor, call, response](const grpc::Status& status) {
         const grpc::Status out =
             SerializeOnSuccess(status, call->response, response);
-        reactor->FinishHolding(
-            out, out.ok() ? HoldUnread(context, response->Length())
-                          : UnreadResponses::Hold());
-      });
+        FinishLogged(reactor, out,
+                     out.ok() ? HoldUnread(context, response->Length())
+                              : UnreadResponses::Hold());
+      },
+      &reactor->access);
   return reactor;
 }
 
 grpc::ServerUnaryReactor* EncoderServiceImpl::ListModels(
     grpc::CallbackServerContext* context, const v1::ListModelsRequest*,
     v1::ListModelsResponse* response) {
-  auto* reactor = new HoldingReactor();
+  auto* reactor = new HoldingReactor(context, "ListModels");
   if (grpc::Status auth = Authenticate(context); !auth.ok()) {
     Refuse(reactor, "ListModels", auth);
     return reactor;
@@ -223,7 +321,7 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::ListModels(
 grpc::ServerUnaryReactor* EncoderServiceImpl::Diagnose(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request_bytes,
     grpc::ByteBuffer* response_bytes) {
-  auto* reactor = new HoldingReactor();
+  auto* reactor = new HoldingReactor(context, "Diagnose");
   if (grpc::Status auth = Authenticate(context); !auth.ok()) {
     Refuse(reactor, "Diagnose", auth);
     return reactor;
@@ -239,6 +337,7 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Diagnose(
   }
   const v1::DiagnoseRequest* request = &call->request;
   v1::DiagnoseResponse* response = &call->response;
+  reactor->access.model = request->model();
   grpc::Status refusal;
   runner::ModelHost* host = Admit(&refusal);
   if (host == nullptr) {
@@ -283,18 +382,22 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Diagnose(
     FinishUnary(reactor, "Diagnose", model->spec.name, start, ToGrpcStatus(s));
     return reactor;
   }
+  reactor->access.inputs = 1;
+  reactor->access.tokens = static_cast<int64_t>(options->token_ids.size());
   const int64_t cost =
       priced.cost.At(static_cast<int64_t>(priced.token_ids.size()));
   batching::MemoryBudget* budget = host->memory_budget();
   const int64_t max_send = limits_.max_send_message_bytes;
   auto task = [this, reactor, model, call, response, response_bytes, start,
                max_send, context, budget, cost, opts = *std::move(options)] {
+    reactor->access.queue_ms = MillisSince(start);
     if (context->IsCancelled()) {
       FinishUnary(reactor, "Diagnose", model->spec.name, start,
                   grpc::Status(grpc::StatusCode::CANCELLED, "call cancelled"));
       return;
     }
     budget->Acquire(cost);
+    const absl::Time run_start = absl::Now();
     diagnostics::DiagnoseOptions run = opts;
     if (run.extrapolation) {
       run.extrapolation->is_cancelled = [context] {
@@ -303,6 +406,7 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Diagnose(
     }
     auto report = diagnostics::Diagnose(*model->encoder, run);
     budget->Release(cost);
+    reactor->access.inference_ms = MillisSince(run_start);
     grpc::Status status = ToGrpcStatus(report.status());
     if (report.ok()) {
       FillDiagnoseResponse(*report, *model, opts, response);
@@ -350,7 +454,7 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::RunInline(
     const char* rpc, grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* request_bytes, grpc::ByteBuffer* response_bytes,
     Run run) {
-  auto* reactor = new HoldingReactor();
+  auto* reactor = new HoldingReactor(context, rpc);
   if (grpc::Status auth = Authenticate(context); !auth.ok()) {
     Refuse(reactor, rpc, auth);
     return reactor;
@@ -367,7 +471,11 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::RunInline(
   Response response;
   absl::Status s = unread_.Admit(context->peer());
   if (s.ok()) s = ParseRequest(*request_bytes, &request);
-  if (s.ok()) s = run(request, *host, &response);
+  if (s.ok()) {
+    reactor->access.model = request.model();
+    s = run(request, *host, &response);
+    CountCall(request, response, &reactor->access);
+  }
   if (s.ok()) s = SerializeResponse(response, response_bytes);
   FinishUnary(reactor, rpc, s.ok() ? response.model() : "", start,
               ToGrpcStatus(s),

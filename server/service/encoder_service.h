@@ -10,7 +10,9 @@
 #include <string>
 #include <utility>
 
+#include "absl/time/clock.h"
 #include "encoder/v1/encoder.grpc.pb.h"
+#include "server/logging/access_log.h"
 #include "server/metrics/metrics.h"
 #include "server/runner/model_host.h"
 #include "server/service/auth_interceptor.h"
@@ -20,6 +22,8 @@
 #include "server/service/work_queue.h"
 
 namespace encoder::service {
+
+using logging::AccessRecord;
 
 struct DiagnoseLimits {
   int64_t max_tokens = 512;               // input length for Diagnose
@@ -33,9 +37,16 @@ struct DiagnoseLimits {
 // Every method that takes text is registered raw (bytes in and out) so
 // that malformed requests are parsed and answered by request_parser.h.
 // A unary call's reactor: holds its response's unread bytes until gRPC is
-// done with the call (the client took the response, or the call ended).
+// done with the call (the client took the response, or the call ended),
+// and the call's access record until it is logged.
 class HoldingReactor : public grpc::ServerUnaryReactor {
  public:
+  HoldingReactor(grpc::CallbackServerContext* context, const char* rpc);
+
+  grpc::CallbackServerContext* const context;
+  const absl::Time start = absl::Now();
+  AccessRecord access;
+
   void FinishHolding(const grpc::Status& status, UnreadResponses::Hold hold) {
     hold_ = std::move(hold);
     Finish(status);
@@ -95,10 +106,27 @@ class EncoderServiceImpl final : public EncoderServiceBase {
   // Validates `request` and queues it. `done` is called exactly once, on
   // the batcher's worker or inline on failure, with `response` filled when
   // OK. `request` and `response` must stay valid until then. Records
-  // metrics for the call under `rpc`.
+  // metrics for the call under `rpc`. `access`, when given, gets the model,
+  // inputs, tokens, queue and inference times before `done` (it must stay
+  // valid until then too); the caller logs it.
   void SubmitEmbed(const char* rpc, grpc::CallbackServerContext* context,
                    const v1::EmbedRequest* request, v1::EmbedResponse* response,
-                   std::function<void(const grpc::Status&)> done);
+                   std::function<void(const grpc::Status&)> done,
+                   AccessRecord* access = nullptr);
+
+  // An access record for a call of `rpc`: method, peer, the x-request-id
+  // metadata when usable and a valid traceparent.
+  static AccessRecord BeginAccess(const char* rpc,
+                                  const grpc::CallbackServerContext* context);
+  // Gives `access` a request id when it has none and sends it back as
+  // x-request-id initial metadata, with the traceparent when there is one.
+  // Call once per call, before its first write or Finish.
+  static void EchoCallMetadata(grpc::CallbackServerContext* context,
+                               AccessRecord* access);
+  // Completes `access` with the call's status and time since `start`, and
+  // logs it.
+  static void LogCall(AccessRecord* access, const grpc::Status& status,
+                      absl::Time start);
 
   metrics::Metrics* metrics() const { return metrics_; }
 
@@ -136,6 +164,9 @@ class EncoderServiceImpl final : public EncoderServiceBase {
   // Finishes `reactor` at once with `status` (a call refused on entry).
   void Refuse(HoldingReactor* reactor, const char* rpc,
               const grpc::Status& status);
+  // Echoes the call's metadata, logs its access line and finishes it.
+  void FinishLogged(HoldingReactor* reactor, const grpc::Status& status,
+                    UnreadResponses::Hold unread = {});
 
   std::atomic<runner::ModelHost*> host_{nullptr};
   const EdgeAuth* auth_ = nullptr;

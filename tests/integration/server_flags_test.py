@@ -1,11 +1,15 @@
 #!/usr/bin/python3
 """encoder-server start-up errors: each bad flag or file exits non-zero at
-once with a message that says what is wrong; --help documents every flag.
+once with a message that says what is wrong; --help documents every flag;
+every flag can come from an ENCODER_* environment variable; --version
+reports the build.
 
-Usage: server_flags_test.py --server BIN
+Usage: server_flags_test.py --server BIN [--build-type TYPE]
 """
 import argparse
+import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -15,9 +19,21 @@ import unittest
 ARGS = None
 
 
-def run(*flags):
+def run(*flags, env=None):
     return subprocess.run([ARGS.server, "--listen=127.0.0.1:0", *flags],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60,
+                          env=env)
+
+
+def with_env(**variables):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("ENCODER_")}
+    env.update(variables)
+    return env
+
+
+SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
 
 
 class ServerFlagsTest(unittest.TestCase):
@@ -77,6 +93,103 @@ class ServerFlagsTest(unittest.TestCase):
 
     def test_unknown_log_level_is_refused(self):
         self.assertFails(["--log-level=verbose"], "--log-level")
+        self.assertFails(["--log-format=xml"], "--log-format")
+        self.assertFails(["--log-rate-limit=-1"], "--log-rate-limit")
+
+    def assertEnvFails(self, env, needle, flags=()):
+        result = run(*flags, env=with_env(**env))
+        self.assertNotEqual(result.returncode, 0, env)
+        self.assertIn(needle, result.stdout + result.stderr)
+
+    def test_environment_variables_set_flags(self):
+        # Checked like the flags themselves.
+        self.assertEnvFails({"ENCODER_LOG_LEVEL": "verbose"}, "--log-level")
+        self.assertEnvFails({"ENCODER_MAX_CONCURRENT_STREAMS": "0"},
+                            "--max-concurrent-streams")
+        self.assertEnvFails({"ENCODER_DEVICE": "tpu"},
+                            "--device must be auto, cpu")
+        # A flag with an alias, and a value that reaches the model loader.
+        self.assertEnvFails({"ENCODER_MODELS": "/nonexistent/env.json"},
+                            "cannot open /nonexistent/env.json")
+        # The command line wins over the environment.
+        self.assertEnvFails({"ENCODER_MODELS": "/nonexistent/env.json"},
+                            "cannot open /nonexistent/cli.json",
+                            flags=["--models=/nonexistent/cli.json"])
+        # Security and precision flags are covered too.
+        self.assertEnvFails({"ENCODER_QUANTIZE": "int4"},
+                            "--quantize must be none or int8, got int4")
+        self.assertEnvFails({"ENCODER_AUTH_HEALTH": "true"},
+                            "--auth-health needs --auth-token-file")
+
+    def test_environment_configures_a_serving_server(self):
+        # Address, ready file, log format and a boolean flag (a bad boolean
+        # would stop the server) from the environment alone; the JSON lines
+        # prove ENCODER_LOG_FORMAT took effect.
+        with tempfile.TemporaryDirectory() as tmp:
+            ready = os.path.join(tmp, "ready.json")
+            log = os.path.join(tmp, "log")
+            env = with_env(ENCODER_READY_FILE=ready,
+                           ENCODER_LOG_FORMAT="json",
+                           ENCODER_WARM_UP="false",
+                           ENCODER_LISTEN="127.0.0.1:0")
+            with open(log, "w") as out:
+                proc = subprocess.Popen([ARGS.server], env=env, stdout=out,
+                                        stderr=subprocess.STDOUT)
+            try:
+                deadline = time.monotonic() + 120
+                while not os.path.exists(ready):
+                    self.assertIsNone(proc.poll(), "server exited")
+                    self.assertLess(time.monotonic(), deadline)
+                    time.sleep(0.1)
+                with open(ready) as f:
+                    self.assertGreater(json.load(f)["grpc_port"], 0)
+            finally:
+                proc.terminate()
+                proc.wait(timeout=60)
+            with open(log) as f:
+                lines = [json.loads(l) for l in f if l.startswith("{")]
+            messages = [l["msg"] for l in lines]
+            self.assertTrue(any(m.startswith("serving ") for m in messages),
+                            messages)
+            for line in lines:
+                self.assertLessEqual({"ts", "level", "msg"}, set(line))
+
+    def test_version(self):
+        result = subprocess.run([ARGS.server, "--version"],
+                                capture_output=True, text=True, timeout=60)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        lines = result.stdout.strip().splitlines()
+        with open(os.path.join(SOURCE_DIR, "CMakeLists.txt")) as f:
+            version = re.search(r"project\([^)]*VERSION ([0-9.]+)",
+                                f.read()).group(1)
+        self.assertEqual(lines[0], f"encoder-server {version}")
+        fields = dict(line.split(": ", 1) for line in lines[1:])
+        self.assertEqual(set(fields),
+                         {"commit", "build type", "compiler", "LibTorch"})
+        git = subprocess.run(["git", "-C", SOURCE_DIR, "rev-parse",
+                              "--short", "HEAD"], capture_output=True,
+                             text=True)
+        if git.returncode != 0:
+            self.assertEqual(fields["commit"], "unknown")
+        else:
+            # The commit the binary was built at: HEAD, or one before it
+            # when commits were made since the build.
+            self.assertRegex(fields["commit"], r"^[0-9a-f]{7,}$")
+            ancestor = subprocess.run(
+                ["git", "-C", SOURCE_DIR, "merge-base", "--is-ancestor",
+                 fields["commit"], "HEAD"], capture_output=True)
+            self.assertEqual(ancestor.returncode, 0,
+                             f"{fields['commit']} is not HEAD or before it")
+        if ARGS.build_type:
+            self.assertEqual(fields["build type"], ARGS.build_type)
+        self.assertRegex(fields["compiler"], r"^(gcc|clang) \d+\.\d+")
+        # Python's torch is the same Debian build as the linked LibTorch.
+        torch = subprocess.run(
+            ["/usr/bin/python3", "-c", "import torch; print(torch.__version__)"],
+            capture_output=True, text=True, timeout=120)
+        if torch.returncode == 0:
+            expected = re.match(r"\d+\.\d+\.\d+", torch.stdout).group(0)
+            self.assertEqual(fields["LibTorch"], expected)
 
     def test_transport_limits_are_range_checked(self):
         self.assertFails(["--max-concurrent-streams=0"],
@@ -147,12 +260,26 @@ class ServerFlagsTest(unittest.TestCase):
                      "--tls-key", "--tls-client-ca", "--tls-client-auth",
                      "--auth-token-file", "--auth-health", "--reflection",
                      "--health-listen", "--metrics-address",
-                     "--metrics-tls-cert", "--metrics-basic-auth-file"]:
+                     "--metrics-tls-cert", "--metrics-basic-auth-file",
+                     "--log-level", "--log-format", "--log-rate-limit",
+                     "--version"]:
             self.assertIn(flag, result.stdout)
+        # Every option but --help and --version names its environment
+        # variable: its first long name upper-cased, '-' as '_'.
+        options = [line.split()[0] for line in result.stdout.splitlines()
+                   if line.startswith("  --")]
+        self.assertGreater(len(options), 40)
+        for line in result.stdout.splitlines():
+            if not line.startswith("  --") or line.startswith("  --version"):
+                continue
+            name = re.match(r"  --([a-z0-9-]+)", line).group(1)
+            env = "ENCODER_" + name.upper().replace("-", "_")
+            self.assertIn(f"(Env:{env})", line)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--server", required=True)
+    parser.add_argument("--build-type", default="")
     ARGS, rest = parser.parse_known_args()
     unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)

@@ -327,6 +327,50 @@ TEST_F(PrometheusMetricsTest, ReportsBeforeRegistrationMoveToTheScheme) {
   }
 }
 
+TEST_F(PrometheusMetricsTest, InputTokensHistogramPerModel) {
+  // One input reported before registration moves with the series.
+  metrics_->InputTokens("m1", 3);
+  metrics_->RegisterModel(RopeModel());
+  ModelLabels other = RopeModel();
+  other.model = "m2";
+  metrics_->RegisterModel(other);
+  for (int64_t tokens : {1, 512, 513, 8192, 9000}) {
+    metrics_->InputTokens("m1", tokens);
+  }
+  const Scrape s = Fetch(metrics_->port());
+  const Labels m1 = {{"model", "m1"}, {"scheme", "rope"}};
+  const Labels m2 = {{"model", "m2"}, {"scheme", "rope"}};
+  EXPECT_EQ(s.Get("encoder_input_tokens_count", m1), 6);
+  EXPECT_EQ(s.Get("encoder_input_tokens_sum", m1),
+            3 + 1 + 512 + 513 + 8192 + 9000);
+  EXPECT_EQ(s.Get("encoder_input_tokens_count", m2), 0);
+  // Buckets 1, 2, 4, ..., 8192 and +Inf, cumulative.
+  const std::map<std::string, double> expected = {
+      {"1", 1},   {"2", 1},    {"4", 2},    {"8", 2},    {"256", 2},
+      {"512", 3}, {"1024", 4}, {"4096", 4}, {"8192", 5}, {"+Inf", 6}};
+  for (const auto& [le, count] : expected) {
+    Labels bucket = m1;
+    bucket["le"] = le;
+    EXPECT_EQ(s.Get("encoder_input_tokens_bucket", bucket), count) << le;
+  }
+  size_t buckets = 0;
+  for (const Labels& labels : s.LabelSets("encoder_input_tokens_bucket")) {
+    if (labels.at("model") == "m1") ++buckets;
+  }
+  EXPECT_EQ(buckets, 15u);  // 2^0 .. 2^13 and +Inf
+}
+
+TEST_F(PrometheusMetricsTest, ExportsBuildInfo) {
+  metrics_->BuildInfo("1.2.3", "abc1234", "1.13.0", "gcc 12.2.0");
+  const Scrape s = Fetch(metrics_->port());
+  EXPECT_EQ(s.Get("encoder_build_info", {{"version", "1.2.3"},
+                                         {"commit", "abc1234"},
+                                         {"libtorch", "1.13.0"},
+                                         {"compiler", "gcc 12.2.0"}}),
+            1);
+  EXPECT_EQ(s.LabelSets("encoder_build_info").size(), 1u);
+}
+
 TEST_F(PrometheusMetricsTest, TracksInFlightRequestsPerRpc) {
   metrics_->InFlight("Embed", 1);
   metrics_->InFlight("Embed", 1);

@@ -1,0 +1,105 @@
+#include "server/logging/access_log.h"
+
+#include <random>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/logging/log.h"
+
+namespace encoder::logging {
+namespace {
+
+bool IsLowerHex(std::string_view s) {
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+bool AllZero(std::string_view s) {
+  return s.find_first_not_of('0') == std::string_view::npos;
+}
+
+// A caller-supplied string cut for the log (the full one may be large).
+std::string Clip(const std::string& s, size_t max_bytes = 256) {
+  if (s.size() <= max_bytes) return s;
+  return absl::StrCat(s.substr(0, max_bytes), "...");
+}
+
+}  // namespace
+
+spdlog::level::level_enum AccessLogLevel(std::string_view status) {
+  if (status == "OK") return spdlog::level::info;
+  if (status == "INTERNAL" || status == "UNKNOWN" || status == "DATA_LOSS" ||
+      status == "UNIMPLEMENTED") {
+    return spdlog::level::err;
+  }
+  return spdlog::level::warn;
+}
+
+void LogAccess(const AccessRecord& r) {
+  std::vector<Field> fields = {
+      {"protocol", r.protocol}, {"method", r.method}, {"model", Clip(r.model)},
+      {"inputs", r.inputs},     {"tokens", r.tokens}, {"status", r.status},
+  };
+  if (r.http_status != 0) {
+    fields.push_back({"http_status", static_cast<int64_t>(r.http_status)});
+  }
+  if (!r.error.empty()) fields.push_back({"error", Clip(r.error, 1024)});
+  fields.push_back({"queue_ms", r.queue_ms});
+  fields.push_back({"inference_ms", r.inference_ms});
+  fields.push_back({"total_ms", r.total_ms});
+  fields.push_back({"request_id", r.request_id});
+  fields.push_back({"peer", r.peer});
+  if (!r.traceparent.empty()) fields.push_back({"traceparent", r.traceparent});
+  const spdlog::level::level_enum level = AccessLogLevel(r.status);
+  // Failures repeat with different ids and times: limited by what failed.
+  const std::string key = level == spdlog::level::info
+                              ? std::string()
+                              : absl::StrCat("access ", r.method, " ", r.status,
+                                             ": ", Clip(r.error, 200));
+  LogFields(level, "access", fields, key);
+}
+
+std::string NewRequestId() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id(32, '0');
+  for (int half = 0; half < 2; ++half) {
+    uint64_t bits = rng();
+    for (int i = 0; i < 16; ++i) {
+      id[half * 16 + i] = kHex[bits & 0xF];
+      bits >>= 4;
+    }
+  }
+  return id;
+}
+
+bool IsUsableRequestId(std::string_view id) {
+  if (id.empty() || id.size() > kMaxRequestIdBytes) return false;
+  for (char c : id) {
+    if (c < 0x20 || c > 0x7e) return false;
+  }
+  return true;
+}
+
+bool IsValidTraceparent(std::string_view v) {
+  // version "-" trace-id "-" parent-id "-" flags: 2 + 1 + 32 + 1 + 16 + 1 + 2.
+  constexpr size_t kLength = 55;
+  if (v.size() < kLength) return false;
+  if (v[2] != '-' || v[35] != '-' || v[52] != '-') return false;
+  const std::string_view version = v.substr(0, 2);
+  const std::string_view trace_id = v.substr(3, 32);
+  const std::string_view parent_id = v.substr(36, 16);
+  const std::string_view flags = v.substr(53, 2);
+  if (!IsLowerHex(version) || !IsLowerHex(trace_id) || !IsLowerHex(parent_id) ||
+      !IsLowerHex(flags)) {
+    return false;
+  }
+  if (version == "ff" || AllZero(trace_id) || AllZero(parent_id)) return false;
+  if (v.size() == kLength) return true;
+  // Version 00 has exactly these fields; later versions may add more.
+  return version != "00" && v[kLength] == '-';
+}
+
+}  // namespace encoder::logging
