@@ -15,7 +15,10 @@ build_pkgs=(build-essential cmake ninja-build pkg-config git
   libicu-dev libpcre2-dev libcpp-httplib-dev libssl-dev)
 test_pkgs=(libgtest-dev libgmock-dev python3-torch python3-numpy python3-grpcio python3-h2
   python3-protobuf clang-format prometheus nginx docker-compose python3-yaml
-  chromium nodejs openssl clang-14 libclang-rt-14-dev python3-sentencepiece)
+  chromium nodejs openssl clang-14 libclang-rt-14-dev python3-sentencepiece
+  curl)
+# curl drives the HTTP front's tests (tests/http), next to the official
+# OpenAI Node client (tests/http/package.json, installed by npm ci).
 # python3-sentencepiece trains the SentencePiece models whose character maps
 # the tokenizer reference tests read (tests/tokenizer/make_spm_fixtures.py).
 # The tokenizer reference tests run the Hugging Face tokenizers library under

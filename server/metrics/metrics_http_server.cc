@@ -86,13 +86,17 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
       return absl::InvalidArgumentError(
           "metrics TLS needs both a certificate and a key");
     }
-    for (const std::string* f :
-         {&options.tls_cert_file, &options.tls_key_file}) {
+    for (const std::string* f : {&options.tls_cert_file, &options.tls_key_file,
+                                 &options.tls_client_ca_file}) {
+      if (f->empty()) continue;
       auto text = ReadFile(*f, "metrics TLS file");
       if (!text.ok()) return text.status();
     }
     auto ssl = std::make_unique<httplib::SSLServer>(
-        options.tls_cert_file.c_str(), options.tls_key_file.c_str());
+        options.tls_cert_file.c_str(), options.tls_key_file.c_str(),
+        options.tls_client_ca_file.empty()
+            ? nullptr
+            : options.tls_client_ca_file.c_str());
     if (!ssl->is_valid()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "metrics TLS: cannot use certificate ", options.tls_cert_file,
@@ -126,7 +130,11 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   s->server_->set_keep_alive_timeout(kKeepAliveSeconds);
   s->server_->set_read_timeout(kIoTimeoutSeconds);
   s->server_->set_write_timeout(kIoTimeoutSeconds);
-  s->server_->set_payload_max_length(16 * 1024);
+  if (options.max_body_bytes < 1) {
+    return absl::InvalidArgumentError("HTTP max body bytes must be >= 1");
+  }
+  s->server_->set_payload_max_length(
+      static_cast<size_t>(options.max_body_bytes));
   MetricsHttpServer* self = s.get();
   auto handle = [self](const httplib::Request& request,
                        httplib::Response& response) {
@@ -152,10 +160,12 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   s->server_->Patch("/metrics", not_allowed);
   s->server_->set_error_handler(
       [](const httplib::Request& request, httplib::Response& response) {
-        if (response.status == 404 && request.path != "/metrics") {
+        if (response.status == 404 && request.path != "/metrics" &&
+            response.body.empty()) {
           response.set_content("metrics are at /metrics\n", "text/plain");
         }
       });
+  if (options.routes) options.routes(*s->server_);
   if (port == 0) {
     port = s->server_->bind_to_any_port(host);
   } else if (!s->server_->bind_to_port(host, port)) {
