@@ -37,7 +37,7 @@ TINY = {"vocab_size": 300, "d_model": 32, "num_heads": 4, "num_layers": 1,
 REPOSITORY = {"default_model": "unit", "models": [
     {"name": "unit", "seed": 3, "config": {**TINY, "normalize": True}},
     {"name": "raw", "seed": 5, "config": {**TINY, "normalize": False}}]}
-TEXTS = ["hello world", "a second, longer input text"]
+TEXTS = ["hello world", "another, longer"]
 
 
 def project_version():
