@@ -1,6 +1,8 @@
 #include "server/metrics/metrics_http_server.h"
 
 #include <httplib.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <chrono>
@@ -123,10 +125,15 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   };
   // SO_REUSEADDR only: cpp-httplib's default adds SO_REUSEPORT, which
   // would let a second process bind the same port and take scrapes.
+  // TCP_NODELAY (inherited by accepted sockets): cpp-httplib writes a
+  // response's headers and body apart, and Nagle's algorithm would hold
+  // the body until the client's delayed ACK (tens of ms per request).
   s->server_->set_socket_options([](int fd) {
     const int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   });
+  s->server_->set_tcp_nodelay(true);
   s->server_->set_keep_alive_timeout(kKeepAliveSeconds);
   s->server_->set_read_timeout(kIoTimeoutSeconds);
   s->server_->set_write_timeout(kIoTimeoutSeconds);
