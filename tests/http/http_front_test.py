@@ -32,6 +32,9 @@ TOKEN = "http-front-token-5c1e"
 MAX_INPUTS = 4
 MAX_BODY = 4096
 MAX_TOKENS = 24
+# The response estimate is 256 bytes + 128 + 4 x 32 per input: two inputs
+# fit (768), three (1024) do not.
+MAX_SEND = 1000
 TINY = {"vocab_size": 300, "d_model": 32, "num_heads": 4, "num_layers": 1,
         "d_ff": 64, "max_input_tokens": MAX_TOKENS}
 REPOSITORY = {"default_model": "unit", "models": [
@@ -66,7 +69,8 @@ def start_server(directory, extra=()):
         f"--models={repo}", "--no-warm-up", f"--auth-token-file={tokens}",
         "--http-listen=127.0.0.1:0",
         f"--max-inputs-per-request={MAX_INPUTS}",
-        f"--http-max-body-bytes={MAX_BODY}", *extra])
+        f"--http-max-body-bytes={MAX_BODY}",
+        f"--max-send-message-bytes={MAX_SEND}", *extra])
     server.wait_ready(120)
     with open(server.ready_file) as f:
         ready = json.load(f)
@@ -297,6 +301,37 @@ class HttpFrontTest(Fixture):
         self.assertEqual(code, 413)
         self.assert_error_shape(json.loads(text), 413, None,
                                 "--http-max-body-bytes")
+
+    def test_concurrent_requests_share_the_batcher_with_grpc(self):
+        """Parallel HTTP and gRPC calls: every answer is its input's own."""
+        from concurrent.futures import ThreadPoolExecutor
+        inputs = [[7 + i, 20 + i, 30 + 2 * i] for i in range(12)]
+        expected = [self.grpc_embed("raw", [ids])[0][0] for ids in inputs]
+
+        def over_http(i):
+            reply, _ = self.embeddings({"model": "raw", "input": [inputs[i]]})
+            return np.array(reply["data"][0]["embedding"], dtype=np.float32)
+
+        def over_grpc(i):
+            return self.grpc_embed("raw", [inputs[i]])[0][0]
+
+        with ThreadPoolExecutor(max_workers=24) as pool:
+            http = [pool.submit(over_http, i) for i in range(12)]
+            rpc = [pool.submit(over_grpc, i) for i in range(12)]
+            for i in range(12):
+                np.testing.assert_allclose(http[i].result(), expected[i],
+                                           rtol=0, atol=1e-5)
+                np.testing.assert_allclose(rpc[i].result(), expected[i],
+                                           rtol=0, atol=1e-5)
+
+    def test_response_over_the_send_limit_is_413(self):
+        reply, _ = self.assert_error({"input": ["a", "b", "c"]}, 413, None,
+                                     "--max-send-message-bytes")
+        self.assertEqual(reply["error"]["code"], "resource_exhausted")
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.grpc_embed("", ["a", "b", "c"])
+        self.assertEqual(caught.exception.code(),
+                         grpc.StatusCode.RESOURCE_EXHAUSTED)
 
     def test_authentication(self):
         for token, words in ((None, "missing"), ("wrong", "not accepted")):
