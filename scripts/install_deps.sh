@@ -16,9 +16,12 @@ build_pkgs=(build-essential cmake ninja-build pkg-config git
 test_pkgs=(libgtest-dev libgmock-dev python3-torch python3-numpy python3-grpcio python3-h2
   python3-protobuf clang-format prometheus nginx docker-compose python3-yaml
   python3-matplotlib python3-pip python3-setuptools python3-venv
-  chromium nodejs openssl clang-14 libclang-rt-14-dev python3-sentencepiece)
+  chromium nodejs openssl clang-14 libclang-rt-14-dev python3-sentencepiece
+  curl)
 # python3-pip, -setuptools and -venv install the encoderclient package offline
 # into a test virtual environment; python3-matplotlib runs its example plot.
+# curl drives the HTTP front's tests (tests/http), next to the official
+# OpenAI Node client (tests/http/package.json, installed by npm ci).
 # python3-sentencepiece trains the SentencePiece models whose character maps
 # the tokenizer reference tests read (tests/tokenizer/make_spm_fixtures.py).
 # The tokenizer reference tests run the Hugging Face tokenizers library under

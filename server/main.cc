@@ -32,6 +32,7 @@
 #include "server/runner/model_host.h"
 #include "server/runner/thread_policy.h"
 #include "server/security_flags.h"
+#include "server/service/http_front.h"
 #include "server/service/server.h"
 
 namespace {
@@ -39,7 +40,7 @@ namespace {
 // Every flag, with its default; filled by ParseFlags and read only here.
 struct Flags {
   std::string listen = "127.0.0.1:50051";
-  std::string metrics_listen;
+  std::string http_listen;
   std::string models;
   std::vector<std::string> model_dirs;
   std::string model_dir_pooling;
@@ -110,9 +111,11 @@ void DefineFlags(CLI::App& app, Flags& f) {
   app.add_option("--listen", f.listen,
                  "gRPC listen address HOST:PORT (port 0 picks a free port)")
       ->capture_default_str();
-  app.add_option("--metrics-listen", f.metrics_listen,
-                 "Prometheus /metrics address HOST:PORT (\":PORT\" binds "
-                 "--metrics-address); empty disables metrics");
+  app.add_option("--http-listen,--metrics-listen", f.http_listen,
+                 "HTTP port HOST:PORT (\":PORT\" binds --http-address): "
+                 "OpenAI-compatible /v1/embeddings, /v1/models, /health, "
+                 "/ready, /info and Prometheus /metrics; empty: no HTTP port "
+                 "and no metrics");
   app.add_option("--models,--repository", f.models,
                  "model repository JSON file; with no --model-dir either, "
                  "the built-in models (none, sinusoidal, learned, rope, "
@@ -223,8 +226,9 @@ void DefineFlags(CLI::App& app, Flags& f) {
                "run one forward per model before serving")
       ->capture_default_str();
   app.add_option("--ready-file", f.ready_file,
-                 "once serving, write {\"grpc_port\": P, \"metrics_port\": "
-                 "M, \"health_port\": H} here (atomically)");
+                 "once serving, write {\"grpc_port\": P, \"http_port\": "
+                 "W, \"metrics_port\": W, \"health_port\": H} here "
+                 "(atomically)");
   app.add_option("--log-level", f.log_level,
                  "trace | debug | info | warn | error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
@@ -302,13 +306,13 @@ absl::StatusOr<at::Device> ParseDevice(const std::string& name) {
       absl::StrCat("--device must be auto, cpu, cuda or cuda:N, got ", name));
 }
 
-bool WriteReadyFile(const std::string& path, int grpc_port, int metrics_port,
+bool WriteReadyFile(const std::string& path, int grpc_port, int http_port,
                     int health_port) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << "{\"grpc_port\": " << grpc_port
-        << ", \"metrics_port\": " << metrics_port
+    out << "{\"grpc_port\": " << grpc_port << ", \"http_port\": " << http_port
+        << ", \"metrics_port\": " << http_port
         << ", \"health_port\": " << health_port << "}\n";
     if (!out) return false;
   }
@@ -387,15 +391,11 @@ int main(int argc, char** argv) {
   encoder::metrics::NoopMetrics noop;
   std::unique_ptr<encoder::metrics::PrometheusMetrics> prometheus;
   encoder::metrics::Metrics* metrics = &noop;
-  if (!flags.metrics_listen.empty()) {
-    auto started = encoder::metrics::PrometheusMetrics::Start(
-        encoder::MetricsHttpOptions(security, flags.metrics_listen));
-    if (!started.ok()) return Fail(started.status());
-    prometheus = std::move(started).value();
+  if (!flags.http_listen.empty()) {
+    prometheus = encoder::metrics::PrometheusMetrics::Create();
     metrics = prometheus.get();
     metrics->BuildInfo(build.version, build.commit, build.libtorch,
                        build.compiler);
-    spdlog::info("metrics on port {}", prometheus->port());
   }
 
   encoder::service::ServerOptions server_options;
@@ -440,6 +440,21 @@ int main(int argc, char** argv) {
   if (!server.ok()) return Fail(server.status());
   spdlog::info("gRPC on port {} (health NOT_SERVING while loading)",
                (*server)->port());
+  std::unique_ptr<encoder::service::HttpFront> http;
+  if (!flags.http_listen.empty()) {
+    encoder::service::HttpFrontOptions http_options;
+    http_options.http =
+        encoder::MetricsHttpOptions(security, flags.http_listen);
+    http_options.render_metrics = [p = prometheus.get()] {
+      return p->Render();
+    };
+    auto started =
+        encoder::service::HttpFront::Start(http_options, server->get());
+    if (!started.ok()) return Fail(started.status());
+    http = *std::move(started);
+    spdlog::info("HTTP (OpenAI embeddings, probes, metrics) on port {}",
+                 http->port());
+  }
 
   auto repository = BuildRepository(flags);
   if (!repository.ok()) return Fail(repository.status());
@@ -511,9 +526,9 @@ int main(int argc, char** argv) {
                absl::ToDoubleSeconds(absl::Now() - load_start),
                (*host)->default_model());
   const std::string ready = flags.ready_file;
-  if (!ready.empty() && !WriteReadyFile(ready, (*server)->port(),
-                                        prometheus ? prometheus->port() : 0,
-                                        (*server)->health_port())) {
+  if (!ready.empty() &&
+      !WriteReadyFile(ready, (*server)->port(), http ? http->port() : 0,
+                      (*server)->health_port())) {
     return Fail(absl::InternalError(absl::StrCat("cannot write ", ready)));
   }
 
@@ -535,6 +550,7 @@ int main(int argc, char** argv) {
                        absl::Seconds(flags.drain_unready_seconds));
   spdlog::info(drained ? "drained; exiting"
                        : "grace period over with work left; exiting");
+  http.reset();
   server->reset();
   host->reset();
   return 0;

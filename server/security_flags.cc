@@ -33,20 +33,27 @@ void DefineSecurityFlags(CLI::App& app, SecurityFlags& f) {
                  "HOST:PORT of an extra plaintext port serving only "
                  "grpc.health.v1, for probes that cannot speak TLS (the "
                  "kubelet's); empty: none");
-  app.add_option("--metrics-address", f.metrics_address,
-                 "host the metrics endpoint binds when --metrics-listen "
-                 "gives none (\":9090\")")
+  app.add_option("--http-address,--metrics-address", f.metrics_address,
+                 "host the HTTP port binds when --http-listen gives none "
+                 "(\":8080\")")
       ->capture_default_str();
-  app.add_option("--metrics-tls-cert", f.metrics_tls_cert,
-                 "PEM certificate: /metrics over HTTPS only");
-  app.add_option("--metrics-tls-key", f.metrics_tls_key,
-                 "PEM private key of --metrics-tls-cert");
+  app.add_option("--http-tls-cert,--metrics-tls-cert", f.metrics_tls_cert,
+                 "PEM certificate of the HTTP port (HTTPS only); default: "
+                 "--tls-cert's");
+  app.add_option("--http-tls-key,--metrics-tls-key", f.metrics_tls_key,
+                 "PEM private key of --http-tls-cert; default: --tls-key's");
   app.add_option("--metrics-basic-auth-file", f.metrics_basic_auth_file,
                  "file of user:password lines; /metrics needs HTTP basic "
                  "auth");
-  app.add_option("--metrics-max-connections", f.metrics_max_connections,
-                 "metrics connections served at once (one thread each); "
-                 "idle ones are dropped after 2 s")
+  app.add_option("--http-max-connections,--metrics-max-connections",
+                 f.metrics_max_connections,
+                 "HTTP connections served at once (one thread each); idle "
+                 "ones are dropped after 2 s")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_option("--http-max-body-bytes", f.http_max_body_bytes,
+                 "largest HTTP request body; larger ones get 413")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 31))
       ->capture_default_str();
 }
 
@@ -76,9 +83,20 @@ metrics::HttpOptions MetricsHttpOptions(const SecurityFlags& flags,
   options.listen = listen;
   options.default_host = flags.metrics_address;
   options.max_connections = flags.metrics_max_connections;
-  options.tls_cert_file = flags.metrics_tls_cert;
-  options.tls_key_file = flags.metrics_tls_key;
+  if (!flags.metrics_tls_cert.empty() || !flags.metrics_tls_key.empty()) {
+    options.tls_cert_file = flags.metrics_tls_cert;
+    options.tls_key_file = flags.metrics_tls_key;
+  } else {
+    options.tls_cert_file = flags.tls.cert_file;
+    options.tls_key_file = flags.tls.key_file;
+    const std::string& mode = flags.tls.client_auth;
+    if (!flags.tls.client_ca_file.empty() &&
+        (mode.empty() || mode == "require")) {
+      options.tls_client_ca_file = flags.tls.client_ca_file;
+    }
+  }
   options.basic_auth_file = flags.metrics_basic_auth_file;
+  options.max_body_bytes = flags.http_max_body_bytes;
   return options;
 }
 

@@ -1,6 +1,6 @@
 // encoder-server's transport and identity flags: TLS and mutual TLS on the
-// gRPC port, bearer tokens, reflection, and the metrics endpoint's bind
-// address, TLS and basic auth.
+// gRPC port, bearer tokens, reflection, and the HTTP port's bind address,
+// TLS, body limit, connections and /metrics basic auth.
 #ifndef ENCODER_SERVER_SECURITY_FLAGS_H_
 #define ENCODER_SERVER_SECURITY_FLAGS_H_
 
@@ -23,11 +23,13 @@ struct SecurityFlags {
   bool auth_health = false;
   bool reflection = true;
   std::string health_listen;
+  // The HTTP port (--http-listen; the --metrics-* names are aliases).
   std::string metrics_address = "127.0.0.1";
   std::string metrics_tls_cert;
   std::string metrics_tls_key;
   std::string metrics_basic_auth_file;
   int metrics_max_connections = 64;
+  int64_t http_max_body_bytes = 16 << 20;
 };
 
 void DefineSecurityFlags(CLI::App& app, SecurityFlags& flags);
@@ -39,7 +41,9 @@ absl::Status ApplySecurityFlags(
     const SecurityFlags& flags, service::ServerOptions* options,
     std::unique_ptr<auth::TokenAuthenticator>* tokens);
 
-// The metrics endpoint's options for --metrics-listen=`listen`.
+// The HTTP port's options for --http-listen=`listen`: its own TLS files
+// when given, else the gRPC port's (--tls-cert, --tls-key, and
+// --tls-client-ca when client certificates are required).
 metrics::HttpOptions MetricsHttpOptions(const SecurityFlags& flags,
                                         const std::string& listen);
 

@@ -1,6 +1,8 @@
 #include "server/metrics/metrics_http_server.h"
 
 #include <httplib.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <chrono>
@@ -86,13 +88,17 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
       return absl::InvalidArgumentError(
           "metrics TLS needs both a certificate and a key");
     }
-    for (const std::string* f :
-         {&options.tls_cert_file, &options.tls_key_file}) {
+    for (const std::string* f : {&options.tls_cert_file, &options.tls_key_file,
+                                 &options.tls_client_ca_file}) {
+      if (f->empty()) continue;
       auto text = ReadFile(*f, "metrics TLS file");
       if (!text.ok()) return text.status();
     }
     auto ssl = std::make_unique<httplib::SSLServer>(
-        options.tls_cert_file.c_str(), options.tls_key_file.c_str());
+        options.tls_cert_file.c_str(), options.tls_key_file.c_str(),
+        options.tls_client_ca_file.empty()
+            ? nullptr
+            : options.tls_client_ca_file.c_str());
     if (!ssl->is_valid()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "metrics TLS: cannot use certificate ", options.tls_cert_file,
@@ -119,14 +125,23 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   };
   // SO_REUSEADDR only: cpp-httplib's default adds SO_REUSEPORT, which
   // would let a second process bind the same port and take scrapes.
+  // TCP_NODELAY (inherited by accepted sockets): cpp-httplib writes a
+  // response's headers and body apart, and Nagle's algorithm would hold
+  // the body until the client's delayed ACK (tens of ms per request).
   s->server_->set_socket_options([](int fd) {
     const int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   });
+  s->server_->set_tcp_nodelay(true);
   s->server_->set_keep_alive_timeout(kKeepAliveSeconds);
   s->server_->set_read_timeout(kIoTimeoutSeconds);
   s->server_->set_write_timeout(kIoTimeoutSeconds);
-  s->server_->set_payload_max_length(16 * 1024);
+  if (options.max_body_bytes < 1) {
+    return absl::InvalidArgumentError("HTTP max body bytes must be >= 1");
+  }
+  s->server_->set_payload_max_length(
+      static_cast<size_t>(options.max_body_bytes));
   MetricsHttpServer* self = s.get();
   auto handle = [self](const httplib::Request& request,
                        httplib::Response& response) {
@@ -152,10 +167,12 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   s->server_->Patch("/metrics", not_allowed);
   s->server_->set_error_handler(
       [](const httplib::Request& request, httplib::Response& response) {
-        if (response.status == 404 && request.path != "/metrics") {
+        if (response.status == 404 && request.path != "/metrics" &&
+            response.body.empty()) {
           response.set_content("metrics are at /metrics\n", "text/plain");
         }
       });
+  if (options.routes) options.routes(*s->server_);
   if (port == 0) {
     port = s->server_->bind_to_any_port(host);
   } else if (!s->server_->bind_to_port(host, port)) {

@@ -1,6 +1,7 @@
-// The HTTP endpoint Prometheus scrapes: GET /metrics answered with the
-// text exposition format, served by cpp-httplib (Debian's
-// libcpp-httplib), optionally over TLS and behind HTTP basic auth.
+// The server's HTTP port, served by cpp-httplib (Debian's libcpp-httplib),
+// optionally over TLS: GET /metrics answered with the Prometheus text
+// exposition format (behind HTTP basic auth when configured), plus the
+// routes a caller adds (HttpOptions::routes; the HTTP front adds its API).
 //
 // Each connection is served on a thread of a pool of `max_connections`
 // threads started with the default stack size (prometheus::Exposer's
@@ -12,6 +13,7 @@
 #ifndef ENCODER_SERVER_METRICS_METRICS_HTTP_SERVER_H_
 #define ENCODER_SERVER_METRICS_METRICS_HTTP_SERVER_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -35,8 +37,16 @@ struct HttpOptions {
   // PEM files; both set: HTTPS only.
   std::string tls_cert_file;
   std::string tls_key_file;
-  // "user:password" lines; set: every request needs basic auth.
+  // PEM CA certificates; set (with TLS): clients must present a
+  // certificate they sign.
+  std::string tls_client_ca_file;
+  // "user:password" lines; set: /metrics needs basic auth.
   std::string basic_auth_file;
+  // Largest request body accepted; larger ones get 413.
+  int64_t max_body_bytes = 16 * 1024;
+  // Called once before the port is bound, to add routes (and replace the
+  // error handler); they run on the server's threads.
+  std::function<void(httplib::Server&)> routes;
 };
 
 class MetricsHttpServer {

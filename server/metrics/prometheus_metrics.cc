@@ -177,6 +177,10 @@ absl::StatusOr<std::unique_ptr<PrometheusMetrics>> PrometheusMetrics::Start(
   return metrics;
 }
 
+std::unique_ptr<PrometheusMetrics> PrometheusMetrics::Create() {
+  return std::unique_ptr<PrometheusMetrics>(new PrometheusMetrics());
+}
+
 PrometheusMetrics::PrometheusMetrics()
     : registry_(std::make_shared<prometheus::Registry>()),
       process_collector_(std::make_unique<ProcessCollector>(this)) {

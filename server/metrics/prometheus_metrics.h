@@ -25,6 +25,10 @@
 //   encoder_gpu_memory_bytes{device,kind}                    gauge, at scrape,
 //       only for CUDA devices of registered models and only once a
 //       GpuMemoryReader is set; kind: allocated | reserved.
+// `rpc` names the front and the call: the gRPC method ("Embed",
+// "EmbedStream", "ListModels", ...) or, for the HTTP front, "http:" and the
+// route ("http:/v1/embeddings"), so that both fronts' traffic and errors
+// are counted apart in the same series.
 // Every per-model series (histograms at zero, the dropped counter for each
 // known reason) exists from RegisterModel on, so rates and ratios have data
 // before the first request.
@@ -82,13 +86,19 @@ class PrometheusMetrics : public Metrics {
   // The same with TLS, basic auth and connection limits (HttpOptions).
   static absl::StatusOr<std::unique_ptr<PrometheusMetrics>> Start(
       const HttpOptions& options);
+  // Without an endpoint of its own: the caller serves Render() (the HTTP
+  // front serves it at /metrics).
+  static std::unique_ptr<PrometheusMetrics> Create();
   ~PrometheusMetrics() override;
 
   PrometheusMetrics(const PrometheusMetrics&) = delete;
   PrometheusMetrics& operator=(const PrometheusMetrics&) = delete;
 
-  // The bound TCP port.
-  int port() const { return http_->port(); }
+  // The bound TCP port (0 when made by Create).
+  int port() const { return http_ ? http_->port() : 0; }
+
+  // The exposition text of every series. Thread-safe.
+  std::string Render() const;
 
   // Installs the source of encoder_gpu_memory_bytes (the caller owns the
   // CUDA runtime; this library does not link one). Replaces any earlier
@@ -143,9 +153,6 @@ class PrometheusMetrics : public Metrics {
   };
 
   PrometheusMetrics();
-
-  // The exposition text of every series, for the HTTP endpoint.
-  std::string Render() const;
 
   // Calls f(ModelSeries&) for the model's series, creating them on first
   // use; f runs under mu_ (shared or exclusive).

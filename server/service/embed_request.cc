@@ -1,6 +1,7 @@
 #include "server/service/embed_request.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <string>
 
@@ -97,7 +98,7 @@ absl::Status CheckCost(const batching::SequenceSpec& spec,
   const int64_t budget = model.batch_options.max_batch_cost_bytes;
   if (budget <= 0 || need <= budget) return absl::OkStatus();
   constexpr double kMiB = 1 << 20;
-  return absl::ResourceExhaustedError(absl::StrFormat(
+  return MarkTooLarge(absl::ResourceExhaustedError(absl::StrFormat(
       "%s (%d tokens) needs about %.1f MiB to run on model \"%s\", over the "
       "batch memory budget of %.1f MiB (--batch-memory-budget-bytes, "
       "derived from --memory-limit-bytes); send a shorter input, or ask for "
@@ -105,7 +106,7 @@ absl::Status CheckCost(const batching::SequenceSpec& spec,
       what, n, need / kMiB, model.spec.name, budget / kMiB,
       spec.want_attention_stats
           ? " (attention statistics keep every layer's maps)"
-          : ""));
+          : "")));
 }
 
 std::string UnknownModelMessage(const std::string& requested,
@@ -154,6 +155,16 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
         absl::StrCat("pooling ", request.pooling(),
                      " is not a Pooling value (POOLING_UNSPECIFIED, "
                      "POOLING_MEAN, POOLING_FIRST)"));
+  }
+  if (request.has_dimensions()) {
+    const int64_t width = p.model->encoder->output_dim();
+    if (request.dimensions() < 1 || request.dimensions() > width) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("dimensions is ", request.dimensions(), "; model \"",
+                       name, "\" has embeddings of ", width,
+                       " values, so dimensions must be 1 to ", width));
+    }
+    p.dimensions = request.dimensions();
   }
   batching::SequenceSpec base;
   auto pooling = ToPoolingMode(request.pooling(), config.pooling);
@@ -240,7 +251,7 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
   }
   const int64_t bytes = EstimateResponseBytes(p);
   if (bytes > limits.max_send_message_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
+    return MarkTooLarge(absl::ResourceExhaustedError(absl::StrCat(
         "the response would be about ", bytes,
         " bytes, over the send limit "
         "of ",
@@ -248,7 +259,7 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
         " bytes (--max-send-message-bytes); ask for fewer attention layers or "
         "heads, set average_heads, use return_attention_stats instead of "
         "maps, drop token embeddings, or send fewer or shorter inputs per "
-        "request"));
+        "request")));
   }
   return p;
 }
@@ -273,6 +284,18 @@ int64_t EstimateResponseBytes(const PreparedEmbed& p) {
   return bytes;
 }
 
+void CutPooled(int64_t dimensions, bool normalize, std::vector<float>* pooled) {
+  if (dimensions > 0 && dimensions < static_cast<int64_t>(pooled->size())) {
+    pooled->resize(static_cast<size_t>(dimensions));
+  }
+  if (!normalize) return;
+  double squares = 0;
+  for (float v : *pooled) squares += static_cast<double>(v) * v;
+  if (squares <= 0) return;
+  const double scale = 1.0 / std::sqrt(squares);
+  for (float& v : *pooled) v = static_cast<float>(v * scale);
+}
+
 void FillEmbedResponse(const v1::EmbedRequest& request,
                        const PreparedEmbed& prepared,
                        const std::vector<batching::SequenceResult>& results,
@@ -283,7 +306,13 @@ void FillEmbedResponse(const v1::EmbedRequest& request,
   for (size_t i = 0; i < results.size(); ++i) {
     const batching::SequenceResult& r = results[i];
     v1::EmbedResult* out = response->add_results();
-    PackFloat32(r.pooled, {r.pooled_dim}, out->mutable_pooled());
+    if (prepared.dimensions > 0 && prepared.dimensions < r.pooled_dim) {
+      std::vector<float> cut = r.pooled;
+      CutPooled(prepared.dimensions, prepared.sequences[i].normalize, &cut);
+      PackFloat32(cut, {prepared.dimensions}, out->mutable_pooled());
+    } else {
+      PackFloat32(r.pooled, {r.pooled_dim}, out->mutable_pooled());
+    }
     if (!r.tokens.empty()) {
       PackFloat32(r.tokens, {r.num_tokens, r.dim},
                   out->mutable_token_embeddings());

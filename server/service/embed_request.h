@@ -28,14 +28,17 @@ struct PreparedEmbed {
   std::vector<batching::SequenceSpec> sequences;
   std::vector<bool> truncated;
   int64_t total_tokens = 0;
+  // Pooled values kept per input (EmbedRequest.dimensions); 0: all.
+  int64_t dimensions = 0;
 };
 
 // NOT_FOUND for an unknown model; INVALID_ARGUMENT for no inputs, an empty
 // input, ids outside the vocabulary, bad layer or head indices, an unknown
 // pooling value, or an input over the model's length limit without
-// truncate; RESOURCE_EXHAUSTED when the response would exceed the send
-// limit or an input would not fit the batch memory budget. Messages name the
-// input index and the limit. Every sequence comes back priced.
+// truncate, or dimensions outside 1 .. the pooled width; RESOURCE_EXHAUSTED
+// (marked too large, see status_util.h) when the response would exceed the
+// send limit or an input would not fit the batch memory budget. Messages name
+// the input index and the limit. Every sequence comes back priced.
 absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
                                            const runner::ModelHost& host,
                                            const ServiceLimits& limits);
@@ -54,6 +57,10 @@ std::string UnknownModelMessage(const std::string& requested,
 
 // Upper estimate of the serialized response size in bytes.
 int64_t EstimateResponseBytes(const PreparedEmbed& prepared);
+
+// Keeps the first `dimensions` values of `pooled` and, when `normalize`,
+// scales them to unit L2 norm (left as they are when all zero).
+void CutPooled(int64_t dimensions, bool normalize, std::vector<float>* pooled);
 
 // Fills `response` from results in input order.
 void FillEmbedResponse(const v1::EmbedRequest& request,

@@ -18,8 +18,9 @@ using logging::IsValidTraceparent;
 using logging::LogAccess;
 using logging::NewRequestId;
 
-const grpc::Status kDraining(grpc::StatusCode::UNAVAILABLE,
-                             "server is shutting down; retry elsewhere");
+constexpr char kDrainingMessage[] = "server is shutting down; retry elsewhere";
+constexpr char kLoadingMessage[] = "models are still loading; retry shortly";
+const grpc::Status kDraining(grpc::StatusCode::UNAVAILABLE, kDrainingMessage);
 
 // The call's deadline as absl::Time (InfiniteFuture when none was set).
 absl::Time CallDeadline(const grpc::CallbackServerContext* context) {
@@ -143,8 +144,7 @@ runner::ModelHost* EncoderServiceImpl::Admit(grpc::Status* refusal) const {
   }
   runner::ModelHost* host = host_.load();
   if (host == nullptr) {
-    *refusal = grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                            "models are still loading; retry shortly");
+    *refusal = grpc::Status(grpc::StatusCode::UNAVAILABLE, kLoadingMessage);
   }
   return host;
 }
@@ -176,6 +176,22 @@ void EncoderServiceImpl::SubmitEmbed(
     const char* rpc, grpc::CallbackServerContext* context,
     const v1::EmbedRequest* request, v1::EmbedResponse* response,
     std::function<void(const grpc::Status&)> done, AccessRecord* access) {
+  EmbedCall call;
+  call.peer = context->peer();
+  call.deadline = CallDeadline(context);
+  call.is_cancelled = [context] { return context->IsCancelled(); };
+  SubmitEmbed(
+      rpc, std::move(call), request, response,
+      [done = std::move(done)](const absl::Status& status) {
+        done(ToGrpcStatus(status));
+      },
+      access);
+}
+
+void EncoderServiceImpl::SubmitEmbed(
+    const char* rpc, EmbedCall call, const v1::EmbedRequest* request,
+    v1::EmbedResponse* response, std::function<void(const absl::Status&)> done,
+    AccessRecord* access) {
   const absl::Time start = absl::Now();
   metrics_->InFlight(rpc, +1);
   if (access != nullptr) {
@@ -183,32 +199,33 @@ void EncoderServiceImpl::SubmitEmbed(
     access->inputs = request->inputs_size();
   }
   auto finish = [this, rpc, start, done, access](const std::string& model,
-                                                 const grpc::Status& status) {
-    metrics_->RequestDone(rpc, model, GrpcCodeName(status.error_code()),
-                          absl::ToDoubleSeconds(absl::Now() - start));
+                                                 const absl::Status& status) {
+    metrics_->RequestDone(
+        rpc, model, GrpcCodeName(static_cast<grpc::StatusCode>(status.code())),
+        absl::ToDoubleSeconds(absl::Now() - start));
     metrics_->InFlight(rpc, -1);
     if (access != nullptr && !model.empty()) access->model = model;
     done(status);
   };
-  grpc::Status refusal;
-  runner::ModelHost* host = Admit(&refusal);
-  if (host == nullptr) {
+  const absl::Status draining = absl::UnavailableError(kDrainingMessage);
+  runner::ModelHost* host = host_.load();
+  if (draining_.load() || host == nullptr) {
     // Count refusals while draining under the model they named.
-    const runner::ModelHost* loaded = host_.load();
     const runner::HostedModel* m =
-        loaded == nullptr ? nullptr : loaded->Find(request->model());
-    return finish(m == nullptr ? "" : m->spec.name, refusal);
+        host == nullptr ? nullptr : host->Find(request->model());
+    return finish(
+        m == nullptr ? "" : m->spec.name,
+        draining_.load() ? draining : absl::UnavailableError(kLoadingMessage));
   }
   auto prepared = PrepareEmbed(*request, *host, limits_);
   if (!prepared.ok()) {
     const runner::HostedModel* m = host->Find(request->model());
-    return finish(m ? m->spec.name : "", ToGrpcStatus(prepared.status()));
+    return finish(m ? m->spec.name : "", prepared.status());
   }
   // The response is counted as owed to this connection from now on.
-  auto reserved =
-      unread_.Reserve(context->peer(), EstimateResponseBytes(*prepared));
+  auto reserved = unread_.Reserve(call.peer, EstimateResponseBytes(*prepared));
   if (!reserved.ok()) {
-    return finish(prepared->model->spec.name, ToGrpcStatus(reserved.status()));
+    return finish(prepared->model->spec.name, reserved.status());
   }
   auto reservation =
       std::make_shared<UnreadResponses::Hold>(*std::move(reserved));
@@ -221,8 +238,8 @@ void EncoderServiceImpl::SubmitEmbed(
   if (access != nullptr) access->tokens = shared->total_tokens;
   auto work = std::make_shared<batching::Request>();
   work->sequences = shared->sequences;
-  work->deadline = CallDeadline(context);
-  work->is_cancelled = [context] { return context->IsCancelled(); };
+  work->deadline = call.deadline;
+  work->is_cancelled = std::move(call.is_cancelled);
   work->done = [this, shared, request, response, start, model, finish,
                 reservation,
                 access](absl::Status status,
@@ -243,14 +260,14 @@ void EncoderServiceImpl::SubmitEmbed(
     }
     // The caller counts the serialized response instead.
     reservation->Reset();
-    finish(model, ToGrpcStatus(status));
+    finish(model, status);
   };
   absl::Status submitted = shared->model->batcher->Submit(work);
   if (!submitted.ok()) {
     if (submitted.code() == absl::StatusCode::kUnavailable) {
-      return finish(model, kDraining);
+      return finish(model, draining);
     }
-    finish(model, ToGrpcStatus(submitted));
+    finish(model, submitted);
   }
 }
 

@@ -65,6 +65,14 @@ using EncoderServiceBase = v1::EncoderService::WithRawCallbackMethod_Embed<
                     v1::EncoderService::WithCallbackMethod_ListModels<
                         v1::EncoderService::Service>>>>>>;
 
+// What SubmitEmbed needs to know of a call, whichever front it came from.
+struct EmbedCall {
+  // Key of the unread-response accounting (the client's connection).
+  std::string peer;
+  absl::Time deadline = absl::InfiniteFuture();
+  std::function<bool()> is_cancelled;  // null: never cancelled
+};
+
 class EncoderServiceImpl final : public EncoderServiceBase {
  public:
   // `metrics` must outlive the service. Until SetHost, every call fails
@@ -83,6 +91,10 @@ class EncoderServiceImpl final : public EncoderServiceBase {
   // From now on new calls fail with UNAVAILABLE; accepted ones go on.
   void StartDraining() { draining_.store(true); }
   bool draining() const { return draining_.load(); }
+  // The models, once SetHost has run; else null.
+  runner::ModelHost* host() const { return host_.load(); }
+  const ServiceLimits& limits() const { return limits_; }
+  const DiagnoseLimits& diagnose_limits() const { return diagnose_limits_; }
 
   grpc::ServerUnaryReactor* Embed(grpc::CallbackServerContext* context,
                                   const grpc::ByteBuffer* request,
@@ -112,6 +124,13 @@ class EncoderServiceImpl final : public EncoderServiceBase {
   void SubmitEmbed(const char* rpc, grpc::CallbackServerContext* context,
                    const v1::EmbedRequest* request, v1::EmbedResponse* response,
                    std::function<void(const grpc::Status&)> done,
+                   AccessRecord* access = nullptr);
+  // The same for any front (the HTTP front calls it): the same admission,
+  // validation, limits and batcher; `done` gets the internal status (map it
+  // with status_util.h).
+  void SubmitEmbed(const char* rpc, EmbedCall call,
+                   const v1::EmbedRequest* request, v1::EmbedResponse* response,
+                   std::function<void(const absl::Status&)> done,
                    AccessRecord* access = nullptr);
 
   // An access record for a call of `rpc`: method, peer, the x-request-id

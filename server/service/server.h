@@ -51,6 +51,10 @@ class EncoderServer {
   ~EncoderServer();
 
   int port() const { return port_; }
+  // The service behind the port, for other fronts (the HTTP front).
+  EncoderServiceImpl* service() const { return service_.get(); }
+  // The bearer-token check the port applies.
+  const EdgeAuth& edge_auth() const { return edge_auth_; }
   // The health-only port (0 without ServerOptions::health_listen).
   int health_port() const { return health_port_; }
 

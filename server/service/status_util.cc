@@ -1,5 +1,6 @@
 #include "server/service/status_util.h"
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 
 namespace encoder::service {
@@ -31,6 +32,71 @@ std::string QuoteInput(const std::string& value, size_t max_bytes) {
   if (value.size() <= max_bytes) return absl::StrCat("\"", value, "\"");
   return absl::StrCat("\"", Utf8Prefix(value, max_bytes), "...\" (",
                       value.size(), " bytes)");
+}
+
+namespace {
+constexpr char kTooLargeUrl[] = "type.googleapis.com/encoder.TooLarge";
+}  // namespace
+
+absl::Status MarkTooLarge(absl::Status status) {
+  status.SetPayload(kTooLargeUrl, absl::Cord("1"));
+  return status;
+}
+
+bool IsTooLarge(const absl::Status& status) {
+  return status.GetPayload(kTooLargeUrl).has_value();
+}
+
+int HttpStatusFor(absl::StatusCode code, bool too_large) {
+  switch (code) {
+    case absl::StatusCode::kOk:
+      return 200;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kFailedPrecondition:
+      return 400;
+    case absl::StatusCode::kUnauthenticated:
+      return 401;
+    case absl::StatusCode::kPermissionDenied:
+      return 403;
+    case absl::StatusCode::kNotFound:
+      return 404;
+    case absl::StatusCode::kResourceExhausted:
+      return too_large ? 413 : 429;
+    case absl::StatusCode::kCancelled:
+      return 499;
+    case absl::StatusCode::kDeadlineExceeded:
+      return 504;
+    case absl::StatusCode::kUnavailable:
+      return 503;
+    case absl::StatusCode::kUnimplemented:
+      return 501;
+    default:
+      return 500;
+  }
+}
+
+int HttpStatusFor(const absl::Status& status) {
+  return HttpStatusFor(status.code(), IsTooLarge(status));
+}
+
+const char* OpenAiErrorType(int http_status) {
+  switch (http_status) {
+    case 400:
+    case 404:
+    case 413:
+      return "invalid_request_error";
+    case 401:
+      return "authentication_error";
+    case 403:
+      return "permission_error";
+    case 429:
+      return "rate_limit_error";
+    case 503:
+      return "service_unavailable";
+    default:
+      return "server_error";
+  }
 }
 
 std::string GrpcCodeName(grpc::StatusCode code) {

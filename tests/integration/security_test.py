@@ -322,6 +322,39 @@ class SecurityTest(unittest.TestCase):
             for token in TOKENS:
                 self.assertNotIn(token, log)
 
+    def test_http_front_https_and_bearer_tokens(self):
+        """The HTTP front takes the gRPC port's tokens; on the mtls server it
+        inherits --tls-cert and requires a client certificate."""
+        import json
+        body = json.dumps({"input": [[1, 2, 3]]}).encode()
+
+        def post(server, token=None, client=None):
+            context = ssl.create_default_context(cafile=self.path("ca.pem"))
+            if client:
+                context.load_cert_chain(self.path(f"{client}.pem"),
+                                        self.path(f"{client}.key"))
+            request = urllib.request.Request(
+                f"https://127.0.0.1:{self.metrics_port(server)}"
+                "/v1/embeddings", data=body,
+                headers={"Content-Type": "application/json"})
+            if token:
+                request.add_header("Authorization", f"Bearer {token}")
+            with urllib.request.urlopen(request, context=context,
+                                        timeout=30) as response:
+                return json.loads(response.read())
+
+        reply = post(self.tls, TOKENS[0])
+        self.assertEqual(len(reply["data"][0]["embedding"]), 32)
+        for token in (None, "nope"):
+            with self.assertRaises(urllib.error.HTTPError) as caught:
+                post(self.tls, token)
+            self.assertEqual(caught.exception.code, 401)
+        reply = post(self.mtls, TOKENS[1], client="client")
+        self.assertEqual(reply["object"], "list")
+        with self.assertRaises((ssl.SSLError, urllib.error.URLError,
+                                ConnectionError)):
+            post(self.mtls, TOKENS[1])
+
     # --- clients ---
 
     def test_cpp_client_flags(self):

@@ -1,0 +1,68 @@
+// The HTTP front: an OpenAI-compatible embeddings API, probes and server
+// information next to Prometheus' /metrics, on one cpp-httplib port
+// (metrics::MetricsHttpServer, optionally TLS).
+//
+//   POST /v1/embeddings   OpenAI's embeddings request and response
+//   GET  /v1/models       OpenAI's model list; /v1/models/{model} one model
+//   GET  /health          liveness: 200 while the process serves
+//   GET  /ready           200 once the models are loaded, 503 while loading
+//                         or draining; /ready/{model} the same for one
+//                         model (404 for an unknown one)
+//   GET  /info            version, build, models and the limits in force
+//   GET  /metrics         Prometheus text (the same registry as gRPC's)
+//
+// Embeddings go through EncoderServiceImpl::SubmitEmbed: the same
+// admission, validation, limits, batcher and metrics as gRPC Embed
+// (counted under rpc="http:/v1/embeddings"). Each connection is served on
+// one thread of the server's pool, which waits for the batcher's result.
+// Bearer tokens are the gRPC port's (`Authorization: Bearer <token>`);
+// /health and /ready are open unless --auth-health, /metrics follows the
+// metrics basic-auth option. Errors are OpenAI's error JSON with the HTTP
+// status of status_util.h's HttpStatusFor.
+#ifndef ENCODER_SERVER_SERVICE_HTTP_FRONT_H_
+#define ENCODER_SERVER_SERVICE_HTTP_FRONT_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/metrics/metrics_http_server.h"
+#include "server/service/server.h"
+
+namespace encoder::service {
+
+struct HttpFrontOptions {
+  // Address, TLS, threads, body limit and /metrics' basic auth. `routes`
+  // is set by the front.
+  metrics::HttpOptions http;
+  // The body of /metrics; null: an empty page.
+  std::function<std::string()> render_metrics;
+};
+
+class HttpFront {
+ public:
+  // Binds and serves. `server` must outlive the front; its models may come
+  // later (EncoderServer::SetModels): until then /ready is 503.
+  static absl::StatusOr<std::unique_ptr<HttpFront>> Start(
+      HttpFrontOptions options, EncoderServer* server);
+  // Stops accepting, finishes the requests in progress and joins.
+  ~HttpFront();
+
+  HttpFront(const HttpFront&) = delete;
+  HttpFront& operator=(const HttpFront&) = delete;
+
+  int port() const { return http_->port(); }
+
+ private:
+  class Handlers;
+  HttpFront() = default;
+
+  std::unique_ptr<Handlers> handlers_;
+  // Declared last: stops serving before the handlers go.
+  std::unique_ptr<metrics::MetricsHttpServer> http_;
+};
+
+}  // namespace encoder::service
+
+#endif  // ENCODER_SERVER_SERVICE_HTTP_FRONT_H_

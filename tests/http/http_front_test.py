@@ -1,0 +1,501 @@
+#!/usr/bin/python3
+"""The HTTP front against a real encoder-server on loopback: requests made
+with curl, the official OpenAI Node client (npm `openai`, run by node), and
+every vector compared with gRPC Embed's for the same input (python grpcio)
+and with numpy's arithmetic for normalization and Matryoshka truncation.
+
+Usage: http_front_test.py --server BIN --python-client PY --node NODE
+       --openai-dir DIR [unittest arguments, e.g. HttpFrontTest]
+"""
+import argparse
+import base64
+import importlib.util
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import grpc
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+from server_process import ServerProcess  # noqa: E402
+
+ARGS = None
+TOKEN = "http-front-token-5c1e"
+MAX_INPUTS = 4
+MAX_BODY = 4096
+MAX_TOKENS = 24
+# The response estimate is 256 bytes + 128 + 4 x 32 per input: two inputs
+# fit (768), three (1024) do not.
+MAX_SEND = 1000
+TINY = {"vocab_size": 300, "d_model": 32, "num_heads": 4, "num_layers": 1,
+        "d_ff": 64, "max_input_tokens": MAX_TOKENS}
+REPOSITORY = {"default_model": "unit", "models": [
+    {"name": "unit", "seed": 3, "config": {**TINY, "normalize": True}},
+    {"name": "raw", "seed": 5, "config": {**TINY, "normalize": False}}]}
+TEXTS = ["hello world", "another, longer"]
+
+
+def project_version():
+    """The version CMakeLists.txt declares, read here independently."""
+    with open(os.path.join(HERE, "..", "..", "CMakeLists.txt")) as f:
+        return re.search(r"project\(\w+ .*VERSION ([0-9.]+)\)",
+                         f.read()).group(1)
+
+
+def load_client():
+    spec = importlib.util.spec_from_file_location("encoder_client",
+                                                  ARGS.python_client)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def start_server(directory, extra=()):
+    repo = os.path.join(directory, "repo.json")
+    with open(repo, "w") as f:
+        json.dump(REPOSITORY, f)
+    tokens = os.path.join(directory, "tokens")
+    with open(tokens, "w") as f:
+        f.write(TOKEN + "\n")
+    server = ServerProcess(ARGS.server, directory=directory, extra_args=[
+        f"--models={repo}", "--no-warm-up", f"--auth-token-file={tokens}",
+        "--http-listen=127.0.0.1:0",
+        f"--max-inputs-per-request={MAX_INPUTS}",
+        f"--http-max-body-bytes={MAX_BODY}",
+        f"--max-send-message-bytes={MAX_SEND}", *extra])
+    server.wait_ready(120)
+    with open(server.ready_file) as f:
+        ready = json.load(f)
+    server.http_port = ready["http_port"]
+    return server, ready
+
+
+class Http:
+    """curl against one port; returns (status, headers dict, body text)."""
+
+    def __init__(self, port):
+        self.base = f"http://127.0.0.1:{port}"
+
+    def __call__(self, method, path, body=None, token=TOKEN, raw=None,
+                 headers=()):
+        with tempfile.NamedTemporaryFile("w+b") as head, \
+                tempfile.NamedTemporaryFile("w+b") as payload:
+            cmd = ["curl", "-sS", "-X", method, "-D", head.name,
+                   "-o", "-", "-w", "\n%{http_code}",
+                   "--max-time", "60", self.base + path]
+            if token is not None:
+                cmd += ["-H", f"Authorization: Bearer {token}"]
+            for h in headers:
+                cmd += ["-H", h]
+            data = raw if raw is not None else (
+                None if body is None else json.dumps(body).encode())
+            if data is not None:
+                payload.write(data)
+                payload.flush()
+                cmd += ["-H", "Content-Type: application/json",
+                        "--data-binary", f"@{payload.name}"]
+            out = subprocess.run(cmd, capture_output=True, timeout=90,
+                                 check=True).stdout.decode()
+            text, _, code = out.rpartition("\n")
+            head.seek(0)
+            header_lines = head.read().decode().split("\r\n")[1:]
+            parsed = {}
+            for line in header_lines:
+                if ":" in line:
+                    k, v = line.split(":", 1)
+                    parsed[k.strip().lower()] = v.strip()
+            return int(code), parsed, text
+
+
+class Fixture(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="encoder-http-")
+        cls.client = load_client()
+        cls.pb2, cls.pb2_grpc = cls.client.load_stubs(cls.tmp.name)
+        cls.server, cls.ready = start_server(cls.tmp.name)
+        cls.http = Http(cls.server.http_port)
+        cls.channel = grpc.insecure_channel(f"127.0.0.1:{cls.server.port}")
+        cls.stub = cls.pb2_grpc.EncoderServiceStub(cls.channel)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        cls.server.stop()
+        cls.tmp.cleanup()
+
+    def grpc_embed(self, model, inputs, **fields):
+        """gRPC Embed's pooled vectors (numpy float32) and token counts."""
+        request = self.pb2.EmbedRequest(model=model, **fields)
+        for item in inputs:
+            if isinstance(item, str):
+                request.inputs.add(text=item)
+            else:
+                request.inputs.add().token_ids.ids.extend(item)
+        response = self.stub.Embed(
+            request, timeout=60,
+            metadata=(("authorization", f"Bearer {TOKEN}"),))
+        vectors = [np.array(self.client.decode_tensor(self.pb2, r.pooled),
+                            dtype=np.float32) for r in response.results]
+        return vectors, [r.num_tokens for r in response.results]
+
+    def embeddings(self, body, status=200, **kw):
+        code, headers, text = self.http("POST", "/v1/embeddings", body, **kw)
+        self.assertEqual(code, status, text)
+        return json.loads(text), headers
+
+    def assert_error(self, body, status, param=None, contains="", **kw):
+        reply, headers = self.embeddings(body, status, **kw)
+        self.assert_error_shape(reply, status, param, contains)
+        return reply, headers
+
+    def assert_error_shape(self, reply, status, param=None, contains=""):
+        self.assertEqual(set(reply), {"error"})
+        error = reply["error"]
+        self.assertEqual(set(error), {"message", "type", "param", "code"})
+        expected_type = {400: "invalid_request_error",
+                         401: "authentication_error",
+                         404: "invalid_request_error",
+                         413: "invalid_request_error",
+                         503: "service_unavailable"}[status]
+        self.assertEqual(error["type"], expected_type)
+        if param is not None:
+            self.assertEqual(error["param"], param)
+        self.assertIn(contains, error["message"])
+
+
+class HttpFrontTest(Fixture):
+    def test_text_inputs_equal_grpc_and_unit_norm(self):
+        reply, _ = self.embeddings({"model": "unit", "input": TEXTS,
+                                    "user": "someone"})
+        self.assertEqual(set(reply), {"object", "data", "model", "usage"})
+        self.assertEqual(reply["object"], "list")
+        self.assertEqual(reply["model"], "unit")
+        expected, tokens = self.grpc_embed("unit", TEXTS)
+        self.assertEqual(len(reply["data"]), len(TEXTS))
+        for i, item in enumerate(reply["data"]):
+            self.assertEqual(set(item), {"object", "index", "embedding"})
+            self.assertEqual(item["object"], "embedding")
+            self.assertEqual(item["index"], i)
+            got = np.array(item["embedding"], dtype=np.float32)
+            self.assertEqual(got.shape, (32,))
+            np.testing.assert_allclose(got, expected[i], rtol=0, atol=1e-6)
+            self.assertAlmostEqual(float(np.linalg.norm(
+                got.astype(np.float64))), 1.0, places=5)
+        self.assertEqual(reply["usage"], {"prompt_tokens": sum(tokens),
+                                          "total_tokens": sum(tokens)})
+
+    def test_single_string_and_default_model(self):
+        reply, _ = self.embeddings({"input": TEXTS[0]})
+        self.assertEqual(reply["model"], "unit")
+        expected, _ = self.grpc_embed("", [TEXTS[0]])
+        np.testing.assert_allclose(reply["data"][0]["embedding"], expected[0],
+                                   rtol=0, atol=1e-6)
+        reply, _ = self.embeddings({"input": TEXTS[0], "model": ""})
+        self.assertEqual(reply["model"], "unit")
+
+    def test_token_id_inputs_equal_grpc(self):
+        ids = [[5, 17, 200, 3], [9, 9, 9]]
+        reply, _ = self.embeddings({"model": "raw", "input": ids[0]})
+        expected, _ = self.grpc_embed("raw", [ids[0]])
+        self.assertEqual(reply["usage"]["prompt_tokens"], 4)
+        np.testing.assert_allclose(reply["data"][0]["embedding"], expected[0],
+                                   rtol=0, atol=1e-6)
+        reply, _ = self.embeddings({"model": "raw", "input": ids})
+        expected, _ = self.grpc_embed("raw", ids)
+        self.assertEqual(reply["usage"]["total_tokens"], 7)
+        for i in range(2):
+            np.testing.assert_allclose(reply["data"][i]["embedding"],
+                                       expected[i], rtol=0, atol=1e-6)
+
+    def test_base64_is_little_endian_float32(self):
+        body = {"model": "raw", "input": TEXTS}
+        floats, _ = self.embeddings(body)
+        packed, _ = self.embeddings({**body, "encoding_format": "base64"})
+        for f, p in zip(floats["data"], packed["data"]):
+            decoded = np.frombuffer(base64.b64decode(p["embedding"]),
+                                    dtype="<f4")
+            self.assertEqual(decoded.shape, (32,))
+            # Same values exactly: the float text reads back as the float32.
+            np.testing.assert_array_equal(
+                decoded, np.array(f["embedding"], dtype=np.float32))
+
+    def test_dimensions_cut_then_renormalize(self):
+        raw, _ = self.grpc_embed("raw", TEXTS)
+        for model in ("unit", "raw"):
+            reply, _ = self.embeddings({"model": model, "input": TEXTS,
+                                        "dimensions": 8})
+            full, _ = self.grpc_embed(model, TEXTS, normalize=False)
+            for i, item in enumerate(reply["data"]):
+                got = np.array(item["embedding"], dtype=np.float64)
+                cut = full[i][:8].astype(np.float64)
+                np.testing.assert_allclose(got, cut / np.linalg.norm(cut),
+                                           rtol=0, atol=1e-6)
+        # gRPC's dimensions: renormalized only when normalization is on.
+        cut, _ = self.grpc_embed("raw", TEXTS, dimensions=8)
+        for i in range(2):
+            np.testing.assert_allclose(cut[i], raw[i][:8], rtol=0, atol=1e-7)
+        cut, _ = self.grpc_embed("unit", TEXTS, dimensions=8)
+        full, _ = self.grpc_embed("unit", TEXTS, normalize=False)
+        for i in range(2):
+            c = full[i][:8].astype(np.float64)
+            np.testing.assert_allclose(cut[i], c / np.linalg.norm(c),
+                                       rtol=0, atol=1e-6)
+        # The full width is allowed; beyond it or below 1 is refused.
+        reply, _ = self.embeddings({"model": "unit", "input": "x",
+                                    "dimensions": 32})
+        self.assertEqual(len(reply["data"][0]["embedding"]), 32)
+        for bad in (0, -3, 33):
+            self.assert_error({"model": "unit", "input": "x",
+                               "dimensions": bad}, 400, "dimensions",
+                              "dimensions must be 1 to 32")
+        self.assert_error({"input": "x", "dimensions": 2 ** 40}, 400,
+                          "dimensions")
+        self.assert_error({"input": "x", "dimensions": "8"}, 400,
+                          "dimensions")
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.grpc_embed("unit", TEXTS, dimensions=33)
+        self.assertEqual(caught.exception.code(),
+                         grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("dimensions must be 1 to 32",
+                      caught.exception.details())
+
+    def test_request_errors(self):
+        code, _, text = self.http("POST", "/v1/embeddings", raw=b"{not json")
+        self.assertEqual(code, 400)
+        self.assert_error_shape(json.loads(text), 400, None, "not valid JSON")
+        self.assert_error([1, 2], 400, None, "JSON object")
+        reply, _ = self.assert_error({"model": "nope", "input": "x"}, 404,
+                                     "model", "available: unit, raw")
+        self.assertEqual(reply["error"]["code"], "model_not_found")
+        self.assert_error({"model": 7, "input": "x"}, 400, "model")
+        self.assert_error({"model": "unit"}, 400, "input", "missing")
+        self.assert_error({"input": ""}, 400, None, "empty text")
+        self.assert_error({"input": []}, 400, "input", "empty list")
+        self.assert_error({"input": [[]]}, 400, "input", "no token ids")
+        self.assert_error({"input": ["a", 3]}, 400, "input")
+        self.assert_error({"input": [1.5]}, 400, "input", "token id")
+        self.assert_error({"input": {"a": 1}}, 400, "input")
+        self.assert_error({"input": [[1, 2], [999999]]}, 400, None,
+                          "outside the vocabulary")
+        self.assert_error({"input": ["x"] * (MAX_INPUTS + 1)}, 400, "input",
+                          f"at most {MAX_INPUTS}")
+        self.assert_error({"input": "x", "encoding_format": "hex"}, 400,
+                          "encoding_format")
+        too_long = list(range(1, MAX_TOKENS + 6))
+        self.assert_error({"input": too_long}, 400, None,
+                          f"accepts at most {MAX_TOKENS}")
+        reply, _ = self.embeddings({"input": too_long, "truncate": True})
+        self.assertEqual(reply["usage"]["prompt_tokens"], MAX_TOKENS)
+        # Over --http-max-body-bytes: 413 before any parsing.
+        code, _, text = self.http(
+            "POST", "/v1/embeddings", {"input": "y" * (MAX_BODY + 10)})
+        self.assertEqual(code, 413)
+        self.assert_error_shape(json.loads(text), 413, None,
+                                "--http-max-body-bytes")
+
+    def test_concurrent_requests_share_the_batcher_with_grpc(self):
+        """Parallel HTTP and gRPC calls: every answer is its input's own."""
+        from concurrent.futures import ThreadPoolExecutor
+        inputs = [[7 + i, 20 + i, 30 + 2 * i] for i in range(12)]
+        expected = [self.grpc_embed("raw", [ids])[0][0] for ids in inputs]
+
+        def over_http(i):
+            reply, _ = self.embeddings({"model": "raw", "input": [inputs[i]]})
+            return np.array(reply["data"][0]["embedding"], dtype=np.float32)
+
+        def over_grpc(i):
+            return self.grpc_embed("raw", [inputs[i]])[0][0]
+
+        with ThreadPoolExecutor(max_workers=24) as pool:
+            http = [pool.submit(over_http, i) for i in range(12)]
+            rpc = [pool.submit(over_grpc, i) for i in range(12)]
+            for i in range(12):
+                np.testing.assert_allclose(http[i].result(), expected[i],
+                                           rtol=0, atol=1e-5)
+                np.testing.assert_allclose(rpc[i].result(), expected[i],
+                                           rtol=0, atol=1e-5)
+
+    def test_response_over_the_send_limit_is_413(self):
+        reply, _ = self.assert_error({"input": ["a", "b", "c"]}, 413, None,
+                                     "--max-send-message-bytes")
+        self.assertEqual(reply["error"]["code"], "resource_exhausted")
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.grpc_embed("", ["a", "b", "c"])
+        self.assertEqual(caught.exception.code(),
+                         grpc.StatusCode.RESOURCE_EXHAUSTED)
+
+    def test_authentication(self):
+        for token, words in ((None, "missing"), ("wrong", "not accepted")):
+            reply, headers = self.assert_error(
+                {"input": "x"}, 401, None, words, token=token)
+            self.assertEqual(headers.get("www-authenticate"), "Bearer")
+            code, _, _ = self.http("GET", "/v1/models", token=token)
+            self.assertEqual(code, 401)
+            code, _, _ = self.http("GET", "/info", token=token)
+            self.assertEqual(code, 401)
+        # Probes and /metrics stay open (no --auth-health).
+        self.assertEqual(self.http("GET", "/health", token=None)[0], 200)
+        self.assertEqual(self.http("GET", "/ready", token=None)[0], 200)
+        self.assertEqual(self.http("GET", "/metrics", token=None)[0], 200)
+
+    def test_models_ready_health(self):
+        code, _, text = self.http("GET", "/v1/models")
+        self.assertEqual(code, 200)
+        listed = json.loads(text)
+        self.assertEqual(listed["object"], "list")
+        self.assertEqual([m["id"] for m in listed["data"]], ["unit", "raw"])
+        for m in listed["data"]:
+            self.assertEqual(m["object"], "model")
+            self.assertEqual(set(m), {"id", "object", "created", "owned_by"})
+        code, _, text = self.http("GET", "/v1/models/raw")
+        self.assertEqual((code, json.loads(text)["id"]), (200, "raw"))
+        code, _, text = self.http("GET", "/v1/models/nope")
+        self.assertEqual(code, 404)
+        self.assertEqual(json.loads(text)["error"]["code"], "model_not_found")
+        self.assertEqual(self.http("GET", "/health")[0], 200)
+        code, _, text = self.http("GET", "/ready")
+        self.assertEqual((code, json.loads(text)["status"]), (200, "ready"))
+        self.assertEqual(self.http("GET", "/ready/raw")[0], 200)
+        self.assertEqual(self.http("GET", "/ready/nope")[0], 404)
+        code, headers, text = self.http("GET", "/nowhere")
+        self.assertEqual(code, 404)
+        self.assertIn("/v1/embeddings", json.loads(text)["error"]["message"])
+        code, headers, _ = self.http("GET", "/v1/embeddings")
+        self.assertEqual((code, headers.get("allow")), (405, "POST"))
+
+    def test_info(self):
+        code, _, text = self.http("GET", "/info")
+        self.assertEqual(code, 200)
+        info = json.loads(text)
+        self.assertEqual(info["version"], project_version())
+        self.assertEqual(info["state"], "ready")
+        self.assertEqual(info["default_model"], "unit")
+        self.assertIn("grpc", info["build"])
+        self.assertEqual(info["limits"]["max_inputs_per_request"], MAX_INPUTS)
+        self.assertEqual(info["limits"]["http_max_body_bytes"], MAX_BODY)
+        self.assertGreater(info["limits"]["batch_memory_budget_bytes"], 0)
+        models = {m["name"]: m for m in info["models"]}
+        self.assertEqual(set(models), {"unit", "raw"})
+        for m in models.values():
+            self.assertEqual(m["dimensions"], TINY["d_model"])
+            self.assertEqual(m["max_input_tokens"], MAX_TOKENS)
+            self.assertEqual(m["scheme"], "sinusoidal")
+            self.assertTrue(m["accepts_text"])
+        self.assertTrue(models["unit"]["normalize"])
+        self.assertFalse(models["raw"]["normalize"])
+
+    def test_metrics_count_http_requests_apart(self):
+        self.embeddings({"model": "raw", "input": "count me"})
+        self.assert_error({"model": "nope", "input": "x"}, 404)
+        code, headers, text = self.http("GET", "/metrics", token=None)
+        self.assertEqual(code, 200)
+        self.assertTrue(headers["content-type"].startswith("text/plain"))
+        counts = {}
+        for line in text.splitlines():
+            m = re.match(r'encoder_requests_total\{(.*)\} (\S+)$', line)
+            if m:
+                labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+                counts[(labels["rpc"], labels["model"], labels["code"])] = \
+                    float(m.group(2))
+        self.assertGreaterEqual(
+            counts[("http:/v1/embeddings", "raw", "OK")], 1)
+        self.assertGreaterEqual(
+            counts[("http:/v1/embeddings", "", "NOT_FOUND")], 1)
+        # gRPC calls are counted under their own rpc.
+        self.grpc_embed("raw", ["x"])
+        text = self.http("GET", "/metrics", token=None)[2]
+        self.assertRegex(text, r'encoder_requests_total\{[^}]*rpc="Embed"')
+
+
+class DrainTest(unittest.TestCase):
+    def test_draining_answers_503(self):
+        with tempfile.TemporaryDirectory(prefix="encoder-http-drain-") as d:
+            server, _ = start_server(d, ["--drain-unready-seconds=4"])
+            http = Http(server.http_port)
+            try:
+                self.assertEqual(http("GET", "/ready")[0], 200)
+                server.process.send_signal(signal.SIGTERM)
+                deadline = time.monotonic() + 3
+                while time.monotonic() < deadline:
+                    if http("GET", "/ready")[0] == 503:
+                        break
+                    time.sleep(0.05)
+                code, _, text = http("GET", "/ready")
+                self.assertEqual((code, json.loads(text)["status"]),
+                                 (503, "draining"))
+                code, headers, text = http("POST", "/v1/embeddings",
+                                           {"input": "late"})
+                self.assertEqual(code, 503)
+                self.assertEqual(json.loads(text)["error"]["type"],
+                                 "service_unavailable")
+                self.assertEqual(headers.get("retry-after"), "1")
+                self.assertEqual(server.process.wait(timeout=60), 0)
+            finally:
+                server.stop()
+
+
+class OpenAiClientTest(Fixture):
+    """The official OpenAI Node client against the front."""
+
+    def run_client(self, request, token=TOKEN):
+        script = os.path.join(HERE, "openai_client.js")
+        env = dict(os.environ, NODE_PATH=os.path.join(ARGS.openai_dir,
+                                                      "node_modules"))
+        out = subprocess.run(
+            [ARGS.node, script, f"http://127.0.0.1:{self.server.http_port}/v1",
+             token, json.dumps(request)],
+            capture_output=True, text=True, timeout=120, env=env)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        return json.loads(out.stdout)
+
+    def test_embeddings_create(self):
+        # The client asks for base64 by default and decodes it itself.
+        reply = self.run_client({"model": "unit", "input": TEXTS})
+        self.assertEqual(reply["model"], "unit")
+        expected, tokens = self.grpc_embed("unit", TEXTS)
+        self.assertEqual(reply["usage"]["prompt_tokens"], sum(tokens))
+        for i, item in enumerate(reply["data"]):
+            self.assertEqual(item["index"], i)
+            np.testing.assert_allclose(item["embedding"], expected[i],
+                                       rtol=0, atol=1e-6)
+
+    def test_float_format_and_dimensions(self):
+        reply = self.run_client({"model": "raw", "input": [[4, 5, 6]],
+                                 "encoding_format": "float",
+                                 "dimensions": 5})
+        full, _ = self.grpc_embed("raw", [[4, 5, 6]])
+        cut = full[0][:5].astype(np.float64)
+        np.testing.assert_allclose(reply["data"][0]["embedding"],
+                                   cut / np.linalg.norm(cut), rtol=0,
+                                   atol=1e-6)
+
+    def test_errors_reach_the_client(self):
+        reply = self.run_client({"model": "nope", "input": "x"})
+        self.assertEqual(reply["error_status"], 404)
+        self.assertIn("available: unit, raw", reply["error_message"])
+        reply = self.run_client({"input": "x"}, token="wrong")
+        self.assertEqual(reply["error_status"], 401)
+
+
+def main():
+    global ARGS
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--server", required=True)
+    parser.add_argument("--python-client", required=True)
+    parser.add_argument("--node", default="node")
+    parser.add_argument("--openai-dir", default=HERE)
+    ARGS, rest = parser.parse_known_args()
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+
+
+if __name__ == "__main__":
+    main()
