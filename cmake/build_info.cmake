@@ -1,10 +1,14 @@
 # Writes OUTPUT, a header with the version, the git commit of SOURCE_DIR
 # ("unknown" without git or outside a checkout) and the build type. Run at
 # every build with cmake -P; the file is rewritten only when its text
-# changes, so an unchanged commit recompiles nothing.
+# changes, so an unchanged commit recompiles nothing. The environment
+# variable ENCODER_GIT_COMMIT, when set, is the commit (for builds without
+# .git, such as the Docker images: --build-arg GIT_COMMIT=...).
 set(commit unknown)
 find_package(Git QUIET)
-if(GIT_FOUND)
+if(NOT "$ENV{ENCODER_GIT_COMMIT}" STREQUAL "")
+  set(commit "$ENV{ENCODER_GIT_COMMIT}")
+elseif(GIT_FOUND)
   execute_process(COMMAND "${GIT_EXECUTABLE}" rev-parse --short HEAD
     WORKING_DIRECTORY "${SOURCE_DIR}"
     OUTPUT_VARIABLE out OUTPUT_STRIP_TRAILING_WHITESPACE

@@ -448,6 +448,9 @@ int main(int argc, char** argv) {
     http_options.render_metrics = [p = prometheus.get()] {
       return p->Render();
     };
+    http_options.git_commit = build.commit;
+    http_options.build_type = build.build_type;
+    http_options.libtorch_version = build.libtorch;
     auto started =
         encoder::service::HttpFront::Start(http_options, server->get());
     if (!started.ok()) return Fail(started.status());

@@ -506,7 +506,10 @@ class HttpFront::Handlers {
     json info = {
         {"version", ENCODER_PROJECT_VERSION},
         {"build",
-         {{"compiler", __VERSION__},
+         {{"commit", options_.git_commit},
+          {"build_type", options_.build_type},
+          {"libtorch", options_.libtorch_version},
+          {"compiler", __VERSION__},
           {"grpc", grpc::Version()},
           {"protobuf",
            google::protobuf::internal::VersionString(GOOGLE_PROTOBUF_VERSION)},

