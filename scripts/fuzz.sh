@@ -11,7 +11,7 @@ targets=("$@")
 [ "${#targets[@]}" -gt 0 ] || targets=(safetensors model_config repository hf_config tokenizer_json requests)
 build="${FUZZ_BUILD_DIR:-build-fuzz}"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_COMPILER=clang++-14 -DENCODER_FUZZ=ON -DENCODER_BUILD_TESTS=ON \
+  -DCMAKE_CXX_COMPILER=clang++-14 -DENCODER_FUZZ=ON -DENCODER_BUILD_TESTS=OFF \
   ${FUZZ_CMAKE_ARGS:-}
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]/%/_fuzz}"
 work="$(mktemp -d)"

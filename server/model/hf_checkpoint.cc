@@ -121,7 +121,8 @@ absl::Status CheckTensors(const hf::Import& import,
 }
 
 absl::Status Settle(const std::string& dir, const CheckpointOverrides& o,
-                    ModelConfig* config, std::vector<DenseLayer>* dense) {
+                    ModelConfig* config, std::vector<DenseLayer>* dense,
+                    LoadedCheckpoint* out) {
   auto st = ReadSentenceTransformers(dir, config->d_model);
   if (!st.ok()) return st.status();
   config->pooling = o.pooling.value_or(st->pooling);
@@ -131,6 +132,9 @@ absl::Status Settle(const std::string& dir, const CheckpointOverrides& o,
         std::min(config->max_input_tokens, st->max_seq_length);
   }
   *dense = std::move(st->dense);
+  out->prompts = std::move(st->prompts);
+  out->default_prompt_name = st->default_prompt_name;
+  out->include_prompt = st->include_prompt;
   return absl::OkStatus();
 }
 
@@ -163,7 +167,8 @@ absl::StatusOr<LoadedCheckpoint> Load(const std::string& dir,
   out.config = import->config;
   out.stored_bytes = (*source)->stored_bytes();
   std::vector<DenseLayer> dense;
-  if (absl::Status s = Settle(dir, overrides, &out.config, &dense); !s.ok()) {
+  if (absl::Status s = Settle(dir, overrides, &out.config, &dense, &out);
+      !s.ok()) {
     return s;
   }
   std::map<std::string, at::Tensor> state;

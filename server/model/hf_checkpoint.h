@@ -8,6 +8,7 @@
 
 #include <ATen/ATen.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,6 +30,10 @@ struct LoadedCheckpoint {
   ModelConfig config;  // with pooling, normalize, max_input_tokens settled
   std::unique_ptr<Encoder> encoder;
   int64_t stored_bytes = 0;  // floating-point weights as stored on disk
+  // sentence-transformers' prompts (config_sentence_transformers.json).
+  std::map<std::string, std::string> prompts;
+  std::string default_prompt_name;
+  bool include_prompt = true;  // the Pooling module's include_prompt
 };
 
 // The model_type values config.json may name.

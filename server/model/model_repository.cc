@@ -67,6 +67,42 @@ absl::Status ParseExtrapolationLimit(const json& m, ModelSpec* spec) {
   return absl::OkStatus();
 }
 
+// "prompts": {name: text} and "default_prompt_name" (one of them), when
+// present.
+absl::Status ParsePrompts(const json& m, ModelSpec* spec) {
+  if (m.contains("prompts")) {
+    if (!m["prompts"].is_object()) {
+      return ModelError(spec->name, "prompts must be an object of strings");
+    }
+    spec->prompts.clear();
+    for (const auto& [name, text] : m["prompts"].items()) {
+      if (!text.is_string() || name.empty()) {
+        return ModelError(spec->name,
+                          "prompts must map non-empty names to strings");
+      }
+      spec->prompts[name] = text.get<std::string>();
+    }
+    spec->prompts_set = true;
+  }
+  if (m.contains("default_prompt_name")) {
+    if (!m["default_prompt_name"].is_string()) {
+      return ModelError(spec->name, "default_prompt_name must be a string");
+    }
+    if (!spec->prompts_set) {
+      return ModelError(spec->name,
+                        "default_prompt_name needs \"prompts\" beside it");
+    }
+    spec->default_prompt_name = m["default_prompt_name"].get<std::string>();
+    if (!spec->default_prompt_name.empty() &&
+        spec->prompts.count(spec->default_prompt_name) == 0) {
+      return ModelError(spec->name, absl::StrCat("default_prompt_name \"",
+                                                 spec->default_prompt_name,
+                                                 "\" is not in prompts"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // "quantize": "int8" | "none", when present.
 absl::Status ParseQuantize(const json& m, ModelSpec* spec) {
   if (!m.contains("quantize")) return absl::OkStatus();
@@ -90,14 +126,17 @@ absl::StatusOr<ModelSpec> ParseCheckpointEntry(const json& m,
                                               "normalize",
                                               "batching",
                                               "quantize",
-                                              "max_extrapolation_tokens"};
+                                              "max_extrapolation_tokens",
+                                              "prompts",
+                                              "default_prompt_name"};
   for (const auto& item : m.items()) {
     if (kKeys.count(item.key()) == 0) {
       return ModelError(spec.name,
                         absl::StrCat("unknown key \"", item.key(),
                                      "\" for a checkpoint entry (name, path, "
                                      "pooling, normalize, batching, "
-                                     "quantize, max_extrapolation_tokens)"));
+                                     "quantize, max_extrapolation_tokens, "
+                                     "prompts, default_prompt_name)"));
     }
   }
   if (!m["path"].is_string() || m["path"].get<std::string>().empty()) {
@@ -126,6 +165,7 @@ absl::StatusOr<ModelSpec> ParseCheckpointEntry(const json& m,
   }
   if (absl::Status s = ParseExtrapolationLimit(m, &spec); !s.ok()) return s;
   if (absl::Status q = ParseQuantize(m, &spec); !q.ok()) return q;
+  if (absl::Status p = ParsePrompts(m, &spec); !p.ok()) return p;
   return spec;
 }
 
@@ -139,10 +179,17 @@ absl::StatusOr<ModelSpec> ParseModel(const json& m,
   if (m.contains("path")) return ParseCheckpointEntry(m, base_dir);
   ModelSpec spec;
   spec.name = m["name"].get<std::string>();
-  static const std::set<std::string> kKeys = {
-      "name",      "config",   "config_file",
-      "weights",   "seed",     "batching",
-      "tokenizer", "quantize", "max_extrapolation_tokens"};
+  static const std::set<std::string> kKeys = {"name",
+                                              "config",
+                                              "config_file",
+                                              "weights",
+                                              "seed",
+                                              "batching",
+                                              "tokenizer",
+                                              "quantize",
+                                              "max_extrapolation_tokens",
+                                              "prompts",
+                                              "default_prompt_name"};
   for (const auto& item : m.items()) {
     if (kKeys.count(item.key()) == 0) {
       return ModelError(spec.name,
@@ -200,6 +247,7 @@ absl::StatusOr<ModelSpec> ParseModel(const json& m,
   }
   if (absl::Status s = ParseExtrapolationLimit(m, &spec); !s.ok()) return s;
   if (absl::Status q = ParseQuantize(m, &spec); !q.ok()) return q;
+  if (absl::Status p = ParsePrompts(m, &spec); !p.ok()) return p;
   return spec;
 }
 
@@ -306,6 +354,11 @@ absl::StatusOr<std::unique_ptr<Encoder>> LoadModel(const ModelSpec& spec,
       *resolved = spec;
       resolved->config = loaded->config;
       resolved->family = loaded->family;
+      resolved->include_prompt = loaded->include_prompt;
+      if (!spec.prompts_set) {
+        resolved->prompts = loaded->prompts;
+        resolved->default_prompt_name = loaded->default_prompt_name;
+      }
     }
     return std::move(loaded->encoder);
   }

@@ -47,6 +47,18 @@ struct ModelSpec {
   int64_t max_extrapolation_tokens = 0;
   // "int8" or "none"; empty: the server's --quantize.
   std::string quantize;
+  // Text prompts by name, prepended to text inputs that ask for one
+  // (EmbedRequest.prompt_name) or to every text input when
+  // default_prompt_name is set. A checkpoint's come from its
+  // config_sentence_transformers.json; the repository entry's "prompts" and
+  // "default_prompt_name" replace them.
+  std::map<std::string, std::string> prompts;
+  std::string default_prompt_name;
+  // False: the checkpoint pools without its prompt tokens
+  // (sentence-transformers' include_prompt), which the server does not do,
+  // so prompts are refused for it rather than pooled differently.
+  bool include_prompt = true;
+  bool prompts_set = false;  // the repository entry gave "prompts"
 };
 
 struct Repository {

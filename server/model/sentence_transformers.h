@@ -22,9 +22,10 @@ struct SentenceTransformerFiles {
   Pooling pooling = Pooling::kMean;
   bool normalize = false;
   bool include_prompt = true;
-  int64_t max_seq_length = 0;     // 0: not set
-  std::vector<DenseLayer> dense;  // CPU, float32
-  std::map<std::string, std::string> prompts;
+  int64_t max_seq_length = 0;                  // 0: not set
+  std::vector<DenseLayer> dense;               // CPU, float32
+  std::map<std::string, std::string> prompts;  // name -> text prepended
+  std::string default_prompt_name;  // empty: none (a name in `prompts`)
 };
 
 // Reads the files of `dir` (all absent: present = false). `hidden` is the

@@ -181,6 +181,8 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
   base.want_attention_stats = request.return_attention_stats();
 
   const int64_t max_len = config.max_length();
+  auto prompt = ResolvePrompt(*p.model, request.prompt_name());
+  if (!prompt.ok()) return prompt.status();
   for (int i = 0; i < request.inputs_size(); ++i) {
     const v1::Input& input = request.inputs(i);
     batching::SequenceSpec spec = base;
@@ -199,8 +201,11 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
           return absl::InvalidArgumentError(
               absl::StrCat("inputs[", i, "] has empty text"));
         }
-        auto tokens = TokenizeText(*p.model, text, request.text_options(),
-                                   request.truncate(), max_len);
+        const std::string prompted =
+            *prompt == nullptr ? std::string() : **prompt + text;
+        auto tokens =
+            TokenizeText(*p.model, *prompt == nullptr ? text : prompted,
+                         request.text_options(), request.truncate(), max_len);
         if (!tokens.ok()) {
           return absl::InvalidArgumentError(
               absl::StrCat("inputs[", i, "]: ", tokens.status().message()));

@@ -168,6 +168,12 @@ absl::Status ParseEmbeddingsBody(const std::string& body,
     }
     request->set_truncate(it->get<bool>());
   }
+  if (auto it = j.find("prompt_name"); it != j.end() && !it->is_null()) {
+    if (!it->is_string()) {
+      return InvalidParam("prompt_name must be a string", param, "prompt_name");
+    }
+    request->set_prompt_name(it->get<std::string>());
+  }
   // "user" (an end-user id for the provider's abuse monitoring) is
   // accepted and not used.
   const auto input = j.find("input");
@@ -386,6 +392,8 @@ class HttpFront::Handlers {
       if (status.code() == absl::StatusCode::kNotFound) {
         param = "model";
         code = "model_not_found";
+      } else if (absl::StrContains(status.message(), "prompt")) {
+        param = "prompt_name";
       } else if (absl::StrContains(status.message(), "dimensions")) {
         param = "dimensions";
       } else if (absl::StrContains(status.message(), "inputs")) {
@@ -547,6 +555,8 @@ class HttpFront::Handlers {
             {"pooling", model::PoolingName(c.pooling)},
             {"normalize", c.normalize},
             {"accepts_text", m->tokenizer != nullptr},
+            {"prompts", m->spec.prompts},
+            {"default_prompt_name", m->spec.default_prompt_name},
             {"device", m->encoder->device().str()},
             {"precision", runner::PrecisionName(*m->encoder)},
             {"batching",

@@ -63,6 +63,10 @@ void FillModelInfo(const runner::HostedModel& model, bool is_default,
   const model::CpuFeatures& cpu = model::DetectCpuFeatures();
   info->set_cpu_model(cpu.model);
   for (const std::string& f : cpu.Names()) info->add_cpu_features(f);
+  for (const auto& [name, text] : model.spec.prompts) {
+    (*info->mutable_prompts())[name] = text;
+  }
+  info->set_default_prompt_name(model.spec.default_prompt_name);
   v1::BatchingInfo* b = info->mutable_batching();
   b->set_max_batch_sequences(model.batch_options.max_batch_sequences);
   b->set_max_batch_tokens(model.batch_options.max_batch_tokens);

@@ -1,5 +1,11 @@
 #include "server/service/text_input.h"
 
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
 namespace encoder::service {
 
 absl::StatusOr<TokenizedText> TokenizeText(const runner::HostedModel& model,
@@ -30,6 +36,33 @@ absl::StatusOr<TokenizedText> TokenizeText(const runner::HostedModel& model,
   out.encoding = *std::move(cut);
   out.truncated = true;
   return out;
+}
+
+absl::StatusOr<const std::string*> ResolvePrompt(
+    const runner::HostedModel& model, const std::string& prompt_name) {
+  const model::ModelSpec& spec = model.spec;
+  const std::string& name =
+      prompt_name.empty() ? spec.default_prompt_name : prompt_name;
+  if (name.empty()) return nullptr;
+  auto it = spec.prompts.find(name);
+  if (it == spec.prompts.end()) {
+    std::vector<std::string> names;
+    for (const auto& [n, text] : spec.prompts) names.push_back(n);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt_name \"", name, "\" is not a prompt of model \"", spec.name,
+        "\"",
+        names.empty()
+            ? " (it has none)"
+            : absl::StrCat("; its prompts: ", absl::StrJoin(names, ", "))));
+  }
+  if (!spec.include_prompt) {
+    return absl::UnimplementedError(absl::StrCat(
+        "model \"", spec.name,
+        "\" pools without its prompt tokens (include_prompt false in its "
+        "Pooling config), which this server does not do; send the text "
+        "without a prompt"));
+  }
+  return &it->second;
 }
 
 bool TruncateIds(const runner::HostedModel& model, v1::TruncationSide side,

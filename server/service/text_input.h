@@ -29,6 +29,14 @@ absl::StatusOr<TokenizedText> TokenizeText(const runner::HostedModel& model,
                                            const v1::TextOptions& options,
                                            bool truncate, int64_t max_length);
 
+// The prompt text to prepend to a request's text inputs: the model's
+// prompt named `prompt_name`, else its default prompt; null for none.
+// INVALID_ARGUMENT for a name the model lacks (listing its prompts);
+// UNIMPLEMENTED for a checkpoint that pools without its prompt tokens
+// (sentence-transformers' include_prompt false).
+absl::StatusOr<const std::string*> ResolvePrompt(
+    const runner::HostedModel& model, const std::string& prompt_name);
+
 // Cuts token ids longer than max_length (> 0) on `side`. The id at the kept
 // edge stays when the model's tokenizer calls it special: right truncation
 // of [CLS] a b c [SEP] to 3 gives [CLS] a [SEP], left gives [CLS] c [SEP].

@@ -39,7 +39,10 @@ TINY = {"vocab_size": 300, "d_model": 32, "num_heads": 4, "num_layers": 1,
         "d_ff": 64, "max_input_tokens": MAX_TOKENS}
 REPOSITORY = {"default_model": "unit", "models": [
     {"name": "unit", "seed": 3, "config": {**TINY, "normalize": True}},
-    {"name": "raw", "seed": 5, "config": {**TINY, "normalize": False}}]}
+    {"name": "raw", "seed": 5, "config": {**TINY, "normalize": False}},
+    # "unit"'s weights with a prompt.
+    {"name": "prompted", "seed": 3, "config": {**TINY, "normalize": True},
+     "prompts": {"query": "query: "}}]}
 TEXTS = ["hello world", "another, longer"]
 
 
@@ -228,6 +231,36 @@ class HttpFrontTest(Fixture):
             np.testing.assert_array_equal(
                 decoded, np.array(f["embedding"], dtype=np.float32))
 
+    def test_prompt_name_prepends_the_prompt(self):
+        # The prompt's text then the input, on the same weights ("unit").
+        reply, _ = self.embeddings({"model": "prompted", "input": TEXTS,
+                                    "prompt_name": "query"})
+        expected, tokens = self.grpc_embed(
+            "unit", ["query: " + t for t in TEXTS])
+        for i in range(len(TEXTS)):
+            np.testing.assert_allclose(reply["data"][i]["embedding"],
+                                       expected[i], rtol=0, atol=1e-6)
+        self.assertEqual(reply["usage"]["prompt_tokens"], sum(tokens))
+        # On gRPC too.
+        grpc_prompted, _ = self.grpc_embed("prompted", TEXTS,
+                                           prompt_name="query")
+        for i in range(len(TEXTS)):
+            np.testing.assert_allclose(grpc_prompted[i], expected[i],
+                                       rtol=0, atol=1e-6)
+        self.assert_error({"model": "prompted", "input": "x",
+                           "prompt_name": "passage"}, 400, "prompt_name",
+                          "its prompts: query")
+        self.assert_error({"model": "unit", "input": "x",
+                           "prompt_name": "query"}, 400, "prompt_name",
+                          "it has none")
+        self.assert_error({"model": "prompted", "input": "x",
+                           "prompt_name": 3}, 400, "prompt_name")
+        code, _, text = self.http("GET", "/info")
+        self.assertEqual(code, 200, text)
+        models = {m["name"]: m for m in json.loads(text)["models"]}
+        self.assertEqual(models["prompted"]["prompts"], {"query": "query: "})
+        self.assertEqual(models["prompted"]["default_prompt_name"], "")
+
     def test_dimensions_cut_then_renormalize(self):
         raw, _ = self.grpc_embed("raw", TEXTS)
         for model in ("unit", "raw"):
@@ -352,7 +385,8 @@ class HttpFrontTest(Fixture):
         self.assertEqual(code, 200)
         listed = json.loads(text)
         self.assertEqual(listed["object"], "list")
-        self.assertEqual([m["id"] for m in listed["data"]], ["unit", "raw"])
+        self.assertEqual([m["id"] for m in listed["data"]],
+                         [m["name"] for m in REPOSITORY["models"]])
         for m in listed["data"]:
             self.assertEqual(m["object"], "model")
             self.assertEqual(set(m), {"id", "object", "created", "owned_by"})
@@ -396,7 +430,8 @@ class HttpFrontTest(Fixture):
         self.assertEqual(info["limits"]["http_max_body_bytes"], MAX_BODY)
         self.assertGreater(info["limits"]["batch_memory_budget_bytes"], 0)
         models = {m["name"]: m for m in info["models"]}
-        self.assertEqual(set(models), {"unit", "raw"})
+        self.assertEqual(set(models),
+                         {m["name"] for m in REPOSITORY["models"]})
         for m in models.values():
             self.assertEqual(m["dimensions"], TINY["d_model"])
             self.assertEqual(m["max_input_tokens"], MAX_TOKENS)

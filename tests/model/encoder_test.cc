@@ -270,5 +270,32 @@ TEST(Repository, ExtrapolationLimitPerModel) {
   }
 }
 
+TEST(Repository, PromptsPerModel) {
+  auto ok = ParseRepository(
+      R"({"models": [{"name": "a", "prompts": {"query": "q: "},
+                      "default_prompt_name": "query"},
+                     {"name": "b"},
+                     {"name": "c", "path": "ckpt", "prompts": {}}]})",
+      "/base");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->models[0].prompts.at("query"), "q: ");
+  EXPECT_EQ(ok->models[0].default_prompt_name, "query");
+  EXPECT_FALSE(ok->models[1].prompts_set);
+  EXPECT_TRUE(ok->models[2].prompts_set);  // replaces the checkpoint's
+  EXPECT_TRUE(ok->models[2].prompts.empty());
+  for (const char* bad :
+       {R"({"models": [{"name": "a", "prompts": ["q: "]}]})",
+        R"({"models": [{"name": "a", "prompts": {"q": 1}}]})",
+        R"({"models": [{"name": "a", "default_prompt_name": "q"}]})",
+        R"({"models": [{"name": "a", "prompts": {"q": "q: "},
+                        "default_prompt_name": "p"}]})"}) {
+    auto r = ParseRepository(bad, "");
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(std::string(r.status().message()).find("prompt"),
+              std::string::npos)
+        << r.status();
+  }
+}
+
 }  // namespace
 }  // namespace encoder::model

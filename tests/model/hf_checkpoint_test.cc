@@ -249,6 +249,43 @@ TEST_F(HfCheckpointTest, SentenceTransformersPoolingAndLength) {
   EXPECT_FALSE(overridden->config.normalize);
 }
 
+TEST_F(HfCheckpointTest, SentenceTransformersPrompts) {
+  Write(BertTensors(""));
+  // Prompts belong to a sentence-transformers directory (modules.json).
+  WriteText(dir_ + "/modules.json",
+            R"([{"idx": 0, "name": "0", "path": "",
+                 "type": "sentence_transformers.models.Transformer"}])");
+  WriteText(dir_ + "/config_sentence_transformers.json",
+            R"({"prompts": {"query": "query: ", "passage": "passage: "},
+                "default_prompt_name": "query"})");
+  auto loaded = Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->prompts,
+            (std::map<std::string, std::string>{{"query", "query: "},
+                                                {"passage", "passage: "}}));
+  EXPECT_EQ(loaded->default_prompt_name, "query");
+  EXPECT_TRUE(loaded->include_prompt);
+
+  // A default that names no prompt is an error naming the file.
+  WriteText(dir_ + "/config_sentence_transformers.json",
+            R"({"prompts": {"query": "query: "},
+                "default_prompt_name": "search"})");
+  auto bad = Load();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("config_sentence_transformers.json"),
+            std::string::npos)
+      << bad.status();
+  EXPECT_NE(bad.status().message().find("\"search\""), std::string::npos);
+
+  // sentence-transformers writes null for no default.
+  WriteText(dir_ + "/config_sentence_transformers.json",
+            R"({"prompts": {}, "default_prompt_name": null})");
+  auto none = Load();
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->prompts.empty());
+  EXPECT_EQ(none->default_prompt_name, "");
+}
+
 TEST(ModelDirSpecTest, Names) {
   auto plain = ModelDirSpec("/models/bge-small-en-v1.5/");
   ASSERT_TRUE(plain.ok());

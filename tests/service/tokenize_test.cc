@@ -41,6 +41,14 @@ class TokenizeTest : public ::testing::Test {
     wp.name = "wp";
     wp.tokenizer_path = (dir_ / "tokenizer.json").string();
     options.repository.models.push_back(wp);
+    // The same model with prompts, and with a default prompt.
+    model::ModelSpec prompted = wp;
+    prompted.name = "wp_prompts";
+    prompted.prompts = {{"query", "a ! "}, {"passage", "unaffable "}};
+    options.repository.models.push_back(prompted);
+    prompted.name = "wp_default";
+    prompted.default_prompt_name = "query";
+    options.repository.models.push_back(prompted);
     server_ = std::make_unique<TestServer>(options);
   }
   void TearDown() override {
@@ -67,7 +75,8 @@ TEST_F(TokenizeTest, ListModelsNamesEachTokenizer) {
   v1::ListModelsResponse models;
   ASSERT_TRUE(server_->stub().ListModels(&context, {}, &models).ok());
   for (const v1::ModelInfo& m : models.models()) {
-    EXPECT_EQ(m.tokenizer(), m.name() == "wp" ? "wordpiece" : "byte")
+    EXPECT_EQ(m.tokenizer(),
+              m.name().rfind("wp", 0) == 0 ? "wordpiece" : "byte")
         << m.name();
   }
 }
@@ -194,6 +203,75 @@ TEST_F(TokenizeTest, TruncatedTokenIdsKeepTheSpecialTokenOnTheCutSide) {
   ASSERT_TRUE(embed(plain_cut, false, v1::TRUNCATION_SIDE_RIGHT, &direct).ok());
   EXPECT_EQ(Floats(cut.results(0).pooled()),
             Floats(direct.results(0).pooled()));
+}
+
+TEST_F(TokenizeTest, PromptsArePrependedToTextInputsOnly) {
+  auto embed = [&](const std::string& model, const std::string& text,
+                   const std::string& prompt_name, v1::EmbedResponse* out) {
+    v1::EmbedRequest r;
+    r.set_model(model);
+    r.add_inputs()->set_text(text);
+    r.set_prompt_name(prompt_name);
+    return Call(server_->stub(), r, out);
+  };
+  // The definition: the prompt's text, then the input, tokenized together
+  // ("a ! " + "a", "unaffable " + "a"), on the same weights.
+  struct Case {
+    std::string model, prompt_name, whole_text;
+  };
+  for (const Case& c : {Case{"wp_prompts", "query", "a ! a"},
+                        Case{"wp_prompts", "passage", "unaffable a"},
+                        Case{"wp_default", "", "a ! a"},
+                        Case{"wp_default", "passage", "unaffable a"},
+                        Case{"wp_prompts", "", "a"}}) {
+    v1::EmbedResponse with_prompt, whole;
+    ASSERT_TRUE(embed(c.model, "a", c.prompt_name, &with_prompt).ok())
+        << c.model << " " << c.prompt_name;
+    ASSERT_TRUE(embed("wp", c.whole_text, "", &whole).ok());
+    EXPECT_EQ(with_prompt.results(0).num_tokens(),
+              whole.results(0).num_tokens())
+        << c.model << " " << c.prompt_name;
+    EXPECT_EQ(Floats(with_prompt.results(0).pooled()),
+              Floats(whole.results(0).pooled()))
+        << c.model << " " << c.prompt_name;
+  }
+
+  // Token ids are taken as they are, prompt or not.
+  v1::EmbedRequest ids = IdsRequest("wp_default", {{1, 6, 2}});
+  ids.set_prompt_name("passage");
+  v1::EmbedResponse ids_out, plain;
+  ASSERT_TRUE(Call(server_->stub(), ids, &ids_out).ok());
+  ASSERT_TRUE(
+      Call(server_->stub(), IdsRequest("wp", {{1, 6, 2}}), &plain).ok());
+  EXPECT_EQ(Floats(ids_out.results(0).pooled()),
+            Floats(plain.results(0).pooled()));
+
+  v1::EmbedResponse out;
+  grpc::Status s = embed("wp_prompts", "a", "search", &out);
+  EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("its prompts: passage, query"),
+            std::string::npos)
+      << s.error_message();
+  s = embed("wp", "a", "query", &out);
+  EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("(it has none)"), std::string::npos)
+      << s.error_message();
+
+  // ListModels reports them.
+  v1::ListModelsResponse listed;
+  grpc::ClientContext context;
+  ASSERT_TRUE(server_->stub()
+                  .ListModels(&context, v1::ListModelsRequest(), &listed)
+                  .ok());
+  bool seen = false;
+  for (const v1::ModelInfo& m : listed.models()) {
+    if (m.name() != "wp_default") continue;
+    seen = true;
+    EXPECT_EQ(m.default_prompt_name(), "query");
+    ASSERT_EQ(m.prompts().size(), 2u);
+    EXPECT_EQ(m.prompts().at("query"), "a ! ");
+  }
+  EXPECT_TRUE(seen);
 }
 
 TEST_F(TokenizeTest, InvalidUtf8IsInvalidArgumentNamingTheByte) {
