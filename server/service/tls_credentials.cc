@@ -101,8 +101,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
   }
   ASSIGN_OR_RETURN(auto cert, ReadPem("--tls-cert", files.cert_file));
   ASSIGN_OR_RETURN(auto key, ReadPem("--tls-key", files.key_file));
-  absl::Status matches = CheckKeyMatches(cert, key);
-  if (!matches.ok()) return matches;
+  RETURN_IF_ERROR(CheckKeyMatches(cert, key));
   ASSIGN_OR_RETURN(auto mode, ClientAuthMode(files));
   if (!files.client_ca_file.empty()) {
     ASSIGN_OR_RETURN(auto ca, ReadPem("--tls-client-ca", files.client_ca_file));
