@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/accept_reserve.h"
 #include "server/build_info.h"
+#include "server/common/status_macros.h"
 #include "server/logging/log.h"
 #include "server/metrics/prometheus_metrics.h"
 #include "server/model/dtype.h"
@@ -78,30 +79,28 @@ struct Flags {
 absl::StatusOr<encoder::model::Repository> BuildRepository(const Flags& f) {
   encoder::model::Repository repo;
   if (!f.models.empty()) {
-    auto read = encoder::model::ReadRepository(f.models);
-    if (!read.ok()) return read.status();
-    repo = *std::move(read);
+    ASSIGN_OR_RETURN(auto read, encoder::model::ReadRepository(f.models));
+    repo = std::move(read);
   } else if (f.model_dirs.empty()) {
     return encoder::model::BuiltinRepository();
   }
   std::optional<encoder::model::Pooling> pooling;
   if (!f.model_dir_pooling.empty()) {
-    auto p = encoder::model::ParsePoolingName(f.model_dir_pooling);
-    if (!p.ok()) return p.status();
-    pooling = *p;
+    ASSIGN_OR_RETURN(auto p,
+                     encoder::model::ParsePoolingName(f.model_dir_pooling));
+    pooling = p;
   }
   for (const std::string& flag : f.model_dirs) {
-    auto spec = encoder::model::ModelDirSpec(flag);
-    if (!spec.ok()) return spec.status();
-    spec->pooling = pooling;
+    ASSIGN_OR_RETURN(auto spec, encoder::model::ModelDirSpec(flag));
+    spec.pooling = pooling;
     for (const auto& existing : repo.models) {
-      if (existing.name == spec->name) {
+      if (existing.name == spec.name) {
         return absl::InvalidArgumentError(
-            absl::StrCat("two models are named \"", spec->name,
+            absl::StrCat("two models are named \"", spec.name,
                          "\"; name them with --model-dir NAME=DIR"));
       }
     }
-    repo.models.push_back(*std::move(spec));
+    repo.models.push_back(std::move(spec));
   }
   if (repo.default_model.empty()) repo.default_model = repo.models[0].name;
   return repo;
@@ -489,10 +488,10 @@ int main(int argc, char** argv) {
     prometheus->SetGpuMemoryReader(
         [](const std::string& name)
             -> absl::StatusOr<encoder::metrics::GpuMemory> {
-          auto memory = encoder::runner::ReadDeviceMemory(name);
-          if (!memory.ok()) return memory.status();
-          return encoder::metrics::GpuMemory{memory->allocated_bytes,
-                                             memory->reserved_bytes};
+          ASSIGN_OR_RETURN(auto memory,
+                           encoder::runner::ReadDeviceMemory(name));
+          return encoder::metrics::GpuMemory{memory.allocated_bytes,
+                                             memory.reserved_bytes};
         });
   }
   const absl::Time load_start = absl::Now();

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "server/common/status_macros.h"
+
 namespace encoder {
 
 void DefineSecurityFlags(CLI::App& app, SecurityFlags& f) {
@@ -60,13 +62,12 @@ void DefineSecurityFlags(CLI::App& app, SecurityFlags& f) {
 absl::Status ApplySecurityFlags(
     const SecurityFlags& flags, service::ServerOptions* options,
     std::unique_ptr<auth::TokenAuthenticator>* tokens) {
-  auto credentials = service::MakeServerCredentials(flags.tls);
-  if (!credentials.ok()) return credentials.status();
-  options->credentials = *std::move(credentials);
+  ASSIGN_OR_RETURN(auto credentials, service::MakeServerCredentials(flags.tls));
+  options->credentials = std::move(credentials);
   if (!flags.auth_token_file.empty()) {
-    auto loaded = auth::TokenAuthenticator::FromFile(flags.auth_token_file);
-    if (!loaded.ok()) return loaded.status();
-    *tokens = *std::move(loaded);
+    ASSIGN_OR_RETURN(auto loaded,
+                     auth::TokenAuthenticator::FromFile(flags.auth_token_file));
+    *tokens = std::move(loaded);
     options->tokens = tokens->get();
   } else if (flags.auth_health) {
     return absl::InvalidArgumentError("--auth-health needs --auth-token-file");

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fails when a layer includes what the layering rules (README, Layout) forbid:
-# model/batching/diagnostics/runner/tokenizer: no gRPC, no protobuf;
-# batching and tokenizer: no LibTorch either.
+# common/model/batching/diagnostics/runner/tokenizer: no gRPC, no protobuf;
+# common, batching and tokenizer: no LibTorch either.
 set -u
 root="$1"
 status=0
@@ -15,12 +15,12 @@ check() {
     status=1
   fi
 }
-core="server/model/*.h server/model/*.cc server/batching/*.h server/batching/*.cc
+core="server/common/*.h server/model/*.h server/model/*.cc server/batching/*.h server/batching/*.cc
 server/diagnostics/*.h server/diagnostics/*.cc server/runner/*.h server/runner/*.cc
 server/tokenizer/*.h server/tokenizer/*.cc"
 check "$core" "grpc|grpcpp|google/protobuf|encoder/v1" "gRPC/protobuf"
-check "server/batching/*.h server/batching/*.cc server/tokenizer/*.h
-server/tokenizer/*.cc" "torch|ATen|c10" "LibTorch"
+check "server/common/*.h server/batching/*.h server/batching/*.cc
+server/tokenizer/*.h server/tokenizer/*.cc" "torch|ATen|c10" "LibTorch"
 files=$(cd "$root" && ls $core | wc -l)
 if [ "$files" -lt 20 ]; then
   echo "expected the core sources under $root, found $files files"

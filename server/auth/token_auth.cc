@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "server/common/status_macros.h"
 
 namespace encoder::auth {
 
@@ -71,8 +72,7 @@ absl::StatusOr<std::unique_ptr<TokenAuthenticator>>
 TokenAuthenticator::FromFile(const std::string& path) {
   auto auth = std::make_unique<TokenAuthenticator>(std::vector<std::string>{});
   auth->path_ = path;
-  absl::Status loaded = auth->Reload();
-  if (!loaded.ok()) return loaded;
+  RETURN_IF_ERROR(auth->Reload());
   return auth;
 }
 

@@ -19,22 +19,6 @@ constexpr char kCancelled[] = "cancelled";
 constexpr char kOverload[] = "overload";
 constexpr char kShutdown[] = "shutdown";
 
-// Longest single wait; bounds the chrono conversion and re-checks the clock.
-constexpr absl::Duration kMaxWait = absl::Hours(1);
-
-// Waits on `cv` until notified or `until` passes (spuriously early returns
-// are allowed: callers re-check their condition in a loop).
-void WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
-               absl::Time until) {
-  if (until == absl::InfiniteFuture()) {
-    cv.wait(lock);
-    return;
-  }
-  const absl::Duration left =
-      std::clamp(until - absl::Now(), absl::ZeroDuration(), kMaxWait);
-  cv.wait_for(lock, absl::ToChronoNanoseconds(left));
-}
-
 }  // namespace
 
 // Sequences dropped by the worker in one round, reported once per reason.
@@ -63,11 +47,11 @@ Batcher::Batcher(ModelRunner* runner, BatchOptions options,
 
 Batcher::~Batcher() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     accepting_ = false;
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   worker_.join();
 }
 
@@ -88,7 +72,7 @@ absl::Status Batcher::Submit(std::shared_ptr<Request> request) {
   int64_t queued = 0;
   bool full = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!accepting_) return absl::UnavailableError("server is shutting down");
     queued = static_cast<int64_t>(queue_.size());
     full = queued + count > options_.max_queued_sequences;
@@ -107,25 +91,25 @@ absl::Status Batcher::Submit(std::shared_ptr<Request> request) {
         " requested > --max-queued-sequences=", options_.max_queued_sequences,
         "; retry with backoff"));
   }
-  cv_.notify_one();
+  cv_.Signal();
   return absl::OkStatus();
 }
 
 bool Batcher::Drain(absl::Time deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (accepting_) {
     accepting_ = false;
-    cv_.notify_one();  // the worker stops waiting for company
+    cv_.Signal();  // the worker stops waiting for company
   }
   while (in_flight_requests_ > 0) {
     if (absl::Now() >= deadline) return false;
-    WaitUntil(idle_cv_, lock, deadline);
+    idle_cv_.WaitWithDeadline(&mu_, deadline);
   }
   return true;
 }
 
 int64_t Batcher::queued_sequences() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return static_cast<int64_t>(queue_.size());
 }
 
@@ -145,18 +129,18 @@ void Batcher::WorkerLoop() {
 
   std::vector<QueuedSequence> view;
   int64_t reported_depth = -1;
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   while (!stopping_) {
     const int64_t depth = static_cast<int64_t>(queue_.size());
     if (depth != reported_depth && observer_.on_queue_depth) {
       reported_depth = depth;
-      lock.unlock();
+      mu_.Unlock();
       observer_.on_queue_depth(depth);
-      lock.lock();
+      mu_.Lock();
       continue;  // the queue may have changed meanwhile
     }
     if (queue_.empty()) {
-      cv_.wait(lock);
+      cv_.Wait(&mu_);
       continue;
     }
     view.clear();
@@ -171,15 +155,16 @@ void Batcher::WorkerLoop() {
     const BatchDecision decision = DecideBatch(
         view, accepting_ ? serve_options : flush_options, absl::Now());
     if (decision.take.empty()) {
-      WaitUntil(cv_, lock, decision.wake_at);
+      // Early (spurious) wake-ups are harmless: the loop decides again.
+      cv_.WaitWithDeadline(&mu_, decision.wake_at);
       continue;
     }
     std::vector<Pending> batch = PopLocked(decision);
-    lock.unlock();
+    mu_.Unlock();
     ProcessBatch(std::move(batch));
-    lock.lock();
+    mu_.Lock();
   }
-  lock.unlock();
+  mu_.Unlock();
   FailQueued();
 }
 
@@ -326,7 +311,7 @@ absl::Status Batcher::RunGuarded(const std::vector<const SequenceSpec*>& specs,
 
 std::vector<Batcher::Pending> Batcher::PurgeFailed() {
   std::vector<Pending> removed;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto kept = std::stable_partition(
       queue_.begin(), queue_.end(),
       [](const Pending& pending) { return !pending.state->failed; });
@@ -343,15 +328,15 @@ void Batcher::Complete(std::vector<Completion> completions) {
     if (completion.status.ok()) results = std::move(state.results);
     state.request->done(std::move(completion.status), std::move(results));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   in_flight_requests_ -= static_cast<int64_t>(completions.size());
-  if (in_flight_requests_ == 0) idle_cv_.notify_all();
+  if (in_flight_requests_ == 0) idle_cv_.SignalAll();
 }
 
 void Batcher::FailQueued() {
   std::deque<Pending> queued;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     queued.swap(queue_);
   }
   if (queued.empty()) return;

@@ -5,20 +5,20 @@
 #ifndef ENCODER_SERVER_BATCHING_BATCHER_H_
 #define ENCODER_SERVER_BATCHING_BATCHER_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "server/batching/batch_policy.h"
 #include "server/batching/model_runner.h"
 #include "server/batching/types.h"
+#include "server/common/mutex.h"
 
 namespace encoder::batching {
 
@@ -72,17 +72,18 @@ class Batcher {
   // `done`), RESOURCE_EXHAUSTED (queue full; message names the limit) or
   // UNAVAILABLE (draining), nothing is queued and `done` is NOT called: the
   // status is returned to the caller instead. Thread-safe.
-  absl::Status Submit(std::shared_ptr<Request> request);
+  absl::Status Submit(std::shared_ptr<Request> request)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Stops accepting new requests (Submit -> UNAVAILABLE) and waits until
   // every accepted request has completed or `deadline` passes; returns
   // whether all completed. While draining, batches start without waiting
   // for max_queue_delay (no company can arrive). Remaining work is failed
   // with UNAVAILABLE on destruction. Thread-safe.
-  bool Drain(absl::Time deadline);
+  bool Drain(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Sequences accepted and not yet taken into a batch. Thread-safe.
-  int64_t queued_sequences() const;
+  int64_t queued_sequences() const ABSL_LOCKS_EXCLUDED(mu_);
   const BatchOptions& options() const { return options_; }
 
  private:
@@ -114,12 +115,13 @@ class Batcher {
 
   struct DropCounts;  // sequences dropped in one round, by reason
 
-  void WorkerLoop();
+  void WorkerLoop() ABSL_LOCKS_EXCLUDED(mu_);
   // Takes the queue entries the decision names and charges their requests'
-  // shares. Requires mu_.
-  std::vector<Pending> PopLocked(const BatchDecision& decision);
-  // Drops, runs and completes one batch. Worker thread, without mu_.
-  void ProcessBatch(std::vector<Pending> batch);
+  // shares.
+  std::vector<Pending> PopLocked(const BatchDecision& decision)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops, runs and completes one batch. Worker thread.
+  void ProcessBatch(std::vector<Pending> batch) ABSL_LOCKS_EXCLUDED(mu_);
   // Marks the request failed and schedules its `done` with `status`.
   static void Fail(const std::shared_ptr<RequestState>& state,
                    absl::Status status, const char* drop_reason,
@@ -135,25 +137,26 @@ class Batcher {
   absl::Status RunGuarded(const std::vector<const SequenceSpec*>& specs,
                           std::vector<SequenceResult>* results);
   // Removes the queued sequences of failed requests and returns them, so
-  // that they are discarded without compute. Takes mu_.
-  std::vector<Pending> PurgeFailed();
+  // that they are discarded without compute.
+  std::vector<Pending> PurgeFailed() ABSL_LOCKS_EXCLUDED(mu_);
   // Calls `done` for each completion, then updates in_flight_requests_.
-  void Complete(std::vector<Completion> completions);
+  void Complete(std::vector<Completion> completions) ABSL_LOCKS_EXCLUDED(mu_);
   // Fails everything still queued with UNAVAILABLE. Worker thread, at exit.
-  void FailQueued();
+  void FailQueued() ABSL_LOCKS_EXCLUDED(mu_);
 
   ModelRunner* runner_;
   const BatchOptions options_;
   BatcherObserver observer_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;       // worker: work arrived or stopping
-  std::condition_variable idle_cv_;  // Drain: accepted work finished
-  std::deque<Pending> queue_;        // arrival order; guarded by mu_
-  int64_t in_flight_requests_ = 0;   // accepted, `done` not yet returned
-  int64_t virtual_time_ = 0;         // share of the last anchor; guarded by mu_
-  bool accepting_ = true;
-  bool stopping_ = false;
+  mutable Mutex mu_;
+  CondVar cv_;                                      // worker: work or stopping
+  CondVar idle_cv_;                                 // Drain: accepted work done
+  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);  // arrival order
+  // Accepted requests whose `done` has not yet returned.
+  int64_t in_flight_requests_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t virtual_time_ ABSL_GUARDED_BY(mu_) = 0;  // share of the last anchor
+  bool accepting_ ABSL_GUARDED_BY(mu_) = true;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread worker_;
 };
 

@@ -12,23 +12,23 @@ MemoryBudget::MemoryBudget(int64_t capacity_bytes)
 int64_t MemoryBudget::capacity() const { return capacity_; }
 
 int64_t MemoryBudget::held() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return held_;
 }
 
 void MemoryBudget::Acquire(int64_t bytes) {
   bytes = std::max<int64_t>(bytes, 0);
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return held_ == 0 || (bytes <= capacity_ - held_); });
+  MutexLock lock(&mu_);
+  while (held_ != 0 && bytes > capacity_ - held_) cv_.Wait(&mu_);
   held_ += bytes;
 }
 
 void MemoryBudget::Release(int64_t bytes) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     held_ -= std::max<int64_t>(bytes, 0);
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 namespace {

@@ -3,10 +3,11 @@
 #ifndef ENCODER_SERVER_BATCHING_MEMORY_BUDGET_H_
 #define ENCODER_SERVER_BATCHING_MEMORY_BUDGET_H_
 
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "server/common/mutex.h"
 
 namespace encoder::batching {
 
@@ -21,19 +22,19 @@ class MemoryBudget {
   MemoryBudget& operator=(const MemoryBudget&) = delete;
 
   int64_t capacity() const;
-  int64_t held() const;
+  int64_t held() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Waits until `bytes` fit beside what is held. A request larger than the
   // whole capacity waits until nothing else is held, then proceeds alone
   // (admission keeps such requests out; this only keeps progress).
-  void Acquire(int64_t bytes);
-  void Release(int64_t bytes);
+  void Acquire(int64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
+  void Release(int64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   const int64_t capacity_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  int64_t held_ = 0;  // guarded by mu_
+  mutable Mutex mu_;
+  CondVar cv_;  // signalled on every Release
+  int64_t held_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // The memory this process may use, in bytes: the cgroup limit (v2

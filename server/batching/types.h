@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "server/common/attention_stats.h"
 
 namespace encoder::batching {
 
@@ -39,18 +40,6 @@ struct SequenceSpec {
   SequenceCost cost;  // priced by the runner; zero: free (tests)
 };
 
-// Per-head attention statistics of one layer (padding excluded).
-struct AttentionStats {
-  int64_t layer = 0;
-  int64_t head = 0;
-  double entropy = 0;        // nats, mean over query rows
-  double mean_distance = 0;  // mean over rows of sum_j a_ij |i - j|
-  double self_mass = 0;
-  double prev_mass = 0;
-  double next_mass = 0;
-  double first_mass = 0;
-};
-
 // Which batch a sequence ran in and how long it took.
 struct BatchStats {
   int64_t batch_size = 0;     // sequences in the forward pass
@@ -66,7 +55,7 @@ struct SequenceResult {
   std::vector<float> attention;  // see attention_shape
   // [layers, heads, seq, seq], or [layers, seq, seq] when averaged.
   std::vector<int64_t> attention_shape;
-  std::vector<AttentionStats> attention_stats;
+  std::vector<AttentionHeadStats> attention_stats;  // layer-major
   int64_t num_tokens = 0;
   int64_t dim = 0;         // token embedding width
   int64_t pooled_dim = 0;  // pooled width (differs after dense layers)

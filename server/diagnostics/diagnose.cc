@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 #include "server/diagnostics/diagnostics.h"
 #include "server/diagnostics/probes.h"
 #include "server/diagnostics/structure.h"
@@ -78,10 +79,9 @@ absl::StatusOr<DiagnoseReport> Run(const model::Encoder& model,
 
   DiagnoseReport report;
   if (options.extrapolation) {
-    absl::StatusOr<ExtrapolationResult> result =
-        RunExtrapolation(model, *options.extrapolation);
-    if (!result.ok()) return result.status();
-    report.extrapolation = std::move(*result);
+    ASSIGN_OR_RETURN(ExtrapolationResult result,
+                     RunExtrapolation(model, *options.extrapolation));
+    report.extrapolation = std::move(result);
   }
   if (options.structure) {
     report.structure = AnalyzeStructure(model, options.structure_positions);
@@ -103,11 +103,12 @@ absl::StatusOr<DiagnoseReport> Run(const model::Encoder& model,
   // The probes measure the architecture, with tolerances far below int8
   // rounding: an int8 model is probed through its float32 weights.
   forward_options.full_precision = true;
-  absl::StatusOr<model::EncoderOutput> out = model.Forward(
-      {base.ids, base.mask, at::arange(s, base.ids.options()).view({1, s})},
-      forward_options);
-  if (!out.ok()) return out.status();
-  base.tokens = out->tokens;
+  ASSIGN_OR_RETURN(
+      model::EncoderOutput out,
+      model.Forward(
+          {base.ids, base.mask, at::arange(s, base.ids.options()).view({1, s})},
+          forward_options));
+  base.tokens = out.tokens;
 
   const double tolerance =
       options.tolerance > 0 ? options.tolerance : kDefaultTolerance;
@@ -116,10 +117,9 @@ absl::StatusOr<DiagnoseReport> Run(const model::Encoder& model,
         options.permutation_order.empty()
             ? SeededPermutation(s, options.permutation_seed)
             : options.permutation_order;
-    absl::StatusOr<PermutationResult> result =
-        RunPermutationProbe(model, base, order, tolerance);
-    if (!result.ok()) return result.status();
-    report.permutation = std::move(*result);
+    ASSIGN_OR_RETURN(PermutationResult result,
+                     RunPermutationProbe(model, base, order, tolerance));
+    report.permutation = std::move(result);
   }
   if (options.shift) {
     const bool rope =
@@ -128,16 +128,16 @@ absl::StatusOr<DiagnoseReport> Run(const model::Encoder& model,
         options.tolerance > 0
             ? options.tolerance
             : (rope ? kDefaultRopeShiftTolerance : kDefaultTolerance);
-    absl::StatusOr<ShiftResult> result =
-        RunShiftProbe(model, base, options.shift_offset, shift_tolerance);
-    if (!result.ok()) return result.status();
-    report.shift = std::move(*result);
+    ASSIGN_OR_RETURN(
+        ShiftResult result,
+        RunShiftProbe(model, base, options.shift_offset, shift_tolerance));
+    report.shift = std::move(result);
   }
   if (options.attention_stats) {
     report.uniform_entropy = std::log(static_cast<double>(s));
     for (int64_t l = 0; l < layers; ++l) {
-      std::vector<HeadStats> stats =
-          ComputeHeadStats(out->attention.at(l).select(0, 0), l);
+      std::vector<AttentionHeadStats> stats =
+          ComputeHeadStats(out.attention.at(l).select(0, 0), l);
       report.attention_stats.insert(report.attention_stats.end(), stats.begin(),
                                     stats.end());
     }
@@ -145,7 +145,7 @@ absl::StatusOr<DiagnoseReport> Run(const model::Encoder& model,
   if (options.return_attention_maps) {
     std::vector<at::Tensor> maps;
     for (int64_t l = 0; l < layers; ++l) {
-      maps.push_back(out->attention.at(l).select(0, 0));  // [H, S, S]
+      maps.push_back(out.attention.at(l).select(0, 0));  // [H, S, S]
     }
     report.attention_maps = at::stack(maps).to(at::kCPU, at::kFloat);
   }
@@ -156,7 +156,7 @@ absl::StatusOr<DiagnoseReport> Run(const model::Encoder& model,
 
 absl::StatusOr<DiagnoseReport> Diagnose(const model::Encoder& model,
                                         const DiagnoseOptions& options) {
-  if (absl::Status status = Validate(options); !status.ok()) return status;
+  RETURN_IF_ERROR(Validate(options));
   try {
     c10::InferenceMode guard;
     return Run(model, options);

@@ -12,28 +12,17 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/common/attention_stats.h"
 #include "server/diagnostics/extrapolation.h"
 #include "server/model/encoder.h"
 
 namespace encoder::diagnostics {
 
-// Statistics of one layer and head's attention over real tokens, averaged
-// over query rows.
-struct HeadStats {
-  int64_t layer = 0;
-  int64_t head = 0;
-  double entropy = 0;        // nats: -sum_j a_ij ln a_ij
-  double mean_distance = 0;  // sum_j a_ij |i - j|
-  double self_mass = 0;      // a_ii
-  double prev_mass = 0;      // a_i,i-1 (rows i >= 1; row 0 counts 0)
-  double next_mass = 0;      // a_i,i+1 (rows i < S-1; last row counts 0)
-  double first_mass = 0;     // a_i,0
-};
-
 // probs: [heads, S, S] probabilities of one sequence, real tokens only (no
 // padding rows or columns), any floating dtype and device. Returns one entry
 // per head, computed in float64. Throws c10::Error for any other shape.
-std::vector<HeadStats> ComputeHeadStats(const at::Tensor& probs, int64_t layer);
+std::vector<AttentionHeadStats> ComputeHeadStats(const at::Tensor& probs,
+                                                 int64_t layer);
 
 struct DiagnoseOptions {
   std::vector<int64_t> token_ids;  // the input (already validated)
@@ -93,9 +82,9 @@ struct DiagnoseReport {
   std::optional<PermutationResult> permutation;
   std::optional<ShiftResult> shift;
   std::optional<StructureResult> structure;
-  std::vector<HeadStats> attention_stats;  // layer-major
-  double uniform_entropy = 0;              // ln S
-  at::Tensor attention_maps;               // [L, H, S, S] float32, if asked
+  std::vector<AttentionHeadStats> attention_stats;  // layer-major
+  double uniform_entropy = 0;                       // ln S
+  at::Tensor attention_maps;  // [L, H, S, S] float32, if asked
   std::optional<ExtrapolationResult> extrapolation;
 };
 

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 #include "server/diagnostics/diagnostics.h"
 #include "server/model/torch_status.h"
 
@@ -54,10 +55,10 @@ void FillAttention(const model::EncoderOutput& out, int64_t layers,
                    LengthPoint* point) {
   const double ln_s = std::log(static_cast<double>(point->length));
   for (int64_t l = 0; l < layers; ++l) {
-    const std::vector<HeadStats> heads =
+    const std::vector<AttentionHeadStats> heads =
         ComputeHeadStats(out.attention.at(l).select(0, 0), l);
     double entropy = 0, distance = 0, first = 0;
-    for (const HeadStats& h : heads) {
+    for (const AttentionHeadStats& h : heads) {
       entropy += h.entropy;
       distance += h.mean_distance;
       first += h.first_mass;
@@ -83,10 +84,9 @@ absl::StatusOr<Outputs> RunLength(const model::Encoder& model,
   model::ForwardOptions forward;
   const int64_t layers = model.config().num_layers;
   for (int64_t l = 0; l < layers; ++l) forward.attention_layers.push_back(l);
-  absl::StatusOr<model::EncoderOutput> out = model.Forward(input, forward);
-  if (!out.ok()) return out.status();
-  FillAttention(*out, layers, point);
-  at::Tensor tokens = out->tokens.select(0, 0).to(at::kCPU, at::kDouble);
+  ASSIGN_OR_RETURN(model::EncoderOutput out, model.Forward(input, forward));
+  FillAttention(out, layers, point);
+  at::Tensor tokens = out.tokens.select(0, 0).to(at::kCPU, at::kDouble);
   return Outputs{tokens.mean(0), tokens.narrow(0, 0, o.prefix_length)};
 }
 
@@ -127,14 +127,13 @@ absl::StatusOr<ExtrapolationResult> Run(const model::Encoder& model,
       return absl::CancelledError(
           absl::StrCat("extrapolation probe cancelled before length ", length));
     }
-    absl::StatusOr<Outputs> outputs = RunLength(model, o, &point);
-    if (!outputs.ok()) return outputs.status();
+    ASSIGN_OR_RETURN(Outputs outputs, RunLength(model, o, &point));
     point.ran = true;
     if (result.reference_length == 0) {
       result.reference_length = length;
-      reference = *outputs;
+      reference = outputs;
     }
-    FillDrift(*outputs, reference, &point);
+    FillDrift(outputs, reference, &point);
     result.points.push_back(std::move(point));
   }
   return result;
@@ -144,7 +143,7 @@ absl::StatusOr<ExtrapolationResult> Run(const model::Encoder& model,
 
 absl::StatusOr<ExtrapolationResult> RunExtrapolation(
     const model::Encoder& model, const ExtrapolationOptions& options) {
-  if (absl::Status s = Validate(options); !s.ok()) return s;
+  RETURN_IF_ERROR(Validate(options));
   try {
     c10::InferenceMode guard;
     return Run(model, options);

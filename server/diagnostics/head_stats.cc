@@ -10,15 +10,15 @@
 
 namespace encoder::diagnostics {
 
-std::vector<HeadStats> ComputeHeadStats(const at::Tensor& probs,
-                                        int64_t layer) {
+std::vector<AttentionHeadStats> ComputeHeadStats(const at::Tensor& probs,
+                                                 int64_t layer) {
   TORCH_CHECK(probs.dim() == 3 && probs.size(1) == probs.size(2),
               "attention probabilities must be [heads, S, S], got ",
               probs.sizes());
   c10::InferenceMode guard;
   const int64_t heads = probs.size(0);
   const int64_t s = probs.size(1);
-  std::vector<HeadStats> stats(heads);
+  std::vector<AttentionHeadStats> stats(heads);
   for (int64_t h = 0; h < heads; ++h) {
     stats[h].layer = layer;
     stats[h].head = h;

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 
 namespace encoder::diagnostics {
 namespace {
@@ -28,9 +29,8 @@ absl::StatusOr<at::Tensor> RunAt(const model::Encoder& model,
   model::EncoderInput input{ids, base.mask, positions};
   model::ForwardOptions options;
   options.full_precision = true;  // as the base run (Diagnose)
-  absl::StatusOr<model::EncoderOutput> out = model.Forward(input, options);
-  if (!out.ok()) return out.status();
-  return std::move(out->tokens);
+  ASSIGN_OR_RETURN(model::EncoderOutput out, model.Forward(input, options));
+  return std::move(out.tokens);
 }
 
 }  // namespace
@@ -61,16 +61,15 @@ absl::StatusOr<PermutationResult> RunPermutationProbe(
   at::Tensor perm = at::tensor(order, at::kLong).to(base.ids.device());
   at::Tensor permuted_ids = base.ids.index_select(1, perm);
   at::Tensor positions = at::arange(s, base.ids.options()).unsqueeze(0);
-  absl::StatusOr<at::Tensor> permuted =
-      RunAt(model, base, permuted_ids, positions);
-  if (!permuted.ok()) return permuted.status();
+  ASSIGN_OR_RETURN(at::Tensor permuted,
+                   RunAt(model, base, permuted_ids, positions));
 
   PermutationResult result;
   result.order = order;
   result.tolerance = tolerance;
   result.max_token_error =
-      MaxAbsDiff(*permuted, base.tokens.index_select(1, perm));
-  result.max_pooled_error = MaxAbsDiff(MeanPool(*permuted, base.mask),
+      MaxAbsDiff(permuted, base.tokens.index_select(1, perm));
+  result.max_pooled_error = MaxAbsDiff(MeanPool(permuted, base.mask),
                                        MeanPool(base.tokens, base.mask));
   result.equivariant = result.max_token_error <= tolerance &&
                        result.max_pooled_error <= tolerance;
@@ -110,11 +109,10 @@ absl::StatusOr<ShiftResult> RunShiftProbe(const model::Encoder& model,
 
   at::Tensor positions =
       at::arange(offset, offset + s, base.ids.options()).unsqueeze(0);
-  absl::StatusOr<at::Tensor> shifted = RunAt(model, base, base.ids, positions);
-  if (!shifted.ok()) return shifted.status();
+  ASSIGN_OR_RETURN(at::Tensor shifted, RunAt(model, base, base.ids, positions));
 
-  result.max_token_error = MaxAbsDiff(*shifted, base.tokens);
-  result.max_pooled_error = MaxAbsDiff(MeanPool(*shifted, base.mask),
+  result.max_token_error = MaxAbsDiff(shifted, base.tokens);
+  result.max_pooled_error = MaxAbsDiff(MeanPool(shifted, base.mask),
                                        MeanPool(base.tokens, base.mask));
   result.relative_only = result.max_token_error <= tolerance &&
                          result.max_pooled_error <= tolerance;

@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/auth/token_auth.h"
+#include "server/common/status_macros.h"
 
 namespace encoder::metrics {
 namespace {
@@ -91,8 +92,7 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     for (const std::string* f : {&options.tls_cert_file, &options.tls_key_file,
                                  &options.tls_client_ca_file}) {
       if (f->empty()) continue;
-      auto text = ReadFile(*f, "metrics TLS file");
-      if (!text.ok()) return text.status();
+      RETURN_IF_ERROR(ReadFile(*f, "metrics TLS file").status());
     }
     auto ssl = std::make_unique<httplib::SSLServer>(
         options.tls_cert_file.c_str(), options.tls_key_file.c_str(),
@@ -109,9 +109,9 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     s->server_ = std::make_unique<httplib::Server>();
   }
   if (!options.basic_auth_file.empty()) {
-    auto text = ReadFile(options.basic_auth_file, "metrics basic auth file");
-    if (!text.ok()) return text.status();
-    auto lines = auth::ParseTokens(*text);
+    ASSIGN_OR_RETURN(auto text, ReadFile(options.basic_auth_file,
+                                         "metrics basic auth file"));
+    auto lines = auth::ParseTokens(text);
     if (!lines.ok() || !absl::StrContains(lines->front(), ':')) {
       return absl::InvalidArgumentError(
           absl::StrCat("metrics basic auth file ", options.basic_auth_file,

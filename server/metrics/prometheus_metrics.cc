@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "server/common/status_macros.h"
 
 namespace encoder::metrics {
 namespace {
@@ -170,10 +171,9 @@ absl::StatusOr<std::unique_ptr<PrometheusMetrics>> PrometheusMetrics::Start(
   }
   std::unique_ptr<PrometheusMetrics> metrics(new PrometheusMetrics());
   const PrometheusMetrics* self = metrics.get();
-  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http =
-      MetricsHttpServer::Start(options, [self] { return self->Render(); });
-  if (!http.ok()) return http.status();
-  metrics->http_ = std::move(http).value();
+  ASSIGN_OR_RETURN(metrics->http_, MetricsHttpServer::Start(options, [self] {
+                     return self->Render();
+                   }));
   return metrics;
 }
 

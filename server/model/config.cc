@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 
 namespace encoder::model {
 namespace {
@@ -54,30 +55,23 @@ absl::Status Read(const json& obj, const char* key, T* out) {
   return absl::OkStatus();
 }
 
-#define RETURN_IF_ERROR_(expr) \
-  do {                         \
-    absl::Status s_ = (expr);  \
-    if (!s_.ok()) return s_;   \
-  } while (0)
-
 absl::Status ParsePositional(const json& obj, ModelConfig* config) {
   if (!obj.is_object()) return Invalid("positional must be an object");
-  RETURN_IF_ERROR_(CheckKeys(obj,
-                             {"type", "base", "layout", "denominator", "offset",
-                              "num_buckets", "max_distance"},
-                             "positional"));
+  RETURN_IF_ERROR(CheckKeys(obj,
+                            {"type", "base", "layout", "denominator", "offset",
+                             "num_buckets", "max_distance"},
+                            "positional"));
   PositionalConfig& pc = config->positional;
   std::string type = SchemeName(pc.type);
-  RETURN_IF_ERROR_(Read(obj, "type", &type));
-  auto scheme = ParseSchemeName(type);
-  if (!scheme.ok()) return scheme.status();
-  pc.type = *scheme;
-  RETURN_IF_ERROR_(Read(obj, "base", &pc.base));
-  RETURN_IF_ERROR_(Read(obj, "offset", &pc.sinusoidal_offset));
-  RETURN_IF_ERROR_(Read(obj, "num_buckets", &pc.num_buckets));
-  RETURN_IF_ERROR_(Read(obj, "max_distance", &pc.max_distance));
+  RETURN_IF_ERROR(Read(obj, "type", &type));
+  ASSIGN_OR_RETURN(auto scheme, ParseSchemeName(type));
+  pc.type = scheme;
+  RETURN_IF_ERROR(Read(obj, "base", &pc.base));
+  RETURN_IF_ERROR(Read(obj, "offset", &pc.sinusoidal_offset));
+  RETURN_IF_ERROR(Read(obj, "num_buckets", &pc.num_buckets));
+  RETURN_IF_ERROR(Read(obj, "max_distance", &pc.max_distance));
   std::string layout;
-  RETURN_IF_ERROR_(Read(obj, "layout", &layout));
+  RETURN_IF_ERROR(Read(obj, "layout", &layout));
   if (!layout.empty()) {
     if (pc.type == SchemeType::kSinusoidal && layout == "interleaved") {
       pc.sinusoidal_layout = SinusoidalLayout::kInterleaved;
@@ -94,7 +88,7 @@ absl::Status ParsePositional(const json& obj, ModelConfig* config) {
     }
   }
   std::string denominator;
-  RETURN_IF_ERROR_(Read(obj, "denominator", &denominator));
+  RETURN_IF_ERROR(Read(obj, "denominator", &denominator));
   if (denominator == "d_model") {
     pc.sinusoidal_denominator = SinusoidalDenominator::kModelDim;
   } else if (denominator == "half_minus_one") {
@@ -120,13 +114,13 @@ absl::Status ValidateConfig(const ModelConfig& c) {
     if (v <= 0) return Invalid(absl::StrCat(name, " must be > 0, got ", v));
     return absl::OkStatus();
   };
-  RETURN_IF_ERROR_(positive(c.vocab_size, "vocab_size"));
-  RETURN_IF_ERROR_(positive(c.d_model, "d_model"));
-  RETURN_IF_ERROR_(positive(c.num_heads, "num_heads"));
-  RETURN_IF_ERROR_(positive(c.num_layers, "num_layers"));
-  RETURN_IF_ERROR_(positive(c.d_ff, "d_ff"));
-  RETURN_IF_ERROR_(positive(c.max_positions, "max_positions"));
-  RETURN_IF_ERROR_(positive(c.max_input_tokens, "max_input_tokens"));
+  RETURN_IF_ERROR(positive(c.vocab_size, "vocab_size"));
+  RETURN_IF_ERROR(positive(c.d_model, "d_model"));
+  RETURN_IF_ERROR(positive(c.num_heads, "num_heads"));
+  RETURN_IF_ERROR(positive(c.num_layers, "num_layers"));
+  RETURN_IF_ERROR(positive(c.d_ff, "d_ff"));
+  RETURN_IF_ERROR(positive(c.max_positions, "max_positions"));
+  RETURN_IF_ERROR(positive(c.max_input_tokens, "max_input_tokens"));
   if (c.arch.head_dim < 0) return Invalid("head_dim must be >= 0");
   if (c.arch.head_dim == 0 && c.d_model % c.num_heads != 0) {
     return Invalid(absl::StrCat(
@@ -182,26 +176,26 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text) {
   json obj = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (obj.is_discarded()) return Invalid("not valid JSON");
   if (!obj.is_object()) return Invalid("must be a JSON object");
-  RETURN_IF_ERROR_(CheckKeys(
+  RETURN_IF_ERROR(CheckKeys(
       obj,
       {"vocab_size", "d_model", "num_heads", "num_layers", "d_ff", "activation",
        "norm_first", "layer_norm_eps", "max_positions", "max_input_tokens",
        "pooling", "normalize", "embedding_scale", "positional"},
       "config"));
   ModelConfig c;
-  RETURN_IF_ERROR_(Read(obj, "vocab_size", &c.vocab_size));
-  RETURN_IF_ERROR_(Read(obj, "d_model", &c.d_model));
-  RETURN_IF_ERROR_(Read(obj, "num_heads", &c.num_heads));
-  RETURN_IF_ERROR_(Read(obj, "num_layers", &c.num_layers));
-  RETURN_IF_ERROR_(Read(obj, "d_ff", &c.d_ff));
-  RETURN_IF_ERROR_(Read(obj, "norm_first", &c.norm_first));
-  RETURN_IF_ERROR_(Read(obj, "layer_norm_eps", &c.layer_norm_eps));
-  RETURN_IF_ERROR_(Read(obj, "max_positions", &c.max_positions));
-  RETURN_IF_ERROR_(Read(obj, "max_input_tokens", &c.max_input_tokens));
-  RETURN_IF_ERROR_(Read(obj, "normalize", &c.normalize));
-  RETURN_IF_ERROR_(Read(obj, "embedding_scale", &c.embedding_scale));
+  RETURN_IF_ERROR(Read(obj, "vocab_size", &c.vocab_size));
+  RETURN_IF_ERROR(Read(obj, "d_model", &c.d_model));
+  RETURN_IF_ERROR(Read(obj, "num_heads", &c.num_heads));
+  RETURN_IF_ERROR(Read(obj, "num_layers", &c.num_layers));
+  RETURN_IF_ERROR(Read(obj, "d_ff", &c.d_ff));
+  RETURN_IF_ERROR(Read(obj, "norm_first", &c.norm_first));
+  RETURN_IF_ERROR(Read(obj, "layer_norm_eps", &c.layer_norm_eps));
+  RETURN_IF_ERROR(Read(obj, "max_positions", &c.max_positions));
+  RETURN_IF_ERROR(Read(obj, "max_input_tokens", &c.max_input_tokens));
+  RETURN_IF_ERROR(Read(obj, "normalize", &c.normalize));
+  RETURN_IF_ERROR(Read(obj, "embedding_scale", &c.embedding_scale));
   std::string activation = ActivationName(c.activation);
-  RETURN_IF_ERROR_(Read(obj, "activation", &activation));
+  RETURN_IF_ERROR(Read(obj, "activation", &activation));
   if (activation == "relu") {
     c.activation = Activation::kRelu;
   } else if (activation == "gelu") {
@@ -211,14 +205,13 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text) {
         absl::StrCat("activation \"", activation, "\" must be relu or gelu"));
   }
   std::string pooling = PoolingName(c.pooling);
-  RETURN_IF_ERROR_(Read(obj, "pooling", &pooling));
-  auto parsed_pooling = ParsePoolingName(pooling);
-  if (!parsed_pooling.ok()) return parsed_pooling.status();
-  c.pooling = *parsed_pooling;
+  RETURN_IF_ERROR(Read(obj, "pooling", &pooling));
+  ASSIGN_OR_RETURN(auto parsed_pooling, ParsePoolingName(pooling));
+  c.pooling = parsed_pooling;
   if (obj.contains("positional")) {
-    RETURN_IF_ERROR_(ParsePositional(obj["positional"], &c));
+    RETURN_IF_ERROR(ParsePositional(obj["positional"], &c));
   }
-  RETURN_IF_ERROR_(ValidateConfig(c));
+  RETURN_IF_ERROR(ValidateConfig(c));
   return c;
 }
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/common/status_macros.h"
 #include "server/model/encoder.h"
 #include "server/model/torch_status.h"
 
@@ -96,7 +97,7 @@ absl::StatusOr<std::unique_ptr<Encoder>> Encoder::Create(
     const ModelConfig& config,
     const std::map<std::string, at::Tensor>& state_dict, at::Device device,
     at::ScalarType dtype) {
-  if (absl::Status s = ValidateConfig(config); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateConfig(config));
   const auto expected = ExpectedShapes(config);
   for (const auto& [name, tensor] : state_dict) {
     if (expected.count(name) == 0) {
@@ -154,9 +155,9 @@ absl::StatusOr<std::unique_ptr<Encoder>> Encoder::Create(
       enc->final_norm_weight_ = get("encoder.norm.weight");
       enc->final_norm_bias_ = get("encoder.norm.bias");
     }
-    auto scheme = MakePositionalScheme(config, state_dict, device, dtype);
-    if (!scheme.ok()) return scheme.status();
-    enc->scheme_ = std::move(*scheme);
+    ASSIGN_OR_RETURN(auto scheme,
+                     MakePositionalScheme(config, state_dict, device, dtype));
+    enc->scheme_ = std::move(scheme);
     return enc;
   } catch (const c10::Error& e) {
     return StatusFromTorchError(e, "building the encoder");
@@ -243,9 +244,9 @@ absl::Status Encoder::QuantizeInt8() {
     std::optional<Int8Linear>* targets[] = {&w.in_proj_q, &w.out_proj_q,
                                             &w.linear1_q, &w.linear2_q};
     for (size_t i = 0; i < 4; ++i) {
-      auto q = Int8Linear::Create(*sources[i].first, *sources[i].second);
-      if (!q.ok()) return q.status();
-      targets[i]->emplace(std::move(q).value());
+      ASSIGN_OR_RETURN(
+          auto q, Int8Linear::Create(*sources[i].first, *sources[i].second));
+      targets[i]->emplace(std::move(q));
     }
   }
   layers_ = std::move(layers);

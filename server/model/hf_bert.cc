@@ -2,6 +2,7 @@
 // position_embedding_type "alibi"), as in transformers' modeling_bert /
 // modeling_roberta and Jina's JinaBERT implementation.
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 #include "server/model/hf_importer.h"
 
 namespace encoder::model::hf {
@@ -70,19 +71,15 @@ namespace {
 
 // The sizes every BERT-shaped config.json has.
 absl::Status ReadBertSizes(const ConfigReader& r, ModelConfig* c) {
-  if (absl::Status s = r.Ints({{"vocab_size", &c->vocab_size},
-                               {"hidden_size", &c->d_model},
-                               {"num_attention_heads", &c->num_heads},
-                               {"num_hidden_layers", &c->num_layers},
-                               {"intermediate_size", &c->d_ff},
-                               {"max_position_embeddings", &c->max_positions}});
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = CheckLayerCount(c->num_layers); !s.ok()) return s;
-  auto act = ParseActivation(r.StringOr("hidden_act", "gelu"));
-  if (!act.ok()) return act.status();
-  c->activation = *act;
+  RETURN_IF_ERROR(r.Ints({{"vocab_size", &c->vocab_size},
+                          {"hidden_size", &c->d_model},
+                          {"num_attention_heads", &c->num_heads},
+                          {"num_hidden_layers", &c->num_layers},
+                          {"intermediate_size", &c->d_ff},
+                          {"max_position_embeddings", &c->max_positions}}));
+  RETURN_IF_ERROR(CheckLayerCount(c->num_layers));
+  ASSIGN_OR_RETURN(auto act, ParseActivation(r.StringOr("hidden_act", "gelu")));
+  c->activation = act;
   c->layer_norm_eps = r.NumberOr("layer_norm_eps", 1e-12);
   c->max_input_tokens = c->max_positions;
   c->arch.embedding_norm = true;
@@ -98,7 +95,7 @@ absl::StatusOr<Import> ImportBert(const nlohmann::json& config,
   ConfigReader r(config);
   Import import;
   ModelConfig& c = import.config;
-  if (absl::Status s = ReadBertSizes(r, &c); !s.ok()) return s;
+  RETURN_IF_ERROR(ReadBertSizes(r, &c));
   const std::string model_type = r.StringOr("model_type", "bert");
   const bool roberta = model_type == "roberta" || model_type == "xlm-roberta";
   import.family = model_type;
@@ -149,7 +146,7 @@ absl::StatusOr<Import> ImportRoformer(const nlohmann::json& config,
   Import import;
   import.family = "roformer";
   ModelConfig& c = import.config;
-  if (absl::Status s = ReadBertSizes(r, &c); !s.ok()) return s;
+  RETURN_IF_ERROR(ReadBertSizes(r, &c));
   if (r.IntOr("embedding_size", c.d_model) != c.d_model) {
     return absl::InvalidArgumentError(
         "config.json embedding_size differs from hidden_size; the "

@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/common/status_macros.h"
 #include "server/model/hf_importer.h"
 #include "server/model/sentence_transformers.h"
 #include "server/model/torch_status.h"
@@ -123,29 +124,27 @@ absl::Status CheckTensors(const hf::Import& import,
 absl::Status Settle(const std::string& dir, const CheckpointOverrides& o,
                     ModelConfig* config, std::vector<DenseLayer>* dense,
                     LoadedCheckpoint* out) {
-  auto st = ReadSentenceTransformers(dir, config->d_model);
-  if (!st.ok()) return st.status();
-  config->pooling = o.pooling.value_or(st->pooling);
-  config->normalize = o.normalize.value_or(st->normalize);
-  if (st->max_seq_length > 0) {
+  ASSIGN_OR_RETURN(auto st, ReadSentenceTransformers(dir, config->d_model));
+  config->pooling = o.pooling.value_or(st.pooling);
+  config->normalize = o.normalize.value_or(st.normalize);
+  if (st.max_seq_length > 0) {
     config->max_input_tokens =
-        std::min(config->max_input_tokens, st->max_seq_length);
+        std::min(config->max_input_tokens, st.max_seq_length);
   }
-  *dense = std::move(st->dense);
-  out->prompts = std::move(st->prompts);
-  out->default_prompt_name = st->default_prompt_name;
-  out->include_prompt = st->include_prompt;
+  *dense = std::move(st.dense);
+  out->prompts = std::move(st.prompts);
+  out->default_prompt_name = st.default_prompt_name;
+  out->include_prompt = st.include_prompt;
   return absl::OkStatus();
 }
 
 absl::StatusOr<LoadedCheckpoint> Load(const std::string& dir,
                                       const CheckpointOverrides& overrides,
                                       at::Device device, at::ScalarType dtype) {
-  auto config = ReadConfigJson(dir);
-  if (!config.ok()) return config.status();
+  ASSIGN_OR_RETURN(auto config, ReadConfigJson(dir));
   const std::string model_type =
-      config->contains("model_type") && (*config)["model_type"].is_string()
-          ? (*config)["model_type"].get<std::string>()
+      config.contains("model_type") && config["model_type"].is_string()
+          ? config["model_type"].get<std::string>()
           : "";
   auto importer = Importers().find(model_type);
   if (importer == Importers().end()) {
@@ -153,42 +152,37 @@ absl::StatusOr<LoadedCheckpoint> Load(const std::string& dir,
         "config.json model_type \"", model_type, "\" is not supported; ",
         "supported: ", absl::StrJoin(SupportedModelTypes(), ", ")));
   }
-  auto source = WeightSource::Open(dir);
-  if (!source.ok()) return source.status();
-  auto import = importer->second(*config, **source);
-  if (!import.ok()) return import.status();
-  if (absl::Status s = ValidateConfig(import->config); !s.ok()) {
+  ASSIGN_OR_RETURN(auto source, WeightSource::Open(dir));
+  ASSIGN_OR_RETURN(auto import, importer->second(config, *source));
+  if (absl::Status s = ValidateConfig(import.config); !s.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("config.json is inconsistent: ", s.message()));
   }
-  if (absl::Status s = CheckTensors(*import, **source); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckTensors(import, *source));
   LoadedCheckpoint out;
-  out.family = import->family;
-  out.config = import->config;
-  out.stored_bytes = (*source)->stored_bytes();
+  out.family = import.family;
+  out.config = import.config;
+  out.stored_bytes = source->stored_bytes();
   std::vector<DenseLayer> dense;
-  if (absl::Status s = Settle(dir, overrides, &out.config, &dense, &out);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(Settle(dir, overrides, &out.config, &dense, &out));
   std::map<std::string, at::Tensor> state;
   try {
-    for (const auto& [slot, src] : import->slots) {
+    for (const auto& [slot, src] : import.slots) {
       std::vector<at::Tensor> parts;
       for (const std::string& name : src.names) {
-        auto t = (*source)->Load(StoredName(**source, name), dtype);
-        if (!t.ok()) return t.status();
-        parts.push_back(*std::move(t));
+        ASSIGN_OR_RETURN(auto t,
+                         source->Load(StoredName(*source, name), dtype));
+        parts.push_back(std::move(t));
       }
       state[slot] = parts.size() == 1 ? parts[0] : at::cat(parts, 0);
     }
   } catch (const c10::Error& e) {
     return StatusFromTorchError(e, "loading the checkpoint");
   }
-  source->reset();
-  auto encoder = Encoder::Create(out.config, state, device, dtype);
-  if (!encoder.ok()) return encoder.status();
-  out.encoder = *std::move(encoder);
+  source.reset();
+  ASSIGN_OR_RETURN(auto encoder,
+                   Encoder::Create(out.config, state, device, dtype));
+  out.encoder = std::move(encoder);
   out.encoder->set_output_dense(std::move(dense));
   return out;
 }

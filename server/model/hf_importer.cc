@@ -1,6 +1,7 @@
 #include "server/model/hf_importer.h"
 
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 
 namespace encoder::model::hf {
 
@@ -34,9 +35,8 @@ absl::Status CheckLayerCount(int64_t layers) {
 absl::Status ConfigReader::Ints(
     std::initializer_list<std::pair<const char*, int64_t*>> fields) const {
   for (auto [key, field] : fields) {
-    auto v = Int(key);
-    if (!v.ok()) return v.status();
-    *field = *v;
+    ASSIGN_OR_RETURN(auto v, Int(key));
+    *field = v;
   }
   return absl::OkStatus();
 }

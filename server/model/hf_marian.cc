@@ -2,6 +2,7 @@
 // modeling_marian: embeddings scaled by sqrt(d_model) plus a fixed
 // sinusoidal table in [sin | cos] halves, post-norm layers with biases.
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 #include "server/model/hf_importer.h"
 
 namespace encoder::model::hf {
@@ -12,25 +13,22 @@ absl::StatusOr<Import> ImportMarian(const nlohmann::json& config,
   Import import;
   import.family = "marian";
   ModelConfig& c = import.config;
-  if (absl::Status s = r.Ints({{"vocab_size", &c.vocab_size},
-                               {"d_model", &c.d_model},
-                               {"encoder_attention_heads", &c.num_heads},
-                               {"encoder_layers", &c.num_layers},
-                               {"encoder_ffn_dim", &c.d_ff},
-                               {"max_position_embeddings", &c.max_positions}});
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = CheckLayerCount(c.num_layers); !s.ok()) return s;
+  RETURN_IF_ERROR(r.Ints({{"vocab_size", &c.vocab_size},
+                          {"d_model", &c.d_model},
+                          {"encoder_attention_heads", &c.num_heads},
+                          {"encoder_layers", &c.num_layers},
+                          {"encoder_ffn_dim", &c.d_ff},
+                          {"max_position_embeddings", &c.max_positions}}));
+  RETURN_IF_ERROR(CheckLayerCount(c.num_layers));
   if (r.BoolOr("normalize_before", false) ||
       r.BoolOr("normalize_embedding", false)) {
     return absl::InvalidArgumentError(
         "config.json normalize_before / normalize_embedding true is not "
         "supported for marian (post-norm encoders only)");
   }
-  auto act = ParseActivation(r.StringOr("activation_function", "swish"));
-  if (!act.ok()) return act.status();
-  c.activation = *act;
+  ASSIGN_OR_RETURN(auto act,
+                   ParseActivation(r.StringOr("activation_function", "swish")));
+  c.activation = act;
   c.layer_norm_eps = 1e-5;  // nn.LayerNorm's default, as modeling_marian
   c.max_input_tokens = c.max_positions;
   c.embedding_scale = r.BoolOr("scale_embedding", false);

@@ -2,6 +2,7 @@
 // by default, GeGLU feed-forward, half-layout rotary codes with a global and
 // a local base, and sliding-window attention on all but every n-th layer.
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 #include "server/model/hf_importer.h"
 
 namespace encoder::model::hf {
@@ -12,18 +13,15 @@ absl::StatusOr<Import> ImportModernBert(const nlohmann::json& config,
   Import import;
   import.family = "modernbert";
   ModelConfig& c = import.config;
-  if (absl::Status s = r.Ints({{"vocab_size", &c.vocab_size},
-                               {"hidden_size", &c.d_model},
-                               {"num_attention_heads", &c.num_heads},
-                               {"num_hidden_layers", &c.num_layers},
-                               {"intermediate_size", &c.d_ff}});
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = CheckLayerCount(c.num_layers); !s.ok()) return s;
-  auto act = ParseActivation(r.StringOr("hidden_activation", "gelu"));
-  if (!act.ok()) return act.status();
-  c.activation = *act;
+  RETURN_IF_ERROR(r.Ints({{"vocab_size", &c.vocab_size},
+                          {"hidden_size", &c.d_model},
+                          {"num_attention_heads", &c.num_heads},
+                          {"num_hidden_layers", &c.num_layers},
+                          {"intermediate_size", &c.d_ff}}));
+  RETURN_IF_ERROR(CheckLayerCount(c.num_layers));
+  ASSIGN_OR_RETURN(auto act,
+                   ParseActivation(r.StringOr("hidden_activation", "gelu")));
+  c.activation = act;
   c.layer_norm_eps = r.NumberOr("norm_eps", 1e-5);
   c.max_positions = r.IntOr("max_position_embeddings", 8192);
   c.max_input_tokens = c.max_positions;

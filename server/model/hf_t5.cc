@@ -4,6 +4,7 @@
 // one relative-bias table in block 0 shared by every layer.
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 #include "server/model/hf_importer.h"
 
 namespace encoder::model::hf {
@@ -15,16 +16,13 @@ absl::StatusOr<Import> ImportT5(const nlohmann::json& config,
   import.family = r.StringOr("model_type", "t5");
   ModelConfig& c = import.config;
   int64_t d_kv = 0;
-  if (absl::Status s = r.Ints({{"vocab_size", &c.vocab_size},
-                               {"d_model", &c.d_model},
-                               {"num_heads", &c.num_heads},
-                               {"num_layers", &c.num_layers},
-                               {"d_ff", &c.d_ff},
-                               {"d_kv", &d_kv}});
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = CheckLayerCount(c.num_layers); !s.ok()) return s;
+  RETURN_IF_ERROR(r.Ints({{"vocab_size", &c.vocab_size},
+                          {"d_model", &c.d_model},
+                          {"num_heads", &c.num_heads},
+                          {"num_layers", &c.num_layers},
+                          {"d_ff", &c.d_ff},
+                          {"d_kv", &d_kv}}));
+  RETURN_IF_ERROR(CheckLayerCount(c.num_layers));
   if (d_kv <= 0)
     return absl::InvalidArgumentError("config.json d_kv must be > 0");
   // "relu", "gelu", "gated-gelu" (tanh GELU, as T5Config maps it), ...
@@ -32,9 +30,8 @@ absl::StatusOr<Import> ImportT5(const nlohmann::json& config,
   const bool gated = absl::StartsWith(ff, "gated-");
   std::string act_name = gated ? ff.substr(6) : ff;
   if (act_name == "gelu" && gated) act_name = "gelu_new";
-  auto act = ParseActivation(act_name);
-  if (!act.ok()) return act.status();
-  c.activation = *act;
+  ASSIGN_OR_RETURN(auto act, ParseActivation(act_name));
+  c.activation = act;
   c.layer_norm_eps = r.NumberOr("layer_norm_epsilon", 1e-6);
   c.max_positions = r.IntOr("n_positions", 512);
   c.max_input_tokens = c.max_positions;

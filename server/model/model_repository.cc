@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 #include "server/model/hf_checkpoint.h"
 #include "server/model/safetensors.h"
 
@@ -159,13 +160,12 @@ absl::StatusOr<ModelSpec> ParseCheckpointEntry(const json& m,
     spec.normalize = m["normalize"].get<bool>();
   }
   if (m.contains("batching")) {
-    auto b = ParseBatching(spec.name, m["batching"]);
-    if (!b.ok()) return b.status();
-    spec.batching = *std::move(b);
+    ASSIGN_OR_RETURN(auto b, ParseBatching(spec.name, m["batching"]));
+    spec.batching = std::move(b);
   }
-  if (absl::Status s = ParseExtrapolationLimit(m, &spec); !s.ok()) return s;
-  if (absl::Status q = ParseQuantize(m, &spec); !q.ok()) return q;
-  if (absl::Status p = ParsePrompts(m, &spec); !p.ok()) return p;
+  RETURN_IF_ERROR(ParseExtrapolationLimit(m, &spec));
+  RETURN_IF_ERROR(ParseQuantize(m, &spec));
+  RETURN_IF_ERROR(ParsePrompts(m, &spec));
   return spec;
 }
 
@@ -241,13 +241,12 @@ absl::StatusOr<ModelSpec> ParseModel(const json& m,
     spec.seed = m["seed"].get<uint64_t>();
   }
   if (m.contains("batching")) {
-    auto b = ParseBatching(spec.name, m["batching"]);
-    if (!b.ok()) return b.status();
-    spec.batching = *std::move(b);
+    ASSIGN_OR_RETURN(auto b, ParseBatching(spec.name, m["batching"]));
+    spec.batching = std::move(b);
   }
-  if (absl::Status s = ParseExtrapolationLimit(m, &spec); !s.ok()) return s;
-  if (absl::Status q = ParseQuantize(m, &spec); !q.ok()) return q;
-  if (absl::Status p = ParsePrompts(m, &spec); !p.ok()) return p;
+  RETURN_IF_ERROR(ParseExtrapolationLimit(m, &spec));
+  RETURN_IF_ERROR(ParseQuantize(m, &spec));
+  RETURN_IF_ERROR(ParsePrompts(m, &spec));
   return spec;
 }
 
@@ -290,12 +289,11 @@ absl::StatusOr<Repository> ParseRepository(const std::string& json_text,
   Repository repo;
   std::set<std::string> names;
   for (const json& m : obj["models"]) {
-    auto spec = ParseModel(m, base_dir);
-    if (!spec.ok()) return spec.status();
-    if (!names.insert(spec->name).second) {
-      return ModelError(spec->name, "defined twice");
+    ASSIGN_OR_RETURN(auto spec, ParseModel(m, base_dir));
+    if (!names.insert(spec.name).second) {
+      return ModelError(spec.name, "defined twice");
     }
-    repo.models.push_back(*std::move(spec));
+    repo.models.push_back(std::move(spec));
   }
   repo.default_model = repo.models.front().name;
   if (obj.contains("default_model")) {
@@ -310,11 +308,10 @@ absl::StatusOr<Repository> ParseRepository(const std::string& json_text,
 }
 
 absl::StatusOr<Repository> ReadRepository(const std::string& path) {
-  auto text = ReadText(path);
-  if (!text.ok()) return text.status();
+  ASSIGN_OR_RETURN(auto text, ReadText(path));
   const size_t slash = path.find_last_of('/');
   return ParseRepository(
-      *text, slash == std::string::npos ? "" : path.substr(0, slash));
+      text, slash == std::string::npos ? "" : path.substr(0, slash));
 }
 
 absl::StatusOr<ModelSpec> ModelDirSpec(const std::string& flag) {
@@ -367,9 +364,8 @@ absl::StatusOr<std::unique_ptr<Encoder>> LoadModel(const ModelSpec& spec,
   if (spec.weights_path.empty()) {
     weights = Encoder::RandomStateDict(spec.config, spec.seed);
   } else {
-    auto file = ReadSafetensors(spec.weights_path);
-    if (!file.ok()) return file.status();
-    weights = std::move(file->tensors);
+    ASSIGN_OR_RETURN(auto file, ReadSafetensors(spec.weights_path));
+    weights = std::move(file.tensors);
   }
   auto encoder = Encoder::Create(spec.config, weights, device, dtype);
   if (!encoder.ok()) {

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 #include "server/model/pe_math.h"
 
 namespace encoder::model {
@@ -278,18 +279,16 @@ absl::StatusOr<std::unique_ptr<PositionalScheme>> MakePositionalScheme(
     case SchemeType::kSinusoidal:
       return std::make_unique<SinusoidalScheme>(config, device, dtype);
     case SchemeType::kLearned: {
-      auto table = param("pos_embedding.weight");
-      if (!table.ok()) return table.status();
-      return std::make_unique<LearnedScheme>(config, *table);
+      ASSIGN_OR_RETURN(auto table, param("pos_embedding.weight"));
+      return std::make_unique<LearnedScheme>(config, table);
     }
     case SchemeType::kRope:
       return std::make_unique<RopeScheme>(config);
     case SchemeType::kAlibi:
       return std::make_unique<AlibiScheme>(config, device);
     case SchemeType::kRelative: {
-      auto table = param("relative_attention_bias.weight");
-      if (!table.ok()) return table.status();
-      return std::make_unique<RelativeScheme>(config, *table);
+      ASSIGN_OR_RETURN(auto table, param("relative_attention_bias.weight"));
+      return std::make_unique<RelativeScheme>(config, table);
     }
   }
   return absl::InvalidArgumentError("unknown positional scheme");

@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
+#include "server/common/status_macros.h"
 
 // The format is little-endian and tensors are copied byte for byte.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -378,30 +379,26 @@ absl::StatusOr<ParsedHeader> ParseHeader(absl::string_view bytes,
   if (header.empty() || header.front() != '{') {
     return FileError(source, "header does not start with '{'");
   }
-  absl::StatusOr<Json> json = ParseHeaderJson(source, header);
-  if (!json.ok()) return json.status();
+  ASSIGN_OR_RETURN(Json json, ParseHeaderJson(source, header));
 
   const uint64_t buffer_size = available - header_size;
   ParsedHeader parsed;
   parsed.data_start = kLengthPrefixBytes + header_size;
-  parsed.entries.reserve(json->size());
-  for (const auto& [name, value] : json->items()) {
+  parsed.entries.reserve(json.size());
+  for (const auto& [name, value] : json.items()) {
     if (name == kMetadataKey) {
-      absl::Status status = ParseMetadata(source, value, &parsed.metadata);
-      if (!status.ok()) return status;
+      RETURN_IF_ERROR(ParseMetadata(source, value, &parsed.metadata));
       continue;
     }
     // Keys other than dtype, shape and data_offsets are ignored, as in the
     // reference implementation.
     Entry& entry = parsed.entries.emplace_back();
-    absl::Status status = ParseEntry(source, name, value, buffer_size, &entry);
-    if (!status.ok()) return status;
+    RETURN_IF_ERROR(ParseEntry(source, name, value, buffer_size, &entry));
   }
 
   std::vector<const Entry*> ranges;
   for (const Entry& entry : parsed.entries) ranges.push_back(&entry);
-  absl::Status tiling = CheckTiling(source, std::move(ranges), buffer_size);
-  if (!tiling.ok()) return tiling;
+  RETURN_IF_ERROR(CheckTiling(source, std::move(ranges), buffer_size));
   return parsed;
 }
 
@@ -409,31 +406,28 @@ absl::StatusOr<ParsedHeader> ParseHeader(absl::string_view bytes,
 
 absl::StatusOr<SafetensorsLayout> ParseSafetensorsLayout(
     absl::string_view bytes, const std::string& source) {
-  absl::StatusOr<ParsedHeader> parsed = ParseHeader(bytes, source);
-  if (!parsed.ok()) return parsed.status();
+  ASSIGN_OR_RETURN(ParsedHeader parsed, ParseHeader(bytes, source));
   SafetensorsLayout layout;
-  layout.metadata = std::move(parsed->metadata);
-  for (const Entry& entry : parsed->entries) {
+  layout.metadata = std::move(parsed.metadata);
+  for (const Entry& entry : parsed.entries) {
     TensorLayout& t = layout.tensors[entry.name];
     t.dtype = entry.dtype->type;
     t.shape = entry.shape;
-    t.begin = parsed->data_start + entry.begin;
-    t.end = parsed->data_start + entry.end;
+    t.begin = parsed.data_start + entry.begin;
+    t.end = parsed.data_start + entry.end;
   }
   return layout;
 }
 
 absl::StatusOr<SafetensorsFile> ParseSafetensors(const std::string& bytes,
                                                  const std::string& source) {
-  absl::StatusOr<ParsedHeader> parsed = ParseHeader(bytes, source);
-  if (!parsed.ok()) return parsed.status();
-  const char* data = bytes.data() + parsed->data_start;
+  ASSIGN_OR_RETURN(ParsedHeader parsed, ParseHeader(bytes, source));
+  const char* data = bytes.data() + parsed.data_start;
   SafetensorsFile file;
-  file.metadata = std::move(parsed->metadata);
-  for (const Entry& entry : parsed->entries) {
-    absl::StatusOr<at::Tensor> tensor = MakeTensor(source, entry, data);
-    if (!tensor.ok()) return tensor.status();
-    file.tensors.emplace(entry.name, *std::move(tensor));
+  file.metadata = std::move(parsed.metadata);
+  for (const Entry& entry : parsed.entries) {
+    ASSIGN_OR_RETURN(at::Tensor tensor, MakeTensor(source, entry, data));
+    file.tensors.emplace(entry.name, std::move(tensor));
   }
   return file;
 }

@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/common/status_macros.h"
 #include "server/model/weight_source.h"
 
 namespace encoder::model {
@@ -37,15 +38,14 @@ absl::StatusOr<json> ReadJson(const std::string& path) {
 
 absl::Status ReadPooling(const std::string& path, int64_t hidden,
                          SentenceTransformerFiles* st) {
-  auto cfg = ReadJson(path);
-  if (!cfg.ok()) return cfg.status();
-  if (!cfg->is_object()) {
+  ASSIGN_OR_RETURN(auto cfg, ReadJson(path));
+  if (!cfg.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": missing"));
   }
-  if (cfg->value("word_embedding_dimension", hidden) != hidden) {
+  if (cfg.value("word_embedding_dimension", hidden) != hidden) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": word_embedding_dimension ",
-                     (*cfg)["word_embedding_dimension"].dump(),
+                     cfg["word_embedding_dimension"].dump(),
                      " differs from the model's hidden size ", hidden));
   }
   static const std::pair<const char*, Pooling> kModes[] = {
@@ -56,32 +56,31 @@ absl::Status ReadPooling(const std::string& path, int64_t hidden,
       {"pooling_mode_lasttoken", Pooling::kLastToken}};
   int chosen = 0;
   for (const auto& [key, mode] : kModes) {
-    if (cfg->value(key, false)) {
+    if (cfg.value(key, false)) {
       st->pooling = mode;
       ++chosen;
     }
   }
-  if (cfg->value("pooling_mode_mean_sqrt_len_tokens", false) || chosen != 1) {
+  if (cfg.value("pooling_mode_mean_sqrt_len_tokens", false) || chosen != 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         path,
         ": exactly one of cls_token, mean_tokens, max_tokens, "
         "weightedmean_tokens, lasttoken must be true (mean_sqrt_len_tokens "
         "and concatenated modes are not supported)"));
   }
-  st->include_prompt = cfg->value("include_prompt", true);
+  st->include_prompt = cfg.value("include_prompt", true);
   return absl::OkStatus();
 }
 
 absl::StatusOr<DenseLayer> ReadDense(const std::string& dir,
                                      int64_t in_features) {
   const std::string config_path = dir + "/config.json";
-  auto cfg = ReadJson(config_path);
-  if (!cfg.ok()) return cfg.status();
-  if (!cfg->is_object()) {
+  ASSIGN_OR_RETURN(auto cfg, ReadJson(config_path));
+  if (!cfg.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(config_path, ": missing"));
   }
   DenseLayer layer;
-  const std::string act = cfg->value("activation_function", "");
+  const std::string act = cfg.value("activation_function", "");
   static const std::pair<const char*, DenseLayer::Act> kActs[] = {
       {"torch.nn.modules.linear.Identity", DenseLayer::Act::kIdentity},
       {"torch.nn.modules.activation.Tanh", DenseLayer::Act::kTanh},
@@ -100,17 +99,16 @@ absl::StatusOr<DenseLayer> ReadDense(const std::string& dir,
         config_path, ": activation_function \"", act,
         "\" is not supported (Identity, Tanh, ReLU, GELU, Sigmoid)"));
   }
-  const int64_t in = cfg->value("in_features", int64_t{-1});
-  const int64_t out = cfg->value("out_features", int64_t{-1});
+  const int64_t in = cfg.value("in_features", int64_t{-1});
+  const int64_t out = cfg.value("out_features", int64_t{-1});
   if (in != in_features || out <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(config_path, ": in_features ", in, " / out_features ", out,
                      " do not follow a ", in_features, "-wide input"));
   }
-  auto source = WeightSource::Open(dir);
-  if (!source.ok()) return source.status();
-  const bool bias = cfg->value("bias", true);
-  for (const auto& [name, t] : (*source)->tensors()) {
+  ASSIGN_OR_RETURN(auto source, WeightSource::Open(dir));
+  const bool bias = cfg.value("bias", true);
+  for (const auto& [name, t] : source->tensors()) {
     if (name != "linear.weight" && !(bias && name == "linear.bias")) {
       return absl::InvalidArgumentError(
           absl::StrCat(dir, ": unexpected tensor \"", name, "\""));
@@ -118,21 +116,19 @@ absl::StatusOr<DenseLayer> ReadDense(const std::string& dir,
   }
   auto check = [&](const std::string& name,
                    std::vector<int64_t> shape) -> absl::StatusOr<at::Tensor> {
-    auto it = (*source)->tensors().find(name);
-    if (it == (*source)->tensors().end() || it->second.shape != shape) {
+    auto it = source->tensors().find(name);
+    if (it == source->tensors().end() || it->second.shape != shape) {
       return absl::InvalidArgumentError(
           absl::StrCat(dir, ": tensor \"", name, "\" must exist with shape [",
                        absl::StrJoin(shape, ", "), "]"));
     }
-    return (*source)->Load(name, at::kFloat);
+    return source->Load(name, at::kFloat);
   };
-  auto weight = check("linear.weight", {out, in});
-  if (!weight.ok()) return weight.status();
-  layer.weight = *weight;
+  ASSIGN_OR_RETURN(auto weight, check("linear.weight", {out, in}));
+  layer.weight = weight;
   if (bias) {
-    auto b = check("linear.bias", {out});
-    if (!b.ok()) return b.status();
-    layer.bias = *b;
+    ASSIGN_OR_RETURN(auto b, check("linear.bias", {out}));
+    layer.bias = b;
   }
   return layer;
 }
@@ -142,27 +138,24 @@ absl::StatusOr<DenseLayer> ReadDense(const std::string& dir,
 absl::StatusOr<SentenceTransformerFiles> ReadSentenceTransformers(
     const std::string& dir, int64_t hidden) {
   SentenceTransformerFiles st;
-  auto modules = ReadJson(dir + "/modules.json");
-  if (!modules.ok()) return modules.status();
-  if (modules->is_null()) return st;
-  if (!modules->is_array()) {
+  ASSIGN_OR_RETURN(auto modules, ReadJson(dir + "/modules.json"));
+  if (modules.is_null()) return st;
+  if (!modules.is_array()) {
     return absl::InvalidArgumentError(
         absl::StrCat(dir, "/modules.json: must be an array of modules"));
   }
   st.present = true;
   int64_t width = hidden;
-  for (const json& m : *modules) {
+  for (const json& m : modules) {
     const std::string type = m.value("type", "");
     const std::string path = absl::StrCat(dir, "/", m.value("path", ""));
     if (absl::EndsWith(type, ".Transformer")) continue;
     if (absl::EndsWith(type, ".Pooling")) {
-      auto s = ReadPooling(path + "/config.json", hidden, &st);
-      if (!s.ok()) return s;
+      RETURN_IF_ERROR(ReadPooling(path + "/config.json", hidden, &st));
     } else if (absl::EndsWith(type, ".Dense")) {
-      auto layer = ReadDense(path, width);
-      if (!layer.ok()) return layer.status();
-      width = layer->weight.size(0);
-      st.dense.push_back(*std::move(layer));
+      ASSIGN_OR_RETURN(auto layer, ReadDense(path, width));
+      width = layer.weight.size(0);
+      st.dense.push_back(std::move(layer));
     } else if (absl::EndsWith(type, ".Normalize")) {
       st.normalize = true;
     } else {
@@ -172,16 +165,15 @@ absl::StatusOr<SentenceTransformerFiles> ReadSentenceTransformers(
                        "Normalize)"));
     }
   }
-  auto bert = ReadJson(dir + "/sentence_bert_config.json");
-  if (!bert.ok()) return bert.status();
-  if (bert->is_object()) {
-    st.max_seq_length = bert->value("max_seq_length", int64_t{0});
+  ASSIGN_OR_RETURN(auto bert, ReadJson(dir + "/sentence_bert_config.json"));
+  if (bert.is_object()) {
+    st.max_seq_length = bert.value("max_seq_length", int64_t{0});
   }
-  auto cst = ReadJson(dir + "/config_sentence_transformers.json");
-  if (!cst.ok()) return cst.status();
-  if (cst->is_object() && cst->contains("prompts") &&
-      (*cst)["prompts"].is_object()) {
-    for (const auto& [name, text] : (*cst)["prompts"].items()) {
+  ASSIGN_OR_RETURN(auto cst,
+                   ReadJson(dir + "/config_sentence_transformers.json"));
+  if (cst.is_object() && cst.contains("prompts") &&
+      cst["prompts"].is_object()) {
+    for (const auto& [name, text] : cst["prompts"].items()) {
       if (text.is_string()) st.prompts[name] = text.get<std::string>();
     }
   }

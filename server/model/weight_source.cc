@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 #include "server/model/torch_status.h"
 
 namespace encoder::model {
@@ -69,19 +70,19 @@ absl::Status WeightSource::AddFile(
     file->data = static_cast<const char*>(map);
   }
   ::close(fd);
-  auto layout =
-      ParseSafetensorsLayout(absl::string_view(file->data, file->size), path);
-  if (!layout.ok()) return layout.status();
+  ASSIGN_OR_RETURN(
+      auto layout,
+      ParseSafetensorsLayout(absl::string_view(file->data, file->size), path));
   if (expected_names != nullptr) {
     for (const std::string& name : *expected_names) {
-      if (layout->tensors.count(name) == 0) {
+      if (layout.tensors.count(name) == 0) {
         return absl::InvalidArgumentError(
             absl::StrCat(kIndexFile, " places tensor \"", name, "\" in ", path,
                          ", which does not hold it"));
       }
     }
   }
-  for (auto& [name, t] : layout->tensors) {
+  for (auto& [name, t] : layout.tensors) {
     if (layouts_.count(name) > 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("tensor \"", name, "\" is stored in two shards (",
@@ -105,8 +106,7 @@ absl::StatusOr<std::unique_ptr<WeightSource>> WeightSource::Open(
           absl::StrCat(dir, " has neither ", kSingleFile, " nor ", kIndexFile,
                        " (only safetensors checkpoints are read)"));
     }
-    absl::Status s = source->AddFile(single_path, nullptr);
-    if (!s.ok()) return s;
+    RETURN_IF_ERROR(source->AddFile(single_path, nullptr));
     return source;
   }
   std::ifstream in(index_path);
@@ -137,8 +137,7 @@ absl::StatusOr<std::unique_ptr<WeightSource>> WeightSource::Open(
                        names.size(), " tensors (e.g. \"", names.front(),
                        "\") there, but ", path, " does not exist"));
     }
-    absl::Status s = source->AddFile(path, &names);
-    if (!s.ok()) return s;
+    RETURN_IF_ERROR(source->AddFile(path, &names));
   }
   return source;
 }

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 #include "server/diagnostics/diagnostics.h"
 #include "server/model/torch_status.h"
 
@@ -126,8 +127,7 @@ absl::Status EncoderRunner::RunImpl(
   }
   model::ForwardOptions options;
   options.attention_layers.assign(layers.begin(), layers.end());
-  auto out = model_->Forward(input, options);
-  if (!out.ok()) return out.status();
+  ASSIGN_OR_RETURN(auto out, model_->Forward(input, options));
 
   // Pooling for the whole batch at once (each mode present, then each
   // row's choice), the dense layers, normalization, one copy to the host.
@@ -143,7 +143,7 @@ absl::Status EncoderRunner::RunImpl(
   };
   at::Tensor pooled;
   for (const auto& [mode, members] : by_mode) {
-    at::Tensor all = model::Pool(out->tokens, mask_dev, ToModelPooling(mode),
+    at::Tensor all = model::Pool(out.tokens, mask_dev, ToModelPooling(mode),
                                  /*normalize=*/false);
     if (!pooled.defined()) {
       pooled = all.clone();  // kFirst pools to a view of the tokens
@@ -173,11 +173,11 @@ absl::Status EncoderRunner::RunImpl(
     r.num_tokens = n;
     r.dim = dim;
     r.pooled_dim = pooled_dim;
-    if (spec.want_tokens) r.tokens = ToFloats(out->tokens[i].narrow(0, 0, n));
+    if (spec.want_tokens) r.tokens = ToFloats(out.tokens[i].narrow(0, 0, n));
     if (!spec.attention_layers.empty()) {
       std::vector<at::Tensor> maps;
       for (int64_t l : spec.attention_layers) {
-        at::Tensor m = out->attention.at(l)[i].narrow(1, 0, n).narrow(2, 0, n);
+        at::Tensor m = out.attention.at(l)[i].narrow(1, 0, n).narrow(2, 0, n);
         if (!spec.attention_heads.empty()) {
           m = m.index_select(
               0, at::tensor(spec.attention_heads, at::kLong).to(m.device()));
@@ -190,13 +190,11 @@ absl::Status EncoderRunner::RunImpl(
     }
     if (spec.want_attention_stats) {
       for (int64_t l = 0; l < num_layers; ++l) {
-        at::Tensor m = out->attention.at(l)[i].narrow(1, 0, n).narrow(2, 0, n);
-        for (const diagnostics::HeadStats& h :
-             diagnostics::ComputeHeadStats(m, l)) {
-          r.attention_stats.push_back({h.layer, h.head, h.entropy,
-                                       h.mean_distance, h.self_mass,
-                                       h.prev_mass, h.next_mass, h.first_mass});
-        }
+        at::Tensor m = out.attention.at(l)[i].narrow(1, 0, n).narrow(2, 0, n);
+        const std::vector<AttentionHeadStats> heads =
+            diagnostics::ComputeHeadStats(m, l);
+        r.attention_stats.insert(r.attention_stats.end(), heads.begin(),
+                                 heads.end());
       }
     }
   }

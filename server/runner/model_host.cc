@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 #include "server/tokenizer/byte_tokenizer.h"
 
 namespace encoder::runner {
@@ -84,14 +85,14 @@ absl::StatusOr<std::unique_ptr<model::Encoder>> LoadPrecision(
   const bool cpu = options.device.is_cpu();
   const at::ScalarType dtype =
       options.auto_precision && cpu ? at::kFloat : options.dtype;
-  auto encoder = model::LoadModel(spec, options.device, dtype, &hosted->spec);
-  if (!encoder.ok()) return encoder.status();
+  ASSIGN_OR_RETURN(auto encoder, model::LoadModel(spec, options.device, dtype,
+                                                  &hosted->spec));
   auto named = [&spec](const absl::Status& s) {
     return absl::Status(
         s.code(), absl::StrCat("model \"", spec.name, "\": ", s.message()));
   };
   if (options.auto_precision && cpu) {
-    auto choice = ChoosePrecision(hosted->spec, std::move(encoder).value());
+    auto choice = ChoosePrecision(hosted->spec, std::move(encoder));
     if (!choice.ok()) return named(choice.status());
     hosted->precision_trials = std::move(choice->trials);
     return std::move(choice->encoder);
@@ -99,7 +100,7 @@ absl::StatusOr<std::unique_ptr<model::Encoder>> LoadPrecision(
   const std::string quantize =
       spec.quantize.empty() ? options.quantize : spec.quantize;
   if (quantize == "int8") {
-    if (absl::Status s = (*encoder)->QuantizeInt8(); !s.ok()) return named(s);
+    if (absl::Status s = encoder->QuantizeInt8(); !s.ok()) return named(s);
   }
   return encoder;
 }
@@ -111,12 +112,11 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Create(
   host->default_model_ = repository.default_model;
   for (const model::ModelSpec& spec : repository.models) {
     auto hosted = std::make_unique<HostedModel>();
-    auto encoder = LoadPrecision(spec, options, hosted.get());
-    if (!encoder.ok()) return encoder.status();
-    auto tok = LoadModelTokenizer(hosted->spec, &hosted->no_tokenizer_reason);
-    if (!tok.ok()) return tok.status();
-    hosted->tokenizer = std::move(tok).value();
-    hosted->encoder = std::move(encoder).value();
+    ASSIGN_OR_RETURN(auto encoder, LoadPrecision(spec, options, hosted.get()));
+    ASSIGN_OR_RETURN(auto tok, LoadModelTokenizer(
+                                   hosted->spec, &hosted->no_tokenizer_reason));
+    hosted->tokenizer = std::move(tok);
+    hosted->encoder = std::move(encoder);
     hosted->runner = std::make_unique<EncoderRunner>(hosted->encoder.get());
     if (options.warm_up) {
       if (absl::Status s = hosted->runner->WarmUp(); !s.ok()) {

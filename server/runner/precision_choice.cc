@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/common/status_macros.h"
 #include "server/model/cpu_features.h"
 #include "server/model/dtype.h"
 #include "server/model/int8_linear.h"
@@ -33,9 +34,8 @@ model::EncoderInput GateInputs(const model::ModelConfig& c, int64_t count,
 
 absl::StatusOr<at::Tensor> Pooled(const model::Encoder& enc,
                                   const model::EncoderInput& in) {
-  auto out = enc.Forward(in, {});
-  if (!out.ok()) return out.status();
-  return model::Pool(out->tokens, in.mask, enc.config().pooling, false)
+  ASSIGN_OR_RETURN(auto out, enc.Forward(in, {}));
+  return model::Pool(out.tokens, in.mask, enc.config().pooling, false)
       .to(at::kDouble);
 }
 
@@ -45,8 +45,7 @@ absl::StatusOr<double> TimeForward(const model::Encoder& enc,
   double best = std::numeric_limits<double>::infinity();
   for (int i = 0; i < 4; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    auto out = enc.Forward(in, {});
-    if (!out.ok()) return out.status();
+    ASSIGN_OR_RETURN(auto out, enc.Forward(in, {}));
     const std::chrono::duration<double> took =
         std::chrono::steady_clock::now() - start;
     if (i > 0) best = std::min(best, took.count());
@@ -59,9 +58,8 @@ absl::StatusOr<std::unique_ptr<model::Encoder>> Build(
   if (precision == "bfloat16") {
     return model::LoadModel(spec, at::kCPU, at::kBFloat16);
   }
-  auto enc = model::LoadModel(spec, at::kCPU, at::kFloat);
-  if (!enc.ok()) return enc.status();
-  if (absl::Status s = (*enc)->QuantizeInt8(); !s.ok()) return s;
+  ASSIGN_OR_RETURN(auto enc, model::LoadModel(spec, at::kCPU, at::kFloat));
+  RETURN_IF_ERROR(enc->QuantizeInt8());
   return enc;
 }
 
@@ -87,13 +85,11 @@ absl::StatusOr<PrecisionChoice> ChoosePrecision(
   const model::EncoderInput gate =
       GateInputs(c, 8, std::min<int64_t>(64, length));
   const model::EncoderInput timed = GateInputs(c, 8, length);
-  auto reference = Pooled(*float32, gate);
-  if (!reference.ok()) return reference.status();
+  ASSIGN_OR_RETURN(auto reference, Pooled(*float32, gate));
   PrecisionChoice choice;
   PrecisionTrial base{"float32", 0, 8, length};
-  auto t = TimeForward(*float32, timed);
-  if (!t.ok()) return t.status();
-  base.seconds = *t;
+  ASSIGN_OR_RETURN(auto t, TimeForward(*float32, timed));
+  base.seconds = t;
   choice.trials.push_back(base);
   choice.encoder = std::move(float32);
   double best = base.seconds;
@@ -103,22 +99,19 @@ absl::StatusOr<PrecisionChoice> ChoosePrecision(
     candidates.push_back({"bfloat16", kBfloat16MinCosine});
   }
   for (const auto& [precision, min_cosine] : candidates) {
-    auto enc = Build(spec, precision);
-    if (!enc.ok()) return enc.status();
-    auto pooled = Pooled(**enc, gate);
-    if (!pooled.ok()) return pooled.status();
-    const at::Tensor cos = at::cosine_similarity(*pooled, *reference, 1);
+    ASSIGN_OR_RETURN(auto enc, Build(spec, precision));
+    ASSIGN_OR_RETURN(auto pooled, Pooled(*enc, gate));
+    const at::Tensor cos = at::cosine_similarity(pooled, reference, 1);
     PrecisionTrial trial{precision, 0, 8, length};
     trial.mean_cosine = cos.mean().item<double>();
     trial.worst_cosine = cos.min().item<double>();
     trial.passed = trial.mean_cosine >= min_cosine;
-    auto seconds = TimeForward(**enc, timed);
-    if (!seconds.ok()) return seconds.status();
-    trial.seconds = *seconds;
+    ASSIGN_OR_RETURN(auto seconds, TimeForward(*enc, timed));
+    trial.seconds = seconds;
     choice.trials.push_back(trial);
     if (trial.passed && trial.seconds < best) {
       best = trial.seconds;
-      choice.encoder = std::move(enc).value();
+      choice.encoder = std::move(enc);
     }
   }
   return choice;

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 #include "server/service/encoder_service.h"
 #include "server/service/extrapolation_convert.h"
 #include "server/service/tensor_proto.h"
@@ -16,17 +17,6 @@ void PackMatrix(const at::Tensor& t, v1::Tensor* out) {
   at::Tensor c = t.to(at::kCPU, at::kDouble).contiguous();
   PackFloat64(c.data_ptr<double>(), c.numel(),
               std::vector<int64_t>(c.sizes().begin(), c.sizes().end()), out);
-}
-
-void FillStats(const diagnostics::HeadStats& h, v1::AttentionHeadStats* s) {
-  s->set_layer(h.layer);
-  s->set_head(h.head);
-  s->set_entropy(h.entropy);
-  s->set_mean_distance(h.mean_distance);
-  s->set_self_mass(h.self_mass);
-  s->set_prev_mass(h.prev_mass);
-  s->set_next_mass(h.next_mass);
-  s->set_first_mass(h.first_mass);
 }
 
 }  // namespace
@@ -45,10 +35,10 @@ absl::StatusOr<diagnostics::DiagnoseOptions> BuildDiagnoseOptions(
       if (request.text().empty()) {
         return absl::InvalidArgumentError("text is empty");
       }
-      auto tokens = TokenizeText(model, request.text(), request.text_options(),
-                                 /*truncate=*/false, 0);
-      if (!tokens.ok()) return tokens.status();
-      o.token_ids = std::move(tokens->encoding.ids);
+      ASSIGN_OR_RETURN(auto tokens, TokenizeText(model, request.text(),
+                                                 request.text_options(),
+                                                 /*truncate=*/false, 0));
+      o.token_ids = std::move(tokens.encoding.ids);
       break;
     }
     case v1::DiagnoseRequest::kRandom: {
@@ -123,10 +113,7 @@ absl::StatusOr<diagnostics::DiagnoseOptions> BuildDiagnoseOptions(
   }
   o.tolerance = request.tolerance();
   if (request.extrapolation()) {
-    if (absl::Status s = BuildExtrapolation(request, model, limits, &o);
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(BuildExtrapolation(request, model, limits, &o));
   }
   return o;
 }
@@ -185,7 +172,7 @@ void FillDiagnoseResponse(const diagnostics::DiagnoseReport& report,
     out->set_toeplitz(s.toeplitz);
   }
   for (const auto& h : report.attention_stats) {
-    FillStats(h, response->add_attention_stats());
+    PackAttentionStats(h, response->add_attention_stats());
   }
   response->set_uniform_entropy(report.uniform_entropy);
   if (report.attention_maps.defined()) {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "server/common/status_macros.h"
 #include "server/service/status_util.h"
 #include "server/service/tensor_proto.h"
 #include "server/service/text_input.h"
@@ -135,16 +136,10 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
                      " per request (--max-inputs-per-request)"));
   }
   const v1::AttentionSelection& attention = request.attention();
-  if (absl::Status s =
-          CheckIndices(attention.layers(), config.num_layers, "layer", name);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s =
-          CheckIndices(attention.heads(), config.num_heads, "head", name);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(
+      CheckIndices(attention.layers(), config.num_layers, "layer", name));
+  RETURN_IF_ERROR(
+      CheckIndices(attention.heads(), config.num_heads, "head", name));
   if (attention.layers().empty() &&
       (!attention.heads().empty() || attention.average_heads())) {
     return absl::InvalidArgumentError(
@@ -167,9 +162,9 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
     p.dimensions = request.dimensions();
   }
   batching::SequenceSpec base;
-  auto pooling = ToPoolingMode(request.pooling(), config.pooling);
-  if (!pooling.ok()) return pooling.status();
-  base.pooling = *pooling;
+  ASSIGN_OR_RETURN(auto pooling,
+                   ToPoolingMode(request.pooling(), config.pooling));
+  base.pooling = pooling;
   base.normalize =
       request.has_normalize() ? request.normalize() : config.normalize;
   base.want_tokens = request.return_token_embeddings();
@@ -181,8 +176,8 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
   base.want_attention_stats = request.return_attention_stats();
 
   const int64_t max_len = config.max_length();
-  auto prompt = ResolvePrompt(*p.model, request.prompt_name());
-  if (!prompt.ok()) return prompt.status();
+  ASSIGN_OR_RETURN(const std::string* prompt,
+                   ResolvePrompt(*p.model, request.prompt_name()));
   for (int i = 0; i < request.inputs_size(); ++i) {
     const v1::Input& input = request.inputs(i);
     batching::SequenceSpec spec = base;
@@ -202,9 +197,9 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
               absl::StrCat("inputs[", i, "] has empty text"));
         }
         const std::string prompted =
-            *prompt == nullptr ? std::string() : **prompt + text;
+            prompt == nullptr ? std::string() : *prompt + text;
         auto tokens =
-            TokenizeText(*p.model, *prompt == nullptr ? text : prompted,
+            TokenizeText(*p.model, prompt == nullptr ? text : prompted,
                          request.text_options(), request.truncate(), max_len);
         if (!tokens.ok()) {
           return absl::InvalidArgumentError(
@@ -245,11 +240,7 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
       truncated = true;
     }
     spec.cost = p.model->runner->Price(spec);
-    if (absl::Status s =
-            CheckCost(spec, *p.model, absl::StrCat("inputs[", i, "]"));
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(CheckCost(spec, *p.model, absl::StrCat("inputs[", i, "]")));
     p.total_tokens += static_cast<int64_t>(spec.token_ids.size());
     p.truncated.push_back(truncated);
     p.sequences.push_back(std::move(spec));
@@ -335,16 +326,8 @@ void FillEmbedResponse(const v1::EmbedRequest& request,
         }
       }
     }
-    for (const batching::AttentionStats& s : r.attention_stats) {
-      v1::AttentionHeadStats* st = out->add_attention_stats();
-      st->set_layer(s.layer);
-      st->set_head(s.head);
-      st->set_entropy(s.entropy);
-      st->set_mean_distance(s.mean_distance);
-      st->set_self_mass(s.self_mass);
-      st->set_prev_mass(s.prev_mass);
-      st->set_next_mass(s.next_mass);
-      st->set_first_mass(s.first_mass);
+    for (const AttentionHeadStats& s : r.attention_stats) {
+      PackAttentionStats(s, out->add_attention_stats());
     }
     out->set_num_tokens(r.num_tokens);
     out->set_truncated(prepared.truncated[i]);

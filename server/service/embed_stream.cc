@@ -9,9 +9,10 @@
 // its place and the stream goes on: every request read is answered.
 #include <deque>
 #include <memory>
-#include <mutex>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "server/service/encoder_service.h"
 #include "server/service/request_parser.h"
 #include "server/service/status_util.h"
@@ -39,9 +40,9 @@ class EmbedStreamReactor
 
   void OnReadDone(bool ok) override {
     if (!ok) {
-      std::unique_lock<std::mutex> lock(mu_);
+      mu_.Lock();
       reading_done_ = true;
-      Act(lock, Next(lock));
+      Act(Next());
       return;
     }
     auto item = std::make_shared<Item>();
@@ -58,7 +59,7 @@ class EmbedStreamReactor
             : absl::StrCat(access_.request_id, "-", read_count_);
     bool read_more;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       // After a cancel or failed write nothing more is computed; the
       // reactor may already be finishing.
       if (broken_ || finished_) return;
@@ -84,17 +85,17 @@ class EmbedStreamReactor
   }
 
   void OnWriteDone(bool ok) override {
-    std::unique_lock<std::mutex> lock(mu_);
+    mu_.Lock();
     writing_ = false;
     items_.pop_front();
     if (!ok) broken_ = true;
-    Act(lock, Next(lock));
+    Act(Next());
   }
 
   void OnCancel() override {
-    std::unique_lock<std::mutex> lock(mu_);
+    mu_.Lock();
     broken_ = true;
-    Act(lock, Next(lock));
+    Act(Next());
   }
 
   // In-flight metrics count each request on the stream (SubmitEmbed), not
@@ -108,7 +109,7 @@ class EmbedStreamReactor
     v1::EmbedStreamResponse out;
     grpc::ByteBuffer out_bytes;    // `out` serialized, written to the stream
     UnreadResponses::Hold unread;  // out_bytes, until written or dropped
-    bool ready = false;
+    bool ready = false;            // guarded by the reactor's mu_
     AccessRecord access;
     const absl::Time start = absl::Now();
   };
@@ -138,15 +139,15 @@ class EmbedStreamReactor
     }
     item->unread = service_->HoldUnread(
         context_, static_cast<int64_t>(item->out_bytes.Length()));
-    std::unique_lock<std::mutex> lock(mu_);
+    mu_.Lock();
     item->ready = true;
     --pending_;
-    Act(lock, Next(lock));
+    Act(Next());
   }
 
   // Decides the next step under the lock; the step itself is taken after
-  // unlocking, since gRPC may run reactions inline.
-  Action Next(std::unique_lock<std::mutex>&) {
+  // unlocking (Act), since gRPC may run reactions inline.
+  Action Next() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finished_) return Action::kNone;
     if (broken_) {
       if (pending_ == 0 && !writing_) {
@@ -174,13 +175,14 @@ class EmbedStreamReactor
     return Action::kNone;
   }
 
-  void Act(std::unique_lock<std::mutex>& lock, Action action) {
+  // Called with mu_ held; releases it before acting.
+  void Act(Action action) ABSL_UNLOCK_FUNCTION(mu_) {
     const grpc::ByteBuffer* to_write =
         (action == Action::kWrite || action == Action::kWriteAndRead)
             ? &items_.front()->out_bytes
             : nullptr;
     const bool cancelled = broken_;
-    lock.unlock();
+    mu_.Unlock();
     if (to_write != nullptr) StartWrite(to_write);
     if (action == Action::kRead || action == Action::kWriteAndRead) {
       StartRead(&read_buffer_);
@@ -198,14 +200,18 @@ class EmbedStreamReactor
   AccessRecord access_;           // the stream's; each request copies it
   int64_t read_count_ = 0;        // requests read (reads are sequential)
 
-  std::mutex mu_;
-  std::deque<std::shared_ptr<Item>> items_;  // request order; front writes next
-  size_t pending_ = 0;                       // submitted, result not yet back
-  bool writing_ = false;      // a write is outstanding (items_.front())
-  bool read_paused_ = false;  // too many outstanding; resume on a write
-  bool reading_done_ = false;
-  bool broken_ = false;  // cancelled or a write failed: drain, then finish
-  bool finished_ = false;
+  absl::Mutex mu_;
+  // Request order; the front is written next.
+  std::deque<std::shared_ptr<Item>> items_ ABSL_GUARDED_BY(mu_);
+  size_t pending_ ABSL_GUARDED_BY(mu_) = 0;  // submitted, result not yet back
+  // A write is outstanding (items_.front()).
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  // Too many outstanding; resume on a write.
+  bool read_paused_ ABSL_GUARDED_BY(mu_) = false;
+  bool reading_done_ ABSL_GUARDED_BY(mu_) = false;
+  // Cancelled or a write failed: drain, then finish.
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // A stream refused on entry: finishes at once without reading.

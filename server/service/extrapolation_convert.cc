@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 #include "server/diagnostics/scheme_reach.h"
 #include "server/service/encoder_service.h"
 
@@ -96,11 +97,10 @@ absl::Status BuildExtrapolation(const v1::DiagnoseRequest& request,
   const v1::ExtrapolationOptions& r = request.extrapolation_options();
   const int64_t limit = MaxExtrapolationTokens(model, limits);
   const diagnostics::SchemeReach reach = diagnostics::AnalyzeReach(c);
-  absl::StatusOr<std::vector<int64_t>> grid =
-      Grid(r, reach.trained_length, limit);
-  if (!grid.ok()) return grid.status();
+  ASSIGN_OR_RETURN(std::vector<int64_t> grid,
+                   Grid(r, reach.trained_length, limit));
   diagnostics::ExtrapolationOptions o;
-  o.lengths = *std::move(grid);
+  o.lengths = std::move(grid);
   if (request.input_case() == v1::DiagnoseRequest::kRandom) {
     o.source = SeededRandomIds(o.lengths.back(), request.random().seed(),
                                c.vocab_size);

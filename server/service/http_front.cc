@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "google/protobuf/stubs/common.h"
+#include "server/common/status_macros.h"
 #include "server/logging/access_log.h"
 #include "server/model/model_repository.h"
 #include "server/runner/precision_choice.h"
@@ -586,10 +587,9 @@ absl::StatusOr<std::unique_ptr<HttpFront>> HttpFront::Start(
   };
   auto render = options.render_metrics;
   if (!render) render = [] { return std::string(); };
-  auto http =
-      metrics::MetricsHttpServer::Start(options.http, std::move(render));
-  if (!http.ok()) return http.status();
-  front->http_ = *std::move(http);
+  ASSIGN_OR_RETURN(auto http, metrics::MetricsHttpServer::Start(
+                                  options.http, std::move(render)));
+  front->http_ = std::move(http);
   return front;
 }
 

@@ -8,9 +8,10 @@
 #include <unicode/utf8.h>
 
 #include <memory>
-#include <mutex>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace encoder::service {
 namespace {
@@ -42,7 +43,7 @@ class LenientSchemas {
 
   // A new empty twin of `type`, or nullptr when the twin cannot be built.
   std::unique_ptr<pb::Message> New(const pb::Descriptor* type) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!AddFile(type->file())) return nullptr;
     const pb::Descriptor* twin = pool_.FindMessageTypeByName(type->full_name());
     if (twin == nullptr) return nullptr;
@@ -52,7 +53,8 @@ class LenientSchemas {
  private:
   LenientSchemas() : factory_(&pool_) {}
 
-  bool AddFile(const pb::FileDescriptor* file) {
+  bool AddFile(const pb::FileDescriptor* file)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (pool_.FindFileByName(file->name()) != nullptr) return true;
     for (int i = 0; i < file->dependency_count(); ++i) {
       if (!AddFile(file->dependency(i))) return false;
@@ -65,9 +67,9 @@ class LenientSchemas {
     return pool_.BuildFile(proto) != nullptr;
   }
 
-  std::mutex mu_;
-  pb::DescriptorPool pool_;
-  pb::DynamicMessageFactory factory_;
+  absl::Mutex mu_;
+  pb::DescriptorPool pool_ ABSL_GUARDED_BY(mu_);
+  pb::DynamicMessageFactory factory_ ABSL_GUARDED_BY(mu_);
 };
 
 // Finds the first string field (per the strict schema `strict`) of the

@@ -41,4 +41,16 @@ void PackFloat64(const double* values, size_t count,
   Pack(values, count, shape, v1::DTYPE_FLOAT64, out);
 }
 
+void PackAttentionStats(const AttentionHeadStats& stats,
+                        v1::AttentionHeadStats* out) {
+  out->set_layer(stats.layer);
+  out->set_head(stats.head);
+  out->set_entropy(stats.entropy);
+  out->set_mean_distance(stats.mean_distance);
+  out->set_self_mass(stats.self_mass);
+  out->set_prev_mass(stats.prev_mass);
+  out->set_next_mass(stats.next_mass);
+  out->set_first_mass(stats.first_mass);
+}
+
 }  // namespace encoder::service

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/common/status_macros.h"
 
 namespace encoder::service {
 
@@ -22,18 +23,16 @@ absl::StatusOr<TokenizedText> TokenizeText(const runner::HostedModel& model,
     return absl::InvalidArgumentError(model.no_tokenizer_reason);
   }
   TokenizedText out;
-  auto whole = model.tokenizer->Encode(text, o);
-  if (!whole.ok()) return whole.status();
-  out.encoding = *std::move(whole);
+  ASSIGN_OR_RETURN(auto whole, model.tokenizer->Encode(text, o));
+  out.encoding = std::move(whole);
   if (!truncate || max_length <= 0 ||
       static_cast<int64_t>(out.encoding.size()) <= max_length) {
     return out;
   }
   o.truncate = true;
   o.max_length = max_length;
-  auto cut = model.tokenizer->Encode(text, o);
-  if (!cut.ok()) return cut.status();
-  out.encoding = *std::move(cut);
+  ASSIGN_OR_RETURN(auto cut, model.tokenizer->Encode(text, o));
+  out.encoding = std::move(cut);
   out.truncated = true;
   return out;
 }

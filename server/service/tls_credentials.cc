@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 
 namespace encoder::service {
 namespace {
@@ -98,17 +99,12 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
   if (files.reload_seconds < 1) {
     return absl::InvalidArgumentError("--tls-reload-seconds must be >= 1");
   }
-  auto cert = ReadPem("--tls-cert", files.cert_file);
-  if (!cert.ok()) return cert.status();
-  auto key = ReadPem("--tls-key", files.key_file);
-  if (!key.ok()) return key.status();
-  absl::Status matches = CheckKeyMatches(*cert, *key);
-  if (!matches.ok()) return matches;
-  auto mode = ClientAuthMode(files);
-  if (!mode.ok()) return mode.status();
+  ASSIGN_OR_RETURN(auto cert, ReadPem("--tls-cert", files.cert_file));
+  ASSIGN_OR_RETURN(auto key, ReadPem("--tls-key", files.key_file));
+  RETURN_IF_ERROR(CheckKeyMatches(cert, key));
+  ASSIGN_OR_RETURN(auto mode, ClientAuthMode(files));
   if (!files.client_ca_file.empty()) {
-    auto ca = ReadPem("--tls-client-ca", files.client_ca_file);
-    if (!ca.ok()) return ca.status();
+    ASSIGN_OR_RETURN(auto ca, ReadPem("--tls-client-ca", files.client_ca_file));
   }
   auto provider =
       std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
@@ -117,7 +113,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
   grpc::experimental::TlsServerCredentialsOptions options(provider);
   options.watch_identity_key_cert_pairs();
   if (!files.client_ca_file.empty()) options.watch_root_certs();
-  options.set_cert_request_type(*mode);
+  options.set_cert_request_type(mode);
   return grpc::experimental::TlsServerCredentials(options);
 }
 

@@ -1,6 +1,7 @@
 #include "server/service/tokenize_rpc.h"
 
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 #include "server/service/embed_request.h"
 #include "server/service/text_input.h"
 
@@ -65,13 +66,11 @@ absl::Status RunTokenize(const v1::TokenizeRequest& request,
     return absl::OkStatus();
   };
   for (int i = 0; i < request.texts_size(); ++i) {
-    absl::Status s = one(request.texts(i), absl::StrCat("texts[", i, "]"));
-    if (!s.ok()) return s;
+    RETURN_IF_ERROR(one(request.texts(i), absl::StrCat("texts[", i, "]")));
   }
   for (int i = 0; i < request.texts_bytes_size(); ++i) {
-    absl::Status s =
-        one(request.texts_bytes(i), absl::StrCat("texts_bytes[", i, "]"));
-    if (!s.ok()) return s;
+    RETURN_IF_ERROR(
+        one(request.texts_bytes(i), absl::StrCat("texts_bytes[", i, "]")));
   }
   return absl::OkStatus();
 }

@@ -41,7 +41,7 @@ void UnreadResponses::Hold::Reset() {
 absl::StatusOr<UnreadResponses::Hold> UnreadResponses::Reserve(
     const std::string& connection, int64_t bytes) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = by_connection_.find(connection);
     const int64_t mine = it == by_connection_.end() ? 0 : it->second;
     if (mine > 0 && mine + bytes > limits_.per_connection_bytes) {
@@ -76,7 +76,7 @@ UnreadResponses::Hold UnreadResponses::Add(const std::string& connection,
   if (bytes <= 0) return hold;
   int64_t total;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     by_connection_[connection] += bytes;
     total = total_ += bytes;
   }
@@ -90,7 +90,7 @@ UnreadResponses::Hold UnreadResponses::Add(const std::string& connection,
 void UnreadResponses::Release(const std::string& connection, int64_t bytes) {
   int64_t total;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = by_connection_.find(connection);
     if (it != by_connection_.end() && (it->second -= bytes) <= 0) {
       by_connection_.erase(it);
@@ -101,12 +101,12 @@ void UnreadResponses::Release(const std::string& connection, int64_t bytes) {
 }
 
 int64_t UnreadResponses::total_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return total_;
 }
 
 int64_t UnreadResponses::connection_bytes(const std::string& connection) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = by_connection_.find(connection);
   return it == by_connection_.end() ? 0 : it->second;
 }

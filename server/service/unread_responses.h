@@ -15,12 +15,13 @@
 
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 
 namespace encoder::service {
 
@@ -58,25 +59,28 @@ class UnreadResponses {
   // connection) unless the connection or the server already holds bytes
   // and would go over its limit with these; then RESOURCE_EXHAUSTED naming
   // the held bytes and the limit's flag.
-  absl::StatusOr<Hold> Reserve(const std::string& connection, int64_t bytes);
+  absl::StatusOr<Hold> Reserve(const std::string& connection, int64_t bytes)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Reserve with 0 bytes: fails only when a limit is already exceeded.
   absl::Status Admit(const std::string& connection);
 
   // Counts `bytes` whatever the limits (a response already produced).
-  Hold Add(const std::string& connection, int64_t bytes);
+  Hold Add(const std::string& connection, int64_t bytes)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   int64_t total_bytes() const;
   int64_t connection_bytes(const std::string& connection) const;
   const UnreadLimits& limits() const { return limits_; }
 
  private:
-  void Release(const std::string& connection, int64_t bytes);
+  void Release(const std::string& connection, int64_t bytes)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   const UnreadLimits limits_;
-  const Observer observer_;
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, int64_t> by_connection_;
-  int64_t total_ = 0;
+  const Observer observer_;  // called without mu_
+  mutable absl::Mutex mu_;
+  std::unordered_map<std::string, int64_t> by_connection_ ABSL_GUARDED_BY(mu_);
+  int64_t total_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace encoder::service

@@ -2,12 +2,13 @@
 #ifndef ENCODER_SERVER_SERVICE_WORK_QUEUE_H_
 #define ENCODER_SERVER_SERVICE_WORK_QUEUE_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace encoder::service {
 
@@ -18,16 +19,16 @@ class WorkQueue {
   ~WorkQueue();
 
   // Returns false (and drops the task) when max_pending tasks wait already.
-  bool TrySubmit(std::function<void()> task);
+  bool TrySubmit(std::function<void()> task) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  void Loop();
+  void Loop() ABSL_LOCKS_EXCLUDED(mu_);
 
   const int64_t max_pending_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;
-  bool stopping_ = false;
+  absl::Mutex mu_;
+  absl::CondVar cv_;  // a task arrived or stopping
+  std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread worker_;
 };
 

@@ -3,6 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/common/status_macros.h"
 #include "server/tokenizer/unicode.h"
 
 namespace encoder::tokenizer {
@@ -46,15 +47,14 @@ std::string ByteTokenizer::IdLabel(int64_t id) {
 
 absl::StatusOr<Encoding> ByteTokenizer::Encode(
     std::string_view text, const EncodeOptions& options) const {
-  if (absl::Status st = ValidateUtf8(text); !st.ok()) return st;
-  auto ids = Encode(text, vocab_size_);
-  if (!ids.ok()) return ids.status();
+  RETURN_IF_ERROR(ValidateUtf8(text));
+  ASSIGN_OR_RETURN(auto ids, Encode(text, vocab_size_));
   Encoding e;
   int64_t chars = -1;
   for (size_t i = 0; i < text.size(); ++i) {
     if ((text[i] & 0xc0) != 0x80) ++chars;
-    e.ids.push_back((*ids)[i + 1]);
-    e.tokens.push_back(IdLabel((*ids)[i + 1]));
+    e.ids.push_back(ids[i + 1]);
+    e.tokens.push_back(IdLabel(ids[i + 1]));
     const auto b = static_cast<int64_t>(i);
     e.byte_offsets.push_back({b, b + 1});
     e.char_offsets.push_back({chars, chars + 1});

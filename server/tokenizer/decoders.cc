@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 
 #include "absl/strings/str_replace.h"
+#include "server/common/status_macros.h"
 #include "server/tokenizer/json_util.h"
 #include "server/tokenizer/pre_tokenizers.h"
 #include "server/tokenizer/regex.h"
@@ -163,7 +164,7 @@ class SequenceDecoder : public Decoder {
       : parts_(std::move(v)) {}
   absl::Status DecodeChain(Tokens* t) const override {
     for (const auto& p : parts_) {
-      if (absl::Status st = p->DecodeChain(t); !st.ok()) return st;
+      RETURN_IF_ERROR(p->DecodeChain(t));
     }
     return absl::OkStatus();
   }
@@ -232,16 +233,14 @@ absl::StatusOr<std::unique_ptr<Decoder>> MakeDecoder(const json& j) {
                         j.value("stop", size_t{0}));
   }
   if (type == "Replace") {
-    auto re = MakePattern(j.at("pattern"));
-    if (!re.ok()) return re.status();
-    std::shared_ptr<Regex> pattern = std::move(*re);
+    ASSIGN_OR_RETURN(auto re, MakePattern(j.at("pattern")));
+    std::shared_ptr<Regex> pattern = std::move(re);
     const std::string content = j.value("content", "");
     return Make([pattern, content](Tokens* t) -> absl::Status {
       for (std::string& s : *t) {
-        auto spans = pattern->FindMatches(s);
-        if (!spans.ok()) return spans.status();
+        ASSIGN_OR_RETURN(auto spans, pattern->FindMatches(s));
         std::string out;
-        for (const MatchSpan& m : *spans) {
+        for (const MatchSpan& m : spans) {
           out += m.is_match ? content : s.substr(m.start, m.end - m.start);
         }
         s = std::move(out);
@@ -262,9 +261,8 @@ absl::StatusOr<std::unique_ptr<Decoder>> MakeDecoder(const json& j) {
   if (type == "Sequence") {
     std::vector<std::unique_ptr<Decoder>> parts;
     for (const json& part : j.at("decoders")) {
-      auto p = MakeDecoder(part);
-      if (!p.ok()) return p.status();
-      parts.push_back(std::move(*p));
+      ASSIGN_OR_RETURN(auto p, MakeDecoder(part));
+      parts.push_back(std::move(p));
     }
     return std::make_unique<SequenceDecoder>(std::move(parts));
   }

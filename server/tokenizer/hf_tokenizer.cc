@@ -1,6 +1,7 @@
 #include "server/tokenizer/hf_tokenizer.h"
 
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 #include "server/tokenizer/unicode.h"
 
 namespace encoder::tokenizer {
@@ -40,7 +41,7 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Create(Components c) {
   for (const AddedToken& t : c.added_tokens) {
     NormalizedString s(t.content, 0);
     if (t.normalized && c.normalizer != nullptr) {
-      if (absl::Status st = c.normalizer->Normalize(&s); !st.ok()) return st;
+      RETURN_IF_ERROR(c.normalizer->Normalize(&s));
     }
     normalized.push_back(s.get());
   }
@@ -56,9 +57,7 @@ absl::Status HfTokenizer::Tokenize(std::string_view text, Encoding* e) const {
   if (c_.normalizer != nullptr) {
     for (Piece& p : pieces) {
       if (p.id) continue;
-      if (absl::Status st = c_.normalizer->Normalize(&p.text); !st.ok()) {
-        return st;
-      }
+      RETURN_IF_ERROR(c_.normalizer->Normalize(&p.text));
     }
   }
   added_.Split(true, &pieces);
@@ -77,16 +76,12 @@ absl::Status HfTokenizer::Tokenize(std::string_view text, Encoding* e) const {
     words.clear();
     words.push_back(std::move(p.text));
     if (c_.pre_tokenizer != nullptr) {
-      if (absl::Status st = c_.pre_tokenizer->PreTokenize(&words); !st.ok()) {
-        return st;
-      }
+      RETURN_IF_ERROR(c_.pre_tokenizer->PreTokenize(&words));
     }
     for (const NormalizedString& w : words) {
       if (w.empty()) continue;
       tokens.clear();
-      if (absl::Status st = c_.model->Tokenize(w.get(), &tokens); !st.ok()) {
-        return st;
-      }
+      RETURN_IF_ERROR(c_.model->Tokenize(w.get(), &tokens));
       for (Token& t : tokens) {
         const NormalizedString::Span span = w.OriginalSpan(t.start, t.end);
         e->ids.push_back(t.id);
@@ -147,9 +142,9 @@ void HfTokenizer::Pad(Encoding* e) const {
 
 absl::StatusOr<Encoding> HfTokenizer::Encode(
     std::string_view text, const EncodeOptions& options) const {
-  if (absl::Status st = ValidateUtf8(text); !st.ok()) return st;
+  RETURN_IF_ERROR(ValidateUtf8(text));
   Encoding e;
-  if (absl::Status st = Tokenize(text, &e); !st.ok()) return st;
+  RETURN_IF_ERROR(Tokenize(text, &e));
   Truncate(options, &e);
   if (c_.post_processor != nullptr) {
     c_.post_processor->Process(options.add_special_tokens, &e);
@@ -186,7 +181,7 @@ absl::StatusOr<std::string> HfTokenizer::Decode(
     }
     return out;
   }
-  if (absl::Status st = c_.decoder->DecodeChain(&tokens); !st.ok()) return st;
+  RETURN_IF_ERROR(c_.decoder->DecodeChain(&tokens));
   std::string out;
   for (const std::string& t : tokens) out += t;
   return out;

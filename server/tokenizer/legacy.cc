@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 #include "server/tokenizer/hf_tokenizer.h"
 #include "server/tokenizer/unicode.h"
 
@@ -72,9 +73,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadBertVocab(
         {"cls", {"[CLS]", vocab["[CLS]"]}},
         {"sep", {"[SEP]", vocab["[SEP]"]}}}},
       {"decoder", {{"type", "WordPiece"}}}};
-  auto tok = HfTokenizer::FromJson(j);
-  if (!tok.ok()) return tok.status();
-  return std::unique_ptr<Tokenizer>(std::move(*tok));
+  ASSIGN_OR_RETURN(auto tok, HfTokenizer::FromJson(j));
+  return std::unique_ptr<Tokenizer>(std::move(tok));
 }
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadSentencePiece(

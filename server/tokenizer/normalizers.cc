@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 #include "server/tokenizer/json_util.h"
 #include "server/tokenizer/precompiled.h"
 #include "server/tokenizer/regex.h"
@@ -96,12 +97,11 @@ class ReplaceNormalizer : public Normalizer {
   ReplaceNormalizer(std::unique_ptr<Regex> pattern, std::string content)
       : pattern_(std::move(pattern)), content_(DecodeUtf8(content)) {}
   absl::Status Normalize(NormalizedString* s) const override {
-    auto spans = pattern_->FindMatches(s->get());
-    if (!spans.ok()) return spans.status();
+    ASSIGN_OR_RETURN(auto spans, pattern_->FindMatches(s->get()));
     std::vector<CharChange> insert;
     for (char32_t c : content_) insert.push_back({c, 1});
     // Right to left, so earlier byte ranges stay valid.
-    for (auto it = spans->rbegin(); it != spans->rend(); ++it) {
+    for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
       if (!it->is_match) continue;
       const std::string_view piece =
           std::string_view(s->get()).substr(it->start, it->end - it->start);
@@ -164,7 +164,7 @@ class SequenceNormalizer : public Normalizer {
       : parts_(std::move(parts)) {}
   absl::Status Normalize(NormalizedString* s) const override {
     for (const auto& p : parts_) {
-      if (absl::Status st = p->Normalize(s); !st.ok()) return st;
+      RETURN_IF_ERROR(p->Normalize(s));
     }
     return absl::OkStatus();
   }
@@ -205,9 +205,8 @@ absl::StatusOr<std::unique_ptr<Normalizer>> MakeNormalizer(const json& j) {
   } else if (type == "NFKC") {
     n = std::make_unique<SimpleNormalizer>(&Unicode<UnicodeForm::kNfkc>);
   } else if (type == "Replace") {
-    auto pattern = MakePattern(j.at("pattern"));
-    if (!pattern.ok()) return pattern.status();
-    n = std::make_unique<ReplaceNormalizer>(std::move(*pattern),
+    ASSIGN_OR_RETURN(auto pattern, MakePattern(j.at("pattern")));
+    n = std::make_unique<ReplaceNormalizer>(std::move(pattern),
                                             j.value("content", ""));
   } else if (type == "Prepend") {
     n = std::make_unique<PrependNormalizer>(j.value("prepend", ""));
@@ -222,15 +221,13 @@ absl::StatusOr<std::unique_ptr<Normalizer>> MakeNormalizer(const json& j) {
           "Precompiled normalizer: precompiled_charsmap must be a base64 "
           "string");
     }
-    auto p = MakePrecompiledNormalizer(map.get<std::string>());
-    if (!p.ok()) return p.status();
-    n = std::move(*p);
+    ASSIGN_OR_RETURN(auto p, MakePrecompiledNormalizer(map.get<std::string>()));
+    n = std::move(p);
   } else if (type == "Sequence") {
     std::vector<std::unique_ptr<Normalizer>> parts;
     for (const json& part : j.at("normalizers")) {
-      auto p = MakeNormalizer(part);
-      if (!p.ok()) return p.status();
-      parts.push_back(std::move(*p));
+      ASSIGN_OR_RETURN(auto p, MakeNormalizer(part));
+      parts.push_back(std::move(p));
     }
     n = std::make_unique<SequenceNormalizer>(std::move(parts));
   } else {

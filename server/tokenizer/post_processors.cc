@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 #include "server/tokenizer/json_util.h"
 #include "server/tokenizer/pre_tokenizers.h"
 #include "server/tokenizer/unicode.h"
@@ -171,9 +172,8 @@ absl::StatusOr<std::unique_ptr<PostProcessor>> MakePostProcessor(
   if (type == "Sequence") {
     std::vector<std::unique_ptr<PostProcessor>> parts;
     for (const json& part : j.at("processors")) {
-      auto p = MakePostProcessor(part);
-      if (!p.ok()) return p.status();
-      parts.push_back(std::move(*p));
+      ASSIGN_OR_RETURN(auto p, MakePostProcessor(part));
+      parts.push_back(std::move(p));
     }
     return std::make_unique<SequenceProcessor>(std::move(parts));
   }

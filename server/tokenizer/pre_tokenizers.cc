@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 #include "server/tokenizer/json_util.h"
 #include "server/tokenizer/unicode.h"
 
@@ -57,12 +58,11 @@ absl::Status SplitAllRegex(std::vector<NormalizedString>* pieces,
   std::vector<NormalizedString> out;
   out.reserve(pieces->size() * 2);
   for (const NormalizedString& p : *pieces) {
-    auto spans = re.FindMatches(p.get());
-    if (!spans.ok()) return spans.status();
+    ASSIGN_OR_RETURN(auto spans, re.FindMatches(p.get()));
     if (invert) {
-      for (MatchSpan& m : *spans) m.is_match = !m.is_match;
+      for (MatchSpan& m : spans) m.is_match = !m.is_match;
     }
-    for (auto& s : SplitByMatches(p, std::move(*spans), behavior)) {
+    for (auto& s : SplitByMatches(p, std::move(spans), behavior)) {
       out.push_back(std::move(s));
     }
   }
@@ -129,11 +129,7 @@ class ByteLevelPreTokenizer : public PreTokenizer {
       }
     }
     if (re_ != nullptr) {
-      if (absl::Status st =
-              SplitAllRegex(p, *re_, SplitBehavior::kIsolated, false);
-          !st.ok()) {
-        return st;
-      }
+      RETURN_IF_ERROR(SplitAllRegex(p, *re_, SplitBehavior::kIsolated, false));
     }
     const std::u32string& table = ByteToChar();
     std::vector<CharChange> chars;
@@ -178,9 +174,8 @@ class MetaspacePreTokenizer : public PreTokenizer {
       return v;
     }();
     for (NormalizedString& s : *p) {
-      auto spans = space_->FindMatches(s.get());
-      if (!spans.ok()) return spans.status();
-      for (auto it = spans->rbegin(); it != spans->rend(); ++it) {
+      ASSIGN_OR_RETURN(auto spans, space_->FindMatches(s.get()));
+      for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
         if (it->is_match) s.TransformRange(it->start, it->end, insert, 1);
       }
       const bool starts = s.get().rfind(replacement_, 0) == 0;
@@ -210,7 +205,7 @@ class SequencePreTokenizer : public PreTokenizer {
       : parts_(std::move(v)) {}
   absl::Status PreTokenize(std::vector<NormalizedString>* p) const override {
     for (const auto& part : parts_) {
-      if (absl::Status st = part->PreTokenize(p); !st.ok()) return st;
+      RETURN_IF_ERROR(part->PreTokenize(p));
     }
     return absl::OkStatus();
   }
@@ -241,13 +236,11 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> MakeMetaspace(const json& j) {
   } else if (!j.value("add_prefix_space", true)) {
     scheme = PrependScheme::kNever;
   }
-  auto space = Regex::Literal(" ");
-  auto marker = Regex::Literal(replacement);
-  if (!space.ok()) return space.status();
-  if (!marker.ok()) return marker.status();
+  ASSIGN_OR_RETURN(auto space, Regex::Literal(" "));
+  ASSIGN_OR_RETURN(auto marker, Regex::Literal(replacement));
   return std::make_unique<MetaspacePreTokenizer>(
-      replacement, scheme, j.value("split", true), std::move(*space),
-      std::move(*marker));
+      replacement, scheme, j.value("split", true), std::move(space),
+      std::move(marker));
 }
 
 }  // namespace
@@ -328,17 +321,15 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> MakePreTokenizer(const json& j) {
                                                    SplitBehavior::kRemoved);
   }
   if (type == "Whitespace") {
-    auto re = Regex::Compile(kWhitespacePattern);
-    if (!re.ok()) return re.status();
+    ASSIGN_OR_RETURN(auto re, Regex::Compile(kWhitespacePattern));
     return std::make_unique<RegexSplitPreTokenizer>(
-        std::move(*re), SplitBehavior::kRemoved, true);
+        std::move(re), SplitBehavior::kRemoved, true);
   }
   if (type == "Punctuation" || type == "Digits") {
     SplitBehavior behavior = SplitBehavior::kIsolated;
     if (type == "Punctuation" && j.contains("behavior")) {
-      auto b = ParseBehavior(j["behavior"].get<std::string>());
-      if (!b.ok()) return b.status();
-      behavior = *b;
+      ASSIGN_OR_RETURN(auto b, ParseBehavior(j["behavior"].get<std::string>()));
+      behavior = b;
     }
     if (type == "Digits") {
       if (!j.value("individual_digits", false)) {
@@ -350,19 +341,16 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> MakePreTokenizer(const json& j) {
                                                    behavior);
   }
   if (type == "Split") {
-    auto re = MakePattern(j.at("pattern"));
-    if (!re.ok()) return re.status();
-    auto b = ParseBehavior(j.value("behavior", "Isolated"));
-    if (!b.ok()) return b.status();
-    return std::make_unique<RegexSplitPreTokenizer>(std::move(*re), *b,
+    ASSIGN_OR_RETURN(auto re, MakePattern(j.at("pattern")));
+    ASSIGN_OR_RETURN(auto b, ParseBehavior(j.value("behavior", "Isolated")));
+    return std::make_unique<RegexSplitPreTokenizer>(std::move(re), b,
                                                     j.value("invert", false));
   }
   if (type == "ByteLevel") {
     std::unique_ptr<Regex> re;
     if (j.value("use_regex", true)) {
-      auto compiled = Regex::Compile(kByteLevelPattern);
-      if (!compiled.ok()) return compiled.status();
-      re = std::move(*compiled);
+      ASSIGN_OR_RETURN(auto compiled, Regex::Compile(kByteLevelPattern));
+      re = std::move(compiled);
     }
     return std::make_unique<ByteLevelPreTokenizer>(
         j.value("add_prefix_space", true), std::move(re));
@@ -371,9 +359,8 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> MakePreTokenizer(const json& j) {
   if (type == "Sequence") {
     std::vector<std::unique_ptr<PreTokenizer>> parts;
     for (const json& part : j.at("pretokenizers")) {
-      auto p = MakePreTokenizer(part);
-      if (!p.ok()) return p.status();
-      parts.push_back(std::move(*p));
+      ASSIGN_OR_RETURN(auto p, MakePreTokenizer(part));
+      parts.push_back(std::move(p));
     }
     return std::make_unique<SequencePreTokenizer>(std::move(parts));
   }

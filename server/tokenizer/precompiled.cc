@@ -7,6 +7,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 #include "server/tokenizer/unicode.h"
 
 namespace encoder::tokenizer {
@@ -52,7 +53,7 @@ absl::StatusOr<CharsMap> CharsMap::Parse(std::string_view blob) {
   if (absl::Status s = ValidateUtf8(map.pool_); !s.ok()) {
     return Malformed(absl::StrCat("string pool: ", s.message()));
   }
-  if (absl::Status s = map.Validate(); !s.ok()) return s;
+  RETURN_IF_ERROR(map.Validate());
   return map;
 }
 
@@ -226,10 +227,9 @@ absl::StatusOr<std::unique_ptr<Normalizer>> MakePrecompiledNormalizer(
     return absl::InvalidArgumentError(
         "Precompiled normalizer: precompiled_charsmap is not valid base64");
   }
-  auto map = CharsMap::Parse(blob);
-  if (!map.ok()) return map.status();
+  ASSIGN_OR_RETURN(auto map, CharsMap::Parse(blob));
   return std::unique_ptr<Normalizer>(
-      std::make_unique<PrecompiledNormalizer>(std::move(*map)));
+      std::make_unique<PrecompiledNormalizer>(std::move(map)));
 }
 
 }  // namespace encoder::tokenizer

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 #include "server/tokenizer/hf_tokenizer.h"
 #include "server/tokenizer/json_util.h"
 #include "server/tokenizer/legacy.h"
@@ -24,9 +25,8 @@ template <typename T, typename F>
 absl::Status Build(const json& j, const char* key, F make,
                    std::unique_ptr<T>* out) {
   if (!Present(j, key)) return absl::OkStatus();
-  auto made = make(j[key]);
-  if (!made.ok()) return made.status();
-  *out = std::move(*made);
+  ASSIGN_OR_RETURN(auto made, make(j[key]));
+  *out = std::move(made);
   return absl::OkStatus();
 }
 
@@ -69,16 +69,14 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(
     if (!Present(j, "model")) {
       return absl::InvalidArgumentError("tokenizer.json: no \"model\"");
     }
-    absl::Status st = Build(j, "normalizer", MakeNormalizer, &c.normalizer);
-    if (st.ok())
-      st = Build(j, "pre_tokenizer", MakePreTokenizer, &c.pre_tokenizer);
-    if (st.ok()) st = Build(j, "model", MakeModel, &c.model);
-    if (st.ok()) {
-      st = Build(j, "post_processor", MakePostProcessor, &c.post_processor);
-    }
-    if (st.ok()) st = Build(j, "decoder", MakeDecoder, &c.decoder);
-    if (st.ok()) st = ReadTruncationAndPadding(j, &c);
-    if (!st.ok()) return st;
+    RETURN_IF_ERROR(Build(j, "normalizer", MakeNormalizer, &c.normalizer));
+    RETURN_IF_ERROR(
+        Build(j, "pre_tokenizer", MakePreTokenizer, &c.pre_tokenizer));
+    RETURN_IF_ERROR(Build(j, "model", MakeModel, &c.model));
+    RETURN_IF_ERROR(
+        Build(j, "post_processor", MakePostProcessor, &c.post_processor));
+    RETURN_IF_ERROR(Build(j, "decoder", MakeDecoder, &c.decoder));
+    RETURN_IF_ERROR(ReadTruncationAndPadding(j, &c));
     if (Present(j, "added_tokens")) {
       for (const json& t : j["added_tokens"]) {
         AddedToken a;
@@ -104,9 +102,8 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerJson(
     const std::string& path) {
-  auto text = ReadFile(path);
-  if (!text.ok()) return text.status();
-  json j = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  ASSIGN_OR_RETURN(auto text, ReadFile(path));
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
   }

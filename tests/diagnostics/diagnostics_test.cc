@@ -395,10 +395,10 @@ TEST(Diagnostics, AttentionStatisticsAndMaps) {
 
   ASSERT_EQ(r.attention_stats.size(), 8u);
   for (size_t i = 0; i < r.attention_stats.size(); ++i) {
-    const HeadStats& h = r.attention_stats[i];
+    const AttentionHeadStats& h = r.attention_stats[i];
     EXPECT_EQ(h.layer, static_cast<int64_t>(i / 4));
     EXPECT_EQ(h.head, static_cast<int64_t>(i % 4));
-    const HeadStats expected =
+    const AttentionHeadStats expected =
         ComputeHeadStats(out->attention.at(h.layer)[0], h.layer)[h.head];
     EXPECT_DOUBLE_EQ(h.entropy, expected.entropy);
     EXPECT_DOUBLE_EQ(h.mean_distance, expected.mean_distance);

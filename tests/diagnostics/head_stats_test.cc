@@ -19,8 +19,9 @@ namespace encoder::diagnostics {
 namespace {
 
 // Runs the reference once on several probability tensors [H, S, S] and
-// returns one HeadStats per head, tensors in order.
-std::vector<HeadStats> ReferenceStats(const std::vector<at::Tensor>& tensors) {
+// returns one AttentionHeadStats per head, tensors in order.
+std::vector<AttentionHeadStats> ReferenceStats(
+    const std::vector<at::Tensor>& tensors) {
   // The script sits next to this file; ENCODER_SOURCE_DIR, when set, names
   // the source tree to take it from instead.
   const char* source_dir = std::getenv("ENCODER_SOURCE_DIR");
@@ -55,9 +56,9 @@ std::vector<HeadStats> ReferenceStats(const std::vector<at::Tensor>& tensors) {
   EXPECT_EQ(pclose(pipe), 0) << command;
   std::remove(input.c_str());
 
-  std::vector<HeadStats> stats;
+  std::vector<AttentionHeadStats> stats;
   std::istringstream lines(text);
-  HeadStats h;
+  AttentionHeadStats h;
   while (lines >> h.entropy >> h.mean_distance >> h.self_mass >> h.prev_mass >>
          h.next_mass >> h.first_mass) {
     stats.push_back(h);
@@ -65,8 +66,8 @@ std::vector<HeadStats> ReferenceStats(const std::vector<at::Tensor>& tensors) {
   return stats;
 }
 
-void ExpectMatches(const std::vector<HeadStats>& got,
-                   const std::vector<HeadStats>& want, double tol) {
+void ExpectMatches(const std::vector<AttentionHeadStats>& got,
+                   const std::vector<AttentionHeadStats>& want, double tol) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t h = 0; h < got.size(); ++h) {
     EXPECT_NEAR(got[h].entropy, want[h].entropy, tol) << "head " << h;
@@ -81,11 +82,12 @@ void ExpectMatches(const std::vector<HeadStats>& got,
 TEST(HeadStats, MatchesTorchReferenceOnRandomSoftmax) {
   at::manual_seed(11);
   std::vector<at::Tensor> cases;
-  std::vector<HeadStats> got;
+  std::vector<AttentionHeadStats> got;
   for (int64_t s : {1, 2, 7}) {
     // Peaked rows (scale 3) so that the heads differ visibly.
     cases.push_back((3 * at::randn({3, s, s}, at::kDouble)).softmax(-1));
-    const std::vector<HeadStats> stats = ComputeHeadStats(cases.back(), 2);
+    const std::vector<AttentionHeadStats> stats =
+        ComputeHeadStats(cases.back(), 2);
     ASSERT_EQ(stats.size(), 3u);
     for (int64_t h = 0; h < 3; ++h) {
       EXPECT_EQ(stats[h].layer, 2);
@@ -105,9 +107,9 @@ TEST(HeadStats, MatchesTorchReferenceWithZeroProbabilities) {
   at::Tensor probs =
       scores.masked_fill(future, -std::numeric_limits<double>::infinity())
           .softmax(-1);
-  const std::vector<HeadStats> got = ComputeHeadStats(probs, 0);
+  const std::vector<AttentionHeadStats> got = ComputeHeadStats(probs, 0);
   ExpectMatches(got, ReferenceStats({probs}), 1e-9);
-  for (const HeadStats& h : got) {
+  for (const AttentionHeadStats& h : got) {
     EXPECT_TRUE(std::isfinite(h.entropy));
     EXPECT_EQ(h.next_mass, 0.0);
   }
@@ -116,7 +118,7 @@ TEST(HeadStats, MatchesTorchReferenceWithZeroProbabilities) {
 TEST(HeadStats, UniformRows) {
   const int64_t s = 5;
   at::Tensor probs = at::full({2, s, s}, 1.0 / s, at::kFloat);
-  for (const HeadStats& h : ComputeHeadStats(probs, 0)) {
+  for (const AttentionHeadStats& h : ComputeHeadStats(probs, 0)) {
     EXPECT_NEAR(h.entropy, std::log(5.0), 1e-7);
     // sum_ij |i - j| / S^2 = (S^2 - 1) / (3 S).
     EXPECT_NEAR(h.mean_distance, 24.0 / 15.0, 1e-7);
@@ -130,7 +132,7 @@ TEST(HeadStats, UniformRows) {
 TEST(HeadStats, Identity) {
   const int64_t s = 6;
   at::Tensor probs = at::eye(s, at::kDouble).expand({3, s, s});
-  for (const HeadStats& h : ComputeHeadStats(probs, 1)) {
+  for (const AttentionHeadStats& h : ComputeHeadStats(probs, 1)) {
     EXPECT_EQ(h.entropy, 0.0);
     EXPECT_EQ(h.mean_distance, 0.0);
     EXPECT_EQ(h.self_mass, 1.0);
@@ -147,7 +149,7 @@ TEST(HeadStats, ShiftedIdentity) {
   probs[0].zero_();
   probs[0][0] = 1.0;
   probs = probs.unsqueeze(0);
-  const std::vector<HeadStats> stats = ComputeHeadStats(probs, 0);
+  const std::vector<AttentionHeadStats> stats = ComputeHeadStats(probs, 0);
   ASSERT_EQ(stats.size(), 1u);
   // Rows 1..S-1 put all mass on the previous token; row 0 counts 0.
   EXPECT_DOUBLE_EQ(stats[0].prev_mass, (s - 1.0) / s);

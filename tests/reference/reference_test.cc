@@ -294,11 +294,11 @@ TEST_P(ReferenceTest, AttentionStatistics) {
     for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
       const at::Tensor ours = AttentionOf(out, layer);
       ASSERT_TRUE(ours.defined());
-      const std::vector<diagnostics::HeadStats> heads =
+      const std::vector<AttentionHeadStats> heads =
           diagnostics::ComputeHeadStats(ours[0], layer);
       ASSERT_EQ(static_cast<int64_t>(heads.size()), config_.num_heads);
       std::vector<double> values;
-      for (const diagnostics::HeadStats& h : heads) {
+      for (const AttentionHeadStats& h : heads) {
         EXPECT_EQ(h.layer, layer);
         values.insert(values.end(), {h.entropy, h.mean_distance, h.self_mass,
                                      h.prev_mass, h.next_mass, h.first_mass});
