@@ -177,9 +177,9 @@ absl::StatusOr<SentenceTransformerFiles> ReadSentenceTransformers(
       if (text.is_string()) st.prompts[name] = text.get<std::string>();
     }
   }
-  if (cst->is_object() && cst->contains("default_prompt_name") &&
-      (*cst)["default_prompt_name"].is_string()) {
-    st.default_prompt_name = (*cst)["default_prompt_name"].get<std::string>();
+  if (cst.is_object() && cst.contains("default_prompt_name") &&
+      cst["default_prompt_name"].is_string()) {
+    st.default_prompt_name = cst["default_prompt_name"].get<std::string>();
     if (!st.default_prompt_name.empty() &&
         st.prompts.count(st.default_prompt_name) == 0) {
       return absl::InvalidArgumentError(absl::StrCat(
