@@ -38,6 +38,11 @@ encoder::v1::EmbedRequest BuildEmbedRequest(const EmbedOptions& options) {
   for (int32_t head : options.attention_heads) attention->add_heads(head);
   attention->set_average_heads(options.average_heads);
   request.set_return_attention_stats(options.attention_stats);
+  if (!options.hidden_states.empty() || options.pool_hidden_states) {
+    auto* hidden = request.mutable_hidden_states();
+    for (int32_t layer : options.hidden_states) hidden->add_layers(layer);
+    hidden->set_pooled(options.pool_hidden_states);
+  }
   request.set_truncate(options.truncate);
   return request;
 }

@@ -24,6 +24,8 @@ struct EmbedOptions {
   std::vector<int32_t> attention_heads;   // empty: all heads
   bool average_heads = false;
   bool attention_stats = false;
+  std::vector<int32_t> hidden_states;  // layers; negative from the end
+  bool pool_hidden_states = false;
   bool truncate = false;
 };
 

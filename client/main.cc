@@ -86,6 +86,7 @@ Command AddEmbed(CLI::App* app, ConnectionOptions* connection) {
   auto id_lists = std::make_shared<std::vector<std::string>>();
   auto layers = std::make_shared<std::string>();
   auto heads = std::make_shared<std::string>();
+  auto hidden = std::make_shared<std::string>();
   command->add_option("--model", options->model,
                       "Model name (default: the server's default model)");
   CLI::Option* text = command->add_option(
@@ -115,6 +116,14 @@ Command AddEmbed(CLI::App* app, ConnectionOptions* connection) {
                     "Average the maps over the selected heads");
   command->add_flag("--attention-stats", options->attention_stats,
                     "Return per layer and head attention statistics");
+  command->add_option(
+      "--hidden-states", *hidden,
+      "Return the hidden states after these layers, e.g. 0,-1 (0: the "
+      "embedding output, -1: the last layer's output; write "
+      "--hidden-states=-1 for a list that starts with a minus)");
+  command->add_flag("--pool-hidden-states", options->pool_hidden_states,
+                    "Pool each hidden state like the embedding: [layers, D] "
+                    "instead of [layers, S, D]");
   command->add_flag("--truncate", options->truncate,
                     "Cut inputs longer than the model's limit");
   CLI::Option* input =
@@ -179,10 +188,11 @@ Command AddEmbed(CLI::App* app, ConnectionOptions* connection) {
             if (no_normalize->count() > 0) options->normalize = false;
             if (input->count() > 0 || output_format->count() > 0) {
               if (options->token_embeddings || !layers->empty() ||
-                  options->attention_stats) {
+                  options->attention_stats || !hidden->empty()) {
                 PrintError(
                     "--input and --output-format write pooled embeddings "
-                    "only; --tokens, --attention-* are for --text/--ids");
+                    "only; --tokens, --attention-*, --hidden-states are for "
+                    "--text/--ids");
                 return kExitUsage;
               }
               if (input->count() == 0 && options->inputs.empty()) {
@@ -202,7 +212,9 @@ Command AddEmbed(CLI::App* app, ConnectionOptions* connection) {
             if (!ParseInt32Flag("--attention-layers", *layers,
                                 &options->attention_layers) ||
                 !ParseInt32Flag("--attention-heads", *heads,
-                                &options->attention_heads)) {
+                                &options->attention_heads) ||
+                !ParseInt32Flag("--hidden-states", *hidden,
+                                &options->hidden_states)) {
               return kExitUsage;
             }
             return RunEmbed(*connection, *options);

@@ -37,6 +37,10 @@ struct SequenceSpec {
   std::vector<int64_t> attention_heads;   // empty: all heads
   bool average_heads = false;             // maps averaged over the heads
   bool want_attention_stats = false;      // per layer x head statistics
+  // Hidden states after these many layers (0 .. num_layers; 0 is the
+  // embedding output), pooled with `pooling` when pool_hidden is set.
+  std::vector<int64_t> hidden_layers;
+  bool pool_hidden = false;
   SequenceCost cost;  // priced by the runner; zero: free (tests)
 };
 
@@ -56,6 +60,9 @@ struct SequenceResult {
   // [layers, heads, seq, seq], or [layers, seq, seq] when averaged.
   std::vector<int64_t> attention_shape;
   std::vector<AttentionHeadStats> attention_stats;  // layer-major
+  // [layers, seq, D], or [layers, D] when pooled.
+  std::vector<float> hidden;
+  std::vector<int64_t> hidden_shape;
   int64_t num_tokens = 0;
   int64_t dim = 0;         // token embedding width
   int64_t pooled_dim = 0;  // pooled width (differs after dense layers)

@@ -102,4 +102,21 @@ bool IsValidTraceparent(std::string_view v) {
   return version != "00" && v[kLength] == '-';
 }
 
+AccessRecord BeginAccessRecord(std::string protocol, std::string method,
+                               std::string peer, std::string_view request_id,
+                               std::string_view traceparent) {
+  AccessRecord record;
+  record.protocol = std::move(protocol);
+  record.method = std::move(method);
+  record.peer = std::move(peer);
+  if (IsUsableRequestId(request_id)) record.request_id = request_id;
+  if (IsValidTraceparent(traceparent)) record.traceparent = traceparent;
+  return record;
+}
+
+const std::string& EnsureRequestId(AccessRecord* record) {
+  if (record->request_id.empty()) record->request_id = NewRequestId();
+  return record->request_id;
+}
+
 }  // namespace encoder::logging

@@ -55,6 +55,17 @@ bool IsUsableRequestId(std::string_view id);
 // may append "-..." fields.
 bool IsValidTraceparent(std::string_view value);
 
+// A record for a call that arrived with these headers or metadata values:
+// the caller's request id when usable, the traceparent when valid (either
+// may be empty).
+AccessRecord BeginAccessRecord(std::string protocol, std::string method,
+                               std::string peer, std::string_view request_id,
+                               std::string_view traceparent);
+
+// The record's request id, generated first if the caller sent none: the
+// value every front echoes (X-Request-Id, x-request-id metadata).
+const std::string& EnsureRequestId(AccessRecord* record);
+
 }  // namespace encoder::logging
 
 #endif  // ENCODER_SERVER_LOGGING_ACCESS_LOG_H_

@@ -233,6 +233,17 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
                                                      config_.num_layers, ")"));
     }
   }
+  for (int64_t layer : options.hidden_layers) {
+    if (layer < 0 || layer > config_.num_layers) {
+      return absl::InvalidArgumentError(absl::StrCat("hidden state ", layer,
+                                                     " is out of range [0, ",
+                                                     config_.num_layers, "]"));
+    }
+  }
+  auto keeps_hidden = [&](int64_t index) {
+    return std::find(options.hidden_layers.begin(), options.hidden_layers.end(),
+                     index) != options.hidden_layers.end();
+  };
   try {
     c10::InferenceMode guard;
     const int64_t lo = ids.min().item<int64_t>();
@@ -277,6 +288,7 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
     pass.int8 = quantized_ && !options.full_precision;
     pass.lengths = ExactLengths(mask, pass.int8);
     EncoderOutput out;
+    if (keeps_hidden(0)) out.hidden[0] = x;
     for (int64_t i = 0; i < config_.num_layers; ++i) {
       const bool want = std::find(options.attention_layers.begin(),
                                   options.attention_layers.end(),
@@ -284,6 +296,7 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
       at::Tensor probs;
       x = Layer(i, x, positions, biases[i], pass, want ? &probs : nullptr);
       if (want) out.attention[i] = probs;
+      if (keeps_hidden(i + 1)) out.hidden[i + 1] = x;
     }
     if (config_.norm_first) {
       x = Norm(x, final_norm_weight_, final_norm_bias_);

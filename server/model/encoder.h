@@ -55,6 +55,10 @@ struct EncoderInput {
 struct ForwardOptions {
   // Layers whose attention probabilities to return (any order, no repeats).
   std::vector<int64_t> attention_layers;
+  // Hidden states to return, by the number of layers run before them:
+  // 0 is the embedding output, num_layers the last layer's output (before
+  // a pre-norm model's final norm). Any order, no repeats.
+  std::vector<int64_t> hidden_layers;
   // An int8 model runs its float32 weights, exactly as before quantization
   // (diagnostics: their tolerances are far below int8 rounding).
   bool full_precision = false;
@@ -65,6 +69,8 @@ struct EncoderOutput {
   // Attention probabilities [batch, heads, seq, seq] for each requested
   // layer, keyed by layer index. Padded keys have probability 0.
   std::map<int64_t, at::Tensor> attention;
+  // Hidden states [batch, seq, D] for each requested index.
+  std::map<int64_t, at::Tensor> hidden;
 };
 
 class Encoder {

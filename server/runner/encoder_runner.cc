@@ -108,6 +108,7 @@ absl::Status EncoderRunner::RunImpl(
   int64_t* ids = input.ids.data_ptr<int64_t>();
   bool* mask = input.mask.data_ptr<bool>();
   std::set<int64_t> layers;
+  std::set<int64_t> hidden_layers;
   bool any_stats = false;
   for (int64_t i = 0; i < b; ++i) {
     const std::vector<int64_t>& t = batch[i]->token_ids;
@@ -116,6 +117,8 @@ absl::Status EncoderRunner::RunImpl(
     layers.insert(batch[i]->attention_layers.begin(),
                   batch[i]->attention_layers.end());
     any_stats |= batch[i]->want_attention_stats;
+    hidden_layers.insert(batch[i]->hidden_layers.begin(),
+                         batch[i]->hidden_layers.end());
   }
   if (cuda) {
     input.ids = input.ids.to(model_->device(), /*non_blocking=*/true);
@@ -127,6 +130,7 @@ absl::Status EncoderRunner::RunImpl(
   }
   model::ForwardOptions options;
   options.attention_layers.assign(layers.begin(), layers.end());
+  options.hidden_layers.assign(hidden_layers.begin(), hidden_layers.end());
   ASSIGN_OR_RETURN(auto out, model_->Forward(input, options));
 
   // Pooling for the whole batch at once (each mode present, then each
@@ -188,6 +192,21 @@ absl::Status EncoderRunner::RunImpl(
       r.attention_shape.assign(stacked.sizes().begin(), stacked.sizes().end());
       r.attention = ToFloats(stacked);
     }
+    if (!spec.hidden_layers.empty()) {
+      std::vector<at::Tensor> states;
+      for (int64_t l : spec.hidden_layers) {
+        at::Tensor h = out.hidden.at(l)[i].narrow(0, 0, n);  // [n, D]
+        if (spec.pool_hidden) {
+          h = model::Pool(h.unsqueeze(0),
+                          at::ones({1, n}, h.options().dtype(at::kBool)),
+                          ToModelPooling(spec.pooling), /*normalize=*/false)[0];
+        }
+        states.push_back(h);
+      }
+      at::Tensor stacked = at::stack(states);
+      r.hidden_shape.assign(stacked.sizes().begin(), stacked.sizes().end());
+      r.hidden = ToFloats(stacked);
+    }
     if (spec.want_attention_stats) {
       for (int64_t l = 0; l < num_layers; ++l) {
         at::Tensor m = out.attention.at(l)[i].narrow(1, 0, n).narrow(2, 0, n);
@@ -211,6 +230,11 @@ batching::SequenceCost EncoderRunner::Price(const SequenceSpec& spec) const {
   // feed-forward buffers, norms: about 10 widths and 2 feed-forward widths.
   cost.per_token = (10 * c.d_model + 2 * c.d_ff) * e;
   if (spec.want_tokens) cost.per_token += 2 * c.d_model * f32;
+  // Kept hidden states (at the model's dtype) and, unpooled, their stacked
+  // float32 copy and its host copy.
+  const int64_t states = static_cast<int64_t>(spec.hidden_layers.size());
+  cost.per_token += states * c.d_model * e;
+  if (!spec.pool_hidden) cost.per_token += 2 * states * c.d_model * f32;
   // One layer's scores, bias, mask sum and softmax output.
   int64_t pair = 5 * heads * e;
   const int64_t kept = spec.want_attention_stats

@@ -28,7 +28,8 @@ class EncoderRunner : public batching::ModelRunner {
   // layer's activations per token, and per token pair the attention
   // scores and probabilities of one layer plus every kept layer's
   // probabilities (all layers when statistics are asked) and the returned
-  // maps. An estimate at the model's dtype, meant to err high.
+  // maps; per token, the kept hidden states. An estimate at the model's
+  // dtype, meant to err high.
   batching::SequenceCost Price(const batching::SequenceSpec& spec) const;
 
   // One forward pass on a short input, so the first request is not slow.

@@ -43,6 +43,32 @@ absl::Status CheckIndices(const google::protobuf::RepeatedField<int32_t>& v,
   return absl::OkStatus();
 }
 
+// Hidden-state indices 0 .. layers, negative ones counted from the end
+// (-1 is `layers`), resolved and checked for range and repeats.
+absl::StatusOr<std::vector<int64_t>> ResolveHiddenLayers(
+    const google::protobuf::RepeatedField<int32_t>& v, int64_t layers,
+    const std::string& model) {
+  std::vector<int64_t> out;
+  std::set<int64_t> seen;
+  for (int32_t i : v) {
+    const int64_t resolved = i < 0 ? layers + 1 + i : i;
+    if (resolved < 0 || resolved > layers) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("hidden state index ", i, " is out of range: model \"",
+                       model, "\" has ", layers,
+                       " layers, so hidden states 0 (the embedding "
+                       "output) to ",
+                       layers, ", or -", layers + 1, " to -1 from the end"));
+    }
+    if (!seen.insert(resolved).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("hidden state index ", i, " repeats layer ", resolved));
+    }
+    out.push_back(resolved);
+  }
+  return out;
+}
+
 absl::StatusOr<batching::PoolingMode> ToPoolingMode(
     v1::Pooling requested, model::Pooling model_default) {
   switch (requested) {
@@ -103,7 +129,7 @@ absl::Status CheckCost(const batching::SequenceSpec& spec,
       "%s (%d tokens) needs about %.1f MiB to run on model \"%s\", over the "
       "batch memory budget of %.1f MiB (--batch-memory-budget-bytes, "
       "derived from --memory-limit-bytes); send a shorter input, or ask for "
-      "fewer attention maps%s",
+      "fewer attention maps or hidden states%s",
       what, n, need / kMiB, model.spec.name, budget / kMiB,
       spec.want_attention_stats
           ? " (attention statistics keep every layer's maps)"
@@ -174,6 +200,14 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
                               attention.heads().end());
   base.average_heads = attention.average_heads();
   base.want_attention_stats = request.return_attention_stats();
+  ASSIGN_OR_RETURN(base.hidden_layers,
+                   ResolveHiddenLayers(request.hidden_states().layers(),
+                                       config.num_layers, name));
+  if (base.hidden_layers.empty() && request.hidden_states().pooled()) {
+    return absl::InvalidArgumentError(
+        "hidden_states.pooled given without hidden_states.layers");
+  }
+  base.pool_hidden = request.hidden_states().pooled();
 
   const int64_t max_len = config.max_length();
   ASSIGN_OR_RETURN(const std::string* prompt,
@@ -254,8 +288,8 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
         limits.max_send_message_bytes,
         " bytes (--max-send-message-bytes); ask for fewer attention layers or "
         "heads, set average_heads, use return_attention_stats instead of "
-        "maps, drop token embeddings, or send fewer or shorter inputs per "
-        "request")));
+        "maps, drop token embeddings, ask for fewer or pooled hidden states, "
+        "or send fewer or shorter inputs per request")));
   }
   return p;
 }
@@ -276,6 +310,8 @@ int64_t EstimateResponseBytes(const PreparedEmbed& p) {
     bytes +=
         4 * static_cast<int64_t>(s.attention_layers.size()) * heads * n * n;
     if (s.want_attention_stats) bytes += 80 * c.num_layers * c.num_heads;
+    bytes += 4 * static_cast<int64_t>(s.hidden_layers.size()) *
+             (s.pool_hidden ? 1 : n) * c.d_model;
   }
   return bytes;
 }
@@ -324,6 +360,12 @@ void FillEmbedResponse(const v1::EmbedRequest& request,
         } else {
           for (int64_t h : spec.attention_heads) out->add_attention_heads(h);
         }
+      }
+    }
+    if (!r.hidden_shape.empty()) {
+      PackFloat32(r.hidden, r.hidden_shape, out->mutable_hidden_states());
+      for (int64_t l : prepared.sequences[i].hidden_layers) {
+        out->add_hidden_state_layers(static_cast<int32_t>(l));
       }
     }
     for (const AttentionHeadStats& s : r.attention_stats) {

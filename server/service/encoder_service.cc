@@ -14,9 +14,7 @@ namespace encoder::service {
 namespace {
 
 using logging::IsUsableRequestId;
-using logging::IsValidTraceparent;
 using logging::LogAccess;
-using logging::NewRequestId;
 
 constexpr char kDrainingMessage[] = "server is shutting down; retry elsewhere";
 constexpr char kLoadingMessage[] = "models are still loading; retry shortly";
@@ -87,22 +85,14 @@ HoldingReactor::HoldingReactor(grpc::CallbackServerContext* context,
 
 AccessRecord EncoderServiceImpl::BeginAccess(
     const char* rpc, const grpc::CallbackServerContext* context) {
-  AccessRecord access;
-  access.method = rpc;
-  access.peer = context->peer();
-  std::string id = MetadataValue(context, "x-request-id");
-  if (IsUsableRequestId(id)) access.request_id = std::move(id);
-  std::string traceparent = MetadataValue(context, "traceparent");
-  if (IsValidTraceparent(traceparent)) {
-    access.traceparent = std::move(traceparent);
-  }
-  return access;
+  return logging::BeginAccessRecord("grpc", rpc, context->peer(),
+                                    MetadataValue(context, "x-request-id"),
+                                    MetadataValue(context, "traceparent"));
 }
 
 void EncoderServiceImpl::EchoCallMetadata(grpc::CallbackServerContext* context,
                                           AccessRecord* access) {
-  if (access->request_id.empty()) access->request_id = NewRequestId();
-  context->AddInitialMetadata("x-request-id", access->request_id);
+  context->AddInitialMetadata("x-request-id", logging::EnsureRequestId(access));
   if (!access->traceparent.empty()) {
     context->AddInitialMetadata("traceparent", access->traceparent);
   }

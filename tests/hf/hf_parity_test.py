@@ -7,8 +7,12 @@ and for every fixture calls Embed with token ids of several lengths (one
 longer than ModernBERT's local window; for RoBERTa-style models one with the
 padding id inside) asking token embeddings and every layer's attention, then
 all inputs at once as one padded batch. It compares token embeddings
-(last_hidden_state), the pooled output and the attention probabilities with
-hf_reference.py, and the batched results with the single ones.
+(last_hidden_state), the pooled output, the attention probabilities and
+every hidden state (the embedding output and each layer's, as
+output_hidden_states returns them) with hf_reference.py, and the batched
+results with the single ones. One more request per fixture asks pooled
+hidden states by negative index (-1, -L-1) and compares them with the
+reference's pooling of those states.
 
 Error measure: max |server - reference| / max(1, max |reference|) over a
 tensor, i.e. absolute for values up to 1 (probabilities, normalized or
@@ -106,7 +110,7 @@ class Stats:
     def __init__(self, name):
         self.name, self.values, self.failures = name, 0, []
         self.worst = {"hidden": 0.0, "pooled": 0.0, "attention": 0.0,
-                      "batch": 0.0}
+                      "states": 0.0, "batch": 0.0}
 
     def compare(self, kind, label, got, want):
         try:
@@ -122,12 +126,34 @@ class Stats:
 
 
 def embed(pb2, stub, model, inputs, layers):
+    """Token embeddings, every layer's attention and every hidden state."""
     request = pb2.EmbedRequest(
         model=model, inputs=[pb2.Input(token_ids=pb2.TokenIds(ids=ids))
                              for ids in inputs],
         return_token_embeddings=True,
-        attention=pb2.AttentionSelection(layers=list(range(layers))))
+        attention=pb2.AttentionSelection(layers=list(range(layers))),
+        hidden_states=pb2.HiddenStateSelection(
+            layers=list(range(layers + 1))))
     return stub.Embed(request, timeout=120)
+
+
+def check_pooled_states(pb2, stub, stats, fixture, ckpt, label, ids, want,
+                        layers):
+    """Hidden states by negative index, pooled with the model's pooling."""
+    result = stub.Embed(pb2.EmbedRequest(
+        model=fixture.name, inputs=[pb2.Input(token_ids=pb2.TokenIds(ids=ids))],
+        hidden_states=pb2.HiddenStateSelection(layers=[-1, -layers - 1],
+                                               pooled=True)),
+        timeout=120).results[0]
+    if list(result.hidden_state_layers) != [layers, 0]:
+        stats.failures.append(f"{label}: hidden_state_layers "
+                              f"{list(result.hidden_state_layers)} for [-1, "
+                              f"{-layers - 1}]")
+    states = want["states"]
+    expected = np.stack([ckpt.pool_tokens(states[layers]).numpy(),
+                         ckpt.pool_tokens(states[0]).numpy()])
+    stats.compare("states", f"{label} pooled hidden states",
+                  decode(pb2, result.hidden_states), expected)
 
 
 def check_fixture(pb2, stub, fixture, directory):
@@ -142,6 +168,9 @@ def check_fixture(pb2, stub, fixture, directory):
         result = embed(pb2, stub, fixture.name, [ids], layers).results[0]
         singles[label] = result
         compare_result(pb2, stats, label, result, want[label], len(ids))
+    label, ids = inputs[1]
+    check_pooled_states(pb2, stub, stats, fixture, ckpt, label, ids,
+                        want[label], layers)
     batch = embed(pb2, stub, fixture.name, [ids for _, ids in inputs], layers)
     if max(r.batch.batch_size for r in batch.results) < 2:
         stats.failures.append("the multi-input request was never batched")
@@ -149,7 +178,8 @@ def check_fixture(pb2, stub, fixture, directory):
         compare_result(pb2, stats, f"batched {label}", result, want[label],
                        len(ids))
         for field, kind in (("token_embeddings", "batch"),
-                            ("pooled", "batch"), ("attention", "batch")):
+                            ("pooled", "batch"), ("attention", "batch"),
+                            ("hidden_states", "batch")):
             stats.compare(kind, f"batched {label} {field} vs single",
                           decode(pb2, getattr(result, field)),
                           decode(pb2, getattr(singles[label], field)))
@@ -165,6 +195,11 @@ def compare_result(pb2, stats, label, result, want, length):
                   want["pooled"].numpy())
     stats.compare("attention", label, decode(pb2, result.attention),
                   want["attentions"].numpy())
+    stats.compare("states", f"{label} hidden states",
+                  decode(pb2, result.hidden_states), want["states"].numpy())
+    if list(result.hidden_state_layers) != list(range(len(want["states"]))):
+        stats.failures.append(f"{label}: hidden_state_layers "
+                              f"{list(result.hidden_state_layers)}")
 
 
 def string_fields(message, skip=()):
@@ -294,12 +329,12 @@ def run_parity(args, pb2, pb2_grpc, grpc, fixtures, root):
 
 def report(results):
     print(f"{'fixture':13s} {'values':>8s} {'hidden':>9s} {'pooled':>9s} "
-          f"{'attention':>9s} {'batch':>9s}  result")
+          f"{'attention':>9s} {'states':>9s} {'batch':>9s}  result")
     for name, s in results.items():
         w = s.worst
         print(f"{name:13s} {s.values:8d} {w['hidden']:9.2e} "
-              f"{w['pooled']:9.2e} {w['attention']:9.2e} {w['batch']:9.2e}  "
-              f"{'FAIL' if s.failures else 'ok'}")
+              f"{w['pooled']:9.2e} {w['attention']:9.2e} {w['states']:9.2e} "
+              f"{w['batch']:9.2e}  {'FAIL' if s.failures else 'ok'}")
         for failure in s.failures[:8]:
             print(f"    {failure}")
 

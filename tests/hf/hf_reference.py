@@ -189,6 +189,19 @@ class Checkpoint:
 
     def pool(self, hidden):
         """Sentence embedding of one unpadded sequence's hidden [S, D]."""
+        out = self.pool_tokens(hidden)
+        if self.dense is not None:
+            tensors, act = self.dense
+            out = out @ tensors["linear.weight"].T
+            if "linear.bias" in tensors:
+                out = out + tensors["linear.bias"]
+            out = {"Tanh": torch.tanh, "Identity": lambda x: x}[act](out)
+        if self.normalize:
+            out = out / torch.clamp(out.norm(), min=1e-12)
+        return out
+
+    def pool_tokens(self, hidden):
+        """The pooling module alone on hidden [S, D] -> [D]."""
         if self.pooling == "cls":
             out = hidden[0]
         elif self.pooling == "mean":
@@ -200,14 +213,6 @@ class Checkpoint:
         else:  # weightedmean: weights 1..S
             weights = torch.arange(1, hidden.shape[0] + 1, dtype=DT)[:, None]
             out = (hidden * weights).sum(0) / weights.sum()
-        if self.dense is not None:
-            tensors, act = self.dense
-            out = out @ tensors["linear.weight"].T
-            if "linear.bias" in tensors:
-                out = out + tensors["linear.bias"]
-            out = {"Tanh": torch.tanh, "Identity": lambda x: x}[act](out)
-        if self.normalize:
-            out = out / torch.clamp(out.norm(), min=1e-12)
         return out
 
 
@@ -219,17 +224,17 @@ def family(config):
 
 
 def forward(ckpt, ids):
-    """{hidden [S, D], attentions [L, H, S, S], pooled [D']} for one
-    sequence of token ids."""
+    """{hidden [S, D], attentions [L, H, S, S], pooled [D'], states
+    [L + 1, S, D]} for one sequence of token ids."""
     import hf_reference_families as fam  # noqa: E402 (the family forwards)
     ids = torch.tensor(ids, dtype=torch.long)
     run = {"bert": fam.bert_like, "roberta": fam.bert_like,
            "xlm-roberta": fam.bert_like, "roformer": fam.bert_like,
            "jinabert": fam.bert_like, "modernbert": fam.modernbert,
            "t5": fam.t5_encoder, "marian": fam.marian_encoder}
-    hidden, probs = run[family(ckpt.config)](ckpt, ids)
+    hidden, probs, states = run[family(ckpt.config)](ckpt, ids)
     return {"hidden": hidden, "attentions": torch.stack(probs),
-            "pooled": ckpt.pool(hidden)}
+            "pooled": ckpt.pool(hidden), "states": torch.stack(states)}
 
 
 def main(argv):

@@ -2,7 +2,10 @@
 
 Each takes a Checkpoint and a 1-D tensor of token ids (one sequence, no
 padding, token type 0) and returns (last_hidden_state [S, D], list of the
-per-layer attention probabilities [H, S, S])."""
+per-layer attention probabilities [H, S, S], list of the hidden states
+[S, D]: the embedding output, then each layer's output, as the modeling
+files collect them for output_hidden_states; the pre-norm families' final
+norm applies to last_hidden_state only)."""
 import math
 
 import torch
@@ -59,7 +62,7 @@ def bert_like(ckpt, ids):
         slopes = torch.tensor(alibi_slopes(n), dtype=DT)
         distance = (positions[None, :] - positions[:, None]).abs().to(DT)
         bias = -slopes[:, None, None] * distance[None]
-    probs_all = []
+    probs_all, states = [], [x]
     for i in range(c["num_hidden_layers"]):
         layer = f"{p}encoder.layer.{i}"
         q = heads(linear(x, w, f"{layer}.attention.self.query"), n)
@@ -86,7 +89,8 @@ def bert_like(ckpt, ids):
             f = linear(act(linear(a, w, f"{layer}.intermediate.dense")), w,
                        f"{layer}.output.dense")
             x = _ln(f + a, w, f"{layer}.output.LayerNorm", eps)
-    return x, probs_all
+        states.append(x)
+    return x, probs_all, states
 
 
 def modernbert(ckpt, ids):
@@ -105,7 +109,7 @@ def modernbert(ckpt, ids):
     window[distance > c["local_attention"] // 2] = -math.inf
     x = _ln(w["model.embeddings.tok_embeddings.weight"][ids], w,
             "model.embeddings.norm", eps)
-    probs_all = []
+    probs_all, states = [], [x]
     for i in range(c["num_hidden_layers"]):
         layer = f"model.layers.{i}"
         is_global = i % c["global_attn_every_n_layers"] == 0
@@ -122,7 +126,8 @@ def modernbert(ckpt, ids):
         m = _ln(x, w, f"{layer}.mlp_norm", eps) @ w[f"{layer}.mlp.Wi.weight"].T
         inp, gate = m.chunk(2, -1)
         x = x + (act(inp) * gate) @ w[f"{layer}.mlp.Wo.weight"].T
-    return _ln(x, w, "model.final_norm", eps), probs_all
+        states.append(x)
+    return _ln(x, w, "model.final_norm", eps), probs_all, states
 
 
 def t5_encoder(ckpt, ids):
@@ -144,7 +149,7 @@ def t5_encoder(ckpt, ids):
               ".weight"]
     bias = table[buckets].permute(2, 0, 1)  # [H, S, S]
     x = w["shared.weight"][ids]
-    probs_all = []
+    probs_all, states = [], [x]
     for i in range(c["num_layers"]):
         b = f"encoder.block.{i}.layer"
         h = rms_norm(x, w[f"{b}.0.layer_norm.weight"], eps)
@@ -160,7 +165,9 @@ def t5_encoder(ckpt, ids):
         else:
             h = act(h @ w[f"{ff}.wi.weight"].T)
         x = x + h @ w[f"{ff}.wo.weight"].T
-    return rms_norm(x, w["encoder.final_layer_norm.weight"], eps), probs_all
+        states.append(x)
+    return (rms_norm(x, w["encoder.final_layer_norm.weight"], eps), probs_all,
+            states)
 
 
 def marian_encoder(ckpt, ids):
@@ -173,7 +180,7 @@ def marian_encoder(ckpt, ids):
     scale = math.sqrt(dm) if c.get("scale_embedding") else 1.0
     s = len(ids)
     x = w["model.shared.weight"][ids] * scale + sinusoid(torch.arange(s), dm)
-    probs_all = []
+    probs_all, states = [], [x]
     for i in range(c["encoder_layers"]):
         layer = f"model.encoder.layers.{i}"
         q, k, v = (heads(linear(x, w, f"{layer}.self_attn.{m}_proj"), n)
@@ -186,4 +193,5 @@ def marian_encoder(ckpt, ids):
         f = linear(act(linear(x, w, f"{layer}.fc1")), w, f"{layer}.fc2")
         x = layer_norm(x + f, w[f"{layer}.final_layer_norm.weight"],
                        w[f"{layer}.final_layer_norm.bias"], 1e-5)
-    return x, probs_all
+        states.append(x)
+    return x, probs_all, states

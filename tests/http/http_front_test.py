@@ -231,6 +231,60 @@ class HttpFrontTest(Fixture):
             np.testing.assert_array_equal(
                 decoded, np.array(f["embedding"], dtype=np.float32))
 
+    def test_hidden_states_extension_equals_grpc(self):
+        ids = [5, 17]
+        request = self.pb2.EmbedRequest(
+            model="raw", inputs=[self.pb2.Input(
+                token_ids=self.pb2.TokenIds(ids=ids))],
+            hidden_states=self.pb2.HiddenStateSelection(layers=[-1]))
+        result = self.stub.Embed(
+            request, timeout=60,
+            metadata=(("authorization", f"Bearer {TOKEN}"),)).results[0]
+        want = np.array(self.client.decode_tensor(
+            self.pb2, result.hidden_states), dtype=np.float32)
+        reply, _ = self.embeddings({"model": "raw", "input": ids,
+                                    "hidden_states": {"layers": [-1]}})
+        item = reply["data"][0]
+        self.assertEqual(set(item), {"object", "index", "embedding",
+                                     "hidden_states"})
+        states = item["hidden_states"]
+        self.assertEqual(states["layers"], [TINY["num_layers"]])
+        self.assertEqual(states["shape"], [1, 2, TINY["d_model"]])
+        got = np.array(states["data"], dtype=np.float32).reshape(
+            states["shape"])
+        np.testing.assert_array_equal(got, want.reshape(states["shape"]))
+        # Pooled, base64: the same float32 bytes as the float list.
+        body = {"model": "raw", "input": ids,
+                "hidden_states": {"layers": [0, 1], "pooled": True}}
+        floats, _ = self.embeddings(body)
+        packed, _ = self.embeddings({**body, "encoding_format": "base64"})
+        f, p = floats["data"][0]["hidden_states"], \
+            packed["data"][0]["hidden_states"]
+        self.assertEqual(f["shape"], [2, TINY["d_model"]])
+        self.assertEqual(p["shape"], f["shape"])
+        np.testing.assert_array_equal(
+            np.frombuffer(base64.b64decode(p["data"]), dtype="<f4"),
+            np.array(f["data"], dtype=np.float32))
+        # The mean of the token states is the pooled state ("raw" pools
+        # by mean).
+        np.testing.assert_allclose(
+            np.array(f["data"][TINY["d_model"]:], dtype=np.float32),
+            got[0].mean(0), rtol=0, atol=1e-5)
+        # Without the extension, no hidden_states key.
+        plain, _ = self.embeddings({"model": "raw", "input": ids})
+        self.assertNotIn("hidden_states", plain["data"][0])
+        for bad, words in (("x", "must be an object"),
+                           ({"layers": 1}, "list of integers"),
+                           ({"layers": ["1"]}, "not a layer index"),
+                           ({"layers": [0], "pool": True}, "unknown key"),
+                           ({"layers": [0], "pooled": 1}, "true or false"),
+                           ({"layers": [2]}, "out of range"),
+                           ({"layers": [0, -2]}, "repeats layer 0"),
+                           ({"pooled": True}, "without")):
+            self.assert_error({"model": "raw", "input": ids,
+                               "hidden_states": bad}, 400, "hidden_states",
+                              words)
+
     def test_prompt_name_prepends_the_prompt(self):
         # The prompt's text then the input, on the same weights ("unit").
         reply, _ = self.embeddings({"model": "prompted", "input": TEXTS,

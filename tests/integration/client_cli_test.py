@@ -180,6 +180,29 @@ class ClientCliTest(unittest.TestCase):
         self.assertEqual(len(result["attention_stats"]),
                          model["num_layers"] * model["num_heads"])
 
+    def test_hidden_states(self):
+        model = self.models["rope"]
+        layers, width = model["num_layers"], model["d_model"]
+        response = self.client_json(
+            "embed", "--model", "rope", "--ids", "1,2,3,4", "--tokens",
+            "--hidden-states=-1,0")
+        [result] = response["results"]
+        self.assertEqual(result["hidden_state_layers"], [layers, 0])
+        states = result["hidden_states"]
+        self.assertEqual(states["shape"], [2, 4, width])
+        # Post-norm built-in model: the last hidden state is the output.
+        self.assertEqual(states["values"][0], result["token_embeddings"])
+        pooled = self.client_json(
+            "embed", "--model", "rope", "--ids", "1,2,3,4", "--pooling",
+            "first", "--hidden-states", "0", "--pool-hidden-states")
+        [result] = pooled["results"]
+        self.assertEqual(result["hidden_states"]["shape"], [1, width])
+        self.assertEqual(result["hidden_states"]["values"][0],
+                         states["values"][1][0])
+        self.assert_rpc_error(self.client(
+            "embed", "--model", "rope", "--ids", "1,2",
+            f"--hidden-states={layers + 1}"), "INVALID_ARGUMENT")
+
     def test_unknown_model_is_not_found(self):
         result = self.client("embed", "--model", "no-such-model",
                              "--text", "x")

@@ -139,6 +139,24 @@ class PythonPackageTest(unittest.TestCase):
         self.assertEqual(averaged.shape, (2, seq, seq))
         np.testing.assert_allclose(averaged, maps.mean(axis=1), atol=1e-5)
 
+    def test_hidden_states(self):
+        np = self.np
+        text = "layers"
+        seq = len(text) + 2
+        models = {m.name: m for m in self.client.models().models}
+        layers = models["rope"].num_layers
+        states = self.client.hidden_states(text, model="rope",
+                                           layers=[0, -1])
+        self.assertEqual(states.shape, (2, seq, D_MODEL))
+        self.assertEqual(states.dtype, np.float32)
+        tokens = self.client.token_embeddings(text, model="rope")
+        # Post-norm (the built-in models): the last state is the output.
+        self.assertFalse(models["rope"].norm_first)
+        np.testing.assert_allclose(states[1], tokens, rtol=0, atol=1e-6)
+        pooled = self.client.hidden_states(text, model="rope",
+                                           layers=[layers], pooled=True)
+        self.assertEqual(pooled.shape, (1, D_MODEL))
+
     def test_tokenize_with_the_byte_tokenizer(self):
         text = "Hé!"
         [encoding] = self.client.tokenize([text], model="rope")

@@ -171,6 +171,68 @@ TEST_F(ServiceTest, AttentionStatsCoverEveryLayerAndHead) {
   EXPECT_FALSE(response.results(0).has_attention());
 }
 
+TEST_F(ServiceTest, HiddenStatesAreTheResidualStreamBetweenLayers) {
+  // "none" is post-norm with no positions and no embedding scale: hidden
+  // state 0 is each token's embedding row, the last one the output.
+  const std::vector<std::vector<int64_t>> ids = {{1, 17, 42, 99, 2}, {1, 5, 2}};
+  v1::EmbedRequest request = IdsRequest("none", ids);
+  request.set_return_token_embeddings(true);
+  for (int layer : {0, -1, 1})
+    request.mutable_hidden_states()->add_layers(layer);
+  v1::EmbedResponse response;
+  ASSERT_TRUE(Call(server_->stub(), request, &response).ok());
+  const model::ModelSpec& spec = server_->host().Find("none")->spec;
+  const at::Tensor table =
+      model::Encoder::RandomStateDict(spec.config, spec.seed)
+          .at("embedding.weight");
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const v1::EmbedResult& r = response.results(i);
+    const int64_t s = static_cast<int64_t>(ids[i].size());
+    ASSERT_EQ(r.hidden_states().shape_size(), 3);
+    EXPECT_EQ(r.hidden_states().shape(0), 3);
+    EXPECT_EQ(r.hidden_states().shape(1), s);
+    EXPECT_EQ(r.hidden_states().shape(2), 32);
+    EXPECT_EQ(std::vector<int>(r.hidden_state_layers().begin(),
+                               r.hidden_state_layers().end()),
+              (std::vector<int>{0, 2, 1}));
+    const std::vector<float> states = Floats(r.hidden_states());
+    const std::vector<float> tokens = Floats(r.token_embeddings());
+    for (int64_t t = 0; t < s; ++t) {
+      for (int64_t d = 0; d < 32; ++d) {
+        EXPECT_FLOAT_EQ(states[t * 32 + d], table[ids[i][t]][d].item<float>());
+        EXPECT_FLOAT_EQ(states[(s + t) * 32 + d], tokens[t * 32 + d]);
+      }
+    }
+    // The middle state is neither end.
+    double differs = 0;
+    for (int64_t k = 0; k < s * 32; ++k) {
+      differs += std::abs(states[2 * s * 32 + k] - states[s * 32 + k]);
+    }
+    EXPECT_GT(differs, 1e-3);
+  }
+  // Pooled: the request's pooling over each state's rows.
+  request.set_pooling(v1::POOLING_MEAN);
+  request.mutable_hidden_states()->set_pooled(true);
+  v1::EmbedResponse pooled;
+  ASSERT_TRUE(Call(server_->stub(), request, &pooled).ok());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int64_t s = static_cast<int64_t>(ids[i].size());
+    const v1::Tensor& t = pooled.results(i).hidden_states();
+    ASSERT_EQ(t.shape_size(), 2);
+    EXPECT_EQ(t.shape(0), 3);
+    EXPECT_EQ(t.shape(1), 32);
+    const std::vector<float> got = Floats(t);
+    const std::vector<float> full = Floats(response.results(i).hidden_states());
+    for (int64_t l = 0; l < 3; ++l) {
+      for (int64_t d = 0; d < 32; ++d) {
+        double mean = 0;
+        for (int64_t k = 0; k < s; ++k) mean += full[(l * s + k) * 32 + d];
+        EXPECT_NEAR(got[l * 32 + d], mean / s, 1e-5);
+      }
+    }
+  }
+}
+
 TEST_F(ServiceTest, EveryDocumentedErrorHasItsCodeAndNamesTheLimit) {
   ExpectError(IdsRequest("wavelet", {{1, 2}}), StatusCode::NOT_FOUND,
               "model \"wavelet\" not found; available: none, sinusoidal");
@@ -196,6 +258,22 @@ TEST_F(ServiceTest, EveryDocumentedErrorHasItsCodeAndNamesTheLimit) {
   head.mutable_attention()->add_layers(0);
   head.mutable_attention()->add_heads(4);
   ExpectError(head, StatusCode::INVALID_ARGUMENT, "has 4 heads [0, 4)");
+  v1::EmbedRequest hidden = IdsRequest("rope", {{1, 2}});
+  hidden.mutable_hidden_states()->add_layers(3);
+  ExpectError(hidden, StatusCode::INVALID_ARGUMENT,
+              "hidden state index 3 is out of range: model \"rope\" has 2 "
+              "layers, so hidden states 0 (the embedding output) to 2, or -3 "
+              "to -1");
+  hidden.mutable_hidden_states()->set_layers(0, -4);
+  ExpectError(hidden, StatusCode::INVALID_ARGUMENT, "hidden state index -4");
+  hidden.mutable_hidden_states()->set_layers(0, 2);
+  hidden.mutable_hidden_states()->add_layers(-1);
+  ExpectError(hidden, StatusCode::INVALID_ARGUMENT,
+              "hidden state index -1 repeats layer 2");
+  v1::EmbedRequest pooled_only = IdsRequest("rope", {{1, 2}});
+  pooled_only.mutable_hidden_states()->set_pooled(true);
+  ExpectError(pooled_only, StatusCode::INVALID_ARGUMENT,
+              "hidden_states.pooled given without hidden_states.layers");
   ExpectError(IdsRequest("learned", {std::vector<int64_t>(25, 7)}),
               StatusCode::INVALID_ARGUMENT,
               "25 tokens; model \"learned\" accepts at most 24 (its learned "
@@ -322,6 +400,19 @@ TEST(ServiceLimits, OversizedResponseIsRefusedBeforeCompute) {
   request.mutable_attention()->add_layers(0);
   request.mutable_attention()->set_average_heads(true);
   EXPECT_TRUE(Call(server.stub(), request, &response).ok());
+  // Hidden states count too: 3 x 100 tokens x 32 x 4 bytes = 38 kB fit,
+  // with 300 tokens 115 kB do not; pooled, they fit again.
+  v1::EmbedRequest states = IdsRequest("rope", {std::vector<int64_t>(100, 7)});
+  for (int layer : {0, 1, 2}) states.mutable_hidden_states()->add_layers(layer);
+  EXPECT_TRUE(Call(server.stub(), states, &response).ok());
+  states.add_inputs()->CopyFrom(states.inputs(0));
+  states.add_inputs()->CopyFrom(states.inputs(0));
+  s = Call(server.stub(), states, &response);
+  EXPECT_EQ(s.error_code(), StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(s.error_message().find("pooled hidden states"), std::string::npos)
+      << s.error_message();
+  states.mutable_hidden_states()->set_pooled(true);
+  EXPECT_TRUE(Call(server.stub(), states, &response).ok());
 }
 
 TEST(ServiceLimits, FullQueueFailsAtOnceWithTheLimit) {

@@ -103,7 +103,8 @@ class EncoderClient:
 
     def embed_response(self, inputs, *, model="", pooling=None, normalize=None,
                        tokens=False, attention_layers=(), attention_heads=(),
-                       average_heads=False, truncate=False):
+                       average_heads=False, hidden_layers=(),
+                       pool_hidden=False, truncate=False):
         """The raw EmbedResponse of one Embed call."""
         if isinstance(inputs, (str, bytes)):
             raise TypeError("inputs is a list of texts or id lists")
@@ -115,7 +116,9 @@ class EncoderClient:
             truncate=truncate,
             attention=pb2.AttentionSelection(
                 layers=list(attention_layers), heads=list(attention_heads),
-                average_heads=average_heads))
+                average_heads=average_heads),
+            hidden_states=pb2.HiddenStateSelection(
+                layers=list(hidden_layers), pooled=pool_hidden))
         if normalize is not None:
             request.normalize = normalize
         return self._call(self._stub.Embed, request)
@@ -143,6 +146,16 @@ class EncoderClient:
             attention_layers=layers, attention_heads=heads,
             average_heads=average_heads)
         return tensor_to_numpy(response.results[0].attention)
+
+    def hidden_states(self, text=None, *, ids=None, model="", layers=(-1,),
+                      pooled=False):
+        """Hidden states of one input after `layers` (0: the embedding
+        output, -1: the last layer's, before a pre-norm model's final
+        norm): [L, S, D], or [L, D] pooled like the embedding."""
+        response = self.embed_response(
+            [_single_input(text, ids)], model=model, hidden_layers=layers,
+            pool_hidden=pooled)
+        return tensor_to_numpy(response.results[0].hidden_states)
 
     def tokenize(self, texts, *, model="", add_special_tokens=True,
                  truncate=False, max_length=0):

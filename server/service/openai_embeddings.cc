@@ -1,0 +1,303 @@
+#include "server/service/openai_embeddings.h"
+
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
+
+namespace encoder::service {
+namespace {
+
+using json = nlohmann::json;
+
+// Little-endian float32 bytes to floats.
+std::vector<float> DecodeFloat32(const std::string& data) {
+  std::vector<float> out(data.size() / 4);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const auto* p = reinterpret_cast<const unsigned char*>(data.data()) + 4 * i;
+    const uint32_t bits =
+        static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |
+        static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24;
+    std::memcpy(&out[i], &bits, 4);
+  }
+  return out;
+}
+
+// A JSON token id: an integer in [0, 2^63).
+bool ReadTokenId(const json& value, int64_t* id) {
+  if (value.is_number_unsigned()) {
+    const uint64_t v = value.get<uint64_t>();
+    if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return false;
+    }
+    *id = static_cast<int64_t>(v);
+    return true;
+  }
+  if (value.is_number_integer()) {
+    *id = value.get<int64_t>();
+    return true;
+  }
+  return false;
+}
+
+absl::Status InvalidParam(const std::string& message, std::string* param,
+                          const char* name) {
+  *param = name;
+  return absl::InvalidArgumentError(message);
+}
+
+// "hidden_states": {"layers": [int, ...], "pooled": bool}.
+absl::Status ParseHiddenStates(const json& value, v1::EmbedRequest* request,
+                               std::string* param) {
+  const char* kShape =
+      "hidden_states must be an object such as {\"layers\": [-1], "
+      "\"pooled\": false}";
+  if (!value.is_object()) return InvalidParam(kShape, param, "hidden_states");
+  v1::HiddenStateSelection* selection = request->mutable_hidden_states();
+  for (const auto& [key, item] : value.items()) {
+    if (key == "layers") {
+      if (!item.is_array()) {
+        return InvalidParam("hidden_states.layers must be a list of integers",
+                            param, "hidden_states");
+      }
+      for (const json& layer : item) {
+        const bool fits = layer.is_number_integer() &&
+                          layer.get<int64_t>() >= -(1 << 20) &&
+                          layer.get<int64_t>() <= (1 << 20);
+        if (!fits) {
+          return InvalidParam(absl::StrCat("hidden_states.layers holds ",
+                                           layer.dump(), ", not a layer index"),
+                              param, "hidden_states");
+        }
+        selection->add_layers(static_cast<int32_t>(layer.get<int64_t>()));
+      }
+    } else if (key == "pooled") {
+      if (!item.is_boolean()) {
+        return InvalidParam("hidden_states.pooled must be true or false", param,
+                            "hidden_states");
+      }
+      selection->set_pooled(item.get<bool>());
+    } else {
+      return InvalidParam(absl::StrCat("hidden_states has an unknown key \"",
+                                       key, "\"; ", kShape),
+                          param, "hidden_states");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Appends float32 tensor bytes as a JSON array of numbers or a base64
+// string.
+void AppendValues(const std::string& data, bool base64, std::string* out) {
+  if (base64) {
+    absl::StrAppend(out, "\"", absl::Base64Escape(data), "\"");
+    return;
+  }
+  *out += '[';
+  const std::vector<float> values = DecodeFloat32(data);
+  for (size_t k = 0; k < values.size(); ++k) {
+    if (k > 0) *out += ',';
+    // Shortest text that reads back as the same float32 (%.9g always
+    // does); JSON has no NaN or infinity, which a model never yields.
+    char buffer[32];
+    std::snprintf(buffer, sizeof(buffer), "%.9g",
+                  static_cast<double>(values[k]));
+    *out += buffer;
+  }
+  *out += ']';
+}
+
+template <typename Repeated>
+void AppendIntList(const Repeated& values, std::string* out) {
+  *out += '[';
+  for (int k = 0; k < values.size(); ++k) {
+    absl::StrAppend(out, k == 0 ? "" : ",", values.Get(k));
+  }
+  *out += ']';
+}
+
+}  // namespace
+
+absl::Status ParseEmbeddingsBody(const std::string& body,
+                                 v1::EmbedRequest* request, bool* base64,
+                                 std::string* param) {
+  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return absl::InvalidArgumentError(
+        "the request body is not valid JSON; send an object such as "
+        "{\"input\": \"text\", \"model\": \"name\"}");
+  }
+  if (!j.is_object()) {
+    return absl::InvalidArgumentError("the request body must be a JSON object");
+  }
+  if (auto it = j.find("model"); it != j.end() && !it->is_null()) {
+    if (!it->is_string()) {
+      return InvalidParam("model must be a string", param, "model");
+    }
+    request->set_model(it->get<std::string>());
+  }
+  *base64 = false;
+  if (auto it = j.find("encoding_format"); it != j.end() && !it->is_null()) {
+    const std::string format = it->is_string() ? it->get<std::string>() : "";
+    if (format == "base64") {
+      *base64 = true;
+    } else if (format != "float") {
+      return InvalidParam("encoding_format must be \"float\" or \"base64\"",
+                          param, "encoding_format");
+    }
+  }
+  if (auto it = j.find("dimensions"); it != j.end() && !it->is_null()) {
+    if (!it->is_number_integer()) {
+      return InvalidParam("dimensions must be an integer", param, "dimensions");
+    }
+    const bool fits =
+        it->is_number_unsigned()
+            ? it->get<uint64_t>() <= std::numeric_limits<int32_t>::max()
+            : it->get<int64_t>() >= std::numeric_limits<int32_t>::min() &&
+                  it->get<int64_t>() <= std::numeric_limits<int32_t>::max();
+    if (!fits) {
+      return InvalidParam(
+          absl::StrCat("dimensions ", it->dump(), " is out of range"), param,
+          "dimensions");
+    }
+    // The range the model allows is checked with the request (PrepareEmbed).
+    request->set_dimensions(static_cast<int32_t>(it->get<int64_t>()));
+    // OpenAI's shortened embeddings are unit vectors.
+    request->set_normalize(true);
+  }
+  // Extensions: the EmbedRequest fields of the same names.
+  if (auto it = j.find("normalize"); it != j.end() && !it->is_null()) {
+    if (!it->is_boolean()) {
+      return InvalidParam("normalize must be true or false", param,
+                          "normalize");
+    }
+    request->set_normalize(it->get<bool>());
+  }
+  if (auto it = j.find("truncate"); it != j.end() && !it->is_null()) {
+    if (!it->is_boolean()) {
+      return InvalidParam("truncate must be true or false", param, "truncate");
+    }
+    request->set_truncate(it->get<bool>());
+  }
+  if (auto it = j.find("prompt_name"); it != j.end() && !it->is_null()) {
+    if (!it->is_string()) {
+      return InvalidParam("prompt_name must be a string", param, "prompt_name");
+    }
+    request->set_prompt_name(it->get<std::string>());
+  }
+  if (auto it = j.find("hidden_states"); it != j.end() && !it->is_null()) {
+    RETURN_IF_ERROR(ParseHiddenStates(*it, request, param));
+  }
+  // "user" (an end-user id for the provider's abuse monitoring) is
+  // accepted and not used.
+  const auto input = j.find("input");
+  if (input == j.end() || input->is_null()) {
+    return InvalidParam("input is missing", param, "input");
+  }
+  const char* kShape =
+      "input must be a string, a list of strings, a list of token ids or "
+      "a list of token-id lists";
+  if (input->is_string()) {
+    request->add_inputs()->set_text(input->get<std::string>());
+    return absl::OkStatus();
+  }
+  if (!input->is_array()) return InvalidParam(kShape, param, "input");
+  if (input->empty()) {
+    return InvalidParam("input is an empty list", param, "input");
+  }
+  const json& first = input->front();
+  if (first.is_number()) {
+    // One input of token ids.
+    v1::TokenIds* ids = request->add_inputs()->mutable_token_ids();
+    for (size_t k = 0; k < input->size(); ++k) {
+      int64_t id = 0;
+      if (!ReadTokenId((*input)[k], &id)) {
+        return InvalidParam(
+            absl::StrCat("input[", k, "] is not a token id (an integer); ",
+                         kShape),
+            param, "input");
+      }
+      ids->add_ids(id);
+    }
+    return absl::OkStatus();
+  }
+  for (size_t i = 0; i < input->size(); ++i) {
+    const json& item = (*input)[i];
+    if (item.is_string() && first.is_string()) {
+      request->add_inputs()->set_text(item.get<std::string>());
+    } else if (item.is_array() && first.is_array()) {
+      if (item.empty()) {
+        return InvalidParam(absl::StrCat("input[", i, "] has no token ids"),
+                            param, "input");
+      }
+      v1::TokenIds* ids = request->add_inputs()->mutable_token_ids();
+      for (size_t k = 0; k < item.size(); ++k) {
+        int64_t id = 0;
+        if (!ReadTokenId(item[k], &id)) {
+          return InvalidParam(
+              absl::StrCat("input[", i, "][", k, "] is not a token id"), param,
+              "input");
+        }
+        ids->add_ids(id);
+      }
+    } else {
+      return InvalidParam(
+          absl::StrCat(kShape, "; input[", i, "] does not match input[0]"),
+          param, "input");
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string EmbeddingsResponseJson(const v1::EmbedResponse& response,
+                                   bool base64) {
+  // Written by hand: one float at a time through nlohmann::json would
+  // allocate a node per value.
+  std::string out = R"({"object":"list","data":[)";
+  int64_t tokens = 0;
+  for (int i = 0; i < response.results_size(); ++i) {
+    const v1::EmbedResult& e = response.results(i);
+    tokens += e.num_tokens();
+    absl::StrAppend(&out, i == 0 ? "" : ",",
+                    R"({"object":"embedding","index":)", i, R"(,"embedding":)");
+    AppendValues(e.pooled().data(), base64, &out);
+    if (e.hidden_state_layers_size() > 0) {
+      out += R"(,"hidden_states":{"layers":)";
+      AppendIntList(e.hidden_state_layers(), &out);
+      out += R"(,"shape":)";
+      AppendIntList(e.hidden_states().shape(), &out);
+      out += R"(,"data":)";
+      AppendValues(e.hidden_states().data(), base64, &out);
+      out += '}';
+    }
+    out += '}';
+  }
+  absl::StrAppend(&out, R"(],"model":)", json(response.model()).dump(),
+                  R"(,"usage":{"prompt_tokens":)", tokens,
+                  R"(,"total_tokens":)", tokens, "}}");
+  return out;
+}
+
+std::string EmbeddingsErrorParam(const absl::Status& status,
+                                 std::string* code) {
+  if (status.code() == absl::StatusCode::kNotFound) {
+    *code = "model_not_found";
+    return "model";
+  }
+  if (absl::StrContains(status.message(), "prompt")) return "prompt_name";
+  if (absl::StrContains(status.message(), "dimensions")) return "dimensions";
+  if (absl::StrContains(status.message(), "hidden state") ||
+      absl::StrContains(status.message(), "hidden_states")) {
+    return "hidden_states";
+  }
+  if (absl::StrContains(status.message(), "inputs")) return "input";
+  return "";
+}
+
+}  // namespace encoder::service

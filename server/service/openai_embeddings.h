@@ -1,0 +1,41 @@
+// The JSON of POST /v1/embeddings (OpenAI's embeddings API) to and from
+// the service's EmbedRequest and EmbedResponse. No HTTP here: the front
+// (http_front.h) owns the transport, authentication and error envelope.
+//
+// Request: input (a string, a list of strings, a list of token ids or a
+// list of token-id lists), model, encoding_format ("float" or "base64"),
+// dimensions (also turns normalization on, as OpenAI's shortened
+// embeddings are unit vectors) and user (accepted, not used); extensions
+// with the EmbedRequest fields' names: normalize, truncate, prompt_name and
+// hidden_states ({"layers": [...], "pooled": bool}).
+#ifndef ENCODER_SERVER_SERVICE_OPENAI_EMBEDDINGS_H_
+#define ENCODER_SERVER_SERVICE_OPENAI_EMBEDDINGS_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "encoder/v1/encoder.pb.h"
+
+namespace encoder::service {
+
+// Parses `body` into `request`. On error `*param` names the offending
+// field (OpenAI's error "param"). `*base64` reports encoding_format.
+absl::Status ParseEmbeddingsBody(const std::string& body,
+                                 v1::EmbedRequest* request, bool* base64,
+                                 std::string* param);
+
+// The response object: {"object": "list", "data": [{"object":
+// "embedding", "index": i, "embedding": [...] or "<base64>"}], "model",
+// "usage"}. Items whose result carries hidden states also have
+// "hidden_states": {"layers": [...], "shape": [...], "data": flat values
+// in the same encoding as the embedding}.
+std::string EmbeddingsResponseJson(const v1::EmbedResponse& response,
+                                   bool base64);
+
+// The request field a failed embeddings call points at ("" when none) and,
+// in `*code`, an OpenAI error code where one applies ("model_not_found").
+std::string EmbeddingsErrorParam(const absl::Status& status, std::string* code);
+
+}  // namespace encoder::service
+
+#endif  // ENCODER_SERVER_SERVICE_OPENAI_EMBEDDINGS_H_
