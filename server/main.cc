@@ -29,6 +29,7 @@
 #include "server/model/dtype.h"
 #include "server/model/model_repository.h"
 #include "server/precision_flags.h"
+#include "server/runner/cpu_buffer_cache.h"
 #include "server/runner/device_memory.h"
 #include "server/runner/model_host.h"
 #include "server/runner/thread_policy.h"
@@ -48,6 +49,7 @@ struct Flags {
   std::string device = "auto";
   int intra_op_threads = 1;
   int blas_threads = 0;
+  int64_t cpu_buffer_cache_bytes = int64_t{256} << 20;
   int64_t max_receive_message_bytes = 16 << 20;
   int64_t max_send_message_bytes = 64 << 20;
   int64_t max_inputs_per_request = 256;
@@ -134,6 +136,12 @@ void DefineFlags(CLI::App& app, Flags& f) {
   app.add_option("--blas-threads", f.blas_threads,
                  "OpenBLAS's thread pool when LibTorch uses OpenBLAS; 0: "
                  "OpenBLAS's own choice (every core)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--cpu-buffer-cache-bytes", f.cpu_buffer_cache_bytes,
+                 "freed CPU tensor buffers of 256 KiB or more kept for reuse "
+                 "by the next batches, up to this many bytes (saves the "
+                 "page faults of re-mapping them); 0: off")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--max-receive-message-bytes", f.max_receive_message_bytes,
@@ -375,6 +383,8 @@ int main(int argc, char** argv) {
   }
   const std::string threads = encoder::runner::ApplyThreadPolicy(
       flags.intra_op_threads, flags.blas_threads);
+  spdlog::info("{}", encoder::runner::InstallCpuBufferCache(
+                         flags.cpu_buffer_cache_bytes));
   auto device = ParseDevice(flags.device);
   if (!device.ok()) return Fail(device.status());
   const encoder::model::CpuFeatures& cpu = encoder::model::DetectCpuFeatures();

@@ -188,9 +188,8 @@ class EmbedStreamReactor
       StartRead(&read_buffer_);
     }
     if (action == Action::kFinish) {
-      Finish(cancelled
-                 ? grpc::Status(grpc::StatusCode::CANCELLED, "stream cancelled")
-                 : grpc::Status::OK);
+      Finish(cancelled ? ToGrpcStatus(absl::CancelledError("stream cancelled"))
+                       : grpc::Status::OK);
     }
   }
 

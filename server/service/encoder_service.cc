@@ -134,7 +134,7 @@ runner::ModelHost* EncoderServiceImpl::Admit(grpc::Status* refusal) const {
   }
   runner::ModelHost* host = host_.load();
   if (host == nullptr) {
-    *refusal = grpc::Status(grpc::StatusCode::UNAVAILABLE, kLoadingMessage);
+    *refusal = ToGrpcStatus(absl::UnavailableError(kLoadingMessage));
   }
   return host;
 }
@@ -358,8 +358,8 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Diagnose(
   const runner::HostedModel* model = host->Find(request->model());
   if (model == nullptr) {
     FinishUnary(reactor, "Diagnose", "", start,
-                grpc::Status(grpc::StatusCode::NOT_FOUND,
-                             UnknownModelMessage(request->model(), *host)));
+                ToGrpcStatus(absl::NotFoundError(
+                    UnknownModelMessage(request->model(), *host))));
     return reactor;
   }
   auto options = BuildDiagnoseOptions(*request, *model, diagnose_limits_);
@@ -400,7 +400,7 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Diagnose(
     reactor->access.queue_ms = MillisSince(start);
     if (context->IsCancelled()) {
       FinishUnary(reactor, "Diagnose", model->spec.name, start,
-                  grpc::Status(grpc::StatusCode::CANCELLED, "call cancelled"));
+                  ToGrpcStatus(absl::CancelledError("call cancelled")));
       return;
     }
     budget->Acquire(cost);
@@ -425,15 +425,14 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Diagnose(
       const int64_t bytes = static_cast<int64_t>(response->ByteSizeLong());
       if (bytes > max_send) {
         response->Clear();
-        status = grpc::Status(
-            grpc::StatusCode::RESOURCE_EXHAUSTED,
+        status = ToGrpcStatus(absl::ResourceExhaustedError(
             absl::StrCat("the diagnosis is ", bytes,
                          " bytes, over the send "
                          "limit of ",
                          max_send,
                          " bytes; ask for fewer "
                          "structure_positions, a shorter input, or no "
-                         "attention maps"));
+                         "attention maps")));
       }
     }
     const grpc::Status out =
@@ -444,10 +443,9 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Diagnose(
   };
   if (!diagnose_queue_.TrySubmit(std::move(task))) {
     FinishUnary(reactor, "Diagnose", model->spec.name, start,
-                grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                             absl::StrCat("too many Diagnose calls queued (",
-                                          diagnose_limits_.max_pending,
-                                          "); retry later")));
+                ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
+                    "too many Diagnose calls queued (",
+                    diagnose_limits_.max_pending, "); retry later"))));
   }
   return reactor;
 }

@@ -1,0 +1,115 @@
+#include "server/runner/cpu_buffer_cache.h"
+
+#include <c10/core/CPUAllocator.h>
+
+#include <string>
+
+#include "absl/strings/str_format.h"
+
+namespace encoder::runner {
+
+struct CpuBufferCache::Block {
+  c10::DataPtr memory;  // from the base allocator, size_class bytes
+  size_t size_class = 0;
+  const CpuBufferCache* owner = nullptr;
+};
+
+CpuBufferCache::CpuBufferCache(c10::Allocator* base, int64_t max_cached_bytes)
+    : base_(base), max_cached_bytes_(max_cached_bytes) {}
+
+CpuBufferCache::~CpuBufferCache() { Trim(); }
+
+size_t CpuBufferCache::SizeClass(size_t n) {
+  if (n < kMinBlockBytes) return n;
+  // Keep the top three bits of n - 1's magnitude, rounding up.
+  const int width = 64 - __builtin_clzll(n - 1);  // n - 1 < 2^width
+  const size_t step = size_t{1} << (width - 3);
+  return (n + step - 1) / step * step;
+}
+
+c10::DataPtr CpuBufferCache::allocate(size_t n) const {
+  if (n < kMinBlockBytes) return base_->allocate(n);
+  const size_t size_class = SizeClass(n);
+  Block* block = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = free_.find(size_class);
+    if (it != free_.end() && !it->second.empty()) {
+      block = it->second.back();
+      it->second.pop_back();
+      stats_.cached_bytes -= static_cast<int64_t>(size_class);
+      ++stats_.hits;
+    } else {
+      ++stats_.misses;
+    }
+  }
+  if (block == nullptr) {
+    block = new Block;
+    block->memory = base_->allocate(size_class);
+    block->size_class = size_class;
+    block->owner = this;
+  }
+  void* data = block->memory.get();
+  return c10::DataPtr(data, block, &CpuBufferCache::Release,
+                      c10::Device(c10::DeviceType::CPU));
+}
+
+void CpuBufferCache::Release(void* block) {
+  Block* b = static_cast<Block*>(block);
+  b->owner->Return(b);
+}
+
+void CpuBufferCache::Return(Block* block) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t size = static_cast<int64_t>(block->size_class);
+    if (stats_.cached_bytes + size <= max_cached_bytes_) {
+      free_[block->size_class].push_back(block);
+      stats_.cached_bytes += size;
+      return;
+    }
+    ++stats_.dropped;
+  }
+  delete block;  // its DataPtr frees the memory
+}
+
+CpuBufferCacheStats CpuBufferCache::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void CpuBufferCache::Trim() {
+  std::map<size_t, std::vector<Block*>> blocks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    blocks.swap(free_);
+    stats_.cached_bytes = 0;
+  }
+  for (auto& [size, list] : blocks) {
+    for (Block* b : list) delete b;
+  }
+}
+
+namespace {
+// Never destroyed: tensors may be freed during exit, after statics die.
+CpuBufferCache* installed = nullptr;
+}  // namespace
+
+std::string InstallCpuBufferCache(int64_t max_cached_bytes) {
+  if (max_cached_bytes <= 0) return "CPU buffer cache off";
+  if (installed == nullptr) {
+    installed =
+        new CpuBufferCache(c10::GetDefaultCPUAllocator(), max_cached_bytes);
+    // Priority 1 outranks LibTorch's own registration (0).
+    c10::SetCPUAllocator(installed, /*priority=*/1);
+  }
+  return absl::StrFormat(
+      "CPU buffer cache keeps up to %.0f MiB of freed blocks >= %d KiB",
+      max_cached_bytes / double(1 << 20), CpuBufferCache::kMinBlockBytes >> 10);
+}
+
+CpuBufferCacheStats InstalledCpuBufferCacheStats() {
+  return installed == nullptr ? CpuBufferCacheStats{} : installed->stats();
+}
+
+}  // namespace encoder::runner

@@ -1,0 +1,68 @@
+#!/usr/bin/python3
+"""The CPU buffer cache's effect: encoder-server with --cpu-buffer-cache-bytes
+0 (LibTorch's allocator alone) and with the default cache, alternately in one
+run, at 32 callers on 16- and 128-token inputs. Prints, per row, tokens/s,
+p50, the server's minor page faults per sequence and its system CPU seconds
+(read from /proc around each load), the ratio of the cached server to the
+uncached one, the CPU and the load average.
+
+Usage: buffer_cache_bench.py BUILD_DIR [--model sinusoidal] [--duration S]
+       [--rounds N] [--concurrency 32]
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from precision_bench import cpu_description, load, proc_counters  # noqa: E402
+from run_bench import client_bench, start_server, stop_server  # noqa: E402
+
+SETTINGS = (("off", ["--cpu-buffer-cache-bytes=0"]), ("cache", []))
+
+
+def measure(build, flags, model, length, concurrency, duration):
+    proc, port = start_server(build, flags)
+    try:
+        # One untimed load first, so that both settings start warm.
+        client_bench(build, port, model, concurrency, length, 1)
+        before = load()
+        faults0, sys0 = proc_counters(proc.pid)
+        r = client_bench(build, port, model, concurrency, length, duration)
+        faults1, sys1 = proc_counters(proc.pid)
+    finally:
+        stop_server(proc)
+    sent = r["throughput"]["sequences_per_s"] * r["elapsed_s"] + 2 * concurrency
+    return {"tokens_per_s": r["throughput"]["sequences_per_s"] * length,
+            "p50_ms": r["latency_ms"]["p50"],
+            "faults_per_seq": (faults1 - faults0) / sent,
+            "sys_s": sys1 - sys0, "load": (before + load()) / 2}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("build")
+    p.add_argument("--model", default="sinusoidal")
+    p.add_argument("--duration", type=float, default=8)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--concurrency", type=int, default=32)
+    a = p.parse_args()
+    print("CPU:", cpu_description())
+    print("| round | tokens | cache | tokens/s | p50 ms | faults/seq | sys s "
+          "| vs off | load |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for round_ in range(1, a.rounds + 1):
+        for length in (16, 128):
+            base = None
+            for name, flags in SETTINGS:
+                r = measure(a.build, flags, a.model, length, a.concurrency,
+                            a.duration)
+                base = base or r["tokens_per_s"]
+                print("| %d | %d | %s | %.0f | %.1f | %.0f | %.2f | %.2fx "
+                      "| %.1f |" % (round_, length, name, r["tokens_per_s"],
+                                    r["p50_ms"], r["faults_per_seq"],
+                                    r["sys_s"], r["tokens_per_s"] / base,
+                                    r["load"]), flush=True)
+
+
+if __name__ == "__main__":
+    main()
