@@ -4,11 +4,13 @@
 // tokenizers' rules, applied in Python), and their loading errors.
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -212,6 +214,38 @@ TEST_F(SpmLoading, BadInputsAreInvalidArgument) {
   auto big = (*tok)->Encode(std::string(1 << 20, 'a'), EncodeOptions{});
   ASSERT_TRUE(big.ok()) << big.status();
   EXPECT_EQ(big->byte_offsets.back(), (Offsets{0, 0}));
+}
+
+// One tokenizer shared by threads (as the server's requests share it) gives
+// each thread the encodings it gives alone.
+TEST_F(SpmLoading, ConcurrentEncodesAgree) {
+  if (FixtureDir().empty()) GTEST_SKIP() << "ENCODER_SPM_FIXTURES not set";
+  Write("spiece.model", Model("t5_bpe", "spiece.model"));
+  auto tok = Load();
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  const json expected = ReadJson(FixtureDir() / "t5_bpe.json");
+  std::vector<std::string> texts;
+  std::vector<std::vector<int64_t>> want;
+  for (const json& c : expected["cases"]) {
+    if (c.contains("max_length")) continue;
+    texts.push_back(c["text"].get<std::string>());
+    want.push_back(c["ids"].get<std::vector<int64_t>>());
+  }
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 5; ++round) {
+        for (size_t i = t; i < texts.size() + t; ++i) {
+          const size_t k = i % texts.size();
+          auto e = (*tok)->Encode(texts[k], EncodeOptions{});
+          if (!e.ok() || e->ids != want[k]) ++mismatches;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 }  // namespace
