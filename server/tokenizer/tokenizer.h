@@ -75,7 +75,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerJson(
 // through SentencePiece (see sentencepiece.h).
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromDirectory(
     const std::string& dir);
-// A file (tokenizer.json) or a directory, whichever `path` is.
+// A file (tokenizer.json, or a spiece.model / sentencepiece.bpe.model read
+// with its directory's configuration) or a directory, whichever `path` is.
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(
     const std::string& path);
 

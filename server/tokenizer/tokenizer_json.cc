@@ -146,6 +146,11 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(
   if (!fs::exists(path, ec)) {
     return absl::NotFoundError(absl::StrCat("tokenizer ", path, " not found"));
   }
+  const fs::path p(path);
+  const std::string name = p.filename().string();
+  if (name == "spiece.model" || name == "sentencepiece.bpe.model") {
+    return LoadSentencePieceDirectory(p.parent_path().string(), name);
+  }
   return LoadTokenizerJson(path);
 }
 

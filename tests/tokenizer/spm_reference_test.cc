@@ -47,6 +47,13 @@ TEST_P(SpmReference, MatchesSentencePieceWithTheSlowTokenizerRules) {
   const json expected = ReadJson(fixtures / (GetParam() + ".json"));
   auto tok = LoadTokenizerFromDirectory(expected["dir"].get<std::string>());
   ASSERT_TRUE(tok.ok()) << tok.status();
+  // The .model file itself loads the same tokenizer.
+  const std::string file =
+      expected["family"] == "t5" ? "spiece.model" : "sentencepiece.bpe.model";
+  auto by_file = LoadTokenizer(
+      (fs::path(expected["dir"].get<std::string>()) / file).string());
+  ASSERT_TRUE(by_file.ok()) << by_file.status();
+  EXPECT_EQ((*by_file)->vocab_size(), (*tok)->vocab_size());
   EXPECT_EQ((*tok)->kind(), "sentencepiece");
   EXPECT_EQ((*tok)->vocab_size(), expected["vocab_size"].get<int64_t>());
   size_t cases = 0, tokens = 0, decoded = 0, failures = 0;
@@ -61,6 +68,9 @@ TEST_P(SpmReference, MatchesSentencePieceWithTheSlowTokenizerRules) {
     }
     auto e = (*tok)->Encode(text, options);
     ASSERT_TRUE(e.ok()) << e.status() << " for " << c.dump();
+    auto again = (*by_file)->Encode(text, options);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(again->ids, e->ids);
     const auto ids = c["ids"].get<std::vector<int64_t>>();
     const bool same =
         e->ids == ids &&
