@@ -187,10 +187,29 @@ absl::StatusOr<Settings> ReadSettings(const fs::path& dir,
                                       SentencePieceFamily family) {
   ASSIGN_OR_RETURN(json config, ReadJson(dir / "tokenizer_config.json"));
   ASSIGN_OR_RETURN(json map, ReadJson(dir / "special_tokens_map.json"));
+  ASSIGN_OR_RETURN(json model_config, ReadJson(dir / "config.json"));
   Settings s;
   s.family = family;
-  if (config.contains("tokenizer_class") &&
-      config["tokenizer_class"].is_string()) {
+  const bool has_class = config.contains("tokenizer_class") &&
+                         config["tokenizer_class"].is_string();
+  if (!has_class && model_config.contains("model_type") &&
+      model_config["model_type"].is_string()) {
+    // Without a tokenizer_class, the checkpoint's model_type tells the
+    // family: ALBERT, XLNet, Pegasus, CamemBERT, mBART ... ship the same
+    // file names with other ids or templates.
+    const std::string type = model_config["model_type"].get<std::string>();
+    const bool ok = family == SentencePieceFamily::kT5
+                        ? (type == "t5" || type == "mt5" || type == "umt5")
+                        : (type == "xlm-roberta" || type == "xlm-roberta-xl");
+    if (!ok) {
+      return absl::UnimplementedError(absl::StrCat(
+          "config.json names model_type ", type,
+          "; from a .model file only T5 (spiece.model) and XLM-RoBERTa "
+          "(sentencepiece.bpe.model) tokenizers are read; give the model's "
+          "tokenizer.json"));
+    }
+  }
+  if (has_class) {
     const std::string cls = config["tokenizer_class"].get<std::string>();
     const bool t5 = cls == "T5Tokenizer" || cls == "T5TokenizerFast" ||
                     cls == "MT5Tokenizer" || cls == "MT5TokenizerFast";

@@ -175,6 +175,16 @@ TEST_F(SpmLoading, OtherFamiliesAndBrokenConfigsAreRefused) {
   EXPECT_NE(albert.status().message().find("AlbertTokenizer"),
             std::string::npos)
       << albert.status();
+  // Without a tokenizer_class, config.json's model_type decides.
+  Write("tokenizer_config.json", "{}");
+  Write("config.json", R"({"model_type": "albert"})");
+  auto by_type = Load();
+  ASSERT_FALSE(by_type.ok());
+  EXPECT_EQ(by_type.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(by_type.status().message().find("albert"), std::string::npos)
+      << by_type.status();
+  Write("config.json", R"({"model_type": "mt5"})");
+  EXPECT_TRUE(Load().ok());
   Write("tokenizer_config.json", "{not json");
   auto not_json = Load();
   EXPECT_EQ(not_json.status().code(), absl::StatusCode::kInvalidArgument);
