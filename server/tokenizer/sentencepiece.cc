@@ -183,8 +183,11 @@ struct Settings {
   std::vector<AddedToken> declared;     // added_tokens_decoder
 };
 
-absl::StatusOr<Settings> ReadSettings(const fs::path& dir,
-                                      SentencePieceFamily family) {
+// At most this many <extra_id_N> sentinels (T5 checkpoints have 100).
+constexpr int64_t kMaxExtraIds = 1 << 16;
+
+absl::StatusOr<Settings> ReadSettingsOrThrow(const fs::path& dir,
+                                             SentencePieceFamily family) {
   ASSIGN_OR_RETURN(json config, ReadJson(dir / "tokenizer_config.json"));
   ASSIGN_OR_RETURN(json map, ReadJson(dir / "special_tokens_map.json"));
   ASSIGN_OR_RETURN(json model_config, ReadJson(dir / "config.json"));
@@ -249,6 +252,11 @@ absl::StatusOr<Settings> ReadSettings(const fs::path& dir,
   static const std::regex kSentinel("<extra_id_[0-9]+>");
   if (config.contains("extra_ids") && config["extra_ids"].is_number_integer()) {
     s.extra_ids = std::max<int64_t>(0, config["extra_ids"].get<int64_t>());
+    if (s.extra_ids > kMaxExtraIds) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tokenizer_config.json: extra_ids ", s.extra_ids,
+                       " is more than ", kMaxExtraIds));
+    }
   } else {
     absl::flat_hash_set<std::string> sentinels;
     for (const std::string& t : s.additional) {
@@ -271,7 +279,7 @@ absl::StatusOr<Settings> ReadSettings(const fs::path& dir,
                          key, "' is not a token id"));
       }
       auto content = TokenContent(t);
-      if (!content || content->empty()) {
+      if (!t.is_object() || !content || content->empty()) {
         return absl::InvalidArgumentError(
             absl::StrCat("tokenizer_config.json: added_tokens_decoder ", key,
                          " has no content"));
@@ -286,6 +294,18 @@ absl::StatusOr<Settings> ReadSettings(const fs::path& dir,
     }
   }
   return s;
+}
+
+absl::StatusOr<Settings> ReadSettings(const fs::path& dir,
+                                      SentencePieceFamily family) {
+  try {
+    return ReadSettingsOrThrow(dir, family);
+  } catch (const json::exception& e) {  // a value of the wrong kind
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokenizer configuration: ", e.what()));
+  } catch (const std::regex_error& e) {
+    return absl::InternalError(e.what());
+  }
 }
 
 class SentencePieceTokenizer : public Tokenizer {

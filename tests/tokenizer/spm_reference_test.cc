@@ -188,10 +188,17 @@ TEST_F(SpmLoading, OtherFamiliesAndBrokenConfigsAreRefused) {
   Write("tokenizer_config.json", "{not json");
   auto not_json = Load();
   EXPECT_EQ(not_json.status().code(), absl::StatusCode::kInvalidArgument);
-  Write("tokenizer_config.json",
-        R"({"added_tokens_decoder": {"x1": {"content": "<a>"}}})");
-  auto bad_key = Load();
-  EXPECT_EQ(bad_key.status().code(), absl::StatusCode::kInvalidArgument);
+  for (const char* config :
+       {R"({"added_tokens_decoder": {"x1": {"content": "<a>"}}})",
+        R"({"added_tokens_decoder": {"5": "<a>"}})",
+        R"({"added_tokens_decoder": {"5": {"content": "<a>", "lstrip": 1}}})",
+        R"({"added_tokens_decoder": {"99999999999999999999": {}}})",
+        R"({"extra_ids": 1000000000})"}) {
+    Write("tokenizer_config.json", config);
+    auto bad = Load();
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument)
+        << config << ": " << bad.status();
+  }
   // T5 needs an end-of-sequence piece.
   Write("tokenizer_config.json", R"({"eos_token": "<nope>"})");
   auto no_eos = Load();
