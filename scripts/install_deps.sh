@@ -7,12 +7,13 @@ mode="${1:-test}"
 
 runtime_pkgs=(libtorch1.13 libopenblas0-pthread libgrpc++1.51 libprotobuf32
   libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libspdlog1.10
-  libicu72 libpcre2-8-0 libcpp-httplib0.11 libssl3 ca-certificates)
+  libicu72 libpcre2-8-0 libcpp-httplib0.11 libssl3 libsentencepiece0
+  ca-certificates)
 build_pkgs=(build-essential cmake ninja-build pkg-config git
   libtorch-dev libopenblas0-pthread libgrpc++-dev libgrpc-dev
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libabsl-dev
   prometheus-cpp-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
-  libicu-dev libpcre2-dev libcpp-httplib-dev libssl-dev)
+  libicu-dev libpcre2-dev libcpp-httplib-dev libssl-dev libsentencepiece-dev)
 test_pkgs=(libgtest-dev libgmock-dev python3-torch python3-numpy python3-grpcio python3-h2
   python3-protobuf clang-format prometheus nginx docker-compose python3-yaml
   python3-matplotlib python3-pip python3-setuptools python3-venv
@@ -22,8 +23,12 @@ test_pkgs=(libgtest-dev libgmock-dev python3-torch python3-numpy python3-grpcio 
 # into a test virtual environment; python3-matplotlib runs its example plot.
 # curl drives the HTTP front's tests (tests/http), next to the official
 # OpenAI Node client (tests/http/package.json, installed by npm ci).
+# libsentencepiece (-dev to build, 0 at run time) encodes for model
+# directories that ship only a SentencePiece .model (T5's spiece.model,
+# XLM-R's sentencepiece.bpe.model), through the libencoder_spm.so module.
 # python3-sentencepiece trains the SentencePiece models whose character maps
-# the tokenizer reference tests read (tests/tokenizer/make_spm_fixtures.py).
+# the tokenizer reference tests read (tests/tokenizer/make_spm_fixtures.py)
+# and the .model directories of tests/tokenizer/make_spm_reference.py.
 # The tokenizer reference tests run the Hugging Face tokenizers library under
 # Node (tests/tokenizer/package.json); Debian ships npm apart from nodejs,
 # other Node builds bundle it.

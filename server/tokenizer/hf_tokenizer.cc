@@ -5,10 +5,7 @@
 #include "server/tokenizer/unicode.h"
 
 namespace encoder::tokenizer {
-namespace {
 
-// Byte offsets -> code point offsets (an end inside or at the end of the
-// text maps past the code point holding its last byte).
 void ComputeCharOffsets(std::string_view text, Encoding* e) {
   std::vector<int64_t> char_at(text.size() + 1, 0);
   int64_t chars = 0;
@@ -30,8 +27,6 @@ void ComputeCharOffsets(std::string_view text, Encoding* e) {
     e->char_offsets.push_back({start, end});
   }
 }
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Create(Components c) {
   if (c.model == nullptr) {

@@ -19,6 +19,11 @@
 
 namespace encoder::tokenizer {
 
+// Fills e->char_offsets from e->byte_offsets into `text`: byte offsets ->
+// code point offsets (an end inside or at the end of the text maps past the
+// code point holding its last byte).
+void ComputeCharOffsets(std::string_view text, Encoding* e);
+
 struct Components {
   std::unique_ptr<Normalizer> normalizer;       // may be null
   std::unique_ptr<PreTokenizer> pre_tokenizer;  // may be null

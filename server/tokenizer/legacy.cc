@@ -77,17 +77,4 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadBertVocab(
   return std::unique_ptr<Tokenizer>(std::move(tok));
 }
 
-absl::StatusOr<std::unique_ptr<Tokenizer>> LoadSentencePiece(
-    const std::string& path) {
-  // The character map of a .model is readable (see precompiled.h), but the
-  // ids the checkpoint expects are not all in it: the Hugging Face
-  // conversion shifts fairseq-trained vocabularies (XLM-R, CamemBERT), adds
-  // <mask> or T5's sentinels and a model-specific post-processor, and only
-  // tokenizer.json records that.
-  return absl::UnimplementedError(absl::StrCat(
-      path,
-      ": SentencePiece .model files are not supported; give the model's "
-      "tokenizer.json (the Hugging Face conversion of the same model)"));
-}
-
 }  // namespace encoder::tokenizer

@@ -1,5 +1,5 @@
-// Tokenizers from files older than tokenizer.json: a BERT vocab.txt (and
-// SentencePiece .model files, refused for now).
+// Tokenizers from files older than tokenizer.json: a BERT vocab.txt
+// (SentencePiece .model files: sentencepiece.h).
 #ifndef ENCODER_SERVER_TOKENIZER_LEGACY_H_
 #define ENCODER_SERVER_TOKENIZER_LEGACY_H_
 
@@ -15,11 +15,6 @@ namespace encoder::tokenizer {
 // tokenizer_config.json says "do_lower_case": false.
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadBertVocab(
     const std::string& dir);
-
-// A SentencePiece model file: not supported yet (Unimplemented, naming
-// the file and what to give instead).
-absl::StatusOr<std::unique_ptr<Tokenizer>> LoadSentencePiece(
-    const std::string& path);
 
 }  // namespace encoder::tokenizer
 

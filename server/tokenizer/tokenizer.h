@@ -1,7 +1,8 @@
 // The tokenizer interface every hosted model owns: text -> ids (with tokens,
 // offsets and a special-token mask) and ids -> text. Implementations: the
-// Hugging Face tokenizer.json pipeline, a legacy BERT vocab.txt, and the
-// byte-level tokenizer of the built-in models.
+// Hugging Face tokenizer.json pipeline, a legacy BERT vocab.txt, a
+// SentencePiece .model (T5, XLM-R), and the byte-level tokenizer of the
+// built-in models.
 #ifndef ENCODER_SERVER_TOKENIZER_TOKENIZER_H_
 #define ENCODER_SERVER_TOKENIZER_TOKENIZER_H_
 
@@ -55,7 +56,7 @@ class Tokenizer {
   // InvalidArgument for an id outside the vocabulary. Thread-safe.
   virtual absl::StatusOr<std::string> Decode(
       const std::vector<int64_t>& ids, bool skip_special_tokens) const = 0;
-  // "wordpiece", "bpe", "unigram" or "byte".
+  // "wordpiece", "bpe", "unigram", "sentencepiece" or "byte".
   virtual std::string kind() const = 0;
   // Number of ids (largest id + 1), added tokens included.
   virtual int64_t vocab_size() const = 0;
@@ -70,11 +71,12 @@ class Tokenizer {
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerJson(
     const std::string& path);
 // A model directory: tokenizer.json; else vocab.txt (+ tokenizer_config.json
-// do_lower_case). A directory with only spiece.model /
-// sentencepiece.bpe.model is Unimplemented (not read yet).
+// do_lower_case); else spiece.model (T5) or sentencepiece.bpe.model (XLM-R)
+// through SentencePiece (see sentencepiece.h).
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromDirectory(
     const std::string& dir);
-// A file (tokenizer.json) or a directory, whichever `path` is.
+// A file (tokenizer.json, or a spiece.model / sentencepiece.bpe.model read
+// with its directory's configuration) or a directory, whichever `path` is.
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(
     const std::string& path);
 

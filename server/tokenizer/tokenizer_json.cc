@@ -10,6 +10,7 @@
 #include "server/tokenizer/hf_tokenizer.h"
 #include "server/tokenizer/json_util.h"
 #include "server/tokenizer/legacy.h"
+#include "server/tokenizer/sentencepiece.h"
 
 namespace encoder::tokenizer {
 namespace {
@@ -123,7 +124,14 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromDirectory(
   }
   if (fs::exists(d / "vocab.txt")) return LoadBertVocab(dir);
   for (const char* name : {"spiece.model", "sentencepiece.bpe.model"}) {
-    if (fs::exists(d / name)) return LoadSentencePiece((d / name).string());
+    if (fs::exists(d / name)) return LoadSentencePieceDirectory(dir, name);
+  }
+  if (fs::exists(d / "source.spm")) {
+    // MarianTokenizer takes its ids from vocab.json, not from the .spm.
+    return absl::UnimplementedError(absl::StrCat(
+        dir,
+        ": Marian source.spm / vocab.json tokenizers are not read; give the "
+        "model's tokenizer.json"));
   }
   return absl::NotFoundError(
       absl::StrCat(dir,
@@ -137,6 +145,11 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(
   if (fs::is_directory(path, ec)) return LoadTokenizerFromDirectory(path);
   if (!fs::exists(path, ec)) {
     return absl::NotFoundError(absl::StrCat("tokenizer ", path, " not found"));
+  }
+  const fs::path p(path);
+  const std::string name = p.filename().string();
+  if (name == "spiece.model" || name == "sentencepiece.bpe.model") {
+    return LoadSentencePieceDirectory(p.parent_path().string(), name);
   }
   return LoadTokenizerJson(path);
 }

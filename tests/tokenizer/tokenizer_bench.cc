@@ -1,7 +1,9 @@
 // Tokenizer throughput on one core: the hostile corpus lines, repeated to
 // about 1 MB, encoded one input at a time with each fixture tokenizer.
 // Compare with bench_reference.js (the Rust library on the same inputs).
-// Usage: tokenizer_bench FIXTURE_DIR CORPUS.jsonl [ROUNDS]
+// Usage: tokenizer_bench FIXTURE_DIR CORPUS.jsonl [ROUNDS [SPM_FIXTURE_DIR]]
+// SPM_FIXTURE_DIR (make_spm_reference.py's output) adds the SentencePiece
+// .model directories.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -66,7 +68,9 @@ double Measure(const Tokenizer& tok, const std::vector<std::string>& inputs,
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s FIXTURE_DIR CORPUS.jsonl [ROUNDS]\n",
+    std::fprintf(stderr,
+                 "usage: %s FIXTURE_DIR CORPUS.jsonl [ROUNDS "
+                 "[SPM_FIXTURE_DIR]]\n",
                  argv[0]);
     return 2;
   }
@@ -94,6 +98,18 @@ int main(int argc, char** argv) {
       return 1;
     }
     report(name, **tok);
+  }
+  if (argc > 4) {
+    const std::string spm_dir = argv[4];
+    for (const char* name : {"t5_unigram", "t5_bpe", "xlmr_bpe"}) {
+      auto tok =
+          encoder::tokenizer::LoadTokenizerFromDirectory(spm_dir + "/" + name);
+      if (!tok.ok()) {
+        std::fprintf(stderr, "%s: %s\n", name, tok.status().ToString().c_str());
+        return 1;
+      }
+      report(std::string("spm_") + name, **tok);
+    }
   }
   report("builtin_byte", encoder::tokenizer::ByteTokenizer(1 << 20));
   return 0;
