@@ -3,19 +3,34 @@
 #include <c10/core/CPUAllocator.h>
 
 #include <string>
+#include <unordered_map>
 
 #include "absl/strings/str_format.h"
 
 namespace encoder::runner {
 
 struct CpuBufferCache::Block {
-  c10::DataPtr memory;  // from the base allocator, size_class bytes
+  c10::DataPtr memory;  // from the default allocator, size_class bytes
   size_t size_class = 0;
   const CpuBufferCache* owner = nullptr;
 };
 
-CpuBufferCache::CpuBufferCache(c10::Allocator* base, int64_t max_cached_bytes)
-    : base_(base), max_cached_bytes_(max_cached_bytes) {}
+namespace {
+
+// Every large block of every cache by its data pointer, so that Release,
+// which gets only the pointer, finds the block and its cache.
+std::mutex registry_mu;
+std::unordered_map<void*, CpuBufferCache::Block*>& Registry() {
+  static auto* registry =
+      new std::unordered_map<void*, CpuBufferCache::Block*>();
+  return *registry;
+}
+
+}  // namespace
+
+CpuBufferCache::CpuBufferCache(int64_t max_cached_bytes)
+    : base_(c10::GetDefaultCPUAllocator()),
+      max_cached_bytes_(max_cached_bytes) {}
 
 CpuBufferCache::~CpuBufferCache() { Trim(); }
 
@@ -48,15 +63,27 @@ c10::DataPtr CpuBufferCache::allocate(size_t n) const {
     block->memory = base_->allocate(size_class);
     block->size_class = size_class;
     block->owner = this;
+    std::lock_guard<std::mutex> lock(registry_mu);
+    Registry()[block->memory.get()] = block;
   }
   void* data = block->memory.get();
-  return c10::DataPtr(data, block, &CpuBufferCache::Release,
+  return c10::DataPtr(data, data, &CpuBufferCache::Release,
                       c10::Device(c10::DeviceType::CPU));
 }
 
-void CpuBufferCache::Release(void* block) {
-  Block* b = static_cast<Block*>(block);
-  b->owner->Return(b);
+void CpuBufferCache::Release(void* data) {
+  Block* block = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(registry_mu);
+    auto it = Registry().find(data);
+    if (it != Registry().end()) block = it->second;
+  }
+  if (block == nullptr) {
+    // A small allocation handed out raw by the default allocator.
+    c10::GetDefaultCPUAllocator()->raw_deallocate(data);
+    return;
+  }
+  block->owner->Return(block);
 }
 
 void CpuBufferCache::Return(Block* block) const {
@@ -69,6 +96,14 @@ void CpuBufferCache::Return(Block* block) const {
       return;
     }
     ++stats_.dropped;
+  }
+  Free(block);
+}
+
+void CpuBufferCache::Free(Block* block) {
+  {
+    std::lock_guard<std::mutex> lock(registry_mu);
+    Registry().erase(block->memory.get());
   }
   delete block;  // its DataPtr frees the memory
 }
@@ -86,7 +121,7 @@ void CpuBufferCache::Trim() {
     stats_.cached_bytes = 0;
   }
   for (auto& [size, list] : blocks) {
-    for (Block* b : list) delete b;
+    for (Block* b : list) Free(b);
   }
 }
 
@@ -95,11 +130,22 @@ namespace {
 CpuBufferCache* installed = nullptr;
 }  // namespace
 
+#if defined(__SANITIZE_ADDRESS__)
+#define ENCODER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ENCODER_ASAN 1
+#endif
+#endif
+
 std::string InstallCpuBufferCache(int64_t max_cached_bytes) {
   if (max_cached_bytes <= 0) return "CPU buffer cache off";
+#ifdef ENCODER_ASAN
+  // Reused blocks would hide a use after free from AddressSanitizer.
+  return "CPU buffer cache off (AddressSanitizer build)";
+#endif
   if (installed == nullptr) {
-    installed =
-        new CpuBufferCache(c10::GetDefaultCPUAllocator(), max_cached_bytes);
+    installed = new CpuBufferCache(max_cached_bytes);
     // Priority 1 outranks LibTorch's own registration (0).
     c10::SetCPUAllocator(installed, /*priority=*/1);
   }

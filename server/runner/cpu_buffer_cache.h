@@ -32,13 +32,17 @@ class CpuBufferCache : public c10::Allocator {
  public:
   static constexpr size_t kMinBlockBytes = 256 << 10;
 
-  // `base` (not owned) serves every allocation; `max_cached_bytes` caps the
-  // free blocks kept.
-  CpuBufferCache(c10::Allocator* base, int64_t max_cached_bytes);
+  // LibTorch's default CPU allocator serves every allocation;
+  // `max_cached_bytes` caps the free blocks kept.
+  explicit CpuBufferCache(int64_t max_cached_bytes);
   // Releases the free blocks; blocks still in use must not outlive it.
   ~CpuBufferCache() override;
 
+  // Large blocks' data pointer is also their context, so LibTorch's raw
+  // allocations (raw_allocate / raw_deallocate, used by some kernels for
+  // scratch space) work on them too.
   c10::DataPtr allocate(size_t n) const override;
+  c10::DeleterFnPtr raw_deleter() const override { return &Release; }
 
   // The size a request of `n` bytes is rounded up to: n itself below
   // kMinBlockBytes, else the next size with at most three significant bits
@@ -50,10 +54,15 @@ class CpuBufferCache : public c10::Allocator {
   // Releases every free block to the base allocator.
   void Trim();
 
+ public:
+  struct Block;  // defined in the .cc
+
  private:
-  struct Block;
-  static void Release(void* block);
+  // Frees `data`: a large block goes back to its cache, anything else to
+  // the default allocator.
+  static void Release(void* data);
   void Return(Block* block) const;
+  static void Free(Block* block);
 
   c10::Allocator* base_;
   const int64_t max_cached_bytes_;

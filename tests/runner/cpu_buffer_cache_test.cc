@@ -38,7 +38,7 @@ TEST(CpuBufferCacheTest, SizeClassesStepByAnEighthOfAPowerOfTwo) {
 }
 
 TEST(CpuBufferCacheTest, FreedLargeBlocksAreReusedSmallOnesAreNot) {
-  CpuBufferCache cache(c10::GetDefaultCPUAllocator(), 64 * kMiB);
+  CpuBufferCache cache(64 * kMiB);
   void* first = nullptr;
   {
     c10::DataPtr p = cache.allocate(3 * kMiB);
@@ -65,8 +65,26 @@ TEST(CpuBufferCacheTest, FreedLargeBlocksAreReusedSmallOnesAreNot) {
   EXPECT_EQ(cache.stats().cached_bytes, 0);
 }
 
+TEST(CpuBufferCacheTest, RawAllocationsOfAnySizeComeBack) {
+  // Kernels that want scratch space (GELU's, oneDNN's) allocate raw: the
+  // data pointer must be the context and raw_deleter must free both kinds.
+  CpuBufferCache cache(64 * kMiB);
+  void* large = cache.raw_allocate(2 * kMiB);
+  void* small = cache.raw_allocate(1000);
+  ASSERT_NE(large, nullptr);
+  ASSERT_NE(small, nullptr);
+  std::memset(large, 7, 2 * kMiB);
+  std::memset(small, 7, 1000);
+  cache.raw_deallocate(small);
+  cache.raw_deallocate(large);
+  EXPECT_EQ(cache.stats().cached_bytes, static_cast<int64_t>(2 * kMiB));
+  void* again = cache.raw_allocate(2 * kMiB - 64);
+  EXPECT_EQ(again, large);
+  cache.raw_deallocate(again);
+}
+
 TEST(CpuBufferCacheTest, TheCapBoundsWhatIsKept) {
-  CpuBufferCache cache(c10::GetDefaultCPUAllocator(), 5 * kMiB);
+  CpuBufferCache cache(5 * kMiB);
   {
     std::vector<c10::DataPtr> held;
     for (int i = 0; i < 4; ++i) held.push_back(cache.allocate(2 * kMiB));
@@ -77,7 +95,7 @@ TEST(CpuBufferCacheTest, TheCapBoundsWhatIsKept) {
 }
 
 TEST(CpuBufferCacheTest, ThreadsNeverShareABlock) {
-  CpuBufferCache cache(c10::GetDefaultCPUAllocator(), 256 * kMiB);
+  CpuBufferCache cache(256 * kMiB);
   std::vector<std::thread> threads;
   std::atomic<int> overlaps{0};
   for (int t = 0; t < 4; ++t) {
@@ -108,6 +126,7 @@ TEST(CpuBufferCacheTest, InstalledCacheServesTensorsAndKeepsResultsExact) {
   config.num_layers = 2;
   config.d_ff = 256;
   config.max_input_tokens = 512;
+  config.activation = model::Activation::kGelu;  // GELU allocates raw
   auto encoder = model::Encoder::Create(
       config, model::Encoder::RandomStateDict(config, 7), at::kCPU);
   ASSERT_TRUE(encoder.ok()) << encoder.status();
@@ -119,8 +138,11 @@ TEST(CpuBufferCacheTest, InstalledCacheServesTensorsAndKeepsResultsExact) {
   const at::Tensor want = before->tokens.clone();
 
   EXPECT_EQ(InstallCpuBufferCache(0), "CPU buffer cache off");
-  EXPECT_NE(InstallCpuBufferCache(512 * kMiB).find("512 MiB"),
-            std::string::npos);
+  const std::string installed = InstallCpuBufferCache(512 * kMiB);
+  if (installed.find("AddressSanitizer") != std::string::npos) {
+    GTEST_SKIP() << installed;
+  }
+  EXPECT_NE(installed.find("512 MiB"), std::string::npos);
   for (int round = 0; round < 3; ++round) {
     auto after = (*encoder)->Forward(input, {});
     ASSERT_TRUE(after.ok());
