@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (clang-14, ASan + UBSan) in build-fuzz and
-# runs each for SECONDS (default 60) on a copy of its seed corpus. Fails on
-# any crash, leak, sanitizer report or timeout.
+# Builds the libFuzzer targets (clang-14, ASan + UBSan) in build-asan, the
+# build dir scripts/asan.sh configures the same way (after that script they
+# are already built), and runs each for SECONDS (default 60) on a copy of its
+# seed corpus. Fails on any crash, leak, sanitizer report or timeout.
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,17 +10,15 @@ seconds="${1:-60}"
 shift || true
 targets=("$@")
 [ "${#targets[@]}" -gt 0 ] || targets=(safetensors model_config repository hf_config tokenizer_json requests)
-build="${FUZZ_BUILD_DIR:-build-fuzz}"
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_COMPILER=clang++-14 -DENCODER_FUZZ=ON -DENCODER_BUILD_TESTS=OFF \
-  ${FUZZ_CMAKE_ARGS:-}
-cmake --build "$build" -j "$(nproc)" --target "${targets[@]/%/_fuzz}"
+build="${FUZZ_BUILD_DIR:-${ASAN_BUILD_DIR:-build-asan}}"
+jobs="$(nproc)"  # before OMP_NUM_THREADS, which nproc honours
+# The configuration and the ASAN/UBSAN/LSAN options shared with asan.sh.
+# shellcheck source=scripts/asan_env.sh
+source scripts/asan_env.sh
+asan_configure "$build"
+cmake --build "$build" -j "$jobs" --target "${targets[@]/%/_fuzz}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-# LibTorch's own allocations at start-up are not ours to chase; our code's
-# leaks are still reported (see tests/fuzz/lsan.supp).
-export LSAN_OPTIONS="suppressions=$PWD/tests/fuzz/lsan.supp:print_suppressions=0"
-export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export OMP_NUM_THREADS=1
 for t in "${targets[@]}"; do
   mkdir -p "$work/$t"

@@ -9,6 +9,7 @@ the 100 MiB budget, +498 MiB without it (the three workers run their
 batches side by side).
 
 Usage: memory_budget_test.py --server BIN --python-client CLIENT.py
+       [--sanitized]
 """
 import argparse
 import importlib.util
@@ -94,7 +95,13 @@ class MemoryBudgetTest(unittest.TestCase):
                       f"MiB: +{(peak - idle) / MIB:.0f} MiB for a budget of "
                       f"{BUDGET / MIB:.0f} MiB (+{ALLOWANCE / MIB:.0f} "
                       f"allowed)")
-                self.assertLessEqual(peak - idle, BUDGET + ALLOWANCE)
+                if ARGS.sanitized:
+                    # ASan's allocator keeps freed memory in its quarantine
+                    # (256 MiB) and pads every block: RSS says nothing about
+                    # the budget there. The calls above still ran.
+                    print("sanitized build: RSS bound not checked")
+                else:
+                    self.assertLessEqual(peak - idle, BUDGET + ALLOWANCE)
             finally:
                 server.stop()
 
@@ -103,5 +110,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--server", required=True)
     parser.add_argument("--python-client", required=True)
+    parser.add_argument("--sanitized", action="store_true",
+                        help="server built with ASan: skip the RSS bound")
     ARGS, rest = parser.parse_known_args()
     unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)

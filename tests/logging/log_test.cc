@@ -235,8 +235,10 @@ TEST(RateLimitKeyTest, TableFullSharesOneOverflowKey) {
   FakeClock clock;
   RateLimitedSink sink(inner, 1, clock.fn(), /*max_keys=*/2);
   for (int i = 0; i < 6; ++i) {
+    // log_msg keeps a view of its text: the string must outlive it.
+    const std::string text = "e" + std::to_string(i);
     spdlog::details::log_msg msg(spdlog::source_loc{}, "", spdlog::level::err,
-                                 "e" + std::to_string(i));
+                                 text);
     sink.log(msg);
   }
   // e0 and e1 fill the table; e2..e5 share the overflow key (1 per second).

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The AddressSanitizer + UndefinedBehaviorSanitizer job (clang-14): every
+# target, the whole test suite and the libFuzzer targets, built once in
+# build-asan (ENCODER_FUZZ=ON, tests on), then ctest. scripts/fuzz.sh
+# reuses the same build dir, so the fuzz stage builds nothing more.
+#
+# Every program the tests run (the GoogleTest binaries, and the
+# encoder-server and encoder-client the Python tests start) writes its
+# sanitizer reports to build-asan/sanitizer-reports/ rather than stderr: a
+# server's leak report at exit would otherwise go unseen by a test that
+# does not check the exit status. Any file there fails the job and is
+# printed. LeakSanitizer ignores only what LibTorch, protobuf and gRPC keep
+# in static registries (tests/sanitizers/lsan.supp); our code is never
+# suppressed.
+# Usage: scripts/asan.sh [CTEST_ARGS...]   e.g. -R Service to run a subset
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build="${ASAN_BUILD_DIR:-build-asan}"
+jobs="$(nproc)"  # before OMP_NUM_THREADS, which nproc honours
+# shellcheck source=scripts/asan_env.sh
+source scripts/asan_env.sh
+asan_configure "$build"
+cmake --build "$build" -j "$jobs"
+reports="$PWD/$build/sanitizer-reports"
+rm -rf "$reports"
+mkdir -p "$reports"
+export ASAN_OPTIONS="$ASAN_OPTIONS:log_path=$reports/asan"
+export UBSAN_OPTIONS="$UBSAN_OPTIONS:log_path=$reports/ubsan"
+# Tests that run none of our compiled code (formatting, include layering,
+# the core-only configure, manifests, the Python reference's self-test) are
+# left to scripts/test.sh.
+skip='^(format_check|layering_includes|core_only_clean|core_only_configure|deploy_manifests|deploy_kubernetes|hf_reference_selftest)$'
+status=0
+ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 1800 \
+  -E "$skip" "$@" || status=$?
+if [ -n "$(ls -A "$reports")" ]; then
+  for f in "$reports"/*; do
+    echo "=== sanitizer report $f"
+    head -n 80 "$f"
+  done
+  echo "asan: $(ls "$reports" | wc -l) sanitizer report(s), see above" >&2
+  status=1
+fi
+exit "$status"
