@@ -116,6 +116,46 @@ TEST_F(LoaderTest, NonIntegerIdsAreInvalidArgument) {
   }
 }
 
+// A TemplateProcessing special token lists its ids and its tokens apart;
+// lists of different lengths once read past the shorter one (found by the
+// tokenizer_json fuzz target). The Hugging Face library refuses them too.
+TEST_F(LoaderTest, TemplateSpecialTokenIdsAndTokensMustPair) {
+  std::string text = kWordPiece;
+  const std::string bert =
+      R"("post_processor": {"type": "BertProcessing", "sep": ["[SEP]", 2],
+                     "cls": ["[CLS]", 1]},)";
+  ASSERT_NE(text.find(bert), std::string::npos);
+  const std::string templ =
+      R"("post_processor": {"type": "TemplateProcessing",
+         "single": [{"Sequence": {"id": "A", "type_id": 0}},
+                    {"SpecialToken": {"id": "end", "type_id": 0}}],
+         "pair": [],
+         "special_tokens": {"end": {"id": "end", "ids": IDS,
+                                    "tokens": ["[SEP]", "[CLS]"]}}},)";
+  std::string paired = templ;
+  paired.replace(paired.find("IDS"), 3, "[2, 1]");
+  text.replace(text.find(bert), bert.size(), paired);
+  auto ok = LoadTokenizerJson(Write("tokenizer.json", text));
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  auto e = (*ok)->Encode("a", EncodeOptions{});
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->ids, (std::vector<int64_t>{6, 2, 1}));
+  EXPECT_EQ(e->tokens, (std::vector<std::string>{"a", "[SEP]", "[CLS]"}));
+
+  for (const char* ids : {"[2, 1, 1]", "[2]"}) {
+    std::string bad = kWordPiece;
+    std::string unpaired = templ;
+    unpaired.replace(unpaired.find("IDS"), 3, ids);
+    bad.replace(bad.find(bert), bert.size(), unpaired);
+    auto tok = LoadTokenizerJson(Write("tokenizer.json", bad));
+    ASSERT_FALSE(tok.ok()) << ids;
+    EXPECT_EQ(tok.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(Message(tok.status()).find("must be of the same length"),
+              std::string::npos)
+        << tok.status();
+  }
+}
+
 TEST_F(LoaderTest, BadFilesAreClearErrors) {
   auto missing = LoadTokenizer((dir_ / "nope.json").string());
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
