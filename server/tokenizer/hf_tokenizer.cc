@@ -108,15 +108,7 @@ void HfTokenizer::Truncate(const EncodeOptions& options, Encoding* e) const {
   const int64_t n = static_cast<int64_t>(e->size());
   if (n <= keep) return;
   const int64_t from = side == TruncationSide::kRight ? 0 : n - keep;
-  auto cut = [from, keep](auto* v) {
-    v->erase(v->begin() + from + keep, v->end());
-    v->erase(v->begin(), v->begin() + from);
-  };
-  cut(&e->ids);
-  cut(&e->tokens);
-  cut(&e->byte_offsets);
-  cut(&e->type_ids);
-  cut(&e->special_tokens_mask);
+  e->KeepWindow(static_cast<size_t>(from), static_cast<size_t>(keep));
 }
 
 void HfTokenizer::Pad(Encoding* e) const {

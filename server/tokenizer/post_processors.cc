@@ -139,10 +139,10 @@ absl::StatusOr<std::unique_ptr<PostProcessor>> MakeTemplate(const json& j) {
     s.ids = def.at("ids").get<std::vector<int64_t>>();
     s.tokens = def.at("tokens").get<std::vector<std::string>>();
     if (s.ids.size() != s.tokens.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tokenizer.json: template special token '", name, "' has ",
-          s.ids.size(), " ids but ", s.tokens.size(),
-          " tokens; they must be of the same length"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tokenizer.json: template special token '", name,
+                       "' has ", s.ids.size(), " ids but ", s.tokens.size(),
+                       " tokens; they must be of the same length"));
     }
     s.type_id = IntegerOr(sp, "type_id", 0);
     (seen_sequence ? after : before).push_back(std::move(s));

@@ -512,13 +512,7 @@ void SentencePieceTokenizer::Truncate(const EncodeOptions& options,
   const int64_t n = static_cast<int64_t>(e->size());
   if (n <= keep) return;
   const int64_t from = options.side == TruncationSide::kRight ? 0 : n - keep;
-  auto cut = [from, keep](auto* v) {
-    v->erase(v->begin() + from + keep, v->end());
-    v->erase(v->begin(), v->begin() + from);
-  };
-  cut(&e->ids);
-  cut(&e->tokens);
-  cut(&e->byte_offsets);
+  e->KeepWindow(static_cast<size_t>(from), static_cast<size_t>(keep));
 }
 
 void SentencePieceTokenizer::AddTemplate(Encoding* e) const {

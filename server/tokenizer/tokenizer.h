@@ -6,6 +6,7 @@
 #ifndef ENCODER_SERVER_TOKENIZER_TOKENIZER_H_
 #define ENCODER_SERVER_TOKENIZER_TOKENIZER_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -44,6 +45,25 @@ struct Encoding {
   std::vector<Offsets> char_offsets;  // Unicode code points
   std::vector<uint8_t> special_tokens_mask;
   size_t size() const { return ids.size(); }
+
+  // Keeps tokens [from, from + count) of every per-token list that is
+  // filled (lists not filled yet stay empty). Requires from + count <=
+  // size().
+  void KeepWindow(size_t from, size_t count) {
+    const size_t n = size();
+    auto cut = [n, from, count](auto* v) {
+      if (v->size() != n) return;
+      v->erase(v->begin() + static_cast<std::ptrdiff_t>(from + count),
+               v->end());
+      v->erase(v->begin(), v->begin() + static_cast<std::ptrdiff_t>(from));
+    };
+    cut(&type_ids);
+    cut(&tokens);
+    cut(&byte_offsets);
+    cut(&char_offsets);
+    cut(&special_tokens_mask);
+    cut(&ids);  // last: the others compare their size with it
+  }
 };
 
 class Tokenizer {
