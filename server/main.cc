@@ -31,6 +31,7 @@
 #include "server/precision_flags.h"
 #include "server/runner/cpu_buffer_cache.h"
 #include "server/runner/device_memory.h"
+#include "server/runner/idle_trim.h"
 #include "server/runner/model_host.h"
 #include "server/runner/thread_policy.h"
 #include "server/security_flags.h"
@@ -50,6 +51,7 @@ struct Flags {
   int intra_op_threads = 1;
   int blas_threads = 0;
   int64_t cpu_buffer_cache_bytes = int64_t{256} << 20;
+  int64_t malloc_trim_idle_ms = 1000;
   int64_t max_receive_message_bytes = 16 << 20;
   int64_t max_send_message_bytes = 64 << 20;
   int64_t max_inputs_per_request = 256;
@@ -142,6 +144,12 @@ void DefineFlags(CLI::App& app, Flags& f) {
                  "freed CPU tensor buffers of 256 KiB or more kept for reuse "
                  "by the next batches, up to this many bytes (saves the "
                  "page faults of re-mapping them); 0: off")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--malloc-trim-idle-ms", f.malloc_trim_idle_ms,
+                 "once the process has been quiet (under 5% of a core) this "
+                 "long after doing work, free heap memory goes back to the "
+                 "system, so the resident set falls after a burst; 0: never")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--max-receive-message-bytes", f.max_receive_message_bytes,
@@ -383,6 +391,12 @@ int main(int argc, char** argv) {
   }
   const std::string threads = encoder::runner::ApplyThreadPolicy(
       flags.intra_op_threads, flags.blas_threads);
+  encoder::runner::IdleTrimOptions trim_options;
+  trim_options.idle_ms = flags.malloc_trim_idle_ms;
+  const std::unique_ptr<encoder::runner::IdleMallocTrimmer> trimmer =
+      encoder::runner::IdleMallocTrimmer::Start(trim_options);
+  spdlog::info("{}", trimmer ? trimmer->Describe()
+                             : std::string("free heap memory kept by malloc"));
   spdlog::info("{}", encoder::runner::InstallCpuBufferCache(
                          flags.cpu_buffer_cache_bytes));
   auto device = ParseDevice(flags.device);
@@ -494,6 +508,15 @@ int main(int argc, char** argv) {
     };
     return o;
   };
+  if (prometheus && encoder::runner::InstalledCpuBufferCacheStats()) {
+    prometheus->SetCpuCacheReader([] {
+      const encoder::runner::CpuBufferCacheStats stats =
+          encoder::runner::InstalledCpuBufferCacheStats().value_or(
+              encoder::runner::CpuBufferCacheStats{});
+      return encoder::metrics::CpuCacheSample{stats.cached_bytes, stats.hits,
+                                              stats.misses, stats.dropped};
+    });
+  }
   if (prometheus && device->is_cuda()) {
     prometheus->SetGpuMemoryReader(
         [](const std::string& name)

@@ -116,9 +116,56 @@ prometheus::ClientMetric GaugeSample(
   return metric;
 }
 
+prometheus::ClientMetric CounterSample(
+    double value, std::vector<prometheus::ClientMetric::Label> labels) {
+  prometheus::ClientMetric metric;
+  metric.label = std::move(labels);
+  metric.counter.value = value;
+  return metric;
+}
+
+prometheus::MetricFamily Family(std::string name, std::string help,
+                                prometheus::MetricType type) {
+  prometheus::MetricFamily family;
+  family.name = std::move(name);
+  family.help = std::move(help);
+  family.type = type;
+  return family;
+}
+
+// The three series of the CPU buffer cache.
+void AppendCpuCache(const CpuCacheSample& cache,
+                    std::vector<prometheus::MetricFamily>& families) {
+  prometheus::MetricFamily bytes =
+      Family("encoder_cpu_buffer_cache_bytes",
+             "Free CPU blocks the buffer cache holds for reuse.",
+             prometheus::MetricType::Gauge);
+  bytes.metric.push_back(
+      GaugeSample(static_cast<double>(cache.cached_bytes), {}));
+  families.push_back(std::move(bytes));
+  prometheus::MetricFamily requests =
+      Family("encoder_cpu_buffer_cache_requests_total",
+             "Large CPU allocations, served from the cache (hit) or not.",
+             prometheus::MetricType::Counter);
+  requests.metric.push_back(
+      CounterSample(static_cast<double>(cache.hits), {{"result", "hit"}}));
+  requests.metric.push_back(
+      CounterSample(static_cast<double>(cache.misses), {{"result", "miss"}}));
+  families.push_back(std::move(requests));
+  prometheus::MetricFamily dropped =
+      Family("encoder_cpu_buffer_cache_dropped_total",
+             "Free CPU blocks released to keep the cache under its cap (the "
+             "ones freed longest ago first).",
+             prometheus::MetricType::Counter);
+  dropped.metric.push_back(
+      CounterSample(static_cast<double>(cache.dropped), {}));
+  families.push_back(std::move(dropped));
+}
+
 }  // namespace
 
-// Values read at scrape time: resident memory and GPU memory.
+// Values read at scrape time: resident memory, the CPU buffer cache and GPU
+// memory.
 class PrometheusMetrics::ProcessCollector : public prometheus::Collectable {
  public:
   // `owner` outlives every Collect call (its HTTP server stops first).
@@ -132,6 +179,10 @@ class PrometheusMetrics::ProcessCollector : public prometheus::Collectable {
     rss.type = prometheus::MetricType::Gauge;
     rss.metric.push_back(GaugeSample(ResidentBytes(), {}));
     families.push_back(std::move(rss));
+
+    if (CpuCacheReader cache = owner_->cpu_cache_reader()) {
+      AppendCpuCache(cache(), families);
+    }
 
     GpuMemoryReader reader = owner_->gpu_reader();
     if (!reader) return families;
@@ -298,6 +349,16 @@ std::string PrometheusMetrics::Render() const {
 void PrometheusMetrics::SetGpuMemoryReader(GpuMemoryReader reader) {
   std::unique_lock lock(mu_);
   gpu_reader_ = std::move(reader);
+}
+
+void PrometheusMetrics::SetCpuCacheReader(CpuCacheReader reader) {
+  std::unique_lock lock(mu_);
+  cpu_cache_reader_ = std::move(reader);
+}
+
+CpuCacheReader PrometheusMetrics::cpu_cache_reader() const {
+  std::shared_lock lock(mu_);
+  return cpu_cache_reader_;
 }
 
 GpuMemoryReader PrometheusMetrics::gpu_reader() const {

@@ -25,6 +25,14 @@
 //   encoder_gpu_memory_bytes{device,kind}                    gauge, at scrape,
 //       only for CUDA devices of registered models and only once a
 //       GpuMemoryReader is set; kind: allocated | reserved.
+//   encoder_cpu_buffer_cache_bytes                           gauge, at scrape,
+//       free CPU blocks the buffer cache holds for reuse (part of the
+//       resident memory, bounded by --cpu-buffer-cache-bytes)
+//   encoder_cpu_buffer_cache_requests_total{result}          counter, at
+//       scrape; large CPU allocations, result: hit | miss
+//   encoder_cpu_buffer_cache_dropped_total                   counter, at
+//       scrape; free blocks released to keep the cache under its cap
+//       (the three cache series exist once a CpuCacheReader is set)
 // `rpc` names the front and the call: the gRPC method ("Embed",
 // "EmbedStream", "ListModels", ...) or, for the HTTP front, "http:" and the
 // route ("http:/v1/embeddings"), so that both fronts' traffic and errors
@@ -71,6 +79,17 @@ struct GpuMemory {
 using GpuMemoryReader =
     std::function<absl::StatusOr<GpuMemory>(const std::string& device)>;
 
+// The CPU buffer cache's state, as the allocator reports it.
+struct CpuCacheSample {
+  int64_t cached_bytes = 0;  // free blocks held now
+  int64_t hits = 0;          // large allocations served from the cache
+  int64_t misses = 0;        // large allocations that went to the system
+  int64_t dropped = 0;       // frees released because the cache was full
+};
+
+// Reads the cache; called on a scrape thread, must be thread-safe.
+using CpuCacheReader = std::function<CpuCacheSample()>;
+
 // Thread-safe. Series pointers are created once per label set and cached,
 // so the hot-path calls take a shared lock, find their series in small
 // hash maps and touch only atomics (counters, gauges) or one short
@@ -104,6 +123,9 @@ class PrometheusMetrics : public Metrics {
   // CUDA runtime; this library does not link one). Replaces any earlier
   // reader.
   void SetGpuMemoryReader(GpuMemoryReader reader);
+  // Installs the source of the encoder_cpu_buffer_cache_* series (the
+  // allocator lives in the runner, which this library does not link).
+  void SetCpuCacheReader(CpuCacheReader reader);
 
   // Registers a model: its info series (replacing the one of an earlier
   // registration under the same name) and every per-model series. Series
@@ -182,6 +204,7 @@ class PrometheusMetrics : public Metrics {
   // Distinct CUDA devices among registered models, and the reader.
   std::vector<std::string> CudaDevices() const;
   GpuMemoryReader gpu_reader() const;
+  CpuCacheReader cpu_cache_reader() const;
 
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>* requests_;
@@ -203,7 +226,7 @@ class PrometheusMetrics : public Metrics {
   prometheus::Family<prometheus::Gauge>* cpu_info_;
   prometheus::Family<prometheus::Gauge>* build_info_;
 
-  // Guards the maps below and gpu_reader_. The series they point to are
+  // Guards the maps below and the readers. The series they point to are
   // owned by registry_; they are updated under a shared lock, so that
   // RelabelLocked (exclusive) can remove series no one is using.
   mutable std::shared_mutex mu_;
@@ -212,6 +235,7 @@ class PrometheusMetrics : public Metrics {
   std::map<std::string, ModelLabels> registered_;
   std::map<std::string, prometheus::Gauge*> info_by_model_;
   GpuMemoryReader gpu_reader_;
+  CpuCacheReader cpu_cache_reader_;
 
   std::unique_ptr<ProcessCollector> process_collector_;
   // Declared last so it stops serving (and stops reading the members

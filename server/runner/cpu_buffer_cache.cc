@@ -2,6 +2,7 @@
 
 #include <c10/core/CPUAllocator.h>
 
+#include <algorithm>
 #include <string>
 #include <unordered_map>
 
@@ -13,6 +14,7 @@ struct CpuBufferCache::Block {
   c10::DataPtr memory;  // from the default allocator, size_class bytes
   size_t size_class = 0;
   const CpuBufferCache* owner = nullptr;
+  std::list<Block*>::iterator lru;  // its place in lru_ while it is free
 };
 
 namespace {
@@ -52,6 +54,7 @@ c10::DataPtr CpuBufferCache::allocate(size_t n) const {
     if (it != free_.end() && !it->second.empty()) {
       block = it->second.back();
       it->second.pop_back();
+      lru_.erase(block->lru);
       stats_.cached_bytes -= static_cast<int64_t>(size_class);
       ++stats_.hits;
     } else {
@@ -87,17 +90,32 @@ void CpuBufferCache::Release(void* data) {
 }
 
 void CpuBufferCache::Return(Block* block) const {
+  const int64_t size = static_cast<int64_t>(block->size_class);
+  std::vector<Block*> evicted;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    const int64_t size = static_cast<int64_t>(block->size_class);
-    if (stats_.cached_bytes + size <= max_cached_bytes_) {
+    if (size > max_cached_bytes_) {
+      ++stats_.dropped;
+      evicted.push_back(block);
+    } else {
+      // Make room by releasing the blocks freed longest ago: shapes the
+      // traffic has moved away from, while the block just freed is the one
+      // the next batch of this shape asks for.
+      while (stats_.cached_bytes + size > max_cached_bytes_) {
+        Block* oldest = lru_.front();
+        lru_.pop_front();
+        std::vector<Block*>& same = free_[oldest->size_class];
+        same.erase(std::find(same.begin(), same.end(), oldest));
+        stats_.cached_bytes -= static_cast<int64_t>(oldest->size_class);
+        ++stats_.dropped;
+        evicted.push_back(oldest);
+      }
       free_[block->size_class].push_back(block);
+      block->lru = lru_.insert(lru_.end(), block);
       stats_.cached_bytes += size;
-      return;
     }
-    ++stats_.dropped;
   }
-  Free(block);
+  for (Block* b : evicted) Free(b);
 }
 
 void CpuBufferCache::Free(Block* block) {
@@ -118,6 +136,7 @@ void CpuBufferCache::Trim() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     blocks.swap(free_);
+    lru_.clear();
     stats_.cached_bytes = 0;
   }
   for (auto& [size, list] : blocks) {
@@ -154,8 +173,9 @@ std::string InstallCpuBufferCache(int64_t max_cached_bytes) {
       max_cached_bytes / double(1 << 20), CpuBufferCache::kMinBlockBytes >> 10);
 }
 
-CpuBufferCacheStats InstalledCpuBufferCacheStats() {
-  return installed == nullptr ? CpuBufferCacheStats{} : installed->stats();
+std::optional<CpuBufferCacheStats> InstalledCpuBufferCacheStats() {
+  if (installed == nullptr) return std::nullopt;
+  return installed->stats();
 }
 
 }  // namespace encoder::runner

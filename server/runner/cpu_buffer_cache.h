@@ -6,7 +6,8 @@
 // that goes with them). This allocator keeps freed blocks of at least
 // kMinBlockBytes, up to a byte cap, and gives them out again to requests of
 // the same size class, so steady traffic runs on memory that is already
-// mapped. Smaller requests go straight to LibTorch's default allocator.
+// mapped. When a free would pass the cap, the blocks freed longest ago are
+// released first. Smaller requests go straight to LibTorch's default allocator.
 #ifndef ENCODER_SERVER_RUNNER_CPU_BUFFER_CACHE_H_
 #define ENCODER_SERVER_RUNNER_CPU_BUFFER_CACHE_H_
 
@@ -14,8 +15,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <list>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,7 +28,7 @@ struct CpuBufferCacheStats {
   int64_t cached_bytes = 0;  // free blocks held now
   int64_t hits = 0;          // large requests served from the cache
   int64_t misses = 0;        // large requests that went to the base allocator
-  int64_t dropped = 0;       // frees released because the cache was full
+  int64_t dropped = 0;       // free blocks released to stay under the cap
 };
 
 class CpuBufferCache : public c10::Allocator {
@@ -68,6 +71,7 @@ class CpuBufferCache : public c10::Allocator {
   const int64_t max_cached_bytes_;
   mutable std::mutex mu_;
   mutable std::map<size_t, std::vector<Block*>> free_;  // by size class
+  mutable std::list<Block*> lru_;  // every free block, freed longest ago first
   mutable CpuBufferCacheStats stats_;
 };
 
@@ -77,8 +81,8 @@ class CpuBufferCache : public c10::Allocator {
 // the start-up log.
 std::string InstallCpuBufferCache(int64_t max_cached_bytes);
 
-// The installed cache's statistics (zeros when none is installed).
-CpuBufferCacheStats InstalledCpuBufferCacheStats();
+// The installed cache's statistics; nullopt when none is installed.
+std::optional<CpuBufferCacheStats> InstalledCpuBufferCacheStats();
 
 }  // namespace encoder::runner
 

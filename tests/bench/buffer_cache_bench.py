@@ -6,8 +6,12 @@ p50, the server's minor page faults per sequence and its system CPU seconds
 (read from /proc around each load), the ratio of the cached server to the
 uncached one, the CPU and the load average.
 
+With --setting NAME=FLAGS (repeatable; FLAGS space-separated) other server
+configurations are compared instead, the first one being the baseline;
+e.g. --setting default= --setting "small=--cpu-buffer-cache-bytes=67108864"
+
 Usage: buffer_cache_bench.py BUILD_DIR [--model sinusoidal] [--duration S]
-       [--rounds N] [--concurrency 32]
+       [--rounds N] [--concurrency 32] [--setting NAME=FLAGS ...]
 """
 import argparse
 import os
@@ -18,6 +22,11 @@ from precision_bench import cpu_description, load, proc_counters  # noqa: E402
 from run_bench import client_bench, start_server, stop_server  # noqa: E402
 
 SETTINGS = (("off", ["--cpu-buffer-cache-bytes=0"]), ("cache", []))
+
+
+def parse_setting(text):
+    name, _, flags = text.partition("=")
+    return name, flags.split()
 
 
 def measure(build, flags, model, length, concurrency, duration):
@@ -45,15 +54,18 @@ def main():
     p.add_argument("--duration", type=float, default=8)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--concurrency", type=int, default=32)
+    p.add_argument("--setting", action="append", type=parse_setting,
+                   help="NAME=FLAGS, a configuration to compare")
     a = p.parse_args()
+    settings = a.setting or SETTINGS
     print("CPU:", cpu_description())
-    print("| round | tokens | cache | tokens/s | p50 ms | faults/seq | sys s "
-          "| vs off | load |")
+    print("| round | tokens | setting | tokens/s | p50 ms | faults/seq "
+          "| sys s | vs %s | load |" % settings[0][0])
     print("|---|---|---|---|---|---|---|---|---|")
     for round_ in range(1, a.rounds + 1):
         for length in (16, 128):
             base = None
-            for name, flags in SETTINGS:
+            for name, flags in settings:
                 r = measure(a.build, flags, a.model, length, a.concurrency,
                             a.duration)
                 base = base or r["tokens_per_s"]

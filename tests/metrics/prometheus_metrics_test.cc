@@ -450,6 +450,30 @@ TEST_F(PrometheusMetricsTest, GpuMemoryOnlyForCudaDevicesWithAReader) {
   EXPECT_EQ(s.LabelSets("encoder_gpu_memory_bytes").size(), 2u);
 }
 
+TEST_F(PrometheusMetricsTest, CpuBufferCacheSeriesOnceAReaderIsSet) {
+  EXPECT_FALSE(Fetch(metrics_->port()).Get("encoder_cpu_buffer_cache_bytes"));
+  auto sample =
+      std::make_shared<CpuCacheSample>(CpuCacheSample{3 << 20, 17, 5, 2});
+  metrics_->SetCpuCacheReader([sample] { return *sample; });
+  Scrape s = Fetch(metrics_->port());
+  EXPECT_EQ(s.Get("encoder_cpu_buffer_cache_bytes"), 3 << 20);
+  EXPECT_EQ(
+      s.Get("encoder_cpu_buffer_cache_requests_total", {{"result", "hit"}}),
+      17);
+  EXPECT_EQ(
+      s.Get("encoder_cpu_buffer_cache_requests_total", {{"result", "miss"}}),
+      5);
+  EXPECT_EQ(s.Get("encoder_cpu_buffer_cache_dropped_total"), 2);
+  // Read at every scrape, not once.
+  sample->cached_bytes = 0;
+  sample->hits = 18;
+  s = Fetch(metrics_->port());
+  EXPECT_EQ(s.Get("encoder_cpu_buffer_cache_bytes"), 0);
+  EXPECT_EQ(
+      s.Get("encoder_cpu_buffer_cache_requests_total", {{"result", "hit"}}),
+      18);
+}
+
 TEST_F(PrometheusMetricsTest, ConcurrentUpdatesAreAllCounted) {
   metrics_->RegisterModel(RopeModel());
   constexpr int kThreads = 8;
