@@ -198,7 +198,7 @@ std::string OptString(const nlohmann::json& j, const char* key) {
 absl::StatusOr<std::unique_ptr<Model>> MakeBpe(const nlohmann::json& j) {
   Vocab vocab;
   for (const auto& [token, id] : j.at("vocab").items()) {
-    vocab.Add(token, IntegerOf(id));
+    vocab.Add(token, TokenIdOf(id));
   }
   BpeOptions o;
   if (j.contains("unk_token") && !j["unk_token"].is_null()) {

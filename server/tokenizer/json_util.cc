@@ -32,6 +32,20 @@ int64_t IntegerOf(const nlohmann::json& value) {
   return value.get<int64_t>();
 }
 
+int64_t IntegerIn(const nlohmann::json& value, int64_t lo, int64_t hi,
+                  const char* what) {
+  const int64_t v = IntegerOf(value);
+  if (v < lo || v > hi) {
+    throw InvalidJsonValue(
+        absl::StrCat(what, " ", v, " is outside [", lo, ", ", hi, "]"));
+  }
+  return v;
+}
+
+int64_t TokenIdOf(const nlohmann::json& value) {
+  return IntegerIn(value, 0, kMaxTokenId, "token id");
+}
+
 int64_t IntegerOr(const nlohmann::json& object, const char* key,
                   int64_t fallback) {
   return object.contains(key) ? IntegerOf(object[key]) : fallback;

@@ -28,6 +28,15 @@ struct InvalidJsonValue : std::runtime_error {
 // for anything that is not an integer number, since converting a float
 // out of int64's range is undefined.
 int64_t IntegerOf(const nlohmann::json& value);
+// The largest token id a tokenizer file may use. Ids index dense tables
+// (id -> token), so one huge id in a hostile file would allocate without
+// bound; the largest real vocabularies have about 2^18 entries.
+inline constexpr int64_t kMaxTokenId = (int64_t{1} << 22) - 1;
+// A token id: IntegerOf, and InvalidJsonValue outside [0, kMaxTokenId].
+int64_t TokenIdOf(const nlohmann::json& value);
+// IntegerOf, and InvalidJsonValue naming `what` outside [lo, hi].
+int64_t IntegerIn(const nlohmann::json& value, int64_t lo, int64_t hi,
+                  const char* what);
 // object[key] as IntegerOf, or `fallback` when the key is absent.
 int64_t IntegerOr(const nlohmann::json& object, const char* key,
                   int64_t fallback);

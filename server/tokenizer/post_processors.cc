@@ -113,7 +113,7 @@ class SequenceProcessor : public PostProcessor {
 Special FromPair(const json& pair) {
   Special s;
   s.tokens.push_back(pair.at(0).get<std::string>());
-  s.ids.push_back(IntegerOf(pair.at(1)));
+  s.ids.push_back(TokenIdOf(pair.at(1)));
   return s;
 }
 
@@ -136,7 +136,7 @@ absl::StatusOr<std::unique_ptr<PostProcessor>> MakeTemplate(const json& j) {
     }
     const json& def = j["special_tokens"][name];
     Special s;
-    s.ids = def.at("ids").get<std::vector<int64_t>>();
+    for (const json& id : def.at("ids")) s.ids.push_back(TokenIdOf(id));
     s.tokens = def.at("tokens").get<std::vector<std::string>>();
     if (s.ids.size() != s.tokens.size()) {
       return absl::InvalidArgumentError(

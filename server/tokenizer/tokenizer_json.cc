@@ -18,6 +18,10 @@ namespace {
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
+// A fixed padding length pads every encoding to it: bounded, so that a
+// file cannot make each Encode allocate without end.
+constexpr int64_t kMaxPadLength = int64_t{1} << 20;
+
 bool Present(const json& j, const char* key) {
   return j.contains(key) && !j[key].is_null();
 }
@@ -43,9 +47,10 @@ absl::Status ReadTruncationAndPadding(const json& j, Components* c) {
     const json& p = j["padding"];
     if (p.contains("strategy") && p["strategy"].is_object() &&
         p["strategy"].contains("Fixed")) {
-      c->pad_length = IntegerOf(p["strategy"]["Fixed"]);
+      c->pad_length =
+          IntegerIn(p["strategy"]["Fixed"], 0, kMaxPadLength, "padding length");
     }
-    c->pad_id = IntegerOr(p, "pad_id", 0);
+    c->pad_id = p.contains("pad_id") ? TokenIdOf(p["pad_id"]) : 0;
     c->pad_type_id = IntegerOr(p, "pad_type_id", 0);
     c->pad_token = p.value("pad_token", "[PAD]");
     c->pad_left = p.value("direction", "Right") == "Left";
@@ -81,7 +86,7 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(
     if (Present(j, "added_tokens")) {
       for (const json& t : j["added_tokens"]) {
         AddedToken a;
-        a.id = IntegerOf(t.at("id"));
+        a.id = TokenIdOf(t.at("id"));
         a.content = t.at("content").get<std::string>();
         a.single_word = t.value("single_word", false);
         a.lstrip = t.value("lstrip", false);

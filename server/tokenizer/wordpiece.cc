@@ -76,7 +76,7 @@ class WordPiece : public Model {
 absl::StatusOr<std::unique_ptr<Model>> MakeWordPiece(const nlohmann::json& j) {
   Vocab vocab;
   for (const auto& [token, id] : j.at("vocab").items()) {
-    vocab.Add(token, IntegerOf(id));
+    vocab.Add(token, TokenIdOf(id));
   }
   const std::string unk = j.value("unk_token", "[UNK]");
   auto unk_id = vocab.Find(unk);

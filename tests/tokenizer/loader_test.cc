@@ -156,6 +156,30 @@ TEST_F(LoaderTest, TemplateSpecialTokenIdsAndTokensMustPair) {
   }
 }
 
+// Ids index dense tables and a fixed padding length pads every encoding:
+// one huge value in a hostile file allocated without bound (found by the
+// tokenizer_json fuzz target: a WordPiece id of 3.2e15).
+TEST_F(LoaderTest, HugeIdsAndPaddingAreInvalidArgument) {
+  const std::pair<const char*, const char*> edits[] = {
+      {"\"un\": 3", "\"un\": 3239017322010000"},  // model vocab
+      {"\"un\": 3", "\"un\": -3"},                // negative
+      {"\"sep\": [\"[SEP]\", 2]", "\"sep\": [\"[SEP]\", 4194304]"},  // post
+      {"{\"id\": 0, ", "{\"id\": 9000000000, "},  // added token
+      {"\"added_tokens\"",
+       "\"padding\": {\"strategy\": {\"Fixed\": 1099511627776}},\n"
+       "  \"added_tokens\""}};
+  for (const auto& [from, to] : edits) {
+    std::string text = kWordPiece;
+    ASSERT_NE(text.find(from), std::string::npos) << from;
+    text.replace(text.find(from), std::string(from).size(), to);
+    auto tok = LoadTokenizerJson(Write("huge.json", text));
+    ASSERT_FALSE(tok.ok()) << to;
+    EXPECT_EQ(tok.status().code(), absl::StatusCode::kInvalidArgument) << to;
+    EXPECT_NE(Message(tok.status()).find("is outside [0, "), std::string::npos)
+        << tok.status();
+  }
+}
+
 TEST_F(LoaderTest, BadFilesAreClearErrors) {
   auto missing = LoadTokenizer((dir_ / "nope.json").string());
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
