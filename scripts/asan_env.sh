@@ -1,9 +1,12 @@
 # Sourced by scripts/asan.sh and scripts/fuzz.sh: the one configuration of
 # the clang-14 ASan + UBSan build dir both use, and the sanitizer options
 # every program run from it (tests, the servers they start, fuzz targets)
-# inherits.
+# inherits. Debug information is line tables only: enough for every frame
+# of a sanitizer report to name its file and line, and far less for the
+# compiler and linker to write than full -g (the build is most of the job).
 asan_configure() {
   cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -gline-tables-only -DNDEBUG" \
     -DCMAKE_CXX_COMPILER=clang++-14 -DENCODER_FUZZ=ON \
     -DENCODER_BUILD_TESTS=ON ${ASAN_CMAKE_ARGS:-}
 }

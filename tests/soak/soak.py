@@ -13,16 +13,18 @@ apart (a machine too busy for the offered load), and fails the run only
 with --strict-deadlines.
 
 Memory: calls in flight move the resident set by gigabytes from one second
-to the next, so growth is read at rest. The load runs for the warm-up (a
-fifth of the time), stops, and after --quiet-seconds with no call the
-server's resident set less the free blocks its CPU buffer cache keeps for
-reuse (encoder_cpu_buffer_cache_bytes from /metrics; bounded by
---cpu-buffer-cache-bytes) is read; then the load runs for the rest of the
-time and the same reading is taken at rest again. A leak shows as growth
-between the two readings. RSS is also sampled every second under load.
+to the next, so it is read at rest. The load runs in three parts (a fifth
+of the time as warm-up, then two fifths, then two fifths) and stops after
+each; once the server has rested (under 5% of a core) for --quiet-seconds
+with no call, its resident set less the free blocks its CPU buffer cache
+keeps for reuse (encoder_cpu_buffer_cache_bytes from /metrics; bounded by
+--cpu-buffer-cache-bytes) is read. Early on the reading rises as malloc's
+arenas and gRPC's pools reach the high-water mark of the load; a leak keeps
+rising, so growth is measured over the last part: from the middle reading
+to the last. RSS is also sampled every second under load.
 
 Prints a summary and writes it as JSON with --out. Exits 1 when a call was
-lost or memory at rest grew more than --max-rss-growth after warm-up.
+lost or memory at rest grew more than --max-rss-growth over the last part.
 
 Usage: soak.py --binary build/encoder-server [--seconds 60] [--workers 6]
 """
@@ -172,6 +174,13 @@ def rss_bytes(pid):
     return 0
 
 
+def cpu_seconds(pid):
+    """User + system CPU seconds the process has used."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def cache_bytes(metrics_port):
     """encoder_cpu_buffer_cache_bytes from /metrics (0 when the cache is
     off and the series absent)."""
@@ -197,7 +206,8 @@ def main():
                              "AddressSanitizer build's quarantine and shadow "
                              "memory)")
     parser.add_argument("--quiet-seconds", type=float, default=3,
-                        help="rest before each memory reading")
+                        help="the server's rest (under 5%% of a core) "
+                             "before each memory reading")
     parser.add_argument("--out", help="write the summary as JSON here")
     parser.add_argument("--server-arg", action="append", default=[],
                         help="one more encoder-server flag (repeatable)")
@@ -240,16 +250,32 @@ def main():
                     t.join()
 
             def quiet():
-                # No call in flight: what the server holds now is what it
-                # keeps. Its idle trim returns free heap memory after
-                # --malloc-trim-idle-ms (1 s by default) of quiet.
-                time.sleep(args.quiet_seconds)
+                # No call in flight, and the server itself done: calls
+                # past their deadline or cancelled may still be computing
+                # after their callers gave up. Once the server has used
+                # under 5% of a core for --quiet-seconds, its idle trim
+                # (after --malloc-trim-idle-ms, 1 s by default) has run,
+                # and what it holds now is what it keeps.
+                cpu = [(time.monotonic(), cpu_seconds(server.process.pid))]
+                limit = time.monotonic() + 120
+                while time.monotonic() < limit:
+                    time.sleep(0.25)
+                    now = time.monotonic()
+                    cpu.append((now, cpu_seconds(server.process.pid)))
+                    window = [c for c in cpu
+                              if c[0] >= now - args.quiet_seconds]
+                    if (now - cpu[0][0] >= args.quiet_seconds and
+                            window[-1][1] - window[0][1] <
+                            0.05 * args.quiet_seconds):
+                        break
                 sample()
                 return samples[-1][1] - samples[-1][2]
 
             load(args.seconds / 5)
             held_after_warmup = quiet()
-            load(args.seconds * 4 / 5)
+            load(args.seconds * 2 / 5)
+            held_middle = quiet()
+            load(args.seconds * 2 / 5)
             held_end = quiet()
             exit_code = server.stop()
         finally:
@@ -260,7 +286,7 @@ def main():
     answered = sum((s.answered for s in soaks), collections.Counter())
     lost = [line for s in soaks for line in s.lost]
     late = sum(s.late for s in soaks)
-    growth = (held_end - held_after_warmup) / held_after_warmup
+    growth = (held_end - held_middle) / held_middle
     summary = {
         "seconds": args.seconds, "workers": args.workers,
         "sent": sum(sent.values()), "sent_by_kind": dict(sent),
@@ -272,8 +298,9 @@ def main():
             for t, r, c in samples],
         "rss_peak_mib": round(max(r for _, r, _ in samples) / 2 ** 20, 1),
         "held_mib_after_warmup": round(held_after_warmup / 2 ** 20, 1),
+        "held_mib_middle": round(held_middle / 2 ** 20, 1),
         "held_mib_end": round(held_end / 2 ** 20, 1),
-        "held_growth_after_warmup": round(growth, 4),
+        "held_growth_last_part": round(growth, 4),
         "cpu_buffer_cache_mib_end":
             round(samples[-1][2] / 2 ** 20, 1) if samples else 0,
         "server_exit_code": exit_code,
@@ -281,9 +308,10 @@ def main():
     print(f"soak: {summary['sent']} calls sent, {summary['answered']} "
           f"answered as expected, {late} late (deadline exceeded), "
           f"{summary['lost']} lost; RSS at rest less the buffer cache "
-          f"{summary['held_mib_after_warmup']} MiB after warm-up -> "
+          f"{summary['held_mib_after_warmup']} MiB after warm-up, "
+          f"{summary['held_mib_middle']} MiB in the middle, "
           f"{summary['held_mib_end']} MiB at the end "
-          f"({100 * growth:+.1f}%; cache "
+          f"({100 * growth:+.1f}% over the last part; cache "
           f"{summary['cpu_buffer_cache_mib_end']} MiB; peak RSS "
           f"{summary['rss_peak_mib']} MiB); "
           f"server exit {exit_code}")
