@@ -173,10 +173,9 @@ class PrometheusMetrics::ProcessCollector : public prometheus::Collectable {
 
   std::vector<prometheus::MetricFamily> Collect() const override {
     std::vector<prometheus::MetricFamily> families;
-    prometheus::MetricFamily rss;
-    rss.name = "process_resident_memory_bytes";
-    rss.help = "Resident memory size in bytes.";
-    rss.type = prometheus::MetricType::Gauge;
+    prometheus::MetricFamily rss =
+        Family("process_resident_memory_bytes",
+               "Resident memory size in bytes.", prometheus::MetricType::Gauge);
     rss.metric.push_back(GaugeSample(ResidentBytes(), {}));
     families.push_back(std::move(rss));
 
@@ -186,10 +185,10 @@ class PrometheusMetrics::ProcessCollector : public prometheus::Collectable {
 
     GpuMemoryReader reader = owner_->gpu_reader();
     if (!reader) return families;
-    prometheus::MetricFamily gpu;
-    gpu.name = "encoder_gpu_memory_bytes";
-    gpu.help = "GPU memory of a CUDA device used by the model allocator.";
-    gpu.type = prometheus::MetricType::Gauge;
+    prometheus::MetricFamily gpu =
+        Family("encoder_gpu_memory_bytes",
+               "GPU memory of a CUDA device used by the model allocator.",
+               prometheus::MetricType::Gauge);
     for (const std::string& device : owner_->CudaDevices()) {
       absl::StatusOr<GpuMemory> memory = reader(device);
       if (!memory.ok()) continue;

@@ -84,7 +84,7 @@ struct CpuCacheSample {
   int64_t cached_bytes = 0;  // free blocks held now
   int64_t hits = 0;          // large allocations served from the cache
   int64_t misses = 0;        // large allocations that went to the system
-  int64_t dropped = 0;       // frees released because the cache was full
+  int64_t dropped = 0;       // free blocks released to stay under the cap
 };
 
 // Reads the cache; called on a scrape thread, must be thread-safe.

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "absl/strings/str_format.h"
+#include "server/common/sanitizers.h"
 
 namespace encoder::runner {
 
@@ -148,14 +149,6 @@ namespace {
 // Never destroyed: tensors may be freed during exit, after statics die.
 CpuBufferCache* installed = nullptr;
 }  // namespace
-
-#if defined(__SANITIZE_ADDRESS__)
-#define ENCODER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define ENCODER_ASAN 1
-#endif
-#endif
 
 std::string InstallCpuBufferCache(int64_t max_cached_bytes) {
   if (max_cached_bytes <= 0) return "CPU buffer cache off";

@@ -9,14 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define ENCODER_NOT_GLIBC_MALLOC 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define ENCODER_NOT_GLIBC_MALLOC 1
-#endif
-#endif
+#include "server/common/sanitizers.h"
 
 namespace encoder::runner {
 namespace {
@@ -33,7 +26,7 @@ double ProcessCpuMs() {
 std::unique_ptr<IdleMallocTrimmer> IdleMallocTrimmer::Start(
     const IdleTrimOptions& options) {
   if (options.idle_ms <= 0) return nullptr;
-#ifdef ENCODER_NOT_GLIBC_MALLOC
+#ifdef ENCODER_ASAN  // not glibc's allocator
   return nullptr;
 #endif
   return std::unique_ptr<IdleMallocTrimmer>(new IdleMallocTrimmer(options));
