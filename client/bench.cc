@@ -50,6 +50,10 @@ class RequestSource {
       for (int t = 0; t < length; ++t) ids->add_ids(token_(engine_));
       *tokens += length;
     }
+    request.set_return_token_embeddings(options_.token_embeddings);
+    for (int32_t layer : options_.attention_layers) {
+      request.mutable_attention()->add_layers(layer);
+    }
     request.set_request_id(std::to_string(next_id_++));
     return request;
   }

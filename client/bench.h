@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "client/connection.h"
 
@@ -23,6 +24,11 @@ struct BenchOptions {
   int min_length = 32;
   int max_length = 32;
   int inputs_per_request = 1;
+  // What each request asks for besides the pooled embedding, to load the
+  // server with large responses: per-token embeddings [S, D] and the
+  // attention maps of these layers (all heads).
+  bool token_embeddings = false;
+  std::vector<int32_t> attention_layers;
   bool stream = false;  // one EmbedStream per caller instead of unary calls
   int64_t warmup_requests = 0;  // unmeasured unary requests sent first
   uint64_t seed = 1;            // caller i draws from seed + i

@@ -398,6 +398,7 @@ Command AddBench(CLI::App* app, ConnectionOptions* connection) {
   AddConnectionFlags(command, connection);
   auto options = std::make_shared<BenchOptions>();
   auto length = std::make_shared<int>(0);
+  auto layers = std::make_shared<std::string>();
   command->add_option("--model", options->model,
                       "Model name (default: the server's default model)");
   command
@@ -437,6 +438,11 @@ Command AddBench(CLI::App* app, ConnectionOptions* connection) {
       ->capture_default_str();
   command->add_flag("--stream", options->stream,
                     "Use one EmbedStream per caller instead of unary calls");
+  command->add_flag("--tokens", options->token_embeddings,
+                    "Ask for the token embeddings [S, D] of every input");
+  command->add_option("--attention-layers", *layers,
+                      "Ask for the attention maps of these layers (all "
+                      "heads), e.g. 0,1");
   command
       ->add_option("--warmup-requests", options->warmup_requests,
                    "Unmeasured requests sent one by one first")
@@ -455,6 +461,10 @@ Command AddBench(CLI::App* app, ConnectionOptions* connection) {
             }
             if (options->min_length > options->max_length) {
               PrintError("--min-length exceeds --max-length");
+              return kExitUsage;
+            }
+            if (!ParseInt32Flag("--attention-layers", *layers,
+                                &options->attention_layers)) {
               return kExitUsage;
             }
             return RunBench(*connection, *options);

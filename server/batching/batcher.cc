@@ -42,6 +42,7 @@ Batcher::Batcher(ModelRunner* runner, BatchOptions options,
     : runner_(runner),
       options_(std::move(options)),
       observer_(std::move(observer)) {
+  responder_ = std::thread(&Batcher::ResponderLoop, this);
   worker_ = std::thread(&Batcher::WorkerLoop, this);
 }
 
@@ -52,7 +53,13 @@ Batcher::~Batcher() {
     stopping_ = true;
   }
   cv_.SignalAll();
-  worker_.join();
+  worker_.join();  // its last round is handed over by then
+  {
+    MutexLock lock(&respond_mu_);
+    worker_exited_ = true;
+  }
+  respond_cv_.SignalAll();
+  responder_.join();
 }
 
 absl::Status Batcher::Submit(std::shared_ptr<Request> request) {
@@ -201,7 +208,69 @@ void Batcher::ProcessBatch(std::vector<Pending> batch) {
     }
   }
   drops.Report(observer_);
-  Complete(std::move(completions));
+  HandOver(std::move(completions));
+}
+
+namespace {
+
+// The bytes of result values a round of completions carries.
+int64_t ResultBytes(const std::vector<SequenceResult>& results) {
+  int64_t floats = 0;
+  for (const SequenceResult& r : results) {
+    floats += static_cast<int64_t>(r.pooled.size() + r.tokens.size() +
+                                   r.attention.size() + r.hidden.size());
+  }
+  return floats * static_cast<int64_t>(sizeof(float));
+}
+
+}  // namespace
+
+void Batcher::HandOver(std::vector<Completion> completions) {
+  if (completions.empty()) return;
+  int64_t bytes = 0;
+  for (const Completion& c : completions)
+    bytes += ResultBytes(c.state->results);
+  bool here = false;
+  {
+    MutexLock lock(&respond_mu_);
+    // Only the worker adds rounds, so an idle responder stays idle.
+    here = bytes <= kInlineCompletionBytes && waiting_rounds_.empty() &&
+           !responder_busy_;
+  }
+  if (here) {
+    // Small results: packing them costs less than waking the responder,
+    // and with nothing before them the order holds.
+    Complete(std::move(completions));
+    return;
+  }
+  {
+    MutexLock lock(&respond_mu_);
+    while (waiting_rounds_.size() >= kMaxWaitingRounds) {
+      room_cv_.Wait(&respond_mu_);
+    }
+    waiting_rounds_.push_back(std::move(completions));
+  }
+  respond_cv_.Signal();
+}
+
+void Batcher::ResponderLoop() {
+  for (;;) {
+    std::vector<Completion> round;
+    {
+      MutexLock lock(&respond_mu_);
+      while (waiting_rounds_.empty() && !worker_exited_) {
+        respond_cv_.Wait(&respond_mu_);
+      }
+      if (waiting_rounds_.empty()) return;  // the worker exited: all done
+      round = std::move(waiting_rounds_.front());
+      waiting_rounds_.pop_front();
+      responder_busy_ = true;
+    }
+    room_cv_.Signal();
+    Complete(std::move(round));
+    MutexLock lock(&respond_mu_);
+    responder_busy_ = false;
+  }
 }
 
 void Batcher::Fail(const std::shared_ptr<RequestState>& state,
@@ -352,7 +421,7 @@ void Batcher::FailQueued() {
   if (observer_.on_dropped) {
     observer_.on_dropped(kShutdown, static_cast<int64_t>(queued.size()));
   }
-  Complete(std::move(completions));
+  HandOver(std::move(completions));
 }
 
 }  // namespace encoder::batching

@@ -1,7 +1,9 @@
 // Dynamic batcher: one per model. Callers submit requests of one or more
-// sequences; one worker thread forms batches with DecideBatch, runs them on
-// the ModelRunner and completes each request through its callback once all
-// of its sequences are done. No thread waits per request.
+// sequences; one worker thread forms batches with DecideBatch and runs them
+// on the ModelRunner; a second, the responder, completes each request
+// through its callback once all of its sequences are done, so that packing a
+// large response overlaps the next forward pass (small ones the worker
+// completes itself). No thread waits per request.
 #ifndef ENCODER_SERVER_BATCHING_BATCHER_H_
 #define ENCODER_SERVER_BATCHING_BATCHER_H_
 
@@ -48,10 +50,13 @@ struct Request {
   // Polled on the worker thread before a sequence is computed; may be empty.
   // Must be thread-safe and must not throw.
   std::function<bool()> is_cancelled;
-  // Required. Called exactly once per accepted request, on the worker
-  // thread, with results in the order of `sequences` when OK; on error the
-  // vector is empty. Never called when Submit fails. Must not block for
-  // long, must not throw, and must not destroy the batcher.
+  // Required. Called exactly once per accepted request, on the batcher's
+  // responder thread, or on the worker for results of a few KiB while the
+  // responder is idle (either way in the order the requests' last
+  // sequences finished), with results in the order of
+  // `sequences` when OK; on error the vector is empty. Never called when
+  // Submit fails. Must not block for long, must not throw, must neither
+  // call Drain nor destroy the batcher.
   std::function<void(absl::Status, std::vector<SequenceResult>)> done;
 };
 
@@ -62,7 +67,8 @@ class Batcher {
   Batcher(ModelRunner* runner, BatchOptions options,
           BatcherObserver observer = {});
   // Stops accepting, lets a running batch finish, fails queued work with
-  // UNAVAILABLE (each `done` called on the worker thread), joins the worker.
+  // UNAVAILABLE (each `done` called on the responder thread), joins both
+  // threads once every `done` has returned.
   ~Batcher();
 
   Batcher(const Batcher&) = delete;
@@ -139,10 +145,27 @@ class Batcher {
   // Removes the queued sequences of failed requests and returns them, so
   // that they are discarded without compute.
   std::vector<Pending> PurgeFailed() ABSL_LOCKS_EXCLUDED(mu_);
+  // Passes completions to the responder. Worker thread; waits while
+  // kMaxWaitingRounds rounds of them are still waiting, so that finished
+  // results cannot pile up when packing them is slower than computing them.
+  // Completes them itself instead when they carry at most
+  // kInlineCompletionBytes of results and the responder is idle.
+  void HandOver(std::vector<Completion> completions)
+      ABSL_LOCKS_EXCLUDED(respond_mu_);
+  // The responder thread: runs Complete on each handed-over round, in
+  // order, until the worker has exited and nothing is left.
+  void ResponderLoop() ABSL_LOCKS_EXCLUDED(respond_mu_);
   // Calls `done` for each completion, then updates in_flight_requests_.
+  // Responder thread.
   void Complete(std::vector<Completion> completions) ABSL_LOCKS_EXCLUDED(mu_);
   // Fails everything still queued with UNAVAILABLE. Worker thread, at exit.
   void FailQueued() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Rounds of completions (one per batch) that may wait for the responder.
+  static constexpr size_t kMaxWaitingRounds = 2;
+  // Results small enough that waking the responder would cost more than
+  // packing them (a pooled embedding is 2-16 KiB).
+  static constexpr int64_t kInlineCompletionBytes = int64_t{64} << 10;
 
   ModelRunner* runner_;
   const BatchOptions options_;
@@ -157,7 +180,19 @@ class Batcher {
   int64_t virtual_time_ ABSL_GUARDED_BY(mu_) = 0;  // share of the last anchor
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+
+  // Worker -> responder hand-over; its own lock, so that packing responses
+  // never holds up Submit.
+  Mutex respond_mu_;
+  CondVar respond_cv_;  // responder: a round waits, or the worker exited
+  CondVar room_cv_;     // worker: a waiting round was taken
+  std::deque<std::vector<Completion>> waiting_rounds_
+      ABSL_GUARDED_BY(respond_mu_);
+  bool worker_exited_ ABSL_GUARDED_BY(respond_mu_) = false;
+  bool responder_busy_ ABSL_GUARDED_BY(respond_mu_) = false;  // in Complete
+
   std::thread worker_;
+  std::thread responder_;
 };
 
 }  // namespace encoder::batching

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -28,6 +29,7 @@ using ::testing::IsEmpty;
 constexpr int64_t kFailToken = -1;   // the batch fails with ABORTED
 constexpr int64_t kThrowToken = -2;  // Run throws std::runtime_error
 constexpr int64_t kShortToken = -3;  // Run returns one result too few
+constexpr int64_t kBigToken = -4;    // the result carries 128 KiB of tokens
 
 // Generous bound for waits that succeed at once unless the code is broken.
 constexpr absl::Duration kPatience = absl::Seconds(30);
@@ -51,6 +53,7 @@ class FakeRunner : public ModelRunner {
     }
     {
       std::unique_lock<std::mutex> lock(mu_);
+      run_thread_ = std::this_thread::get_id();
       batches_.push_back(seen);
       cv_.notify_all();
       cv_.wait(lock, [this] { return !held_; });
@@ -73,6 +76,7 @@ class FakeRunner : public ModelRunner {
                        static_cast<float>(i)};
       result.num_tokens = seen[i].length;
       result.dim = 3;
+      if (seen[i].first_token == kBigToken) result.tokens.resize(32768);
     }
     return absl::OkStatus();
   }
@@ -96,6 +100,10 @@ class FakeRunner : public ModelRunner {
     std::lock_guard<std::mutex> lock(mu_);
     return batches_;
   }
+  std::thread::id run_thread() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return run_thread_;
+  }
   bool SawToken(int64_t token) const {
     for (const auto& batch : batches()) {
       for (const Seen& s : batch) {
@@ -110,6 +118,7 @@ class FakeRunner : public ModelRunner {
   std::condition_variable cv_;
   bool held_ = false;
   std::vector<std::vector<Seen>> batches_;
+  std::thread::id run_thread_;
 };
 
 // Collects the completion of one request.
@@ -546,6 +555,122 @@ TEST(BatcherTest, DestructorFailsQueuedWorkWithUnavailable) {
   }
   EXPECT_TRUE(runner.batches().empty());
   EXPECT_EQ(log.dropped("shutdown"), 3);
+}
+
+// A latch the completion callback of one request blocks on, standing in
+// for packing a large response.
+class Gate {
+ public:
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    entered_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return open_; });
+  }
+  bool WaitEntered() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, absl::ToChronoSeconds(kPatience),
+                        [this] { return entered_; });
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool entered_ = false;
+  bool open_ = false;
+};
+
+TEST(BatcherTest, SlowCompletionDoesNotHoldUpTheNextBatch) {
+  FakeRunner runner;
+  Gate gate;
+  Done a, b;
+  Batcher batcher(&runner, Options());
+  // Large results go to the responder; the small ones after them follow.
+  auto first = MakeRequest({{kBigToken, 2}}, &a);
+  auto record = first->done;
+  first->done = [&gate, record](absl::Status status,
+                                std::vector<SequenceResult> results) {
+    gate.Wait();
+    record(std::move(status), std::move(results));
+  };
+  ASSERT_TRUE(batcher.Submit(first).ok());
+  ASSERT_TRUE(gate.WaitEntered());
+  // The first request's callback is still running; the next batch runs
+  // and is computed all the same.
+  ASSERT_TRUE(batcher.Submit(MakeRequest({{2, 3}}, &b)).ok());
+  EXPECT_TRUE(runner.WaitForBatches(2));
+  EXPECT_EQ(b.calls(), 0);  // completions keep their order
+  gate.Open();
+  ASSERT_TRUE(a.Wait());
+  ASSERT_TRUE(b.Wait());
+  EXPECT_TRUE(a.status().ok());
+  ExpectEcho(b.results()[0], 2, 3);
+  EXPECT_TRUE(batcher.Drain(absl::Now() + kPatience));
+}
+
+TEST(BatcherTest, FinishedResultsWaitingForCompletionAreBounded) {
+  FakeRunner runner;
+  Gate gate;
+  std::vector<Done> done(6);
+  Batcher batcher(&runner, Options(/*max_sequences=*/1));
+  auto first = MakeRequest({{kBigToken, 2}}, &done[0]);
+  auto record = first->done;
+  first->done = [&gate, record](absl::Status status,
+                                std::vector<SequenceResult> results) {
+    gate.Wait();
+    record(std::move(status), std::move(results));
+  };
+  ASSERT_TRUE(batcher.Submit(first).ok());
+  ASSERT_TRUE(gate.WaitEntered());
+  for (int i = 1; i < 6; ++i) {
+    ASSERT_TRUE(batcher.Submit(MakeRequest({{i, 2}}, &done[i])).ok());
+  }
+  // Batch 0 is in its callback; batches 1 and 2 wait for the responder;
+  // batch 3 is computed and its worker waits for room, so 4 and 5 stay
+  // queued however long the callback takes.
+  ASSERT_TRUE(runner.WaitForBatches(4));
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_EQ(runner.batches().size(), 4u);
+  EXPECT_EQ(batcher.queued_sequences(), 2);
+  gate.Open();
+  EXPECT_TRUE(batcher.Drain(absl::Now() + kPatience));
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(done[i].calls(), 1);
+    ASSERT_TRUE(done[i].status().ok()) << done[i].status();
+    ExpectEcho(done[i].results()[0], i == 0 ? kBigToken : i, 2);
+  }
+}
+
+TEST(BatcherTest, SmallResultsCompleteOnTheWorkerLargeOnesOnTheResponder) {
+  FakeRunner runner;
+  std::thread::id small_thread, big_thread;
+  Done small, big;
+  Batcher batcher(&runner, Options());
+  auto with_thread = [](Done* done, std::thread::id* where) {
+    auto record = done->Callback();
+    return [record, where](absl::Status status,
+                           std::vector<SequenceResult> results) {
+      *where = std::this_thread::get_id();
+      record(std::move(status), std::move(results));
+    };
+  };
+  auto a = MakeRequest({{1, 2}}, &small);
+  a->done = with_thread(&small, &small_thread);
+  ASSERT_TRUE(batcher.Submit(a).ok());
+  ASSERT_TRUE(small.Wait());
+  auto b = MakeRequest({{kBigToken, 2}}, &big);
+  b->done = with_thread(&big, &big_thread);
+  ASSERT_TRUE(batcher.Submit(b).ok());
+  ASSERT_TRUE(big.Wait());
+  EXPECT_EQ(small_thread, runner.run_thread());
+  EXPECT_NE(big_thread, runner.run_thread());
+  EXPECT_NE(big_thread, std::this_thread::get_id());
+  EXPECT_EQ(big.results()[0].tokens.size(), 32768u);
 }
 
 TEST(BatcherTest, ManyThreadsSubmitConcurrently) {

@@ -48,13 +48,15 @@ def stop_server(proc):
         proc.kill()
 
 
-def client_bench(build, port, model, concurrency, length, duration):
+def client_bench(build, port, model, concurrency, length, duration,
+                 extra=()):
+    """encoder-client bench's JSON report; `extra`: more bench flags."""
     out = subprocess.run(
         [os.path.join(build, "encoder-client"), "bench",
          "--target", "127.0.0.1:%d" % port, "--model", model,
          "--concurrency", str(concurrency), "--length", str(length),
          "--duration-s", str(duration), "--warmup-requests",
-         str(2 * concurrency), "--json"],
+         str(2 * concurrency), "--json", *extra],
         check=True, capture_output=True, text=True, timeout=duration + 120)
     return json.loads(out.stdout)
 
