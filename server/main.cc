@@ -50,7 +50,7 @@ struct Flags {
   std::string device = "auto";
   int intra_op_threads = 1;
   int blas_threads = 0;
-  int64_t cpu_buffer_cache_bytes = int64_t{256} << 20;
+  int64_t cpu_buffer_cache_bytes = encoder::runner::kDefaultCpuBufferCacheBytes;
   int64_t malloc_trim_idle_ms = 1000;
   int64_t max_receive_message_bytes = 16 << 20;
   int64_t max_send_message_bytes = 64 << 20;
@@ -72,6 +72,7 @@ struct Flags {
   int64_t max_structure_positions = 512;
   int64_t max_extrapolation_tokens = 2048;
   bool warm_up = true;
+  int64_t batch_profile_ms = 0;
   std::string ready_file;
   std::string log_level = "info";
   std::string log_format = "text";
@@ -239,6 +240,13 @@ void DefineFlags(CLI::App& app, Flags& f) {
       ->capture_default_str();
   app.add_flag("--warm-up,!--no-warm-up", f.warm_up,
                "run one forward per model before serving")
+      ->capture_default_str();
+  app.add_option("--batch-profile-ms", f.batch_profile_ms,
+                 "time each distinct model shape may spend at start-up "
+                 "measuring sequences/s by batch size and length; batches "
+                 "are then capped where bigger ones ran slower (0: fixed "
+                 "caps only)")
+      ->check(CLI::Range(int64_t{0}, int64_t{600000}))
       ->capture_default_str();
   app.add_option("--ready-file", f.ready_file,
                  "once serving, write {\"grpc_port\": P, \"http_port\": "
@@ -486,6 +494,8 @@ int main(int argc, char** argv) {
   if (!repository.ok()) return Fail(repository.status());
 
   host_options.warm_up = flags.warm_up;
+  host_options.batch_profile_budget =
+      absl::Milliseconds(flags.batch_profile_ms);
   host_options.memory_limit_bytes = memory_limit;
   host_options.batch_memory_budget_bytes = flags.batch_memory_budget_bytes;
   host_options.reserved_bytes = grpc_quota + server_options.unread.total_bytes;
@@ -554,6 +564,10 @@ int main(int argc, char** argv) {
                  m->encoder->scheme().Describe().name, c.num_layers, c.d_model,
                  m->encoder->parameter_count(), m->encoder->device().str(),
                  encoder::runner::PrecisionName(*m->encoder));
+    if (!m->batch_profile.points.empty()) {
+      spdlog::info("model {}: batch profile: {}", m->spec.name,
+                   encoder::batching::DescribeProfile(m->batch_profile));
+    }
   }
   (*server)->SetModels(host->get());
   spdlog::info("serving {} models on port {} (loaded in {:.1f} s); default {}",

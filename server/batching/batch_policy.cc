@@ -1,6 +1,7 @@
 #include "server/batching/batch_policy.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <numeric>
@@ -57,6 +58,32 @@ int64_t BatchCost(const std::vector<QueuedSequence>& queue,
 
 }  // namespace
 
+int64_t SequenceCapAt(const std::vector<LengthCap>& caps, int64_t length) {
+  if (caps.empty()) return INT64_MAX;
+  length = std::max<int64_t>(length, 1);
+  auto tokens = [](const LengthCap& cap) {
+    return static_cast<double>(cap.length) *
+           static_cast<double>(std::max<int64_t>(cap.max_sequences, 1));
+  };
+  double allowed;
+  if (length <= caps.front().length) {
+    allowed = tokens(caps.front());
+  } else if (length >= caps.back().length) {
+    allowed = tokens(caps.back());
+  } else {
+    size_t hi = 1;
+    while (caps[hi].length < length) ++hi;
+    const LengthCap& a = caps[hi - 1];
+    const LengthCap& b = caps[hi];
+    const double t = std::log(static_cast<double>(length) / a.length) /
+                     std::log(static_cast<double>(b.length) / a.length);
+    allowed = tokens(a) + t * (tokens(b) - tokens(a));
+  }
+  const double sequences = std::floor(allowed / static_cast<double>(length));
+  if (sequences >= static_cast<double>(INT64_MAX)) return INT64_MAX;
+  return std::max<int64_t>(static_cast<int64_t>(sequences), 1);
+}
+
 int64_t SequenceCost::At(int64_t length) const {
   const __int128 bytes =
       static_cast<__int128>(per_token) * length +
@@ -90,6 +117,7 @@ BatchDecision DecideBatch(const std::vector<QueuedSequence>& queue,
     if (count >= max_sequences) break;
     const int64_t new_longest = std::max(longest, queue[index].length);
     if (new_longest * (count + 1) > max_tokens ||
+        count + 1 > SequenceCapAt(options.length_caps, new_longest) ||
         (max_cost > 0 &&
          BatchCost(queue, take, index, new_longest) > max_cost)) {
       // A shorter or cheaper sequence further down the order may still fit.
@@ -100,7 +128,10 @@ BatchDecision DecideBatch(const std::vector<QueuedSequence>& queue,
     longest = new_longest;
   }
   const int64_t count = static_cast<int64_t>(take.size());
-  if (count >= max_sequences || longest * count >= max_tokens) full = true;
+  if (count >= max_sequences || longest * count >= max_tokens ||
+      count >= SequenceCapAt(options.length_caps, longest)) {
+    full = true;
+  }
 
   const absl::Time deadline = queue.front().enqueued + options.max_queue_delay;
   if (!full && now < deadline) {

@@ -13,6 +13,21 @@ namespace encoder::batching {
 
 class MemoryBudget;
 
+// What a model's throughput profile found at one padded length: batches of
+// more than `max_sequences` sequences of this length ran fewer sequences
+// per second than a batch of `max_sequences` (runner::MeasureBatchProfile).
+struct LengthCap {
+  int64_t length = 0;
+  int64_t max_sequences = 0;
+};
+
+// The most sequences a batch padded to `length` may take under `caps`
+// (sorted by length): the tokens per batch the caps allow (length x
+// max_sequences), interpolated on a log scale of length between the two
+// measured lengths around `length` and held flat beyond the first and
+// last, divided by `length`; at least 1. INT64_MAX when `caps` is empty.
+int64_t SequenceCapAt(const std::vector<LengthCap>& caps, int64_t length);
+
 struct BatchOptions {
   int64_t max_batch_sequences = 32;
   // Upper bound on longest_length x sequences in one batch.
@@ -36,6 +51,10 @@ struct BatchOptions {
   // one, not all of it. Off: built around the oldest queued sequence.
   // group_by_length applies within each tier.
   bool fair_share = true;
+  // Measured throughput caps by padded length (sorted; empty: none): a
+  // batch whose longest member has length L takes at most
+  // SequenceCapAt(length_caps, L) sequences, besides the limits above.
+  std::vector<LengthCap> length_caps;
   // Shared by every model's batcher (not owned; may be null): a batch
   // acquires its cost before it runs, and no batch costs more than its
   // capacity.
@@ -73,9 +92,9 @@ struct BatchDecision {
 // batch to one of its limits. Members are offered the other requests'
 // oldest sequences first when fair_share, then by closeness of length to
 // the anchor when group_by_length, then by arrival, and taken while every
-// limit holds
-// (sequences, padded tokens, cost). A single sequence over a limit still
-// runs, alone.
+// limit holds (sequences, padded tokens, cost, the length cap at the
+// batch's padded length). A single sequence over a limit still runs,
+// alone.
 BatchDecision DecideBatch(const std::vector<QueuedSequence>& queue,
                           const BatchOptions& options, absl::Time now);
 

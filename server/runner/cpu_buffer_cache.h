@@ -81,6 +81,9 @@ class CpuBufferCache : public c10::Allocator {
 // the start-up log.
 std::string InstallCpuBufferCache(int64_t max_cached_bytes);
 
+// The server's --cpu-buffer-cache-bytes default.
+inline constexpr int64_t kDefaultCpuBufferCacheBytes = int64_t{256} << 20;
+
 // The installed cache's statistics; nullopt when none is installed.
 std::optional<CpuBufferCacheStats> InstalledCpuBufferCacheStats();
 

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
@@ -45,6 +47,31 @@ int64_t DeriveBudget(const HostOptions& options) {
   const int64_t free_bytes = limit - ResidentBytes() - options.reserved_bytes;
   constexpr int64_t kFloor = int64_t{64} << 20;
   return std::max(kFloor, static_cast<int64_t>(free_bytes * kBudgetFraction));
+}
+
+// Models that compute alike share a throughput profile.
+std::string ProfileKey(const HostedModel& hosted,
+                       const batching::BatchOptions& o) {
+  const model::ModelConfig& c = hosted.encoder->config();
+  return absl::StrCat(hosted.spec.family, "/", c.d_model, "/", c.num_heads, "/",
+                      c.num_layers, "/", c.d_ff, "/",
+                      PrecisionName(*hosted.encoder), "/", c.max_length(), "/",
+                      o.max_batch_sequences, "/", o.max_batch_tokens, "/",
+                      o.max_batch_cost_bytes);
+}
+
+absl::StatusOr<batching::BatchProfile> ProfileModel(
+    const HostedModel& hosted, const batching::BatchOptions& o,
+    absl::Duration budget) {
+  batching::BatchProfileOptions p;
+  p.budget = budget;
+  p.max_length = hosted.encoder->config().max_length();
+  p.max_batch_sequences = o.max_batch_sequences;
+  p.max_batch_tokens = o.max_batch_tokens;
+  p.vocab_size = hosted.encoder->config().vocab_size;
+  p.max_batch_cost_bytes = o.max_batch_cost_bytes;
+  p.sequence_cost = hosted.runner->Price(batching::SequenceSpec{});
+  return batching::MeasureBatchProfile(hosted.runner.get(), p);
 }
 
 }  // namespace
@@ -130,6 +157,7 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Create(
   // The budget is what remains once every model is loaded and warm.
   host->budget_ =
       std::make_unique<batching::MemoryBudget>(DeriveBudget(options));
+  std::map<std::string, batching::BatchProfile> profiles;  // by ProfileKey
   for (auto& hosted : host->models_) {
     batching::BatchOptions o =
         MergeBatchOptions(options.batching, hosted->spec.batching);
@@ -137,6 +165,22 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Create(
     const int64_t capacity = host->budget_->capacity();
     if (o.max_batch_cost_bytes <= 0 || o.max_batch_cost_bytes > capacity) {
       o.max_batch_cost_bytes = capacity;
+    }
+    if (options.batch_profile_budget > absl::ZeroDuration()) {
+      const std::string key = ProfileKey(*hosted, o);
+      auto known = profiles.find(key);
+      if (known == profiles.end()) {
+        auto measured = ProfileModel(*hosted, o, options.batch_profile_budget);
+        if (!measured.ok()) {
+          return absl::Status(
+              measured.status().code(),
+              absl::StrCat("batch profile of model \"", hosted->spec.name,
+                           "\": ", measured.status().message()));
+        }
+        known = profiles.emplace(key, *std::move(measured)).first;
+      }
+      hosted->batch_profile = known->second;
+      o.length_caps = known->second.caps;
     }
     hosted->batch_options = o;
     hosted->batcher = std::make_unique<batching::Batcher>(

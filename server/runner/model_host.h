@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/batching/batch_profile.h"
 #include "server/batching/batcher.h"
 #include "server/batching/memory_budget.h"
 #include "server/model/model_repository.h"
@@ -32,6 +33,13 @@ struct HostOptions {
   // Defaults for every model; a model's repository entry may override.
   batching::BatchOptions batching;
   bool warm_up = true;
+  // Wall time each distinct model shape may spend measuring its throughput
+  // by batch size and length at start-up (batching::MeasureBatchProfile);
+  // the batch-size caps it finds join the model's batching options. Zero
+  // (the server's default): no profile, fixed caps only. Models of the same
+  // family, width, heads, layers, feed-forward width, precision and batching
+  // limits share one.
+  absl::Duration batch_profile_budget = absl::ZeroDuration();
   // The memory the process may use; 0: detect (cgroup limit, else RAM).
   int64_t memory_limit_bytes = 0;
   // Bytes the running batches of all models may hold at once; 0: derive
@@ -57,6 +65,9 @@ struct HostedModel {
   // What --dtype auto measured for this model (empty otherwise).
   std::vector<PrecisionTrial> precision_trials;
   batching::BatchOptions batch_options;
+  // What the start-up profile measured (empty when it was off); its caps
+  // are batch_options.length_caps.
+  batching::BatchProfile batch_profile;
   std::unique_ptr<batching::Batcher> batcher;  // destroyed first
 };
 

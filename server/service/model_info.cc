@@ -74,6 +74,17 @@ void FillModelInfo(const runner::HostedModel& model, bool is_default,
       absl::ToDoubleMilliseconds(model.batch_options.max_queue_delay));
   b->set_max_queued_sequences(model.batch_options.max_queued_sequences);
   b->set_max_batch_memory_bytes(model.batch_options.max_batch_cost_bytes);
+  for (const batching::ProfilePoint& p : model.batch_profile.points) {
+    v1::BatchProfilePoint* point = b->add_profile();
+    point->set_length(static_cast<int32_t>(p.length));
+    point->set_batch_size(static_cast<int32_t>(p.batch));
+    point->set_sequences_per_s(p.sequences_per_s);
+  }
+  for (const batching::LengthCap& c : model.batch_options.length_caps) {
+    v1::BatchLengthCap* cap = b->add_length_caps();
+    cap->set_length(static_cast<int32_t>(c.length));
+    cap->set_max_sequences(static_cast<int32_t>(c.max_sequences));
+  }
   if (!model.spec.model_dir.empty()) {
     // The directory's base name only: never a host path.
     info->set_weights(BaseName(model.spec.model_dir));

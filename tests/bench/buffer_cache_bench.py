@@ -2,7 +2,8 @@
 """The CPU buffer cache's effect: encoder-server with --cpu-buffer-cache-bytes
 0 (LibTorch's allocator alone) and with the default cache, alternately in one
 run, at 32 callers on 16- and 128-token inputs. Prints, per row, tokens/s,
-p50, the server's minor page faults per sequence and its system CPU seconds
+p50, p99, the server's minor page faults and CPU milliseconds (user +
+system) per sequence and its system CPU seconds
 (read from /proc around each load), the ratio of the cached server to the
 uncached one, the CPU and the load average.
 
@@ -11,7 +12,8 @@ configurations are compared instead, the first one being the baseline;
 e.g. --setting default= --setting "small=--cpu-buffer-cache-bytes=67108864"
 
 Usage: buffer_cache_bench.py BUILD_DIR [--model sinusoidal] [--duration S]
-       [--rounds N] [--concurrency 32] [--setting NAME=FLAGS ...]
+       [--rounds N] [--concurrency 32] [--lengths 16,128]
+       [--setting NAME=FLAGS ...]
 """
 import argparse
 import os
@@ -36,15 +38,26 @@ def measure(build, flags, model, length, concurrency, duration):
         client_bench(build, port, model, concurrency, length, 1)
         before = load()
         faults0, sys0 = proc_counters(proc.pid)
+        user0 = user_seconds(proc.pid)
         r = client_bench(build, port, model, concurrency, length, duration)
         faults1, sys1 = proc_counters(proc.pid)
+        user1 = user_seconds(proc.pid)
     finally:
         stop_server(proc)
     sent = r["throughput"]["sequences_per_s"] * r["elapsed_s"] + 2 * concurrency
     return {"tokens_per_s": r["throughput"]["sequences_per_s"] * length,
             "p50_ms": r["latency_ms"]["p50"],
+            "p99_ms": r["latency_ms"]["p99"],
             "faults_per_seq": (faults1 - faults0) / sent,
+            "cpu_ms_per_seq":
+                1000 * ((user1 - user0) + (sys1 - sys0)) / sent,
             "sys_s": sys1 - sys0, "load": (before + load()) / 2}
+
+
+def user_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) / os.sysconf("SC_CLK_TCK")
 
 
 def main():
@@ -54,26 +67,28 @@ def main():
     p.add_argument("--duration", type=float, default=8)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--concurrency", type=int, default=32)
+    p.add_argument("--lengths", default="16,128")
     p.add_argument("--setting", action="append", type=parse_setting,
                    help="NAME=FLAGS, a configuration to compare")
     a = p.parse_args()
     settings = a.setting or SETTINGS
     print("CPU:", cpu_description())
-    print("| round | tokens | setting | tokens/s | p50 ms | faults/seq "
-          "| sys s | vs %s | load |" % settings[0][0])
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| round | tokens | setting | tokens/s | p50 ms | p99 ms | "
+          "faults/seq | CPU ms/seq | sys s | vs %s | load |" % settings[0][0])
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for round_ in range(1, a.rounds + 1):
-        for length in (16, 128):
+        for length in [int(x) for x in a.lengths.split(",")]:
             base = None
             for name, flags in settings:
                 r = measure(a.build, flags, a.model, length, a.concurrency,
                             a.duration)
                 base = base or r["tokens_per_s"]
-                print("| %d | %d | %s | %.0f | %.1f | %.0f | %.2f | %.2fx "
-                      "| %.1f |" % (round_, length, name, r["tokens_per_s"],
-                                    r["p50_ms"], r["faults_per_seq"],
-                                    r["sys_s"], r["tokens_per_s"] / base,
-                                    r["load"]), flush=True)
+                print("| %d | %d | %s | %.0f | %.1f | %.1f | %.0f | %.1f "
+                      "| %.2f | %.2fx | %.1f |" % (
+                          round_, length, name, r["tokens_per_s"],
+                          r["p50_ms"], r["p99_ms"], r["faults_per_seq"],
+                          r["cpu_ms_per_seq"], r["sys_s"],
+                          r["tokens_per_s"] / base, r["load"]), flush=True)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@
 
 #include "server/model/dtype.h"
 #include "server/model/model_repository.h"
+#include "server/runner/cpu_buffer_cache.h"
 #include "server/runner/encoder_runner.h"
 #include "server/runner/thread_policy.h"
 
@@ -31,6 +32,9 @@ struct Options {
   std::string quantize = "none";
   // Idle time before each timed forward, as a server sees between calls.
   int64_t pause_us = 0;
+  // The server's allocator setting, so that in-process and served runs
+  // reuse (or map afresh) their large buffers alike.
+  int64_t cpu_buffer_cache_bytes = encoder::runner::kDefaultCpuBufferCacheBytes;
 };
 
 double Now() {
@@ -67,6 +71,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--dtype", o.dtype, "float32 | float16 | bfloat16")
       ->capture_default_str();
+  app.add_option("--cpu-buffer-cache-bytes", o.cpu_buffer_cache_bytes,
+                 "as the server's flag (0: LibTorch's allocator alone)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   const auto parsed_dtype = encoder::model::ParseDtype(o.dtype);
   if (!parsed_dtype.ok()) {
@@ -75,7 +82,8 @@ int main(int argc, char** argv) {
   }
   const at::ScalarType dtype = *parsed_dtype;
   const at::Device device(o.device);
-  std::cerr << encoder::runner::ApplyThreadPolicy(o.intra_op_threads, 0)
+  std::cerr << encoder::runner::ApplyThreadPolicy(o.intra_op_threads, 0) << "\n"
+            << encoder::runner::InstallCpuBufferCache(o.cpu_buffer_cache_bytes)
             << "\n";
 
   auto repo = o.repository.empty()

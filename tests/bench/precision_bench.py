@@ -6,7 +6,8 @@ in one run. Prints the CPU model and flags and the load average with each
 row, since the host may be shared.
 
 Usage: precision_bench.py BUILD_DIR [--model sinusoidal] [--duration S]
-       [--precisions float32,int8] [--preload LIB]
+       [--precisions float32,int8] [--preload LIB] [--models REPO.json]
+       [--lengths 16,128]
 """
 import argparse
 import json
@@ -51,6 +52,10 @@ def main():
     p.add_argument("--preload", help="LD_PRELOAD for the server (e.g. an "
                    "allocator such as libjemalloc.so.2)")
     p.add_argument("--precisions", default="float32,int8")
+    p.add_argument("--models", help="a model repository JSON for the server "
+                   "and the in-process forward (e.g. one entry with \"path\" "
+                   "to hf_bench.py --keep's BERT-base-sized checkpoint)")
+    p.add_argument("--lengths", default="16,128")
     a = p.parse_args()
     print("CPU:", cpu_description())
     precisions = [(n, {"float32": [], "int8": ["--quantize=int8"]}[n])
@@ -64,13 +69,14 @@ def main():
     for name, flags in precisions:
         if a.preload:
             os.environ["LD_PRELOAD"] = a.preload
-        proc, port = start_server(a.build, flags)
+        repo = ["--models=" + a.models] if a.models else []
+        proc, port = start_server(a.build, flags + repo)
         os.environ.pop("LD_PRELOAD", None)
         try:
-            for length in (16, 128):
+            for length in [int(x) for x in a.lengths.split(",")]:
                 fwd_flags = {"int8": "int8"}.get(name)
                 forward = forward_bench_precision(a.build, a.model, length,
-                                                  name, fwd_flags)
+                                                  name, fwd_flags, a.models)
                 for conc in (1, 32):
                     before = load()
                     faults0, sys0 = proc_counters(proc.pid)
@@ -113,11 +119,13 @@ def main():
             json.dump(rows, f, indent=2)
 
 
-def forward_bench_precision(build, model, length, name, quantize):
+def forward_bench_precision(build, model, length, name, quantize,
+                            models=None):
     """In-process forward at batch 1 and 32 in the same precision."""
     out = subprocess.run(
         [os.path.join(build, "encoder-bench-forward"), "--model", model,
          "--batch-sizes", "1,32", "--length", str(length), "--seconds", "2"] +
+        (["--models", models] if models else []) +
         (["--quantize", quantize] if quantize else []) +
         (["--dtype", "bfloat16"] if name == "bfloat16" else []),
         check=True, capture_output=True, text=True, timeout=600)
