@@ -40,6 +40,8 @@
 
 namespace {
 
+const encoder::batching::BatchOptions kBatchDefaults{};
+
 // Every flag, with its default; filled by ParseFlags and read only here.
 struct Flags {
   std::string listen = "127.0.0.1:50051";
@@ -52,20 +54,27 @@ struct Flags {
   int blas_threads = 0;
   int64_t cpu_buffer_cache_bytes = encoder::runner::kDefaultCpuBufferCacheBytes;
   int64_t malloc_trim_idle_ms = 1000;
-  int64_t max_receive_message_bytes = 16 << 20;
-  int64_t max_send_message_bytes = 64 << 20;
-  int64_t max_inputs_per_request = 256;
+  int64_t max_receive_message_bytes =
+      encoder::service::kDefaultMaxReceiveMessageBytes;
+  int64_t max_send_message_bytes =
+      encoder::service::kDefaultMaxSendMessageBytes;
+  int64_t max_inputs_per_request =
+      encoder::service::kDefaultMaxInputsPerRequest;
   int64_t grpc_memory_quota_bytes = 0;
   int64_t memory_limit_bytes = 0;
   int64_t batch_memory_budget_bytes = 0;
-  int max_concurrent_streams = 64;
+  int max_concurrent_streams =
+      encoder::service::ServerOptions{}.max_concurrent_streams;
   int64_t max_unread_response_bytes = 0;
-  int64_t max_unread_response_bytes_per_connection = int64_t{256} << 20;
-  int64_t max_batch_sequences = 32;
-  int64_t max_batch_tokens = 16384;
-  int64_t max_queue_delay_us = 0;
-  int64_t max_queued_sequences = 4096;
-  bool fair_share = true;
+  int64_t max_unread_response_bytes_per_connection =
+      encoder::service::UnreadLimits{}.per_connection_bytes;
+  // The batching defaults live in batching::BatchOptions.
+  int64_t max_batch_sequences = kBatchDefaults.max_batch_sequences;
+  int64_t max_batch_tokens = kBatchDefaults.max_batch_tokens;
+  int64_t max_queue_delay_us =
+      absl::ToInt64Microseconds(kBatchDefaults.max_queue_delay);
+  int64_t max_queued_sequences = kBatchDefaults.max_queued_sequences;
+  bool fair_share = kBatchDefaults.fair_share;
   double drain_grace_seconds = 20;
   double drain_unready_seconds = 1;
   int64_t max_diagnose_tokens = 512;

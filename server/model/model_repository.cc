@@ -35,23 +35,28 @@ absl::Status ModelError(const std::string& model, const std::string& msg) {
       absl::StrCat("model repository: model \"", model, "\": ", msg));
 }
 
-absl::StatusOr<std::map<std::string, int64_t>> ParseBatching(
-    const std::string& name, const json& batching) {
-  static const std::set<std::string> kBatchKeys = {
-      "max_batch_sequences", "max_batch_tokens", "max_queue_delay_us",
-      "max_queued_sequences", "max_batch_memory_bytes"};
+absl::StatusOr<BatchingOverrides> ParseBatching(const std::string& name,
+                                                const json& batching) {
+  using Field = std::optional<int64_t> BatchingOverrides::*;
+  static const std::map<std::string, Field> kFields = {
+      {"max_batch_sequences", &BatchingOverrides::max_batch_sequences},
+      {"max_batch_tokens", &BatchingOverrides::max_batch_tokens},
+      {"max_queue_delay_us", &BatchingOverrides::max_queue_delay_us},
+      {"max_queued_sequences", &BatchingOverrides::max_queued_sequences},
+      {"max_batch_memory_bytes", &BatchingOverrides::max_batch_memory_bytes}};
   if (!batching.is_object()) {
     return ModelError(name, "batching must be an object");
   }
-  std::map<std::string, int64_t> out;
+  BatchingOverrides out;
   for (const auto& item : batching.items()) {
-    if (kBatchKeys.count(item.key()) == 0 ||
-        !item.value().is_number_integer() || item.value().get<int64_t>() < 0) {
+    auto field = kFields.find(item.key());
+    if (field == kFields.end() || !item.value().is_number_integer() ||
+        item.value().get<int64_t>() < 0) {
       return ModelError(name, absl::StrCat("batching.", item.key(),
                                            " is not a known non-negative "
                                            "integer option"));
     }
-    out[item.key()] = item.value().get<int64_t>();
+    out.*(field->second) = item.value().get<int64_t>();
   }
   return out;
 }

@@ -20,6 +20,16 @@
 namespace encoder::model {
 
 // How text inputs become token ids for a model.
+// A repository entry's "batching" object: each set field replaces the
+// server's flag of the same name for that model.
+struct BatchingOverrides {
+  std::optional<int64_t> max_batch_sequences;
+  std::optional<int64_t> max_batch_tokens;
+  std::optional<int64_t> max_queue_delay_us;
+  std::optional<int64_t> max_queued_sequences;
+  std::optional<int64_t> max_batch_memory_bytes;
+};
+
 struct ModelSpec {
   std::string name;
   // For a Hugging Face checkpoint (model_dir set), filled in by LoadModel.
@@ -38,10 +48,9 @@ struct ModelSpec {
   // tokenizer files for a checkpoint, else the byte tokenizer (see
   // runner::LoadModelTokenizer).
   std::string tokenizer_path;
-  // Per-model batching overrides by option name (max_batch_sequences,
-  // max_batch_tokens, max_queue_delay_us, max_queued_sequences); the
+  // Per-model batching overrides (the entry's "batching" object); the
   // model layer only carries them.
-  std::map<std::string, int64_t> batching;
+  BatchingOverrides batching;
   // The longest input Diagnose's extrapolation probe runs on this model;
   // 0: the server's --max-extrapolation-tokens.
   int64_t max_extrapolation_tokens = 0;

@@ -14,16 +14,18 @@ namespace encoder::runner {
 
 batching::BatchOptions MergeBatchOptions(
     const batching::BatchOptions& defaults,
-    const std::map<std::string, int64_t>& overrides) {
+    const model::BatchingOverrides& overrides) {
   batching::BatchOptions o = defaults;
-  for (const auto& [key, value] : overrides) {
-    if (key == "max_batch_sequences") o.max_batch_sequences = value;
-    if (key == "max_batch_tokens") o.max_batch_tokens = value;
-    if (key == "max_queue_delay_us")
-      o.max_queue_delay = absl::Microseconds(value);
-    if (key == "max_queued_sequences") o.max_queued_sequences = value;
-    if (key == "max_batch_memory_bytes") o.max_batch_cost_bytes = value;
+  o.max_batch_sequences =
+      overrides.max_batch_sequences.value_or(o.max_batch_sequences);
+  o.max_batch_tokens = overrides.max_batch_tokens.value_or(o.max_batch_tokens);
+  if (overrides.max_queue_delay_us) {
+    o.max_queue_delay = absl::Microseconds(*overrides.max_queue_delay_us);
   }
+  o.max_queued_sequences =
+      overrides.max_queued_sequences.value_or(o.max_queued_sequences);
+  o.max_batch_cost_bytes =
+      overrides.max_batch_memory_bytes.value_or(o.max_batch_cost_bytes);
   return o;
 }
 

@@ -119,7 +119,7 @@ absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> LoadModelTokenizer(
 // Applies a repository entry's batching overrides to the defaults.
 batching::BatchOptions MergeBatchOptions(
     const batching::BatchOptions& defaults,
-    const std::map<std::string, int64_t>& overrides);
+    const model::BatchingOverrides& overrides);
 
 }  // namespace encoder::runner
 

@@ -15,10 +15,14 @@
 
 namespace encoder::service {
 
+// The defaults of --max-inputs-per-request and --max-send-message-bytes.
+inline constexpr int64_t kDefaultMaxInputsPerRequest = 256;
+inline constexpr int64_t kDefaultMaxSendMessageBytes = int64_t{64} << 20;
+
 struct ServiceLimits {
-  int64_t max_inputs_per_request = 256;
+  int64_t max_inputs_per_request = kDefaultMaxInputsPerRequest;
   // The server's send limit; responses estimated above it are refused.
-  int64_t max_send_message_bytes = 64 << 20;
+  int64_t max_send_message_bytes = kDefaultMaxSendMessageBytes;
   // Responses produced and not yet read, per connection and in total.
   UnreadLimits unread;
 };

@@ -19,11 +19,14 @@
 
 namespace encoder::service {
 
+// The default of --max-receive-message-bytes.
+inline constexpr int64_t kDefaultMaxReceiveMessageBytes = int64_t{16} << 20;
+
 struct ServerOptions {
   std::string listen = "127.0.0.1:50051";  // port 0: pick a free port
-  int64_t max_receive_message_bytes = 16 << 20;
-  int64_t max_send_message_bytes = 64 << 20;
-  int64_t max_inputs_per_request = 256;
+  int64_t max_receive_message_bytes = kDefaultMaxReceiveMessageBytes;
+  int64_t max_send_message_bytes = kDefaultMaxSendMessageBytes;
+  int64_t max_inputs_per_request = kDefaultMaxInputsPerRequest;
   // gRPC's resource quota: memory for every connection's buffers.
   int64_t memory_quota_bytes = int64_t{1} << 30;
   // HTTP/2 streams (calls) in flight per connection.

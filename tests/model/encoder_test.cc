@@ -232,7 +232,8 @@ TEST(Repository, ParsesModelsAndRejectsMistakes) {
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->default_model, "a");
   EXPECT_EQ(ok->models[0].seed, 9u);
-  EXPECT_EQ(ok->models[0].batching.at("max_queue_delay_us"), 500);
+  EXPECT_EQ(ok->models[0].batching.max_queue_delay_us, 500);
+  EXPECT_FALSE(ok->models[0].batching.max_batch_tokens.has_value());
   EXPECT_EQ(ok->models[0].config.positional.rope_layout, RopeLayout::kHalf);
   for (const char* bad :
        {R"({"models": []})", R"({"models": [{"name": "a", "wat": 1}]})",
