@@ -585,6 +585,16 @@ class Gate {
   bool open_ = false;
 };
 
+// Makes `request`'s completion wait at `gate` before it records.
+void HoldCompletionAt(Gate* gate, Request* request) {
+  auto record = request->done;
+  request->done = [gate, record](absl::Status status,
+                                 std::vector<SequenceResult> results) {
+    gate->Wait();
+    record(std::move(status), std::move(results));
+  };
+}
+
 TEST(BatcherTest, SlowCompletionDoesNotHoldUpTheNextBatch) {
   FakeRunner runner;
   Gate gate;
@@ -592,12 +602,7 @@ TEST(BatcherTest, SlowCompletionDoesNotHoldUpTheNextBatch) {
   Batcher batcher(&runner, Options());
   // Large results go to the responder; the small ones after them follow.
   auto first = MakeRequest({{kBigToken, 2}}, &a);
-  auto record = first->done;
-  first->done = [&gate, record](absl::Status status,
-                                std::vector<SequenceResult> results) {
-    gate.Wait();
-    record(std::move(status), std::move(results));
-  };
+  HoldCompletionAt(&gate, first.get());
   ASSERT_TRUE(batcher.Submit(first).ok());
   ASSERT_TRUE(gate.WaitEntered());
   // The first request's callback is still running; the next batch runs
@@ -619,12 +624,7 @@ TEST(BatcherTest, FinishedResultsWaitingForCompletionAreBounded) {
   std::vector<Done> done(6);
   Batcher batcher(&runner, Options(/*max_sequences=*/1));
   auto first = MakeRequest({{kBigToken, 2}}, &done[0]);
-  auto record = first->done;
-  first->done = [&gate, record](absl::Status status,
-                                std::vector<SequenceResult> results) {
-    gate.Wait();
-    record(std::move(status), std::move(results));
-  };
+  HoldCompletionAt(&gate, first.get());
   ASSERT_TRUE(batcher.Submit(first).ok());
   ASSERT_TRUE(gate.WaitEntered());
   for (int i = 1; i < 6; ++i) {

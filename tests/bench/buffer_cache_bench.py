@@ -20,7 +20,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from precision_bench import cpu_description, load, proc_counters  # noqa: E402
+from precision_bench import (cpu_description, load,  # noqa: E402
+                             proc_counters, user_seconds)
 from run_bench import client_bench, start_server, stop_server  # noqa: E402
 
 SETTINGS = (("off", ["--cpu-buffer-cache-bytes=0"]), ("cache", []))
@@ -53,11 +54,6 @@ def measure(build, flags, model, length, concurrency, duration):
                 1000 * ((user1 - user0) + (sys1 - sys0)) / sent,
             "sys_s": sys1 - sys0, "load": (before + load()) / 2}
 
-
-def user_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) / os.sysconf("SC_CLK_TCK")
 
 
 def main():

@@ -28,11 +28,9 @@ import math
 import os
 import pathlib
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
-import time
 
 import torch
 
@@ -41,9 +39,10 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1] / "client" / "python"))
 import encoder_client  # noqa: E402
 from eager_bench import EagerModel, load_writer  # noqa: E402
-from precision_bench import cpu_description, proc_counters  # noqa: E402
+from precision_bench import (cpu_description, proc_counters,  # noqa: E402
+                             user_seconds)
 from run_bench import (client_bench, median, start_server,  # noqa: E402
-                       stop_server)
+                       stop_server, wait_ready)
 
 
 def write_model(directory, layers):
@@ -68,14 +67,7 @@ def start_peer(weights, layers, directory, threads):
         ["/usr/bin/python3", str(HERE / "peer_server.py"), "--weights",
          weights, "--layers", str(layers), "--threads", str(threads),
          "--ready-file", ready], stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.time() + 120
-    while not os.path.exists(ready):
-        if proc.poll() is not None or time.time() > deadline:
-            proc.kill()
-            sys.exit("peer server did not start; see " + log.name)
-        time.sleep(0.2)
-    with open(ready) as f:
-        return proc, json.load(f)["grpc_port"]
+    return proc, wait_ready(proc, ready, log.name, "peer server")
 
 
 def pooled_of(pb2, stub, model, sequences):
@@ -126,10 +118,10 @@ def forward_bench(build, repository, sizes, length, seconds):
 
 def measured(build, proc, port, model, conc, length, duration):
     faults0, sys0 = proc_counters(proc.pid)
-    user0 = cpu_user(proc.pid)
+    user0 = user_seconds(proc.pid)
     r = client_bench(build, port, model, conc, length, duration)
     faults1, sys1 = proc_counters(proc.pid)
-    user1 = cpu_user(proc.pid)
+    user1 = user_seconds(proc.pid)
     # The client's warm-up requests (2 per caller) count too.
     sent = r["throughput"]["sequences_per_s"] * r["elapsed_s"] + 2 * conc
     return {"sequences_per_s": r["throughput"]["sequences_per_s"],
@@ -141,12 +133,6 @@ def measured(build, proc, port, model, conc, length, duration):
             "cpu_ms_per_seq": 1000 * ((user1 - user0) + (sys1 - sys0)) / sent,
             "sys_share": (sys1 - sys0) / max(1e-9, (user1 - user0) +
                                              (sys1 - sys0))}
-
-
-def cpu_user(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) / os.sysconf("SC_CLK_TCK")
 
 
 def main():

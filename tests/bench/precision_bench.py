@@ -39,6 +39,13 @@ def proc_counters(pid):
     return int(fields[7]), int(fields[12]) / os.sysconf("SC_CLK_TCK")
 
 
+def user_seconds(pid):
+    """User CPU seconds of a process so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) / os.sysconf("SC_CLK_TCK")
+
+
 def load():
     return os.getloadavg()[0]
 

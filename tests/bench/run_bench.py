@@ -30,14 +30,19 @@ def start_server(build, extra):
         [os.path.join(build, "encoder-server"), "--listen=127.0.0.1:0",
          "--ready-file=" + ready, "--log-level=warn"] + extra,
         stdout=log, stderr=subprocess.STDOUT)
+    return proc, wait_ready(proc, ready, log.name, "server")
+
+
+def wait_ready(proc, ready, log_name, what):
+    """The gRPC port from `ready` once `proc` writes it; exits on failure."""
     deadline = time.time() + 120
     while not os.path.exists(ready):
         if proc.poll() is not None or time.time() > deadline:
             proc.kill()
-            sys.exit("server did not start; see " + log.name)
+            sys.exit("%s did not start; see %s" % (what, log_name))
         time.sleep(0.2)
     with open(ready) as f:
-        return proc, json.load(f)["grpc_port"]
+        return json.load(f)["grpc_port"]
 
 
 def stop_server(proc):
