@@ -2,10 +2,78 @@
 
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
+#include <sched.h>
+#include <unistd.h>
 
+#include <cmath>
+#include <fstream>
+
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace encoder::runner {
+namespace {
+
+// The first line of a file, or "" when it cannot be read.
+std::string FirstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// CPUs the cgroup's quota allows (quota / period); 0 when there is none.
+double CgroupQuota(const std::string& root, std::string* source) {
+  // v2: "max 100000" (none) or "150000 100000".
+  const std::string v2 = root + "/cpu.max";
+  std::vector<std::string> fields =
+      absl::StrSplit(FirstLine(v2), ' ', absl::SkipEmpty());
+  int64_t quota = 0, period = 0;
+  if (fields.size() == 2 && absl::SimpleAtoi(fields[0], &quota) &&
+      absl::SimpleAtoi(fields[1], &period) && quota > 0 && period > 0) {
+    *source = v2;
+    return static_cast<double>(quota) / static_cast<double>(period);
+  }
+  // v1: quota -1 is none.
+  const std::string v1 = root + "/cpu/cpu.cfs_quota_us";
+  if (absl::SimpleAtoi(absl::StripAsciiWhitespace(FirstLine(v1)), &quota) &&
+      absl::SimpleAtoi(absl::StripAsciiWhitespace(
+                           FirstLine(root + "/cpu/cpu.cfs_period_us")),
+                       &period) &&
+      quota > 0 && period > 0) {
+    *source = v1;
+    return static_cast<double>(quota) / static_cast<double>(period);
+  }
+  return 0;
+}
+
+int AffinityCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  return online > 0 ? static_cast<int>(online) : 1;
+}
+
+}  // namespace
+
+UsableCores DetectUsableCores(const std::string& cgroup_root) {
+  UsableCores u;
+  u.affinity = AffinityCpus();
+  u.quota = CgroupQuota(cgroup_root, &u.quota_source);
+  u.cores = u.affinity;
+  if (u.quota > 0) {
+    const int allowed = std::max(1, static_cast<int>(std::ceil(u.quota)));
+    if (allowed < u.cores) u.cores = allowed;
+  }
+  return u;
+}
 
 std::string ApplyThreadPolicy(int intra_op_threads, int blas_threads) {
   at::set_num_threads(intra_op_threads);
@@ -21,8 +89,18 @@ std::string ApplyThreadPolicy(int intra_op_threads, int blas_threads) {
   if (set == nullptr || get == nullptr) {
     return absl::StrCat(out, ", BLAS pool not OpenBLAS (left as is)");
   }
-  if (blas_threads > 0) set(blas_threads);
-  return absl::StrCat(out, ", OpenBLAS ", get(), " threads");
+  std::string why;
+  if (blas_threads > 0) {
+    set(blas_threads);
+  } else {
+    const UsableCores usable = DetectUsableCores();
+    if (get() > usable.cores) {
+      set(usable.cores);
+      why = absl::StrFormat(" (the CPU quota allows %.2f of %d CPUs, %s)",
+                            usable.quota, usable.affinity, usable.quota_source);
+    }
+  }
+  return absl::StrCat(out, ", OpenBLAS ", get(), " threads", why);
 }
 
 }  // namespace encoder::runner

@@ -9,10 +9,27 @@
 
 namespace encoder::runner {
 
-// Sets LibTorch's pool to `intra_op_threads` and, when `blas_threads` > 0,
-// OpenBLAS's pool to `blas_threads` (0 leaves it as OpenBLAS chose);
-// returns what is in effect, for the log ("1 intra-op threads, OpenBLAS 2
-// threads" or "..., BLAS pool not OpenBLAS").
+// The cores this process may keep busy: the CPUs of its affinity mask, or
+// fewer when a cgroup CPU quota allows less (cgroup v2 `cpu.max`, v1
+// `cpu/cpu.cfs_quota_us` over `cpu.cfs_period_us`; a quota of 1.5 CPUs
+// counts as 2). A container's CPU limit is such a quota, and OpenBLAS sizes
+// its pool by the CPUs it sees, not by the quota.
+struct UsableCores {
+  int cores = 1;             // what the process may use
+  int affinity = 1;          // CPUs in its affinity mask
+  double quota = 0;          // CPUs the cgroup quota allows; 0: none
+  std::string quota_source;  // the file the quota came from
+};
+// `cgroup_root` is where the cgroup file system is mounted (tests pass a
+// directory of their own).
+UsableCores DetectUsableCores(
+    const std::string& cgroup_root = "/sys/fs/cgroup");
+
+// Sets LibTorch's pool to `intra_op_threads` and OpenBLAS's pool to
+// `blas_threads`, or, when that is 0, to the usable cores if OpenBLAS chose
+// more (it counts every CPU, not a container's quota); returns what is in
+// effect, for the log ("1 intra-op threads, OpenBLAS 2 threads", with the
+// quota when it decided, or "..., BLAS pool not OpenBLAS").
 std::string ApplyThreadPolicy(int intra_op_threads, int blas_threads);
 
 }  // namespace encoder::runner
