@@ -9,8 +9,9 @@ as safetensors with a model repository, and starts
     dynamic batcher: what a user would otherwise write).
 First both must agree: the pooled embeddings of a few inputs of different
 lengths, sent in one request, must have cosine similarity >= 0.9999 and the
-same norms within 1e-3 relative; otherwise the comparison is void and the
-script fails. Then, in --rounds interleaved rounds, encoder-client bench
+same norms within 1e-3 relative (--min-cosine, --max-norm-difference: an
+int8 or bfloat16 server against the float32 peer needs less); otherwise
+the comparison is void and the script fails. Then, in --rounds interleaved rounds, encoder-client bench
 drives each server at 1 and 32 callers with 16- and 128-token inputs, and
 encoder-bench-forward times the same repository in-process at batch 1, 32
 and the batch sizes the server formed most. Prints the CPU (lscpu) and the
@@ -20,7 +21,8 @@ faults and CPU seconds (user, system) per sequence come from /proc.
 
 Usage: peer_bench.py BUILD_DIR [--layers 4] [--duration 8] [--rounds 2]
          [--lengths 16,128] [--concurrency 1,32] [--check-only]
-         [--server-arg FLAG]... [--json OUT]
+         [--server-arg FLAG]... [--forward-arg FLAG]... [--min-cosine C]
+         [--max-norm-difference D] [--json OUT]
 """
 import argparse
 import json
@@ -79,7 +81,7 @@ def pooled_of(pb2, stub, model, sequences):
             for r in response.results]
 
 
-def check_agreement(pb2, pb2_grpc, ports):
+def check_agreement(pb2, pb2_grpc, ports, min_cosine, max_norm):
     """Both servers' pooled embeddings of the same padded batch."""
     import grpc
     gen = torch.Generator().manual_seed(7)
@@ -103,15 +105,15 @@ def check_agreement(pb2, pb2_grpc, ports):
     print("agreement: worst cosine %.7f, worst norm difference %.2e "
           "(%d inputs of 5-128 tokens)" % (worst_cos, worst_norm,
                                            len(sequences)), flush=True)
-    return bool(worst_cos >= 0.9999 and worst_norm <= 1e-3)
+    return bool(worst_cos >= min_cosine and worst_norm <= max_norm)
 
 
-def forward_bench(build, repository, sizes, length, seconds):
+def forward_bench(build, repository, sizes, length, seconds, extra=()):
     out = subprocess.run(
         [os.path.join(build, "encoder-bench-forward"), "--models", repository,
          "--model", "ours", "--batch-sizes",
          ",".join(str(s) for s in sorted(sizes)), "--length", str(length),
-         "--seconds", str(seconds)],
+         "--seconds", str(seconds), *extra],
         check=True, capture_output=True, text=True, timeout=600)
     return {r["batch_size"]: r for r in json.loads(out.stdout)["results"]}
 
@@ -147,6 +149,14 @@ def main():
                    help="the peer's torch intra-op threads (encoder-server's "
                         "--intra-op-threads default is 1)")
     p.add_argument("--server-arg", action="append", default=[])
+    p.add_argument("--min-cosine", type=float, default=0.9999,
+                   help="agreement needed before measuring (lower it, with "
+                        "--max-norm-difference, when --server-arg picks int8 "
+                        "or bfloat16: the peer stays float32)")
+    p.add_argument("--max-norm-difference", type=float, default=1e-3)
+    p.add_argument("--forward-arg", action="append", default=[],
+                   help="one more encoder-bench-forward flag, to match "
+                        "--server-arg (e.g. --quantize=int8)")
     p.add_argument("--check-only", action="store_true",
                    help="start both servers, check that they agree, stop")
     p.add_argument("--json")
@@ -166,7 +176,8 @@ def main():
             peer, peer_port = start_peer(weights, a.layers, tmp,
                                          a.peer_threads)
             if not check_agreement(pb2, pb2_grpc,
-                                   {"ours": ours_port, "peer": peer_port}):
+                                   {"ours": ours_port, "peer": peer_port},
+                                   a.min_cosine, a.max_norm_difference):
                 print("the two servers disagree: no comparison")
                 return 1
             if a.check_only:
@@ -212,7 +223,7 @@ def run_rounds(a, lengths, concurrencies, repository, servers):
                                    sorted(h, key=lambda k: -h[k])[:2]}
             sizes = {1, max(concurrencies)} | formed
             forward = forward_bench(a.build, repository, sizes, length,
-                                    max(1.5, a.duration / 4))
+                                    max(1.5, a.duration / 4), a.forward_arg)
             for size, f in forward.items():
                 rows.append({"server": "forward", "round": round_index,
                              "length": length, "batch": size,
