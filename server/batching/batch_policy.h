@@ -15,7 +15,7 @@ class MemoryBudget;
 
 // What a model's throughput profile found at one padded length: batches of
 // more than `max_sequences` sequences of this length ran fewer sequences
-// per second than a batch of `max_sequences` (runner::MeasureBatchProfile).
+// per second than a batch of `max_sequences` (MeasureBatchProfile).
 struct LengthCap {
   int64_t length = 0;
   int64_t max_sequences = 0;

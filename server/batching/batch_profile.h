@@ -1,10 +1,11 @@
 // A model's throughput by batch size and length, measured once at start-up,
 // and the batch-size caps it implies (BatchOptions::length_caps).
 //
-// Bigger batches are not always faster per sequence: on a CPU, a batch of
-// 32 sequences of 128 tokens can run fewer sequences per second than a
-// batch of 4, once its activations and attention scores no longer fit the
-// caches. Fixed caps cannot know where that happens for a given model and
+// Bigger batches are not always faster per sequence: on a CPU, once a
+// batch's activations and attention scores outgrow the buffer cache they
+// are mapped and faulted in afresh every batch (the built-in shape at 512
+// tokens runs batches of 16 a third slower per sequence than batches of
+// 8). Fixed caps cannot know where that happens for a given model and
 // machine; the profile measures it.
 #ifndef ENCODER_SERVER_BATCHING_BATCH_PROFILE_H_
 #define ENCODER_SERVER_BATCHING_BATCH_PROFILE_H_
@@ -80,8 +81,8 @@ std::vector<LengthCap> CapsFromPoints(
     const std::vector<ProfilePoint>& points,
     const std::vector<int64_t>& complete_lengths, double keep_fraction);
 
-// One line for the log: "32 tokens: 1 128.1, 2 180.0, ... seq/s -> cap 32;
-// 128 tokens: ...".
+// One line for the log: "32 tokens: 1:128.1 2:180.0 ... seq/s -> cap 32;
+// 128 tokens: ... (1.72 s)".
 std::string DescribeProfile(const BatchProfile& profile);
 
 }  // namespace encoder::batching

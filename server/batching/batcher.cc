@@ -228,29 +228,29 @@ int64_t ResultBytes(const std::vector<SequenceResult>& results) {
 void Batcher::HandOver(std::vector<Completion> completions) {
   if (completions.empty()) return;
   int64_t bytes = 0;
-  for (const Completion& c : completions)
+  for (const Completion& c : completions) {
     bytes += ResultBytes(c.state->results);
+  }
   bool here = false;
   {
     MutexLock lock(&respond_mu_);
-    // Only the worker adds rounds, so an idle responder stays idle.
+    // Small results with nothing before them are completed here: packing
+    // them costs less than waking the responder, and since only the worker
+    // adds rounds, an idle responder stays idle, so the order holds.
     here = bytes <= kInlineCompletionBytes && waiting_rounds_.empty() &&
            !responder_busy_;
+    if (!here) {
+      while (waiting_rounds_.size() >= kMaxWaitingRounds) {
+        room_cv_.Wait(&respond_mu_);
+      }
+      waiting_rounds_.push_back(std::move(completions));
+    }
   }
   if (here) {
-    // Small results: packing them costs less than waking the responder,
-    // and with nothing before them the order holds.
     Complete(std::move(completions));
-    return;
+  } else {
+    respond_cv_.Signal();
   }
-  {
-    MutexLock lock(&respond_mu_);
-    while (waiting_rounds_.size() >= kMaxWaitingRounds) {
-      room_cv_.Wait(&respond_mu_);
-    }
-    waiting_rounds_.push_back(std::move(completions));
-  }
-  respond_cv_.Signal();
 }
 
 void Batcher::ResponderLoop() {

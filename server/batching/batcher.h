@@ -67,8 +67,8 @@ class Batcher {
   Batcher(ModelRunner* runner, BatchOptions options,
           BatcherObserver observer = {});
   // Stops accepting, lets a running batch finish, fails queued work with
-  // UNAVAILABLE (each `done` called on the responder thread), joins both
-  // threads once every `done` has returned.
+  // UNAVAILABLE (each `done` called as described at Request::done), joins
+  // both threads once every `done` has returned.
   ~Batcher();
 
   Batcher(const Batcher&) = delete;
@@ -156,7 +156,7 @@ class Batcher {
   // order, until the worker has exited and nothing is left.
   void ResponderLoop() ABSL_LOCKS_EXCLUDED(respond_mu_);
   // Calls `done` for each completion, then updates in_flight_requests_.
-  // Responder thread.
+  // Responder thread, or the worker for small rounds (HandOver).
   void Complete(std::vector<Completion> completions) ABSL_LOCKS_EXCLUDED(mu_);
   // Fails everything still queued with UNAVAILABLE. Worker thread, at exit.
   void FailQueued() ABSL_LOCKS_EXCLUDED(mu_);

@@ -19,7 +19,6 @@
 
 namespace encoder::model {
 
-// How text inputs become token ids for a model.
 // A repository entry's "batching" object: each set field replaces the
 // server's flag of the same name for that model.
 struct BatchingOverrides {
@@ -30,6 +29,7 @@ struct BatchingOverrides {
   std::optional<int64_t> max_batch_memory_bytes;
 };
 
+// How text inputs become token ids for a model.
 struct ModelSpec {
   std::string name;
   // For a Hugging Face checkpoint (model_dir set), filled in by LoadModel.
