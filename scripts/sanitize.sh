@@ -17,7 +17,8 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_COMPILER=clang++-14 -DENCODER_SANITIZE=thread \
   ${TSAN_CMAKE_ARGS:-}
 cmake --build "$build" -j "$jobs" \
-  --target batcher_test batcher_responder_test batch_policy_test \
+  --target batcher_test batcher_responder_test batcher_alone_test \
+    batch_policy_test \
     cost_and_fairness_test \
     batch_profile_test
 OMP_NUM_THREADS=1 \

@@ -41,6 +41,7 @@
 namespace {
 
 const encoder::batching::BatchOptions kBatchDefaults{};
+const encoder::service::DiagnoseLimits kDiagnoseDefaults{};
 
 // Every flag, with its default; filled by ParseFlags and read only here.
 struct Flags {
@@ -77,9 +78,10 @@ struct Flags {
   bool fair_share = kBatchDefaults.fair_share;
   double drain_grace_seconds = 20;
   double drain_unready_seconds = 1;
-  int64_t max_diagnose_tokens = 512;
-  int64_t max_structure_positions = 512;
-  int64_t max_extrapolation_tokens = 2048;
+  int64_t max_diagnose_tokens = kDiagnoseDefaults.max_tokens;
+  int64_t max_structure_positions = kDiagnoseDefaults.max_structure_positions;
+  int64_t max_extrapolation_tokens = kDiagnoseDefaults.max_extrapolation_tokens;
+  int64_t max_pending_diagnose = kDiagnoseDefaults.max_pending;
   bool warm_up = true;
   int64_t batch_profile_ms = 0;
   std::string ready_file;
@@ -241,6 +243,11 @@ void DefineFlags(CLI::App& app, Flags& f) {
       ->capture_default_str();
   app.add_option("--max-structure-positions", f.max_structure_positions,
                  "positions N of Diagnose's Gram and bias matrices")
+      ->capture_default_str();
+  app.add_option("--max-pending-diagnose", f.max_pending_diagnose,
+                 "Diagnose calls waiting or running at once, across models; "
+                 "more are refused with RESOURCE_EXHAUSTED")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--max-extrapolation-tokens", f.max_extrapolation_tokens,
                  "longest input Diagnose's extrapolation probe runs (a "
@@ -470,6 +477,7 @@ int main(int argc, char** argv) {
       flags.max_structure_positions;
   server_options.diagnose.max_extrapolation_tokens =
       flags.max_extrapolation_tokens;
+  server_options.diagnose.max_pending = flags.max_pending_diagnose;
   std::unique_ptr<encoder::auth::TokenAuthenticator> tokens;
   if (absl::Status applied =
           encoder::ApplySecurityFlags(security, &server_options, &tokens);
@@ -550,7 +558,7 @@ int main(int argc, char** argv) {
   auto host = encoder::runner::ModelHost::Create(*repository, host_options);
   if (!host.ok()) return Fail(host.status());
   spdlog::info("batch memory budget {} MiB, shared by every model",
-               (*host)->memory_budget()->capacity() >> 20);
+               (*host)->batch_memory_budget_bytes() >> 20);
   // Registered before the models are served, so that every series carries
   // its model's labels (checkpoint configs are known only once loaded) from
   // the first report on.
@@ -566,16 +574,14 @@ int main(int argc, char** argv) {
                    encoder::runner::DescribeTrial(trial));
     }
   }
-  for (const auto& m : (*host)->models()) {
-    const auto& c = m->spec.config;
+  for (const encoder::runner::ServedModel* m : (*host)->List()) {
+    const encoder::runner::ModelDescription& d = m->description();
     spdlog::info("model {} ({} {}, {} layers, d={}, {} parameters) on {} in {}",
-                 m->spec.name, m->spec.family,
-                 m->encoder->scheme().Describe().name, c.num_layers, c.d_model,
-                 m->encoder->parameter_count(), m->encoder->device().str(),
-                 encoder::runner::PrecisionName(*m->encoder));
-    if (!m->batch_profile.points.empty()) {
-      spdlog::info("model {}: batch profile: {}", m->spec.name,
-                   encoder::batching::DescribeProfile(m->batch_profile));
+                 d.name, d.family, d.scheme.name, d.config.num_layers,
+                 d.config.d_model, d.parameter_count, d.device, d.precision);
+    if (!d.batch_profile.points.empty()) {
+      spdlog::info("model {}: batch profile: {}", d.name,
+                   encoder::batching::DescribeProfile(d.batch_profile));
     }
   }
   (*server)->SetModels(host->get());

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Fails when a layer includes what the layering rules (README, Layout) forbid:
 # common/model/batching/diagnostics/runner/tokenizer: no gRPC, no protobuf;
-# common, batching and tokenizer: no LibTorch either.
+# common, batching, tokenizer and the model handle (runner/served_model.h
+# and the plain types it uses): no LibTorch either; service: no encoder,
+# runner or batcher internals, only the model handle.
 set -u
 root="$1"
 status=0
@@ -20,7 +22,13 @@ server/diagnostics/*.h server/diagnostics/*.cc server/runner/*.h server/runner/*
 server/tokenizer/*.h server/tokenizer/*.cc"
 check "$core" "grpc|grpcpp|google/protobuf|encoder/v1" "gRPC/protobuf"
 check "server/common/*.h server/batching/*.h server/batching/*.cc
-server/tokenizer/*.h server/tokenizer/*.cc" "torch|ATen|c10" "LibTorch"
+server/tokenizer/*.h server/tokenizer/*.cc server/diagnostics/report.h
+server/model/scheme_description.h server/model/config.h
+server/runner/served_model.h" "torch|ATen|c10" "LibTorch"
+# The RPC layer reaches the models through runner/served_model.h only.
+check "server/service/*.h server/service/*.cc" \
+  "server/runner/(model_host|encoder_runner|precision_choice)|server/model/encoder\.h|torch|ATen|c10" \
+  "model internals (the service uses runner/served_model.h)"
 files=$(cd "$root" && ls $core | wc -l)
 if [ "$files" -lt 20 ]; then
   echo "expected the core sources under $root, found $files files"

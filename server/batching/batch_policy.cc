@@ -104,6 +104,12 @@ BatchDecision DecideBatch(const std::vector<QueuedSequence>& queue,
 
   // The anchor is always a member, even when it alone exceeds a limit.
   const size_t anchor = Anchor(queue, options);
+  if (queue[anchor].alone) {
+    // No company may join it, so waiting would only delay it.
+    decision.anchor = anchor;
+    decision.take = {anchor};
+    return decision;
+  }
   std::vector<size_t> take = {anchor};
   int64_t longest = queue[anchor].length;
   // A batch is full when it reached a limit, or when a queued sequence was
@@ -115,6 +121,10 @@ BatchDecision DecideBatch(const std::vector<QueuedSequence>& queue,
   for (size_t index : CandidateOrder(queue, anchor, options)) {
     const int64_t count = static_cast<int64_t>(take.size());
     if (count >= max_sequences) break;
+    if (queue[index].alone) {
+      full = true;  // it is due next or later: the queue holds more work
+      continue;
+    }
     const int64_t new_longest = std::max(longest, queue[index].length);
     if (new_longest * (count + 1) > max_tokens ||
         count + 1 > SequenceCapAt(options.length_caps, new_longest) ||

@@ -72,6 +72,8 @@ struct QueuedSequence {
   // used by fair_share.
   int64_t rank = 0;
   int64_t share = 0;
+  // Runs in a batch of its own (SequenceSpec::run_alone).
+  bool alone = false;
 };
 
 struct BatchDecision {

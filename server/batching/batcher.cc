@@ -157,7 +157,8 @@ void Batcher::WorkerLoop() {
           pending.state->request->sequences[pending.index];
       view.push_back(QueuedSequence{
           static_cast<int64_t>(spec.token_ids.size()), pending.state->submitted,
-          spec.cost, ranks[pending.state.get()]++, pending.state->share});
+          spec.cost, ranks[pending.state.get()]++, pending.state->share,
+          static_cast<bool>(spec.run_alone)});
     }
     const BatchDecision decision = DecideBatch(
         view, accepting_ ? serve_options : flush_options, absl::Now());
@@ -370,6 +371,10 @@ void Batcher::RunBatch(std::vector<Pending> run,
 absl::Status Batcher::RunGuarded(const std::vector<const SequenceSpec*>& specs,
                                  std::vector<SequenceResult>* results) {
   try {
+    if (specs.size() == 1 && specs[0]->run_alone) {
+      results->assign(1, SequenceResult{});
+      return specs[0]->run_alone();
+    }
     return runner_->Run(specs, results);
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("model runner threw: ", e.what()));

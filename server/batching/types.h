@@ -4,6 +4,7 @@
 #define ENCODER_SERVER_BATCHING_TYPES_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -42,6 +43,14 @@ struct SequenceSpec {
   std::vector<int64_t> hidden_layers;
   bool pool_hidden = false;
   SequenceCost cost;  // priced by the runner; zero: free (tests)
+  // Set: this item is a job of the model's own (Diagnose's probes), not a
+  // sequence to embed. It waits in the same queue under the same limits,
+  // is dropped on deadline or cancellation and drained like a sequence of
+  // token_ids.size() tokens and `cost`, but runs alone, in a batch of its
+  // own: the worker calls it instead of the runner, holding its cost of
+  // the memory budget, and its result carries only BatchStats. Must not
+  // throw.
+  std::function<absl::Status()> run_alone;
 };
 
 // Which batch a sequence ran in and how long it took.

@@ -72,9 +72,10 @@ StructureResult AnalyzeAdditive(const model::Encoder& model,
       at::arange(n, at::TensorOptions(model.device()).dtype(at::kLong));
   at::Tensor codes =
       model.scheme().InputCode(p).to(at::kCPU, at::kDouble);  // [N, D]
-  result.gram = at::matmul(codes, codes.t());                 // [N, N]
+  const at::Tensor gram = at::matmul(codes, codes.t());       // [N, N]
+  result.gram = ToDense<double>(gram);
 
-  const DiagonalStats diagonals = ComputeDiagonalStats(result.gram);
+  const DiagonalStats diagonals = ComputeDiagonalStats(gram);
   result.toeplitz_deviation =
       (diagonals.max - diagonals.min).max().item<double>();
   at::Tensor by_distance =

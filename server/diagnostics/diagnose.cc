@@ -147,12 +147,24 @@ absl::StatusOr<DiagnoseReport> Run(const model::Encoder& model,
     for (int64_t l = 0; l < layers; ++l) {
       maps.push_back(out.attention.at(l).select(0, 0));  // [H, S, S]
     }
-    report.attention_maps = at::stack(maps).to(at::kCPU, at::kFloat);
+    report.attention_maps = ToDense<float>(at::stack(maps));
   }
   return report;
 }
 
 }  // namespace
+
+template <typename T>
+DenseArray<T> ToDense(const at::Tensor& t) {
+  const at::Tensor c =
+      t.to(at::kCPU, c10::CppTypeToScalarType<T>::value).contiguous();
+  DenseArray<T> out;
+  out.shape.assign(c.sizes().begin(), c.sizes().end());
+  out.values.assign(c.data_ptr<T>(), c.data_ptr<T>() + c.numel());
+  return out;
+}
+template DenseArray<double> ToDense<double>(const at::Tensor&);
+template DenseArray<float> ToDense<float>(const at::Tensor&);
 
 absl::StatusOr<DiagnoseReport> Diagnose(const model::Encoder& model,
                                         const DiagnoseOptions& options) {

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "server/common/attention_stats.h"
 #include "server/diagnostics/extrapolation.h"
+#include "server/diagnostics/report.h"
 #include "server/model/encoder.h"
 
 namespace encoder::diagnostics {
@@ -24,69 +25,9 @@ namespace encoder::diagnostics {
 std::vector<AttentionHeadStats> ComputeHeadStats(const at::Tensor& probs,
                                                  int64_t layer);
 
-struct DiagnoseOptions {
-  std::vector<int64_t> token_ids;  // the input (already validated)
-  bool permutation = true;
-  bool shift = true;
-  bool structure = true;
-  bool attention_stats = true;
-  bool return_attention_maps = false;
-  std::vector<int64_t> permutation_order;  // empty: seeded random
-  uint64_t permutation_seed = 0;
-  int64_t shift_offset = 7;
-  int64_t structure_positions = 64;
-  // Tolerances for the verdicts; <= 0: defaults (1e-5; rope shift 1e-4).
-  double tolerance = 0;
-  // Runs the extrapolation probe when set (its own source and grid).
-  std::optional<ExtrapolationOptions> extrapolation;
-};
-
-struct PermutationResult {
-  std::vector<int64_t> order;
-  double max_token_error = 0;   // max |f(Px) - P f(x)|
-  double max_pooled_error = 0;  // mean pooling
-  double tolerance = 0;
-  bool equivariant = false;
-  std::string verdict;
-};
-
-struct ShiftResult {
-  int64_t offset = 0;
-  double max_token_error = 0;
-  double max_pooled_error = 0;
-  double tolerance = 0;
-  bool relative_only = false;
-  std::string verdict;
-};
-
-struct StructureResult {
-  std::string kind;  // additive | rotary | bias | none
-  int64_t positions = 0;
-  at::Tensor gram;  // [N, N] float64 (additive)
-  double toeplitz_deviation = 0;
-  std::vector<double> similarity_by_distance;  // k = 0..N-1
-  double min_code_distance = 0;
-  std::vector<int64_t> shift_ks;
-  std::vector<double> shift_residuals;
-  at::Tensor relativity;  // [N, N] float64 (rotary)
-  double relativity_deviation = 0;
-  double norm_ratio_deviation = 0;
-  at::Tensor bias;  // [H, N, N] float64 (bias)
-  std::vector<double> slopes;
-  bool symmetric = false;
-  double symmetry_deviation = 0;
-  bool toeplitz = false;
-};
-
-struct DiagnoseReport {
-  std::optional<PermutationResult> permutation;
-  std::optional<ShiftResult> shift;
-  std::optional<StructureResult> structure;
-  std::vector<AttentionHeadStats> attention_stats;  // layer-major
-  double uniform_entropy = 0;                       // ln S
-  at::Tensor attention_maps;  // [L, H, S, S] float32, if asked
-  std::optional<ExtrapolationResult> extrapolation;
-};
+// A CPU copy of `t` as float64 (double) or float32 (float).
+template <typename T>
+DenseArray<T> ToDense(const at::Tensor& t);
 
 // Runs the requested probes on `model` (a const, thread-safe encoder).
 // InvalidArgument for a bad permutation (not a permutation of 0..S-1) or

@@ -43,8 +43,9 @@ StructureResult AnalyzeRotary(const model::Encoder& model, int64_t n) {
   };
   at::Tensor rq = rotate(q);  // [N, d], row p = R_p q
   at::Tensor rk = rotate(k);
-  result.relativity = at::matmul(rq, rk.t());  // [N, N]
-  result.relativity_deviation = ToeplitzDeviation(result.relativity);
+  const at::Tensor relativity = at::matmul(rq, rk.t());  // [N, N]
+  result.relativity = ToDense<double>(relativity);
+  result.relativity_deviation = ToeplitzDeviation(relativity);
   result.norm_ratio_deviation =
       (rq.norm(2, {1}) / q.norm() - 1).abs().max().item<double>();
   return result;
@@ -58,14 +59,15 @@ StructureResult AnalyzeBias(const model::Encoder& model, int64_t n) {
   at::Tensor positions =
       at::arange(n, at::TensorOptions(model.device()).dtype(at::kLong))
           .unsqueeze(0);  // [1, N]
-  result.bias = model.scheme()
-                    .AttentionBias(positions, positions, at::kDouble)
-                    .select(0, 0)
-                    .to(at::kCPU, at::kDouble);  // [H, N, N]
+  const at::Tensor bias = model.scheme()
+                              .AttentionBias(positions, positions, at::kDouble)
+                              .select(0, 0)
+                              .to(at::kCPU, at::kDouble);  // [H, N, N]
+  result.bias = ToDense<double>(bias);
   result.slopes = model.scheme().Describe().alibi_slopes;
-  result.symmetry_deviation = SymmetryDeviation(result.bias);
+  result.symmetry_deviation = SymmetryDeviation(bias);
   result.symmetric = result.symmetry_deviation < kExactTolerance;
-  result.toeplitz_deviation = ToeplitzDeviation(result.bias);
+  result.toeplitz_deviation = ToeplitzDeviation(bias);
   result.toeplitz = result.toeplitz_deviation <= kExactTolerance;
   return result;
 }

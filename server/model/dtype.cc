@@ -21,6 +21,8 @@ std::string DtypeName(at::ScalarType dtype) {
       return "float16";
     case at::kBFloat16:
       return "bfloat16";
+    case at::kDouble:
+      return "float64";
     default:
       return c10::toString(dtype);
   }

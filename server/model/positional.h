@@ -17,20 +17,9 @@
 
 #include "absl/status/statusor.h"
 #include "server/model/config.h"
+#include "server/model/scheme_description.h"
 
 namespace encoder::model {
-
-// What a scheme reports about itself (model info, diagnostics).
-struct SchemeDescription {
-  std::string name;  // "none", "sinusoidal", ...
-  // Human-readable parameters, e.g. {"base": "10000", "layout": "half"}.
-  std::map<std::string, std::string> params;
-  std::vector<double> alibi_slopes;  // per head, alibi only
-  bool extrapolates = true;          // false: longer than max_positions fails
-  int64_t max_positions = 0;
-  // Where position enters: any of "input", "query_key", "logits".
-  std::vector<std::string> hooks;
-};
 
 class PositionalScheme {
  public:

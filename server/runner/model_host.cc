@@ -2,12 +2,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
+#include "server/diagnostics/diagnostics.h"
+#include "server/model/dtype.h"
 #include "server/tokenizer/byte_tokenizer.h"
 
 namespace encoder::runner {
@@ -76,7 +79,90 @@ absl::StatusOr<batching::BatchProfile> ProfileModel(
   return batching::MeasureBatchProfile(hosted.runner.get(), p);
 }
 
+// The last component of a path: descriptions never reveal host paths.
+std::string BaseName(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// Fills hosted->desc (no_tokenizer_reason and batch_profile are already
+// set) from the loaded model and its effective batching options.
+void Describe(const batching::BatchOptions& batching, HostedModel* hosted) {
+  const model::ModelSpec& spec = hosted->spec;
+  const model::Encoder& encoder = *hosted->encoder;
+  ModelDescription& d = hosted->desc;
+  d.name = spec.name;
+  d.family = spec.family;
+  d.config = spec.config;
+  d.scheme = encoder.scheme().Describe();
+  d.output_dim = encoder.output_dim();
+  d.parameter_count = encoder.parameter_count();
+  d.device = encoder.device().str();
+  d.dtype = model::DtypeName(encoder.dtype());
+  d.precision = PrecisionName(encoder);
+  if (!spec.model_dir.empty()) {
+    d.weights = BaseName(spec.model_dir);
+  } else {
+    d.weights = spec.weights_path.empty() ? absl::StrCat("seed:", spec.seed)
+                                          : BaseName(spec.weights_path);
+  }
+  if (hosted->text_tokenizer != nullptr) {
+    d.tokenizer_kind = hosted->text_tokenizer->kind();
+    d.tokenizer_file = BaseName(spec.tokenizer_path);
+  }
+  d.prompts = spec.prompts;
+  d.default_prompt_name = spec.default_prompt_name;
+  d.include_prompt = spec.include_prompt;
+  d.max_extrapolation_tokens = spec.max_extrapolation_tokens;
+  d.batching = batching;
+}
+
 }  // namespace
+
+batching::SequenceCost HostedModel::Price(
+    const batching::SequenceSpec& spec) const {
+  return runner->Price(spec);
+}
+
+absl::Status HostedModel::Embed(std::shared_ptr<batching::Request> work) const {
+  return batcher->Submit(std::move(work));
+}
+
+int64_t HostedModel::queued_sequences() const {
+  return batcher->queued_sequences();
+}
+
+absl::Status HostedModel::Diagnose(DiagnoseWork work) const {
+  if (!work.done) {
+    return absl::InvalidArgumentError("Diagnose has no completion callback");
+  }
+  using Report = absl::StatusOr<diagnostics::DiagnoseReport>;
+  auto report = std::make_shared<Report>(absl::UnknownError("not run"));
+  batching::SequenceSpec item;
+  // The batcher reads an item's length from its ids.
+  item.token_ids = work.options.token_ids;
+  item.token_ids.resize(std::max<size_t>(item.token_ids.size(),
+                                         static_cast<size_t>(work.length)));
+  item.cost = work.cost;
+  item.run_alone = [model = encoder.get(), report,
+                    options = std::move(work.options)] {
+    *report = diagnostics::Diagnose(*model, options);
+    return report->status();
+  };
+  auto request = std::make_shared<batching::Request>();
+  request->sequences.push_back(std::move(item));
+  request->deadline = work.deadline;
+  request->is_cancelled = std::move(work.is_cancelled);
+  request->done = [report, done = std::move(work.done)](
+                      absl::Status status,
+                      std::vector<batching::SequenceResult> results) {
+    const batching::BatchStats stats =
+        results.empty() ? batching::BatchStats{} : results.front().batch;
+    if (!status.ok()) return done(std::move(status), stats);
+    done(std::move(*report), stats);
+  };
+  return batcher->Submit(std::move(request));
+}
 
 absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> LoadModelTokenizer(
     const model::ModelSpec& spec, std::string* why_none) {
@@ -142,9 +228,10 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Create(
   for (const model::ModelSpec& spec : repository.models) {
     auto hosted = std::make_unique<HostedModel>();
     ASSIGN_OR_RETURN(auto encoder, LoadPrecision(spec, options, hosted.get()));
-    ASSIGN_OR_RETURN(auto tok, LoadModelTokenizer(
-                                   hosted->spec, &hosted->no_tokenizer_reason));
-    hosted->tokenizer = std::move(tok);
+    ASSIGN_OR_RETURN(
+        auto tok,
+        LoadModelTokenizer(hosted->spec, &hosted->desc.no_tokenizer_reason));
+    hosted->text_tokenizer = std::move(tok);
     hosted->encoder = std::move(encoder);
     hosted->runner = std::make_unique<EncoderRunner>(hosted->encoder.get());
     if (options.warm_up) {
@@ -181,10 +268,10 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Create(
         }
         known = profiles.emplace(key, *std::move(measured)).first;
       }
-      hosted->batch_profile = known->second;
+      hosted->desc.batch_profile = known->second;
       o.length_caps = known->second.caps;
     }
-    hosted->batch_options = o;
+    Describe(o, hosted.get());
     hosted->batcher = std::make_unique<batching::Batcher>(
         hosted->runner.get(), o,
         options.make_observer ? options.make_observer(hosted->spec.name)
@@ -198,10 +285,16 @@ ModelHost::~ModelHost() {
   for (auto& m : models_) m->batcher.reset();
 }
 
-const HostedModel* ModelHost::Find(const std::string& name) const {
+std::vector<const ServedModel*> ModelHost::List() const {
+  std::vector<const ServedModel*> all;
+  for (const auto& m : models_) all.push_back(m.get());
+  return all;
+}
+
+const HostedModel* ModelHost::FindHosted(const std::string& name) const {
   const std::string& want = name.empty() ? default_model_ : name;
   for (const auto& m : models_) {
-    if (m->spec.name == want) return m.get();
+    if (m->desc.name == want) return m.get();
   }
   return nullptr;
 }

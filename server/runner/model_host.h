@@ -1,6 +1,6 @@
 // Hosts the models of a repository: for each, the encoder, its runner and
-// its batcher (one worker per model). Built once at start-up; read-only and
-// thread-safe afterwards, except DrainAll.
+// its batcher (one worker per model), behind the ServedModel handle. Built
+// once at start-up; read-only and thread-safe afterwards, except DrainAll.
 #ifndef ENCODER_SERVER_RUNNER_MODEL_HOST_H_
 #define ENCODER_SERVER_RUNNER_MODEL_HOST_H_
 
@@ -17,6 +17,7 @@
 #include "server/model/model_repository.h"
 #include "server/runner/encoder_runner.h"
 #include "server/runner/precision_choice.h"
+#include "server/runner/served_model.h"
 #include "server/tokenizer/tokenizer.h"
 
 namespace encoder::runner {
@@ -54,24 +55,36 @@ struct HostOptions {
       make_observer;
 };
 
-struct HostedModel {
+// One loaded model: what start-up builds (encoder, tokenizer, runner,
+// batcher) and the handle the service uses (ServedModel). The fields are for
+// start-up code and tests; the service sees only the interface.
+class HostedModel final : public ServedModel {
+ public:
+  const ModelDescription& description() const override { return desc; }
+  const tokenizer::Tokenizer* tokenizer() const override {
+    return text_tokenizer.get();
+  }
+  batching::SequenceCost Price(
+      const batching::SequenceSpec& spec) const override;
+  absl::Status Embed(std::shared_ptr<batching::Request> work) const override;
+  int64_t queued_sequences() const override;
+  absl::Status Diagnose(DiagnoseWork work) const override;
+
   model::ModelSpec spec;
   std::unique_ptr<model::Encoder> encoder;
   // Text -> ids for this model (the byte tokenizer unless the repository
   // entry names one). Thread-safe.
-  std::unique_ptr<tokenizer::Tokenizer> tokenizer;  // null: ids only
-  std::string no_tokenizer_reason;                  // why `tokenizer` is null
+  std::unique_ptr<tokenizer::Tokenizer> text_tokenizer;  // null: ids only
   std::unique_ptr<EncoderRunner> runner;
   // What --dtype auto measured for this model (empty otherwise).
   std::vector<PrecisionTrial> precision_trials;
-  batching::BatchOptions batch_options;
-  // What the start-up profile measured (empty when it was off); its caps
-  // are batch_options.length_caps.
-  batching::BatchProfile batch_profile;
+  // Filled once loading is done; its batching options and batch profile
+  // are the ones the batcher runs with.
+  ModelDescription desc;
   std::unique_ptr<batching::Batcher> batcher;  // destroyed first
 };
 
-class ModelHost {
+class ModelHost final : public ModelCatalog {
  public:
   // Loads every model of the repository (weights, tokenizer, device,
   // warm-up) and starts its batcher. Fails on the first model that cannot be
@@ -79,22 +92,29 @@ class ModelHost {
   static absl::StatusOr<std::unique_ptr<ModelHost>> Create(
       const model::Repository& repository, const HostOptions& options);
 
-  ~ModelHost();
+  ~ModelHost() override;
 
-  // The model by name; an empty name gives the default. nullptr: unknown.
-  const HostedModel* Find(const std::string& name) const;
+  // ModelCatalog.
+  const ServedModel* Find(const std::string& name) const override {
+    return FindHosted(name);
+  }
+  std::vector<const ServedModel*> List() const override;
+  const std::string& default_model() const override { return default_model_; }
+  int64_t batch_memory_budget_bytes() const override {
+    return budget_->capacity();
+  }
+  bool DrainAll(absl::Time deadline) override;
+
+  // The model with what it is built of (start-up and tests), by name as
+  // Find; nullptr: unknown.
+  const HostedModel* FindHosted(const std::string& name) const;
   const std::vector<std::unique_ptr<HostedModel>>& models() const {
     return models_;
   }
-  const std::string& default_model() const { return default_model_; }
   const HostOptions& options() const { return options_; }
   // The budget every model's batches and Diagnose calls share (bytes held
   // at once). Thread-safe.
   batching::MemoryBudget* memory_budget() const { return budget_.get(); }
-
-  // Stops every batcher accepting and waits for accepted work, up to
-  // `deadline`. Returns whether everything completed.
-  bool DrainAll(absl::Time deadline);
 
  private:
   ModelHost() = default;

@@ -12,19 +12,17 @@
 namespace encoder::service {
 namespace {
 
-void PackMatrix(const at::Tensor& t, v1::Tensor* out) {
-  if (!t.defined()) return;
-  at::Tensor c = t.to(at::kCPU, at::kDouble).contiguous();
-  PackFloat64(c.data_ptr<double>(), c.numel(),
-              std::vector<int64_t>(c.sizes().begin(), c.sizes().end()), out);
+void PackMatrix(const diagnostics::DenseArray<double>& m, v1::Tensor* out) {
+  if (!m.present()) return;
+  PackFloat64(m.values.data(), m.values.size(), m.shape, out);
 }
 
 }  // namespace
 
 absl::StatusOr<diagnostics::DiagnoseOptions> BuildDiagnoseOptions(
-    const v1::DiagnoseRequest& request, const runner::HostedModel& model,
+    const v1::DiagnoseRequest& request, const runner::ServedModel& model,
     const DiagnoseLimits& limits) {
-  const model::ModelConfig& c = model.spec.config;
+  const model::ModelConfig& c = model.description().config;
   diagnostics::DiagnoseOptions o;
   switch (request.input_case()) {
     case v1::DiagnoseRequest::kTokenIds:
@@ -62,7 +60,7 @@ absl::StatusOr<diagnostics::DiagnoseOptions> BuildDiagnoseOptions(
   if (n > max_len) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the input has ", n, " tokens; Diagnose accepts at most ", max_len,
-        " for model \"", model.spec.name, "\" (--max-diagnose-tokens=",
+        " for model \"", model.name(), "\" (--max-diagnose-tokens=",
         limits.max_tokens, ", model limit ", c.max_length(), ")"));
   }
   for (int64_t id : o.token_ids) {
@@ -119,15 +117,15 @@ absl::StatusOr<diagnostics::DiagnoseOptions> BuildDiagnoseOptions(
 }
 
 void FillDiagnoseResponse(const diagnostics::DiagnoseReport& report,
-                          const runner::HostedModel& model,
+                          const runner::ServedModel& model,
                           const diagnostics::DiagnoseOptions& options,
                           v1::DiagnoseResponse* response) {
-  response->set_model(model.spec.name);
-  response->set_scheme(model.encoder->scheme().Describe().name);
+  response->set_model(model.name());
+  response->set_scheme(model.description().scheme.name);
   for (int64_t id : options.token_ids) {
     response->add_token_ids(id);
-    response->add_token_labels(model.tokenizer != nullptr
-                                   ? model.tokenizer->Label(id)
+    response->add_token_labels(model.tokenizer() != nullptr
+                                   ? model.tokenizer()->Label(id)
                                    : absl::StrCat("#", id));
   }
   if (report.permutation) {
@@ -175,10 +173,8 @@ void FillDiagnoseResponse(const diagnostics::DiagnoseReport& report,
     PackAttentionStats(h, response->add_attention_stats());
   }
   response->set_uniform_entropy(report.uniform_entropy);
-  if (report.attention_maps.defined()) {
-    at::Tensor m = report.attention_maps.to(at::kCPU, at::kFloat).contiguous();
-    PackFloat32(m.data_ptr<float>(), m.numel(),
-                std::vector<int64_t>(m.sizes().begin(), m.sizes().end()),
+  if (const auto& m = report.attention_maps; m.present()) {
+    PackFloat32(m.values.data(), m.values.size(), m.shape,
                 response->mutable_attention_maps());
   }
 }

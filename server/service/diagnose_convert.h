@@ -4,8 +4,8 @@
 
 #include "absl/status/statusor.h"
 #include "encoder/v1/encoder.pb.h"
-#include "server/diagnostics/diagnostics.h"
-#include "server/runner/model_host.h"
+#include "server/diagnostics/report.h"
+#include "server/runner/served_model.h"
 
 namespace encoder::service {
 
@@ -21,11 +21,11 @@ inline constexpr int64_t kMaxShiftOffset = int64_t{1} << 20;
 // that is negative or not finite, or structure_positions over
 // limits.max_structure_positions (messages name the limit).
 absl::StatusOr<diagnostics::DiagnoseOptions> BuildDiagnoseOptions(
-    const v1::DiagnoseRequest& request, const runner::HostedModel& model,
+    const v1::DiagnoseRequest& request, const runner::ServedModel& model,
     const DiagnoseLimits& limits);
 
 void FillDiagnoseResponse(const diagnostics::DiagnoseReport& report,
-                          const runner::HostedModel& model,
+                          const runner::ServedModel& model,
                           const diagnostics::DiagnoseOptions& options,
                           v1::DiagnoseResponse* response);
 

@@ -16,9 +16,9 @@
 namespace encoder::service {
 namespace {
 
-std::string ModelNames(const runner::ModelHost& host) {
+std::string ModelNames(const runner::ModelCatalog& host) {
   std::vector<std::string> names;
-  for (const auto& m : host.models()) names.push_back(m->spec.name);
+  for (const auto& m : host.List()) names.push_back(m->name());
   return absl::StrJoin(names, ", ");
 }
 
@@ -118,11 +118,11 @@ std::string LengthLimitReason(const model::ModelConfig& c) {
 }  // namespace
 
 absl::Status CheckCost(const batching::SequenceSpec& spec,
-                       const runner::HostedModel& model,
+                       const runner::ServedModel& model,
                        const std::string& what) {
   const int64_t n = static_cast<int64_t>(spec.token_ids.size());
   const int64_t need = spec.cost.At(n);
-  const int64_t budget = model.batch_options.max_batch_cost_bytes;
+  const int64_t budget = model.description().batching.max_batch_cost_bytes;
   if (budget <= 0 || need <= budget) return absl::OkStatus();
   constexpr double kMiB = 1 << 20;
   return MarkTooLarge(absl::ResourceExhaustedError(absl::StrFormat(
@@ -130,28 +130,28 @@ absl::Status CheckCost(const batching::SequenceSpec& spec,
       "batch memory budget of %.1f MiB (--batch-memory-budget-bytes, "
       "derived from --memory-limit-bytes); send a shorter input, or ask for "
       "fewer attention maps or hidden states%s",
-      what, n, need / kMiB, model.spec.name, budget / kMiB,
+      what, n, need / kMiB, model.name(), budget / kMiB,
       spec.want_attention_stats
           ? " (attention statistics keep every layer's maps)"
           : "")));
 }
 
 std::string UnknownModelMessage(const std::string& requested,
-                                const runner::ModelHost& host) {
+                                const runner::ModelCatalog& host) {
   return absl::StrCat("model ", QuoteInput(requested),
                       " not found; available: ", ModelNames(host));
 }
 
 absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
-                                           const runner::ModelHost& host,
+                                           const runner::ModelCatalog& host,
                                            const ServiceLimits& limits) {
   PreparedEmbed p;
   p.model = host.Find(request.model());
   if (p.model == nullptr) {
     return absl::NotFoundError(UnknownModelMessage(request.model(), host));
   }
-  const model::ModelConfig& config = p.model->spec.config;
-  const std::string& name = p.model->spec.name;
+  const model::ModelConfig& config = p.model->description().config;
+  const std::string& name = p.model->name();
   if (request.inputs_size() == 0) {
     return absl::InvalidArgumentError("request has no inputs");
   }
@@ -178,7 +178,7 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
                      "POOLING_MEAN, POOLING_FIRST)"));
   }
   if (request.has_dimensions()) {
-    const int64_t width = p.model->encoder->output_dim();
+    const int64_t width = p.model->description().output_dim;
     if (request.dimensions() < 1 || request.dimensions() > width) {
       return absl::InvalidArgumentError(
           absl::StrCat("dimensions is ", request.dimensions(), "; model \"",
@@ -273,7 +273,7 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
                   &spec.token_ids);
       truncated = true;
     }
-    spec.cost = p.model->runner->Price(spec);
+    spec.cost = p.model->Price(spec);
     RETURN_IF_ERROR(CheckCost(spec, *p.model, absl::StrCat("inputs[", i, "]")));
     p.total_tokens += static_cast<int64_t>(spec.token_ids.size());
     p.truncated.push_back(truncated);
@@ -295,7 +295,7 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
 }
 
 int64_t EstimateResponseBytes(const PreparedEmbed& p) {
-  const model::ModelConfig& c = p.model->spec.config;
+  const model::ModelConfig& c = p.model->description().config;
   int64_t bytes = 256;
   for (const batching::SequenceSpec& s : p.sequences) {
     const int64_t n = static_cast<int64_t>(s.token_ids.size());
@@ -332,7 +332,7 @@ void FillEmbedResponse(const v1::EmbedRequest& request,
                        const PreparedEmbed& prepared,
                        const std::vector<batching::SequenceResult>& results,
                        double total_ms, v1::EmbedResponse* response) {
-  response->set_model(prepared.model->spec.name);
+  response->set_model(prepared.model->name());
   response->set_request_id(request.request_id());
   double queue_ms = 0, inference_ms = 0;
   for (size_t i = 0; i < results.size(); ++i) {
@@ -354,7 +354,7 @@ void FillEmbedResponse(const v1::EmbedRequest& request,
       const batching::SequenceSpec& spec = prepared.sequences[i];
       for (int64_t l : spec.attention_layers) out->add_attention_layers(l);
       if (!spec.average_heads) {
-        const int64_t heads = prepared.model->spec.config.num_heads;
+        const int64_t heads = prepared.model->description().config.num_heads;
         if (spec.attention_heads.empty()) {
           for (int64_t h = 0; h < heads; ++h) out->add_attention_heads(h);
         } else {

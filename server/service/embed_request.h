@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "encoder/v1/encoder.pb.h"
 #include "server/batching/types.h"
-#include "server/runner/model_host.h"
+#include "server/runner/served_model.h"
 #include "server/service/unread_responses.h"
 
 namespace encoder::service {
@@ -28,7 +28,7 @@ struct ServiceLimits {
 };
 
 struct PreparedEmbed {
-  const runner::HostedModel* model = nullptr;
+  const runner::ServedModel* model = nullptr;
   std::vector<batching::SequenceSpec> sequences;
   std::vector<bool> truncated;
   int64_t total_tokens = 0;
@@ -44,20 +44,20 @@ struct PreparedEmbed {
 // send limit or an input would not fit the batch memory budget. Messages name
 // the input index and the limit. Every sequence comes back priced.
 absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
-                                           const runner::ModelHost& host,
+                                           const runner::ModelCatalog& host,
                                            const ServiceLimits& limits);
 
 // RESOURCE_EXHAUSTED when `spec` (priced, see SequenceCost) cannot run
 // within the model's batch memory budget, naming the cost and the limit;
 // `what` names the input in the message ("inputs[3]").
 absl::Status CheckCost(const batching::SequenceSpec& spec,
-                       const runner::HostedModel& model,
+                       const runner::ServedModel& model,
                        const std::string& what);
 
 // NOT_FOUND's message for a model name no model has: a short quote of the
 // name and the names that exist.
 std::string UnknownModelMessage(const std::string& requested,
-                                const runner::ModelHost& host);
+                                const runner::ModelCatalog& host);
 
 // Upper estimate of the serialized response size in bytes.
 int64_t EstimateResponseBytes(const PreparedEmbed& prepared);

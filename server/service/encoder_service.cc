@@ -120,19 +120,18 @@ EncoderServiceImpl::EncoderServiceImpl(metrics::Metrics* metrics,
     : metrics_(metrics),
       limits_(limits),
       diagnose_limits_(diagnose_limits),
-      unread_(
-          limits.unread,
-          [metrics](int64_t bytes) { metrics->UnreadResponseBytes(bytes); }),
-      diagnose_queue_(diagnose_limits.max_pending) {}
+      unread_(limits.unread, [metrics](int64_t bytes) {
+        metrics->UnreadResponseBytes(bytes);
+      }) {}
 
 EncoderServiceImpl::~EncoderServiceImpl() = default;
 
-runner::ModelHost* EncoderServiceImpl::Admit(grpc::Status* refusal) const {
+runner::ModelCatalog* EncoderServiceImpl::Admit(grpc::Status* refusal) const {
   if (draining()) {
     *refusal = kDraining;
     return nullptr;
   }
-  runner::ModelHost* host = host_.load();
+  runner::ModelCatalog* host = host_.load();
   if (host == nullptr) {
     *refusal = ToGrpcStatus(absl::UnavailableError(kLoadingMessage));
   }
@@ -198,29 +197,29 @@ void EncoderServiceImpl::SubmitEmbed(
     done(status);
   };
   const absl::Status draining = absl::UnavailableError(kDrainingMessage);
-  runner::ModelHost* host = host_.load();
+  runner::ModelCatalog* host = host_.load();
   if (draining_.load() || host == nullptr) {
     // Count refusals while draining under the model they named.
-    const runner::HostedModel* m =
+    const runner::ServedModel* m =
         host == nullptr ? nullptr : host->Find(request->model());
     return finish(
-        m == nullptr ? "" : m->spec.name,
+        m == nullptr ? "" : m->name(),
         draining_.load() ? draining : absl::UnavailableError(kLoadingMessage));
   }
   auto prepared = PrepareEmbed(*request, *host, limits_);
   if (!prepared.ok()) {
-    const runner::HostedModel* m = host->Find(request->model());
-    return finish(m ? m->spec.name : "", prepared.status());
+    const runner::ServedModel* m = host->Find(request->model());
+    return finish(m ? m->name() : "", prepared.status());
   }
   // The response is counted as owed to this connection from now on.
   auto reserved = unread_.Reserve(call.peer, EstimateResponseBytes(*prepared));
   if (!reserved.ok()) {
-    return finish(prepared->model->spec.name, reserved.status());
+    return finish(prepared->model->name(), reserved.status());
   }
   auto reservation =
       std::make_shared<UnreadResponses::Hold>(*std::move(reserved));
   auto shared = std::make_shared<PreparedEmbed>(*std::move(prepared));
-  const std::string model = shared->model->spec.name;
+  const std::string model = shared->model->name();
   for (const auto& sequence : shared->sequences) {
     metrics_->InputTokens(model,
                           static_cast<int64_t>(sequence.token_ids.size()));
@@ -252,7 +251,7 @@ void EncoderServiceImpl::SubmitEmbed(
     reservation->Reset();
     finish(model, status);
   };
-  absl::Status submitted = shared->model->batcher->Submit(work);
+  absl::Status submitted = shared->model->Embed(work);
   if (!submitted.ok()) {
     if (submitted.code() == absl::StatusCode::kUnavailable) {
       return finish(model, draining);
@@ -309,15 +308,15 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::ListModels(
   const absl::Time start = absl::Now();
   metrics_->InFlight("ListModels", +1);
   grpc::Status refusal;
-  runner::ModelHost* host = Admit(&refusal);
+  runner::ModelCatalog* host = Admit(&refusal);
   if (host == nullptr) {
     FinishUnary(reactor, "ListModels", "", start, refusal);
     return reactor;
   }
   response->set_default_model(host->default_model());
-  for (const auto& m : host->models()) {
+  for (const auto& m : host->List()) {
     v1::ModelInfo* info = response->add_models();
-    FillModelInfo(*m, m->spec.name == host->default_model(), info);
+    FillModelInfo(m->description(), m->name() == host->default_model(), info);
     info->set_max_extrapolation_tokens(
         static_cast<int32_t>(MaxExtrapolationTokens(*m, diagnose_limits_)));
   }
@@ -346,7 +345,7 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Diagnose(
   v1::DiagnoseResponse* response = &call->response;
   reactor->access.model = request->model();
   grpc::Status refusal;
-  runner::ModelHost* host = Admit(&refusal);
+  runner::ModelCatalog* host = Admit(&refusal);
   if (host == nullptr) {
     FinishUnary(reactor, "Diagnose", "", start, refusal);
     return reactor;
@@ -355,7 +354,7 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Diagnose(
     FinishUnary(reactor, "Diagnose", "", start, ToGrpcStatus(unread));
     return reactor;
   }
-  const runner::HostedModel* model = host->Find(request->model());
+  const runner::ServedModel* model = host->Find(request->model());
   if (model == nullptr) {
     FinishUnary(reactor, "Diagnose", "", start,
                 ToGrpcStatus(absl::NotFoundError(
@@ -364,7 +363,7 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Diagnose(
   }
   auto options = BuildDiagnoseOptions(*request, *model, diagnose_limits_);
   if (!options.ok()) {
-    FinishUnary(reactor, "Diagnose", model->spec.name, start,
+    FinishUnary(reactor, "Diagnose", model->name(), start,
                 ToGrpcStatus(options.status()));
     return reactor;
   }
@@ -376,76 +375,82 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Diagnose(
   if (options->extrapolation) {
     priced.token_ids.resize(std::max<int64_t>(
         static_cast<int64_t>(priced.token_ids.size()),
-        LongestExtrapolationRun(*options->extrapolation, model->spec.config)));
+        LongestExtrapolationRun(*options->extrapolation,
+                                model->description().config)));
   }
   priced.want_attention_stats = true;
   priced.attention_layers = {0};
-  priced.cost = model->runner->Price(priced);
+  priced.cost = model->Price(priced);
   if (absl::Status s = CheckCost(priced, *model,
                                  options->extrapolation
                                      ? "the extrapolation probe's longest run"
                                      : "the Diagnose input");
       !s.ok()) {
-    FinishUnary(reactor, "Diagnose", model->spec.name, start, ToGrpcStatus(s));
+    FinishUnary(reactor, "Diagnose", model->name(), start, ToGrpcStatus(s));
     return reactor;
   }
   reactor->access.inputs = 1;
   reactor->access.tokens = static_cast<int64_t>(options->token_ids.size());
-  const int64_t cost =
-      priced.cost.At(static_cast<int64_t>(priced.token_ids.size()));
-  batching::MemoryBudget* budget = host->memory_budget();
+  // Waiting or running, across models.
+  if (diagnose_pending_.fetch_add(1) >= diagnose_limits_.max_pending) {
+    diagnose_pending_.fetch_sub(1);
+    FinishUnary(reactor, "Diagnose", model->name(), start,
+                ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
+                    "too many Diagnose calls waiting or running (",
+                    "--max-pending-diagnose=", diagnose_limits_.max_pending,
+                    "); retry later"))));
+    return reactor;
+  }
   const int64_t max_send = limits_.max_send_message_bytes;
-  auto task = [this, reactor, model, call, response, response_bytes, start,
-               max_send, context, budget, cost, opts = *std::move(options)] {
-    reactor->access.queue_ms = MillisSince(start);
-    if (context->IsCancelled()) {
-      FinishUnary(reactor, "Diagnose", model->spec.name, start,
-                  ToGrpcStatus(absl::CancelledError("call cancelled")));
-      return;
-    }
-    budget->Acquire(cost);
-    const absl::Time run_start = absl::Now();
-    diagnostics::DiagnoseOptions run = opts;
-    if (run.extrapolation) {
-      run.extrapolation->is_cancelled = [context] {
-        return context->IsCancelled();
-      };
-    }
-    auto report = diagnostics::Diagnose(*model->encoder, run);
-    budget->Release(cost);
-    reactor->access.inference_ms = MillisSince(run_start);
+  const int64_t max_tokens = MaxExtrapolationTokens(*model, diagnose_limits_);
+  runner::DiagnoseWork work;
+  work.options = *options;
+  if (work.options.extrapolation) {
+    work.options.extrapolation->is_cancelled = [context] {
+      return context->IsCancelled();
+    };
+  }
+  work.length = static_cast<int64_t>(priced.token_ids.size());
+  work.cost = priced.cost;
+  work.deadline = CallDeadline(context);
+  work.is_cancelled = [context] { return context->IsCancelled(); };
+  work.done = [this, reactor, model, call, response, response_bytes, start,
+               max_send, max_tokens, context, opts = *std::move(options)](
+                  absl::StatusOr<diagnostics::DiagnoseReport> report,
+                  const batching::BatchStats& ran) {
+    reactor->access.queue_ms = ran.queue_seconds * 1e3;
+    reactor->access.inference_ms = ran.inference_seconds * 1e3;
     grpc::Status status = ToGrpcStatus(report.status());
     if (report.ok()) {
       FillDiagnoseResponse(*report, *model, opts, response);
       if (report->extrapolation) {
         FillExtrapolation(*report->extrapolation, *opts.extrapolation,
-                          MaxExtrapolationTokens(*model, diagnose_limits_),
-                          response->mutable_extrapolation());
+                          max_tokens, response->mutable_extrapolation());
       }
       const int64_t bytes = static_cast<int64_t>(response->ByteSizeLong());
       if (bytes > max_send) {
         response->Clear();
-        status = ToGrpcStatus(absl::ResourceExhaustedError(
-            absl::StrCat("the diagnosis is ", bytes,
-                         " bytes, over the send "
-                         "limit of ",
-                         max_send,
-                         " bytes; ask for fewer "
-                         "structure_positions, a shorter input, or no "
-                         "attention maps")));
+        status = ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
+            "the diagnosis is ", bytes, " bytes, over the send limit of ",
+            max_send,
+            " bytes; ask for fewer structure_positions, a shorter input, or "
+            "no attention maps")));
       }
     }
     const grpc::Status out =
         SerializeOnSuccess(status, *response, response_bytes);
-    FinishUnary(reactor, "Diagnose", model->spec.name, start, out,
+    diagnose_pending_.fetch_sub(1);
+    FinishUnary(reactor, "Diagnose", model->name(), start, out,
                 out.ok() ? HoldUnread(context, response_bytes->Length())
                          : UnreadResponses::Hold());
   };
-  if (!diagnose_queue_.TrySubmit(std::move(task))) {
-    FinishUnary(reactor, "Diagnose", model->spec.name, start,
-                ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
-                    "too many Diagnose calls queued (",
-                    diagnose_limits_.max_pending, "); retry later"))));
+  if (absl::Status submitted = model->Diagnose(std::move(work));
+      !submitted.ok()) {
+    diagnose_pending_.fetch_sub(1);
+    FinishUnary(reactor, "Diagnose", model->name(), start,
+                ToGrpcStatus(submitted.code() == absl::StatusCode::kUnavailable
+                                 ? absl::UnavailableError(kDrainingMessage)
+                                 : submitted));
   }
   return reactor;
 }
@@ -467,7 +472,7 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::RunInline(
   const absl::Time start = absl::Now();
   metrics_->InFlight(rpc, +1);
   grpc::Status refusal;
-  runner::ModelHost* host = Admit(&refusal);
+  runner::ModelCatalog* host = Admit(&refusal);
   if (host == nullptr) {
     FinishUnary(reactor, rpc, "", start, refusal);
     return reactor;
@@ -494,7 +499,7 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Tokenize(
     grpc::ByteBuffer* response) {
   return RunInline<v1::TokenizeRequest, v1::TokenizeResponse>(
       "Tokenize", context, request, response,
-      [this](const v1::TokenizeRequest& r, const runner::ModelHost& host,
+      [this](const v1::TokenizeRequest& r, const runner::ModelCatalog& host,
              v1::TokenizeResponse* out) {
         return RunTokenize(r, host, tokenize_limits_, out);
       });
@@ -505,7 +510,7 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Decode(
     grpc::ByteBuffer* response) {
   return RunInline<v1::DecodeRequest, v1::DecodeResponse>(
       "Decode", context, request, response,
-      [this](const v1::DecodeRequest& r, const runner::ModelHost& host,
+      [this](const v1::DecodeRequest& r, const runner::ModelCatalog& host,
              v1::DecodeResponse* out) {
         return RunDecode(r, host, tokenize_limits_, out);
       });

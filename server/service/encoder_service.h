@@ -14,12 +14,11 @@
 #include "encoder/v1/encoder.grpc.pb.h"
 #include "server/logging/access_log.h"
 #include "server/metrics/metrics.h"
-#include "server/runner/model_host.h"
+#include "server/runner/served_model.h"
 #include "server/service/auth_interceptor.h"
 #include "server/service/embed_request.h"
 #include "server/service/tokenize_rpc.h"
 #include "server/service/unread_responses.h"
-#include "server/service/work_queue.h"
 
 namespace encoder::service {
 
@@ -28,7 +27,9 @@ using logging::AccessRecord;
 struct DiagnoseLimits {
   int64_t max_tokens = 512;               // input length for Diagnose
   int64_t max_structure_positions = 512;  // N of Gram / bias matrices
-  int64_t max_pending = 16;               // queued Diagnose calls
+  // Diagnose calls waiting or running, across models
+  // (--max-pending-diagnose).
+  int64_t max_pending = 16;
   // Longest input of the extrapolation probe (a repository entry may set
   // its own).
   int64_t max_extrapolation_tokens = 2048;
@@ -82,7 +83,7 @@ class EncoderServiceImpl final : public EncoderServiceBase {
   ~EncoderServiceImpl() override;
 
   // Makes the loaded models available; `host` must outlive the service.
-  void SetHost(runner::ModelHost* host) { host_.store(host); }
+  void SetHost(runner::ModelCatalog* host) { host_.store(host); }
 
   // Calls must carry a token `auth` accepts (none when never set). `auth`
   // must outlive the service; set before serving.
@@ -92,7 +93,7 @@ class EncoderServiceImpl final : public EncoderServiceBase {
   void StartDraining() { draining_.store(true); }
   bool draining() const { return draining_.load(); }
   // The models, once SetHost has run; else null.
-  runner::ModelHost* host() const { return host_.load(); }
+  runner::ModelCatalog* host() const { return host_.load(); }
   const ServiceLimits& limits() const { return limits_; }
   const DiagnoseLimits& diagnose_limits() const { return diagnose_limits_; }
 
@@ -177,7 +178,7 @@ class EncoderServiceImpl final : public EncoderServiceBase {
                    UnreadResponses::Hold unread = {});
   // The host if calls may proceed; else nullptr and `*refusal` is set
   // (models loading, or draining).
-  runner::ModelHost* Admit(grpc::Status* refusal) const;
+  runner::ModelCatalog* Admit(grpc::Status* refusal) const;
   // OK, or UNAUTHENTICATED for a missing or refused bearer token.
   grpc::Status Authenticate(const grpc::CallbackServerContext* context) const;
   // Finishes `reactor` at once with `status` (a call refused on entry).
@@ -187,7 +188,7 @@ class EncoderServiceImpl final : public EncoderServiceBase {
   void FinishLogged(HoldingReactor* reactor, const grpc::Status& status,
                     UnreadResponses::Hold unread = {});
 
-  std::atomic<runner::ModelHost*> host_{nullptr};
+  std::atomic<runner::ModelCatalog*> host_{nullptr};
   const EdgeAuth* auth_ = nullptr;
   metrics::Metrics* metrics_;
   const ServiceLimits limits_;
@@ -195,9 +196,9 @@ class EncoderServiceImpl final : public EncoderServiceBase {
   const TokenizeLimits tokenize_limits_;
   std::atomic<bool> draining_{false};
   UnreadResponses unread_;
-  // Diagnose runs several forward passes: off the gRPC threads, one at a
-  // time, with a bounded queue.
-  WorkQueue diagnose_queue_;
+  // Diagnose calls waiting or running (on the models' batchers), at most
+  // diagnose_limits_.max_pending.
+  std::atomic<int64_t> diagnose_pending_{0};
 };
 
 }  // namespace encoder::service

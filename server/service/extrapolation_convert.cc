@@ -60,10 +60,10 @@ absl::StatusOr<std::vector<int64_t>> Grid(const v1::ExtrapolationOptions& r,
 
 }  // namespace
 
-int64_t MaxExtrapolationTokens(const runner::HostedModel& model,
+int64_t MaxExtrapolationTokens(const runner::ServedModel& model,
                                const DiagnoseLimits& limits) {
-  return model.spec.max_extrapolation_tokens > 0
-             ? model.spec.max_extrapolation_tokens
+  return model.description().max_extrapolation_tokens > 0
+             ? model.description().max_extrapolation_tokens
              : limits.max_extrapolation_tokens;
 }
 
@@ -90,10 +90,10 @@ std::vector<int64_t> SeededRandomIds(int64_t n, uint64_t seed, int64_t vocab) {
 }
 
 absl::Status BuildExtrapolation(const v1::DiagnoseRequest& request,
-                                const runner::HostedModel& model,
+                                const runner::ServedModel& model,
                                 const DiagnoseLimits& limits,
                                 diagnostics::DiagnoseOptions* options) {
-  const model::ModelConfig& c = model.spec.config;
+  const model::ModelConfig& c = model.description().config;
   const v1::ExtrapolationOptions& r = request.extrapolation_options();
   const int64_t limit = MaxExtrapolationTokens(model, limits);
   const diagnostics::SchemeReach reach = diagnostics::AnalyzeReach(c);

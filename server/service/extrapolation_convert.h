@@ -8,8 +8,8 @@
 
 #include "absl/status/status.h"
 #include "encoder/v1/encoder.pb.h"
-#include "server/diagnostics/diagnostics.h"
-#include "server/runner/model_host.h"
+#include "server/diagnostics/report.h"
+#include "server/runner/served_model.h"
 
 namespace encoder::service {
 
@@ -23,7 +23,7 @@ inline constexpr int64_t kDefaultExtrapolationPrefix = 8;
 
 // The longest input the probe runs on `model`: the repository entry's
 // max_extrapolation_tokens, else limits.max_extrapolation_tokens.
-int64_t MaxExtrapolationTokens(const runner::HostedModel& model,
+int64_t MaxExtrapolationTokens(const runner::ServedModel& model,
                                const DiagnoseLimits& limits);
 
 // The lengths of an empty grid: `points` lengths spaced geometrically from
@@ -39,7 +39,7 @@ std::vector<int64_t> DefaultGrid(int64_t trained, double multiple,
 // a length over the limit (the message names it), too many points, a bad
 // max_multiple or prefix_length.
 absl::Status BuildExtrapolation(const v1::DiagnoseRequest& request,
-                                const runner::HostedModel& model,
+                                const runner::ServedModel& model,
                                 const DiagnoseLimits& limits,
                                 diagnostics::DiagnoseOptions* options);
 

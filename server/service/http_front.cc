@@ -16,8 +16,7 @@
 #include "google/protobuf/stubs/common.h"
 #include "server/common/status_macros.h"
 #include "server/logging/access_log.h"
-#include "server/model/model_repository.h"
-#include "server/runner/precision_choice.h"
+#include "server/model/config.h"
 #include "server/service/openai_embeddings.h"
 #include "server/service/status_util.h"
 
@@ -228,7 +227,7 @@ class HttpFront::Handlers {
   void Models(const httplib::Request& q, httplib::Response& r,
               const std::string& one) {
     absl::Status status = Authenticate(q, false);
-    runner::ModelHost* host = service_->host();
+    runner::ModelCatalog* host = service_->host();
     if (status.ok() && (host == nullptr || service_->draining())) {
       status =
           absl::UnavailableError(host == nullptr ? "models are still loading"
@@ -239,12 +238,12 @@ class HttpFront::Handlers {
       return SendError(r, status);
     }
     json data = json::array();
-    for (const auto& m : host->models()) {
-      json entry = {{"id", m->spec.name},
+    for (const auto& m : host->List()) {
+      json entry = {{"id", m->name()},
                     {"object", "model"},
                     {"created", 0},
                     {"owned_by", "encoder-server"}};
-      if (!one.empty() && m->spec.name == one) {
+      if (!one.empty() && m->name() == one) {
         Count(kModelsRpc, absl::OkStatus());
         return SendJson(r, 200, entry);
       }
@@ -272,7 +271,7 @@ class HttpFront::Handlers {
     if (absl::Status auth = Authenticate(q, true); !auth.ok()) {
       return SendError(r, auth);
     }
-    runner::ModelHost* host = service_->host();
+    runner::ModelCatalog* host = service_->host();
     if (host == nullptr) {
       return SendJson(r, 503, {{"status", "loading"}});
     }
@@ -288,7 +287,7 @@ class HttpFront::Handlers {
       return SendJson(r, 200, {{"status", "ready"}, {"model", *model}});
     }
     json names = json::array();
-    for (const auto& m : host->models()) names.push_back(m->spec.name);
+    for (const auto& m : host->List()) names.push_back(m->name());
     SendJson(r, 200, {{"status", "ready"}, {"models", names}});
   }
 
@@ -320,38 +319,37 @@ class HttpFront::Handlers {
            limits.unread.per_connection_bytes},
           {"http_max_body_bytes", options_.http.max_body_bytes},
           {"http_max_connections", options_.http.max_connections},
-          {"max_diagnose_tokens", service_->diagnose_limits().max_tokens}}},
+          {"max_diagnose_tokens", service_->diagnose_limits().max_tokens},
+          {"max_pending_diagnose", service_->diagnose_limits().max_pending}}},
         {"models", json::array()}};
-    if (runner::ModelHost* host = service_->host(); host != nullptr) {
+    if (runner::ModelCatalog* host = service_->host(); host != nullptr) {
       info["default_model"] = host->default_model();
-      if (host->memory_budget() != nullptr) {
-        info["limits"]["batch_memory_budget_bytes"] =
-            host->memory_budget()->capacity();
-      }
-      for (const auto& m : host->models()) {
-        const model::ModelConfig& c = m->spec.config;
+      info["limits"]["batch_memory_budget_bytes"] =
+          host->batch_memory_budget_bytes();
+      for (const runner::ServedModel* m : host->List()) {
+        const runner::ModelDescription& d = m->description();
+        const model::ModelConfig& c = d.config;
         info["models"].push_back(json{
-            {"name", m->spec.name},
-            {"family", m->spec.family},
-            {"scheme", m->encoder->scheme().Describe().name},
-            {"dimensions", m->encoder->output_dim()},
+            {"name", d.name},
+            {"family", d.family},
+            {"scheme", d.scheme.name},
+            {"dimensions", d.output_dim},
             {"d_model", c.d_model},
             {"num_layers", c.num_layers},
             {"num_heads", c.num_heads},
             {"max_input_tokens", c.max_length()},
             {"pooling", model::PoolingName(c.pooling)},
             {"normalize", c.normalize},
-            {"accepts_text", m->tokenizer != nullptr},
-            {"prompts", m->spec.prompts},
-            {"default_prompt_name", m->spec.default_prompt_name},
-            {"device", m->encoder->device().str()},
-            {"precision", runner::PrecisionName(*m->encoder)},
+            {"accepts_text", m->tokenizer() != nullptr},
+            {"prompts", d.prompts},
+            {"default_prompt_name", d.default_prompt_name},
+            {"device", d.device},
+            {"precision", d.precision},
             {"batching",
-             {{"max_batch_sequences", m->batch_options.max_batch_sequences},
-              {"max_batch_tokens", m->batch_options.max_batch_tokens},
-              {"max_queued_sequences", m->batch_options.max_queued_sequences},
-              {"max_batch_memory_bytes",
-               m->batch_options.max_batch_cost_bytes}}}});
+             {{"max_batch_sequences", d.batching.max_batch_sequences},
+              {"max_batch_tokens", d.batching.max_batch_tokens},
+              {"max_queued_sequences", d.batching.max_queued_sequences},
+              {"max_batch_memory_bytes", d.batching.max_batch_cost_bytes}}}});
       }
     }
     Count(kInfoRpc, absl::OkStatus());

@@ -2,15 +2,18 @@
 #ifndef ENCODER_SERVER_SERVICE_MODEL_INFO_H_
 #define ENCODER_SERVER_SERVICE_MODEL_INFO_H_
 
+#include <string>
+
 #include "encoder/v1/encoder.pb.h"
-#include "server/runner/model_host.h"
+#include "server/runner/served_model.h"
 
 namespace encoder::service {
 
-void FillModelInfo(const runner::HostedModel& model, bool is_default,
+void FillModelInfo(const runner::ModelDescription& model, bool is_default,
                    v1::ModelInfo* info);
 
-v1::DType ToProtoDType(at::ScalarType dtype);
+// A dtype name as ModelDescription spells it ("float32", ...).
+v1::DType ToProtoDType(const std::string& dtype);
 
 }  // namespace encoder::service
 

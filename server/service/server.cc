@@ -120,7 +120,7 @@ void EncoderServer::SetHealth(bool serving) {
   health_state_.Set(v1::EncoderService::service_full_name(), serving);
 }
 
-void EncoderServer::SetModels(runner::ModelHost* host) {
+void EncoderServer::SetModels(runner::ModelCatalog* host) {
   host_ = host;
   service_->SetHost(host);
   SetHealth(true);

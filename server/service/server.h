@@ -63,7 +63,7 @@ class EncoderServer {
 
   // Makes the models callable and health SERVING. `host` must outlive the
   // server.
-  void SetModels(runner::ModelHost* host);
+  void SetModels(runner::ModelCatalog* host);
 
   // The drain sequence: health NOT_SERVING, new calls UNAVAILABLE, wait for
   // accepted work up to `grace` and, counted from the start, at least
@@ -90,7 +90,7 @@ class EncoderServer {
   // gRPC server needs one callback service to start).
   grpc::CallbackGenericService health_port_fallback_;
   int health_port_ = 0;
-  runner::ModelHost* host_ = nullptr;
+  runner::ModelCatalog* host_ = nullptr;
   int port_ = 0;
 };
 

@@ -9,7 +9,7 @@
 
 namespace encoder::service {
 
-absl::StatusOr<TokenizedText> TokenizeText(const runner::HostedModel& model,
+absl::StatusOr<TokenizedText> TokenizeText(const runner::ServedModel& model,
                                            std::string_view text,
                                            const v1::TextOptions& options,
                                            bool truncate, int64_t max_length) {
@@ -19,11 +19,12 @@ absl::StatusOr<TokenizedText> TokenizeText(const runner::HostedModel& model,
   o.side = options.truncation_side() == v1::TRUNCATION_SIDE_LEFT
                ? tokenizer::TruncationSide::kLeft
                : tokenizer::TruncationSide::kRight;
-  if (model.tokenizer == nullptr) {
-    return absl::InvalidArgumentError(model.no_tokenizer_reason);
+  const tokenizer::Tokenizer* tok = model.tokenizer();
+  if (tok == nullptr) {
+    return absl::InvalidArgumentError(model.description().no_tokenizer_reason);
   }
   TokenizedText out;
-  ASSIGN_OR_RETURN(auto whole, model.tokenizer->Encode(text, o));
+  ASSIGN_OR_RETURN(auto whole, tok->Encode(text, o));
   out.encoding = std::move(whole);
   if (!truncate || max_length <= 0 ||
       static_cast<int64_t>(out.encoding.size()) <= max_length) {
@@ -31,15 +32,15 @@ absl::StatusOr<TokenizedText> TokenizeText(const runner::HostedModel& model,
   }
   o.truncate = true;
   o.max_length = max_length;
-  ASSIGN_OR_RETURN(auto cut, model.tokenizer->Encode(text, o));
+  ASSIGN_OR_RETURN(auto cut, tok->Encode(text, o));
   out.encoding = std::move(cut);
   out.truncated = true;
   return out;
 }
 
 absl::StatusOr<const std::string*> ResolvePrompt(
-    const runner::HostedModel& model, const std::string& prompt_name) {
-  const model::ModelSpec& spec = model.spec;
+    const runner::ServedModel& model, const std::string& prompt_name) {
+  const runner::ModelDescription& spec = model.description();
   const std::string& name =
       prompt_name.empty() ? spec.default_prompt_name : prompt_name;
   if (name.empty()) return nullptr;
@@ -64,7 +65,7 @@ absl::StatusOr<const std::string*> ResolvePrompt(
   return &it->second;
 }
 
-bool TruncateIds(const runner::HostedModel& model, v1::TruncationSide side,
+bool TruncateIds(const runner::ServedModel& model, v1::TruncationSide side,
                  int64_t max_length, std::vector<int64_t>* ids) {
   const int64_t n = static_cast<int64_t>(ids->size());
   if (max_length <= 0 || n <= max_length) return false;
@@ -72,8 +73,9 @@ bool TruncateIds(const runner::HostedModel& model, v1::TruncationSide side,
   // The special token at the edge being cut: [SEP] on the right, [CLS] on
   // the left.
   const int64_t edge = left ? ids->front() : ids->back();
-  const bool keep_edge = max_length >= 2 && model.tokenizer != nullptr &&
-                         model.tokenizer->IsSpecial(edge);
+  const tokenizer::Tokenizer* tok = model.tokenizer();
+  const bool keep_edge =
+      max_length >= 2 && tok != nullptr && tok->IsSpecial(edge);
   if (left) {
     // Keep the last max_length ids (the last max_length - 1 plus the edge).
     const int64_t body = keep_edge ? max_length - 1 : max_length;

@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "encoder/v1/encoder.pb.h"
-#include "server/runner/model_host.h"
+#include "server/runner/served_model.h"
 #include "server/tokenizer/tokenizer.h"
 
 namespace encoder::service {
@@ -24,7 +24,7 @@ struct TokenizedText {
 // side (special tokens stay); without it the encoding is returned whole and
 // the caller checks the length. max_length <= 0: no limit. Invalid UTF-8 is
 // INVALID_ARGUMENT naming the byte offset.
-absl::StatusOr<TokenizedText> TokenizeText(const runner::HostedModel& model,
+absl::StatusOr<TokenizedText> TokenizeText(const runner::ServedModel& model,
                                            std::string_view text,
                                            const v1::TextOptions& options,
                                            bool truncate, int64_t max_length);
@@ -35,13 +35,13 @@ absl::StatusOr<TokenizedText> TokenizeText(const runner::HostedModel& model,
 // UNIMPLEMENTED for a checkpoint that pools without its prompt tokens
 // (sentence-transformers' include_prompt false).
 absl::StatusOr<const std::string*> ResolvePrompt(
-    const runner::HostedModel& model, const std::string& prompt_name);
+    const runner::ServedModel& model, const std::string& prompt_name);
 
 // Cuts token ids longer than max_length (> 0) on `side`. The id at the kept
 // edge stays when the model's tokenizer calls it special: right truncation
 // of [CLS] a b c [SEP] to 3 gives [CLS] a [SEP], left gives [CLS] c [SEP].
 // Without a tokenizer the ids are cut plainly. Returns whether it cut.
-bool TruncateIds(const runner::HostedModel& model, v1::TruncationSide side,
+bool TruncateIds(const runner::ServedModel& model, v1::TruncationSide side,
                  int64_t max_length, std::vector<int64_t>* ids);
 
 }  // namespace encoder::service

@@ -31,10 +31,10 @@ void FillEncoding(const TokenizedText& t, v1::Encoding* out) {
 }  // namespace
 
 absl::Status RunTokenize(const v1::TokenizeRequest& request,
-                         const runner::ModelHost& host,
+                         const runner::ModelCatalog& host,
                          const TokenizeLimits& limits,
                          v1::TokenizeResponse* response) {
-  const runner::HostedModel* model = host.Find(request.model());
+  const runner::ServedModel* model = host.Find(request.model());
   if (model == nullptr) {
     return absl::NotFoundError(UnknownModelMessage(request.model(), host));
   }
@@ -51,12 +51,12 @@ absl::Status RunTokenize(const v1::TokenizeRequest& request,
   }
   const int64_t max_length = request.max_length() > 0
                                  ? request.max_length()
-                                 : model->spec.config.max_length();
-  if (model->tokenizer == nullptr) {
-    return absl::InvalidArgumentError(model->no_tokenizer_reason);
+                                 : model->description().config.max_length();
+  if (model->tokenizer() == nullptr) {
+    return absl::InvalidArgumentError(model->description().no_tokenizer_reason);
   }
-  response->set_model(model->spec.name);
-  response->set_tokenizer(model->tokenizer->kind());
+  response->set_model(model->name());
+  response->set_tokenizer(model->tokenizer()->kind());
   auto one = [&](const std::string& text,
                  const std::string& where) -> absl::Status {
     auto t = TokenizeText(*model, text, request.text_options(),
@@ -76,10 +76,10 @@ absl::Status RunTokenize(const v1::TokenizeRequest& request,
 }
 
 absl::Status RunDecode(const v1::DecodeRequest& request,
-                       const runner::ModelHost& host,
+                       const runner::ModelCatalog& host,
                        const TokenizeLimits& limits,
                        v1::DecodeResponse* response) {
-  const runner::HostedModel* model = host.Find(request.model());
+  const runner::ServedModel* model = host.Find(request.model());
   if (model == nullptr) {
     return absl::NotFoundError(UnknownModelMessage(request.model(), host));
   }
@@ -91,15 +91,15 @@ absl::Status RunDecode(const v1::DecodeRequest& request,
         absl::StrCat(request.inputs_size(), " inputs in one request; at most ",
                      limits.max_texts_per_request));
   }
-  if (model->tokenizer == nullptr) {
-    return absl::InvalidArgumentError(model->no_tokenizer_reason);
+  if (model->tokenizer() == nullptr) {
+    return absl::InvalidArgumentError(model->description().no_tokenizer_reason);
   }
-  response->set_model(model->spec.name);
+  response->set_model(model->name());
   for (int i = 0; i < request.inputs_size(); ++i) {
     const auto& ids = request.inputs(i).ids();
     auto text =
-        model->tokenizer->Decode(std::vector<int64_t>(ids.begin(), ids.end()),
-                                 request.skip_special_tokens());
+        model->tokenizer()->Decode(std::vector<int64_t>(ids.begin(), ids.end()),
+                                   request.skip_special_tokens());
     if (!text.ok()) {
       return Prefixed(absl::StrCat("inputs[", i, "]"), text.status());
     }

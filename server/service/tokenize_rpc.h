@@ -4,7 +4,7 @@
 
 #include "absl/status/status.h"
 #include "encoder/v1/encoder.pb.h"
-#include "server/runner/model_host.h"
+#include "server/runner/served_model.h"
 
 namespace encoder::service {
 
@@ -16,14 +16,14 @@ struct TokenizeLimits {
 // invalid UTF-8 (naming the text and the byte offset), or a negative
 // max_length.
 absl::Status RunTokenize(const v1::TokenizeRequest& request,
-                         const runner::ModelHost& host,
+                         const runner::ModelCatalog& host,
                          const TokenizeLimits& limits,
                          v1::TokenizeResponse* response);
 
 // NOT_FOUND for an unknown model; INVALID_ARGUMENT for no inputs or an id
 // outside the tokenizer's vocabulary (naming the input).
 absl::Status RunDecode(const v1::DecodeRequest& request,
-                       const runner::ModelHost& host,
+                       const runner::ModelCatalog& host,
                        const TokenizeLimits& limits,
                        v1::DecodeResponse* response);
 

@@ -57,6 +57,24 @@ TEST(DecideBatchTest, SingleSequenceWithZeroDelayRunsAtOnce) {
   EXPECT_THAT(d.take, ElementsAre(0u));
 }
 
+TEST(DecideBatchTest, AloneItemAtTheHeadRunsAtOnceWithoutCompany) {
+  std::vector<QueuedSequence> queue = Queue({5, 5, 5});
+  queue[0].alone = true;
+  const BatchDecision d =
+      DecideBatch(queue, Options(8, 1000, absl::Hours(1), true), kStart);
+  EXPECT_THAT(d.take, ElementsAre(0u));
+  EXPECT_EQ(d.anchor, 0u);
+}
+
+TEST(DecideBatchTest, AloneItemIsLeftOutAndTheBatchDoesNotWait) {
+  std::vector<QueuedSequence> queue = Queue({5, 5, 5});
+  queue[1].alone = true;
+  // Without it the two others would wait an hour for company.
+  const BatchDecision d =
+      DecideBatch(queue, Options(8, 1000, absl::Hours(1), true), kStart);
+  EXPECT_THAT(d.take, ElementsAre(0u, 2u));
+}
+
 TEST(DecideBatchTest, ZeroDelayTakesEverythingThatFits) {
   const BatchDecision d = DecideBatch(
       Queue({3, 4, 5}), Options(8, 1000, absl::ZeroDuration(), true),

@@ -21,6 +21,12 @@
 namespace encoder::diagnostics {
 namespace {
 
+// A report's array as a tensor, for indexing and reductions.
+template <typename T>
+at::Tensor AsTensor(const DenseArray<T>& a) {
+  return at::tensor(a.values, c10::CppTypeToScalarType<T>::value).view(a.shape);
+}
+
 using model::Encoder;
 using model::ModelConfig;
 using model::SchemeType;
@@ -261,7 +267,7 @@ TEST(Diagnostics, SinusoidalCodesAreShiftedByExactRotations) {
         const double bound = dtype == at::kDouble ? 1e-12 : 1e-5;
         EXPECT_EQ(st.kind, "additive");
         EXPECT_EQ(st.positions, 100);
-        ASSERT_EQ(st.gram.sizes(), (at::IntArrayRef{100, 100}));
+        ASSERT_EQ(st.gram.shape, (std::vector<int64_t>{100, 100}));
         EXPECT_LT(st.toeplitz_deviation, bound) << where;
         EXPECT_EQ(st.shift_ks, (std::vector<int64_t>{1, 2, 5, 10}));
         ASSERT_EQ(st.shift_residuals.size(), 4u);
@@ -289,7 +295,7 @@ TEST(Diagnostics, SinusoidalSimilarityMatchesPublishedValues) {
   EXPECT_NEAR(sim[5], 23.504, 5e-4);
   EXPECT_NEAR(sim[10], 21.052, 5e-4);
   EXPECT_NEAR(sim[50], 15.674, 5e-4);
-  EXPECT_NEAR(r.structure->gram[3][53].item<double>(), 15.674, 5e-4);
+  EXPECT_NEAR(AsTensor(r.structure->gram)[3][53].item<double>(), 15.674, 5e-4);
 }
 
 TEST(Diagnostics, RandomLearnedTableHasNoShiftOperator) {
@@ -318,13 +324,13 @@ TEST(Diagnostics, AlibiBiasIsSymmetricToeplitzWithPaperSlopes) {
   EXPECT_EQ(st.slopes, model::AlibiSlopes(4));
   EXPECT_EQ(st.slopes,
             (std::vector<double>{0.25, 0.0625, 0.015625, 0.00390625}));
-  ASSERT_EQ(st.bias.sizes(), (at::IntArrayRef{4, 20, 20}));
-  EXPECT_EQ(st.bias.scalar_type(), at::kDouble);
+  ASSERT_EQ(st.bias.shape, (std::vector<int64_t>{4, 20, 20}));
   EXPECT_TRUE(st.symmetric);
   EXPECT_EQ(st.symmetry_deviation, 0.0);
   EXPECT_TRUE(st.toeplitz);
-  EXPECT_DOUBLE_EQ(st.bias[1][3][10].item<double>(), -0.0625 * 7);
-  EXPECT_DOUBLE_EQ(st.bias[3][19][0].item<double>(), -0.00390625 * 19);
+  EXPECT_DOUBLE_EQ(AsTensor(st.bias)[1][3][10].item<double>(), -0.0625 * 7);
+  EXPECT_DOUBLE_EQ(AsTensor(st.bias)[3][19][0].item<double>(),
+                   -0.00390625 * 19);
 }
 
 TEST(Diagnostics, RelativeBiasIsToeplitzNotSymmetric) {
@@ -335,7 +341,7 @@ TEST(Diagnostics, RelativeBiasIsToeplitzNotSymmetric) {
   DiagnoseReport r = MustDiagnose(*enc, o);
   const StructureResult& st = *r.structure;
   EXPECT_EQ(st.kind, "bias");
-  ASSERT_EQ(st.bias.sizes(), (at::IntArrayRef{4, 200, 200}));
+  ASSERT_EQ(st.bias.shape, (std::vector<int64_t>{4, 200, 200}));
   EXPECT_TRUE(st.toeplitz);
   EXPECT_LE(st.toeplitz_deviation, 1e-9);
   EXPECT_FALSE(st.symmetric);
@@ -345,7 +351,7 @@ TEST(Diagnostics, RelativeBiasIsToeplitzNotSymmetric) {
   at::Tensor table =
       enc->scheme().Parameters().at("relative_attention_bias.weight");
   const int64_t bucket = model::RelativeBucket(150 - 10, 32, 128);
-  EXPECT_DOUBLE_EQ(st.bias[2][10][150].item<double>(),
+  EXPECT_DOUBLE_EQ(AsTensor(st.bias)[2][10][150].item<double>(),
                    table[bucket][2].item<double>());
 }
 
@@ -361,13 +367,15 @@ TEST(Diagnostics, RopeScoresDependOnlyOnRelativePosition) {
     DiagnoseReport r = MustDiagnose(*enc, o);
     const StructureResult& st = *r.structure;
     EXPECT_EQ(st.kind, "rotary");
-    ASSERT_EQ(st.relativity.sizes(), (at::IntArrayRef{1024, 1024}));
+    ASSERT_EQ(st.relativity.shape, (std::vector<int64_t>{1024, 1024}));
     EXPECT_LT(st.relativity_deviation, 1e-9);
     EXPECT_LT(st.norm_ratio_deviation, 1e-12);
     // Not trivially constant: the score varies with the distance.
-    EXPECT_GT(
-        (st.relativity[0] - st.relativity[0][0]).abs().max().item<double>(),
-        1e-2);
+    EXPECT_GT((AsTensor(st.relativity)[0] - AsTensor(st.relativity)[0][0])
+                  .abs()
+                  .max()
+                  .item<double>(),
+              1e-2);
   }
 }
 
@@ -379,9 +387,9 @@ TEST(Diagnostics, AttentionStatisticsAndMaps) {
   DiagnoseReport r = MustDiagnose(*enc, o);
   const int64_t s = static_cast<int64_t>(kIds.size());
   EXPECT_DOUBLE_EQ(r.uniform_entropy, std::log(static_cast<double>(s)));
-  ASSERT_EQ(r.attention_maps.sizes(), (at::IntArrayRef{2, 4, s, s}));
-  EXPECT_EQ(r.attention_maps.scalar_type(), at::kFloat);
-  EXPECT_LT((r.attention_maps.sum(-1) - 1).abs().max().item<double>(), 1e-5);
+  ASSERT_EQ(r.attention_maps.shape, (std::vector<int64_t>{2, 4, s, s}));
+  EXPECT_LT((AsTensor(r.attention_maps).sum(-1) - 1).abs().max().item<double>(),
+            1e-5);
 
   // The maps are the model's own attention.
   model::EncoderInput in;
@@ -390,7 +398,7 @@ TEST(Diagnostics, AttentionStatisticsAndMaps) {
   auto out = enc->Forward(in, {{0, 1}});
   ASSERT_TRUE(out.ok()) << out.status();
   for (int64_t l = 0; l < 2; ++l) {
-    EXPECT_TRUE(r.attention_maps[l].equal(out->attention.at(l)[0]));
+    EXPECT_TRUE(AsTensor(r.attention_maps)[l].equal(out->attention.at(l)[0]));
   }
 
   ASSERT_EQ(r.attention_stats.size(), 8u);
@@ -419,8 +427,8 @@ TEST(Diagnostics, NoneHasNoStructure) {
   DiagnoseReport r = MustDiagnose(*enc, o);
   ASSERT_TRUE(r.structure.has_value());
   EXPECT_EQ(r.structure->kind, "none");
-  EXPECT_FALSE(r.structure->gram.defined());
-  EXPECT_FALSE(r.attention_maps.defined());
+  EXPECT_FALSE(r.structure->gram.present());
+  EXPECT_FALSE(r.attention_maps.present());
 }
 
 TEST(Diagnostics, BadRequestsAreInvalidArgument) {

@@ -84,7 +84,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 1: {
       v1::DiagnoseRequest request;
       if (!svc::ParseRequest(bytes, &request).ok()) break;
-      const encoder::runner::HostedModel* model = host->Find(request.model());
+      const encoder::runner::ServedModel* model = host->Find(request.model());
       if (model == nullptr) break;
       svc::DiagnoseLimits diagnose_limits;
       diagnose_limits.max_tokens = 64;

@@ -85,20 +85,77 @@ TEST(AdmissionTest, ASmallCallOvertakesALargeRequestQueuedBeforeIt) {
     large_done = true;
   });
   // Wait until the large request is queued and running.
-  const runner::HostedModel* model = server.host().Find("relative");
-  for (int i = 0; i < 2000 && model->batcher->queued_sequences() < 200; ++i) {
+  const runner::ServedModel* model = server.host().Find("relative");
+  for (int i = 0; i < 2000 && model->queued_sequences() < 200; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  ASSERT_GE(model->batcher->queued_sequences(), 200);
+  ASSERT_GE(model->queued_sequences(), 200);
   v1::EmbedResponse response;
   grpc::Status s =
       Call(server.stub(), IdsRequest("relative", {{1, 2, 3}}), &response);
   ASSERT_TRUE(s.ok()) << s.error_message();
   small_done_first = !large_done.load();
   // At most a couple of batches ran for the large request meanwhile.
-  EXPECT_GT(model->batcher->queued_sequences(), 100);
+  EXPECT_GT(model->queued_sequences(), 100);
   caller.join();
   EXPECT_TRUE(small_done_first.load());
+}
+
+TEST(AdmissionTest, DiagnoseWaitsInTheModelsQueueAndPendingCallsAreBounded) {
+  TestServerOptions options;
+  options.batching.max_batch_sequences = 1;
+  options.batching.fair_share = false;  // first come, first served
+  options.server.diagnose.max_pending = 1;
+  TestServer server(options);
+  std::vector<std::vector<int64_t>> big(256, Ids(190));
+  v1::EmbedRequest large = IdsRequest("relative", big);
+  large.set_return_attention_stats(true);
+  std::atomic<bool> large_done{false};
+  std::thread caller([&] {
+    v1::EmbedResponse response;
+    grpc::Status s = Call(server.stub(), large, &response, 120000);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    large_done = true;
+  });
+  const runner::ServedModel* model = server.host().Find("relative");
+  for (int i = 0; i < 2000 && model->queued_sequences() < 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_GE(model->queued_sequences(), 200);
+  // Two calls at once: one waits behind the queued sequences, the other is
+  // over --max-pending-diagnose.
+  std::atomic<int> ok{0}, refused{0};
+  std::atomic<int64_t> queued_after{-1};
+  auto diagnose = [&] {
+    v1::DiagnoseRequest request;
+    request.set_model("relative");
+    request.mutable_random()->set_length(16);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(120));
+    v1::DiagnoseResponse response;
+    grpc::Status s = server.stub().Diagnose(&context, request, &response);
+    if (s.ok()) {
+      ++ok;
+      queued_after = model->queued_sequences();
+      EXPECT_TRUE(response.has_permutation());
+    } else {
+      ++refused;
+      EXPECT_EQ(s.error_code(), StatusCode::RESOURCE_EXHAUSTED);
+      EXPECT_NE(s.error_message().find("--max-pending-diagnose=1"),
+                std::string::npos)
+          << s.error_message();
+    }
+  };
+  std::thread first(diagnose), second(diagnose);
+  first.join();
+  second.join();
+  caller.join();
+  EXPECT_EQ(ok.load(), 1);
+  EXPECT_EQ(refused.load(), 1);
+  // It ran in the model's queue, after every sequence queued before it
+  // (outside the queue it would have returned with most of them waiting).
+  EXPECT_EQ(queued_after.load(), 0);
 }
 
 }  // namespace

@@ -83,7 +83,7 @@ TEST_F(ServiceTest, EmbedEqualsTheInProcessModel) {
     EXPECT_EQ(r.num_tokens(), 6);
     EXPECT_EQ(r.batch().batch_size(), 1);
 
-    const model::Encoder& enc = *server_->host().Find(name)->encoder;
+    const model::Encoder& enc = *server_->host().FindHosted(name)->encoder;
     model::EncoderInput in;
     in.ids = at::tensor(ids, at::kLong).view({1, -1});
     in.mask = at::ones_like(in.ids, at::kBool);
@@ -181,7 +181,7 @@ TEST_F(ServiceTest, HiddenStatesAreTheResidualStreamBetweenLayers) {
     request.mutable_hidden_states()->add_layers(layer);
   v1::EmbedResponse response;
   ASSERT_TRUE(Call(server_->stub(), request, &response).ok());
-  const model::ModelSpec& spec = server_->host().Find("none")->spec;
+  const model::ModelSpec& spec = server_->host().FindHosted("none")->spec;
   const at::Tensor table =
       model::Encoder::RandomStateDict(spec.config, spec.seed)
           .at("embedding.weight");

@@ -150,7 +150,7 @@ TEST(Drain, EveryAcceptedCallCompletesAndNewCallsAreRefused) {
                                    cv.notify_one();
                                  });
   }
-  const batching::Batcher& batcher = *server.host().Find("")->batcher;
+  const batching::Batcher& batcher = *server.host().FindHosted("")->batcher;
   const absl::Time until = absl::Now() + absl::Seconds(30);
   while (batcher.queued_sequences() < 8 && absl::Now() < until) {
     absl::SleepFor(absl::Milliseconds(1));

@@ -1,0 +1,124 @@
+// What the RPC layer sees of the hosted models: a handle per model (its
+// description, tokenizer, pricing, Embed and Diagnose) and the catalog that
+// finds them. The service reaches no encoder, runner or batcher; those stay
+// behind these interfaces (docs/ARCHITECTURE.md).
+#ifndef ENCODER_SERVER_RUNNER_SERVED_MODEL_H_
+#define ENCODER_SERVER_RUNNER_SERVED_MODEL_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/batching/batch_profile.h"
+#include "server/batching/batcher.h"
+#include "server/batching/types.h"
+#include "server/diagnostics/report.h"
+#include "server/model/config.h"
+#include "server/model/scheme_description.h"
+#include "server/tokenizer/tokenizer.h"
+
+namespace encoder::runner {
+
+// A model as loaded: plain data, fixed once the model is served.
+struct ModelDescription {
+  std::string name;
+  std::string family;  // "native" or the checkpoint's family
+  model::ModelConfig config;
+  model::SchemeDescription scheme;
+  int64_t output_dim = 0;  // pooled width
+  int64_t parameter_count = 0;
+  std::string device;     // "cpu", "cuda:0"
+  std::string dtype;      // the weights' dtype: "float32", "bfloat16", ...
+  std::string precision;  // "int8" when quantized, else dtype
+  // Where the weights came from, for display: a checkpoint directory's or
+  // file's base name, or "seed:N" for random weights.
+  std::string weights;
+  // The tokenizer's kind ("byte", "wordpiece", ...) and file base name;
+  // both empty when the model takes token ids only (no_tokenizer_reason
+  // says why).
+  std::string tokenizer_kind;
+  std::string tokenizer_file;
+  std::string no_tokenizer_reason;
+  std::map<std::string, std::string> prompts;
+  std::string default_prompt_name;
+  bool include_prompt = true;
+  int64_t max_extrapolation_tokens = 0;  // 0: the server's default
+  batching::BatchOptions batching;       // effective, caps included
+  batching::BatchProfile batch_profile;  // empty when not measured
+};
+
+// One Diagnose call, validated and priced by the caller.
+struct DiagnoseWork {
+  diagnostics::DiagnoseOptions options;
+  // The tokens of its longest forward pass (the input, or the
+  // extrapolation probe's longest run) and what it needs of the batch
+  // memory budget at that length (Price of a sequence that asks for every
+  // layer's statistics).
+  int64_t length = 0;
+  batching::SequenceCost cost;
+  // Not started by then: DEADLINE_EXCEEDED.
+  absl::Time deadline = absl::InfiniteFuture();
+  // Polled before it starts; may be empty. Thread-safe, must not throw.
+  std::function<bool()> is_cancelled;
+  // Required. Called exactly once unless Diagnose returns an error, on the
+  // model's batcher threads: the report or why there is none, and when it
+  // ran (queue and run time; zeros when it never ran).
+  std::function<void(absl::StatusOr<diagnostics::DiagnoseReport>,
+                     const batching::BatchStats&)>
+      done;
+};
+
+class ServedModel {
+ public:
+  virtual ~ServedModel() = default;
+
+  virtual const ModelDescription& description() const = 0;
+  const std::string& name() const { return description().name; }
+
+  // Text -> ids; null when the model takes token ids only. Thread-safe.
+  virtual const tokenizer::Tokenizer* tokenizer() const = 0;
+
+  // The memory `spec` needs while it runs (see batching::SequenceCost).
+  virtual batching::SequenceCost Price(
+      const batching::SequenceSpec& spec) const = 0;
+
+  // Queues validated, priced work; `work->done` runs exactly once, on the
+  // batcher's threads, unless this returns an error (then never).
+  // UNAVAILABLE while draining; RESOURCE_EXHAUSTED when the queue is full.
+  virtual absl::Status Embed(std::shared_ptr<batching::Request> work) const = 0;
+
+  // Sequences accepted and not yet started.
+  virtual int64_t queued_sequences() const = 0;
+
+  // Queues the positional probes on the model's batcher as one item that
+  // runs alone: the same queue, limits, memory budget, deadline,
+  // cancellation and drain as Embed, so no forward pass of this model runs
+  // beside them. Errors as Embed's, and then `work.done` is not called.
+  virtual absl::Status Diagnose(DiagnoseWork work) const = 0;
+};
+
+// The served models by name. Thread-safe and fixed once built.
+class ModelCatalog {
+ public:
+  virtual ~ModelCatalog() = default;
+
+  // The model by name; an empty name gives the default. nullptr: unknown.
+  virtual const ServedModel* Find(const std::string& name) const = 0;
+  // In repository order.
+  virtual std::vector<const ServedModel*> List() const = 0;
+  virtual const std::string& default_model() const = 0;
+  // Bytes the running batches of all models may hold at once.
+  virtual int64_t batch_memory_budget_bytes() const = 0;
+  // Stops accepting and waits for accepted work, up to `deadline`.
+  // Returns whether everything completed.
+  virtual bool DrainAll(absl::Time deadline) = 0;
+};
+
+}  // namespace encoder::runner
+
+#endif  // ENCODER_SERVER_RUNNER_SERVED_MODEL_H_
