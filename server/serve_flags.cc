@@ -1,0 +1,238 @@
+#include "server/serve_flags.h"
+
+#include <cctype>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "server/common/status_macros.h"
+
+namespace encoder {
+
+absl::StatusOr<model::Repository> BuildRepository(const ServeFlags& f) {
+  model::Repository repo;
+  if (!f.models.empty()) {
+    ASSIGN_OR_RETURN(auto read, model::ReadRepository(f.models));
+    repo = std::move(read);
+  } else if (f.model_dirs.empty()) {
+    return model::BuiltinRepository();
+  }
+  std::optional<model::Pooling> pooling;
+  if (!f.model_dir_pooling.empty()) {
+    ASSIGN_OR_RETURN(auto p, model::ParsePoolingName(f.model_dir_pooling));
+    pooling = p;
+  }
+  for (const std::string& flag : f.model_dirs) {
+    ASSIGN_OR_RETURN(auto spec, model::ModelDirSpec(flag));
+    spec.pooling = pooling;
+    for (const auto& existing : repo.models) {
+      if (existing.name == spec.name) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("two models are named \"", spec.name,
+                         "\"; name them with --model-dir NAME=DIR"));
+      }
+    }
+    repo.models.push_back(std::move(spec));
+  }
+  if (repo.default_model.empty()) repo.default_model = repo.models[0].name;
+  return repo;
+}
+
+void DefineServeFlags(CLI::App& app, ServeFlags& f) {
+  app.add_option("--listen", f.server.listen,
+                 "gRPC listen address HOST:PORT (port 0 picks a free port)")
+      ->capture_default_str();
+  app.add_option("--http-listen,--metrics-listen", f.http_listen,
+                 "HTTP port HOST:PORT (\":PORT\" binds --http-address): "
+                 "OpenAI-compatible /v1/embeddings, /v1/models, /health, "
+                 "/ready, /info and Prometheus /metrics; empty: no HTTP port "
+                 "and no metrics");
+  app.add_option("--models,--repository", f.models,
+                 "model repository JSON file; with no --model-dir either, "
+                 "the built-in models (none, sinusoidal, learned, rope, "
+                 "alibi, relative) are served");
+  app.add_option("--model-dir", f.model_dirs,
+                 "Hugging Face checkpoint directory, DIR or NAME=DIR "
+                 "(repeatable; the name defaults to DIR's base name)");
+  app.add_option("--model-dir-pooling", f.model_dir_pooling,
+                 "pooling for --model-dir models: mean | first | max | "
+                 "last_token | weighted_mean; empty: the checkpoint's "
+                 "sentence-transformers choice, else mean");
+  app.add_option("--device", f.device, "auto | cpu | cuda | cuda:N")
+      ->capture_default_str();
+  app.add_option("--intra-op-threads", f.intra_op_threads,
+                 "LibTorch intra-op threads")
+      ->capture_default_str();
+  app.add_option("--blas-threads", f.blas_threads,
+                 "OpenBLAS's thread pool when LibTorch uses OpenBLAS; 0: "
+                 "every usable core (CPU affinity and the cgroup's CPU "
+                 "quota)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--cpu-buffer-cache-bytes", f.cpu_buffer_cache_bytes,
+                 "freed CPU tensor buffers of 256 KiB or more kept for reuse "
+                 "by the next batches, up to this many bytes (saves the "
+                 "page faults of re-mapping them); 0: off")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--malloc-trim-idle-ms", f.trim.idle_ms,
+                 "once the process has been quiet (under 5% of a core) this "
+                 "long after doing work, free heap memory goes back to the "
+                 "system, so the resident set falls after a burst; 0: never")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--max-receive-message-bytes",
+                 f.server.max_receive_message_bytes,
+                 "largest request message accepted")
+      ->capture_default_str();
+  app.add_option("--max-send-message-bytes", f.server.max_send_message_bytes,
+                 "largest response; larger ones are refused before compute "
+                 "with RESOURCE_EXHAUSTED")
+      ->capture_default_str();
+  app.add_option("--max-inputs-per-request", f.server.max_inputs_per_request,
+                 "inputs per Embed request")
+      ->capture_default_str();
+  app.add_option("--memory-limit-bytes", f.host.memory_limit_bytes,
+                 "memory the process may use; 0: the cgroup limit, else the "
+                 "machine's RAM. The defaults below derive from it")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 50))
+      ->capture_default_str();
+  app.add_option("--batch-memory-budget-bytes",
+                 f.host.batch_memory_budget_bytes,
+                 "bytes the running batches of all models (and Diagnose) may "
+                 "hold at once; inputs that alone need more are refused with "
+                 "RESOURCE_EXHAUSTED. 0: half of what the memory limit "
+                 "leaves after the loaded models and the gRPC quota")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 50))
+      ->capture_default_str();
+  app.add_option("--grpc-memory-quota-bytes", f.grpc_memory_quota_bytes,
+                 "memory gRPC may hold for all connections' buffers (its "
+                 "resource quota); readers back off beyond it. 0: a quarter "
+                 "of the memory limit, at most 1 GiB")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->capture_default_str();
+  app.add_option("--max-unread-response-bytes", f.max_unread_response_bytes,
+                 "bytes of responses that clients have not yet read which "
+                 "the server holds at most; beyond it new calls are refused "
+                 "with RESOURCE_EXHAUSTED until clients read. 0: a quarter "
+                 "of the memory limit, at most 1 GiB")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->capture_default_str();
+  app.add_option("--max-unread-response-bytes-per-connection",
+                 f.server.unread.per_connection_bytes,
+                 "the same, per client connection: a client that stops "
+                 "reading gets RESOURCE_EXHAUSTED for new calls on its "
+                 "connection once this much waits for it")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
+  app.add_option("--max-concurrent-streams", f.server.max_concurrent_streams,
+                 "calls in flight per client connection (HTTP/2 "
+                 "SETTINGS_MAX_CONCURRENT_STREAMS); further calls wait")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--max-batch-sequences", f.host.batching.max_batch_sequences,
+                 "sequences per forward pass")
+      ->capture_default_str();
+  app.add_option("--max-batch-tokens", f.host.batching.max_batch_tokens,
+                 "longest length x sequences per forward pass")
+      ->capture_default_str();
+  app.add_option_function<int64_t>(
+         "--max-queue-delay-us",
+         [&f](const int64_t& us) {
+           f.host.batching.max_queue_delay = absl::Microseconds(us);
+         },
+         "how long the oldest queued sequence may wait for company")
+      ->check(CLI::NonNegativeNumber)
+      ->default_str(std::to_string(
+          absl::ToInt64Microseconds(f.host.batching.max_queue_delay)));
+  app.add_option("--max-queued-sequences", f.host.batching.max_queued_sequences,
+                 "queued sequences per model beyond which calls fail at once "
+                 "with RESOURCE_EXHAUSTED")
+      ->capture_default_str();
+  app.add_flag("--fair-share,!--no-fair-share", f.host.batching.fair_share,
+               "interleave requests in batches (every queued request's "
+               "oldest sequence before further ones), so a small call waits "
+               "about one batch behind a large request; off: strict arrival "
+               "order")
+      ->capture_default_str();
+  app.add_option("--drain-grace-seconds", f.drain_grace_seconds,
+                 "on SIGTERM/SIGINT, how long accepted calls may take")
+      ->capture_default_str();
+  app.add_option("--drain-unready-seconds", f.drain_unready_seconds,
+                 "on SIGTERM/SIGINT, how long new calls keep getting "
+                 "UNAVAILABLE (health NOT_SERVING) before the transport "
+                 "closes, so balancers move traffic away first")
+      ->capture_default_str();
+  app.add_option("--max-diagnose-tokens", f.server.diagnose.max_tokens,
+                 "input length accepted by Diagnose")
+      ->capture_default_str();
+  app.add_option("--max-structure-positions",
+                 f.server.diagnose.max_structure_positions,
+                 "positions N of Diagnose's Gram and bias matrices")
+      ->capture_default_str();
+  app.add_option("--max-pending-diagnose", f.server.diagnose.max_pending,
+                 "Diagnose calls waiting or running at once, across models; "
+                 "more are refused with RESOURCE_EXHAUSTED")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--max-extrapolation-tokens",
+                 f.server.diagnose.max_extrapolation_tokens,
+                 "longest input Diagnose's extrapolation probe runs (a "
+                 "repository entry's max_extrapolation_tokens overrides it)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_flag("--warm-up,!--no-warm-up", f.host.warm_up,
+               "run one forward per model before serving")
+      ->capture_default_str();
+  app.add_option_function<int64_t>(
+         "--batch-profile-ms",
+         [&f](const int64_t& ms) {
+           f.host.batch_profile_budget = absl::Milliseconds(ms);
+         },
+         "time each distinct model shape may spend at start-up "
+         "measuring sequences/s by batch size and length; batches "
+         "are then capped where bigger ones ran slower (0: fixed "
+         "caps only)")
+      ->check(CLI::Range(int64_t{0}, int64_t{600000}))
+      ->default_str(std::to_string(
+          absl::ToInt64Milliseconds(f.host.batch_profile_budget)));
+  app.add_option("--ready-file", f.ready_file,
+                 "once serving, write {\"grpc_port\": P, \"http_port\": "
+                 "W, \"metrics_port\": W, \"health_port\": H} here "
+                 "(atomically)");
+  app.add_option("--log-level", f.log_level,
+                 "trace | debug | info | warn | error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+      ->capture_default_str();
+  app.add_option("--log-format", f.log_format,
+                 "text | json (one JSON object per line: ts, level, msg and "
+                 "each access-log field as a key)")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  app.add_option("--log-rate-limit", f.log.rate_limit_per_second,
+                 "warning and error lines of one kind (same message, or same "
+                 "method, status and error for access lines) logged per "
+                 "second at most; the rest are counted in a \"suppressed K "
+                 "similar log lines\" line. 0: no limit")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))
+      ->capture_default_str();
+}
+
+// Every option can also come from ENCODER_<NAME>, the long name upper-cased
+// with '-' as '_' (--max-batch-tokens: ENCODER_MAX_BATCH_TOKENS). CLI11
+// reads the variable only when the option is not on the command line.
+void AddEnvironmentNames(CLI::App& app) {
+  for (CLI::Option* option : app.get_options()) {
+    const std::string& name = option->get_single_name();
+    if (name.empty() || name == "help" || name == "version") continue;
+    std::string env = "ENCODER_";
+    for (char c : name) {
+      env.push_back(c == '-' ? '_' : static_cast<char>(std::toupper(c)));
+    }
+    option->envname(env);
+  }
+}
+
+}  // namespace encoder

@@ -1,0 +1,63 @@
+// encoder-server's command line. Each flag is bound to the field of the
+// option struct it sets (service::ServerOptions, runner::HostOptions,
+// runner::IdleTrimOptions, logging::LogOptions), so a flag's default is
+// the struct's and lives in one place; the flags with no struct of their
+// own (start-up choices, derived limits, the drain) are fields here.
+// Every flag can also be set from the environment (AddEnvironmentNames).
+#ifndef ENCODER_SERVER_SERVE_FLAGS_H_
+#define ENCODER_SERVER_SERVE_FLAGS_H_
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/logging/log.h"
+#include "server/model/model_repository.h"
+#include "server/runner/cpu_buffer_cache.h"
+#include "server/runner/idle_trim.h"
+#include "server/runner/model_host.h"
+#include "server/service/server.h"
+
+namespace encoder {
+
+struct ServeFlags {
+  service::ServerOptions server;
+  runner::HostOptions host;
+  runner::IdleTrimOptions trim;
+  logging::LogOptions log;  // rate_limit_per_second (level, format: below)
+
+  std::string http_listen;
+  std::string models;  // repository JSON
+  std::vector<std::string> model_dirs;
+  std::string model_dir_pooling;
+  std::string device = "auto";
+  int intra_op_threads = 1;
+  int blas_threads = 0;  // 0: every usable core (thread_policy.h)
+  int64_t cpu_buffer_cache_bytes = runner::kDefaultCpuBufferCacheBytes;
+  // 0: derived from the memory limit at start.
+  int64_t grpc_memory_quota_bytes = 0;
+  int64_t max_unread_response_bytes = 0;
+  double drain_grace_seconds = 20;
+  double drain_unready_seconds = 1;
+  std::string ready_file;
+  std::string log_level = "info";
+  std::string log_format = "text";
+};
+
+// Registers every flag on `app`, bound to `flags`.
+void DefineServeFlags(CLI::App& app, ServeFlags& flags);
+
+// Lets every option of `app` come from ENCODER_<NAME>, the long name
+// upper-cased with '-' as '_'; the command line wins.
+void AddEnvironmentNames(CLI::App& app);
+
+// The models to serve: the repository file's and the --model-dir ones, or
+// the built-in set when neither is given.
+absl::StatusOr<model::Repository> BuildRepository(const ServeFlags& flags);
+
+}  // namespace encoder
+
+#endif  // ENCODER_SERVER_SERVE_FLAGS_H_

@@ -1,0 +1,112 @@
+// encoder-server's flags land in the option structs they are bound to, with
+// those structs' defaults, from the command line or the environment.
+#include "server/serve_flags.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <string>
+#include <vector>
+
+namespace encoder {
+namespace {
+
+// Parses `args` (without the program name) into fresh flags.
+ServeFlags Parse(std::vector<std::string> args) {
+  CLI::App app("test", "encoder-server");
+  ServeFlags flags;
+  DefineServeFlags(app, flags);
+  AddEnvironmentNames(app);
+  std::vector<const char*> argv = {"encoder-server"};
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  app.parse(static_cast<int>(argv.size()), argv.data());
+  return flags;
+}
+
+TEST(ServeFlags, NoFlagsLeaveTheOptionStructsAtTheirDefaults) {
+  const ServeFlags parsed = Parse({});
+  const service::ServerOptions server;
+  const runner::HostOptions host;
+  EXPECT_EQ(parsed.server.listen, server.listen);
+  EXPECT_EQ(parsed.server.max_receive_message_bytes,
+            server.max_receive_message_bytes);
+  EXPECT_EQ(parsed.server.max_concurrent_streams,
+            server.max_concurrent_streams);
+  EXPECT_EQ(parsed.server.unread.per_connection_bytes,
+            server.unread.per_connection_bytes);
+  EXPECT_EQ(parsed.server.diagnose.max_pending, server.diagnose.max_pending);
+  EXPECT_EQ(parsed.host.batching.max_batch_sequences,
+            host.batching.max_batch_sequences);
+  EXPECT_EQ(parsed.host.batching.max_batch_tokens,
+            host.batching.max_batch_tokens);
+  EXPECT_EQ(parsed.host.batching.max_queue_delay,
+            host.batching.max_queue_delay);
+  EXPECT_EQ(parsed.host.batching.fair_share, host.batching.fair_share);
+  EXPECT_EQ(parsed.host.batch_profile_budget, host.batch_profile_budget);
+  EXPECT_EQ(parsed.host.warm_up, host.warm_up);
+  EXPECT_EQ(parsed.trim.idle_ms, runner::IdleTrimOptions{}.idle_ms);
+  EXPECT_EQ(parsed.log.rate_limit_per_second,
+            logging::LogOptions{}.rate_limit_per_second);
+}
+
+TEST(ServeFlags, EachFlagSetsItsStructField) {
+  const ServeFlags f = Parse({"--listen=0.0.0.0:9000",
+                              "--max-batch-sequences=7",
+                              "--max-batch-tokens=999",
+                              "--max-queue-delay-us=250",
+                              "--max-queued-sequences=11",
+                              "--no-fair-share",
+                              "--batch-profile-ms=1500",
+                              "--no-warm-up",
+                              "--memory-limit-bytes=123456789",
+                              "--batch-memory-budget-bytes=7654321",
+                              "--max-send-message-bytes=1000",
+                              "--max-inputs-per-request=5",
+                              "--max-concurrent-streams=3",
+                              "--max-unread-response-bytes-per-connection=77",
+                              "--max-diagnose-tokens=64",
+                              "--max-structure-positions=32",
+                              "--max-pending-diagnose=2",
+                              "--max-extrapolation-tokens=300",
+                              "--malloc-trim-idle-ms=0",
+                              "--log-rate-limit=4"});
+  EXPECT_EQ(f.server.listen, "0.0.0.0:9000");
+  EXPECT_EQ(f.host.batching.max_batch_sequences, 7);
+  EXPECT_EQ(f.host.batching.max_batch_tokens, 999);
+  EXPECT_EQ(f.host.batching.max_queue_delay, absl::Microseconds(250));
+  EXPECT_EQ(f.host.batching.max_queued_sequences, 11);
+  EXPECT_FALSE(f.host.batching.fair_share);
+  EXPECT_EQ(f.host.batch_profile_budget, absl::Milliseconds(1500));
+  EXPECT_FALSE(f.host.warm_up);
+  EXPECT_EQ(f.host.memory_limit_bytes, 123456789);
+  EXPECT_EQ(f.host.batch_memory_budget_bytes, 7654321);
+  EXPECT_EQ(f.server.max_send_message_bytes, 1000);
+  EXPECT_EQ(f.server.max_inputs_per_request, 5);
+  EXPECT_EQ(f.server.max_concurrent_streams, 3);
+  EXPECT_EQ(f.server.unread.per_connection_bytes, 77);
+  EXPECT_EQ(f.server.diagnose.max_tokens, 64);
+  EXPECT_EQ(f.server.diagnose.max_structure_positions, 32);
+  EXPECT_EQ(f.server.diagnose.max_pending, 2);
+  EXPECT_EQ(f.server.diagnose.max_extrapolation_tokens, 300);
+  EXPECT_EQ(f.trim.idle_ms, 0);
+  EXPECT_EQ(f.log.rate_limit_per_second, 4);
+}
+
+TEST(ServeFlags, EnvironmentSetsAFieldAndTheCommandLineWins) {
+  ASSERT_EQ(setenv("ENCODER_MAX_QUEUE_DELAY_US", "40", 1), 0);
+  ASSERT_EQ(setenv("ENCODER_MAX_BATCH_TOKENS", "4096", 1), 0);
+  const ServeFlags f = Parse({"--max-batch-tokens=2048"});
+  unsetenv("ENCODER_MAX_QUEUE_DELAY_US");
+  unsetenv("ENCODER_MAX_BATCH_TOKENS");
+  EXPECT_EQ(f.host.batching.max_queue_delay, absl::Microseconds(40));
+  EXPECT_EQ(f.host.batching.max_batch_tokens, 2048);
+}
+
+TEST(ServeFlags, OutOfRangeValuesAreRefused) {
+  EXPECT_THROW(Parse({"--max-queue-delay-us=-1"}), CLI::ValidationError);
+  EXPECT_THROW(Parse({"--max-pending-diagnose=0"}), CLI::ValidationError);
+  EXPECT_THROW(Parse({"--batch-profile-ms=700000"}), CLI::ValidationError);
+}
+
+}  // namespace
+}  // namespace encoder
