@@ -72,7 +72,7 @@ struct QueuedSequence {
   // used by fair_share.
   int64_t rank = 0;
   int64_t share = 0;
-  // Runs in a batch of its own (SequenceSpec::run_alone).
+  // Runs in a batch of its own (BatchItem::run_alone).
   bool alone = false;
 };
 

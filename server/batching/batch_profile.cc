@@ -26,25 +26,22 @@ std::vector<int64_t> BatchSizes(const BatchProfileOptions& o, int64_t length) {
   return sizes;
 }
 
-// `count` probe sequences of `length` ids below vocab_size (never id 0, a
-// common padding id).
-std::vector<SequenceSpec> ProbeBatch(int64_t count, int64_t length,
-                                     int64_t vocab_size) {
-  const int64_t span = std::max<int64_t>(vocab_size - 1, 1);
-  std::vector<SequenceSpec> specs(count);
-  for (int64_t i = 0; i < count; ++i) {
-    specs[i].token_ids.resize(length);
-    for (int64_t t = 0; t < length; ++t) {
-      specs[i].token_ids[t] = 1 + (i * 131 + t * 7) % span;
-    }
-  }
-  return specs;
+// `count` probe items of `length` tokens.
+std::vector<BatchItem> ProbeBatch(const BatchProfileOptions& o, int64_t count,
+                                  int64_t length) {
+  std::vector<BatchItem> items;
+  items.reserve(count);
+  for (int64_t i = 0; i < count; ++i) items.push_back(o.probe_item(i, length));
+  return items;
 }
 
 }  // namespace
 
 absl::StatusOr<BatchProfile> MeasureBatchProfile(ModelRunner* runner,
                                                  const BatchProfileOptions& o) {
+  if (!o.probe_item) {
+    return absl::InvalidArgumentError("batch profile without probe items");
+  }
   BatchProfile profile;
   const absl::Time start = o.now();
   const absl::Time deadline = start + o.budget;
@@ -72,13 +69,12 @@ absl::StatusOr<BatchProfile> MeasureBatchProfile(ModelRunner* runner,
         profile.budget_ran_out = true;
         break;
       }
-      const std::vector<SequenceSpec> specs =
-          ProbeBatch(batch, length, o.vocab_size);
-      std::vector<const SequenceSpec*> pointers;
-      for (const SequenceSpec& spec : specs) pointers.push_back(&spec);
+      const std::vector<BatchItem> items = ProbeBatch(o, batch, length);
+      std::vector<const BatchItem*> pointers;
+      for (const BatchItem& item : items) pointers.push_back(&item);
       absl::Duration fastest = absl::InfiniteDuration();
       for (int r = 0; r < runs; ++r) {
-        std::vector<SequenceResult> results;
+        std::vector<ItemResult> results;
         const absl::Time t0 = o.now();
         RETURN_IF_ERROR(runner->Run(pointers, &results));
         fastest = std::min(fastest, o.now() - t0);

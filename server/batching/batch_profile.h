@@ -40,7 +40,9 @@ struct BatchProfileOptions {
   // passes max_batch_cost_bytes are not tried; 0: no bound.
   SequenceCost sequence_cost;
   int64_t max_batch_cost_bytes = 0;
-  int64_t vocab_size = 2;  // token ids of the probe inputs lie below it
+  // Required: the runner's probe item `index` of a batch whose items are
+  // all `length` tokens long.
+  std::function<BatchItem(int64_t index, int64_t length)> probe_item;
   // Each point is the fastest of this many runs (a shared host's
   // interference only ever slows a run down).
   int runs_per_point = 2;
@@ -69,8 +71,8 @@ struct BatchProfile {
   bool budget_ran_out = false;
 };
 
-// Runs probe batches (token ids 1 .. vocab_size-1, pooled output only) on
-// `runner` and derives the caps. Fails only when the runner fails.
+// Runs probe batches (o.probe_item's) on `runner` and derives the caps.
+// Fails when the runner fails, or without probe_item.
 absl::StatusOr<BatchProfile> MeasureBatchProfile(
     ModelRunner* runner, const BatchProfileOptions& options);
 

@@ -153,12 +153,11 @@ void Batcher::WorkerLoop() {
     view.clear();
     ranks.clear();
     for (const Pending& pending : queue_) {
-      const SequenceSpec& spec =
-          pending.state->request->sequences[pending.index];
-      view.push_back(QueuedSequence{
-          static_cast<int64_t>(spec.token_ids.size()), pending.state->submitted,
-          spec.cost, ranks[pending.state.get()]++, pending.state->share,
-          static_cast<bool>(spec.run_alone)});
+      const BatchItem& item = pending.state->request->sequences[pending.index];
+      view.push_back(QueuedSequence{item.length, pending.state->submitted,
+                                    item.cost, ranks[pending.state.get()]++,
+                                    pending.state->share,
+                                    static_cast<bool>(item.run_alone)});
     }
     const BatchDecision decision = DecideBatch(
         view, accepting_ ? serve_options : flush_options, absl::Now());
@@ -214,14 +213,11 @@ void Batcher::ProcessBatch(std::vector<Pending> batch) {
 
 namespace {
 
-// The bytes of result values a round of completions carries.
-int64_t ResultBytes(const std::vector<SequenceResult>& results) {
-  int64_t floats = 0;
-  for (const SequenceResult& r : results) {
-    floats += static_cast<int64_t>(r.pooled.size() + r.tokens.size() +
-                                   r.attention.size() + r.hidden.size());
-  }
-  return floats * static_cast<int64_t>(sizeof(float));
+// The bytes of results a round of completions carries.
+int64_t ResultBytes(const std::vector<ItemResult>& results) {
+  int64_t bytes = 0;
+  for (const ItemResult& r : results) bytes += r.bytes;
+  return bytes;
 }
 
 }  // namespace
@@ -312,14 +308,14 @@ std::vector<Batcher::Pending> Batcher::TakeRunnable(
 
 void Batcher::RunBatch(std::vector<Pending> run,
                        std::vector<Completion>* completions) {
-  std::vector<const SequenceSpec*> specs;
+  std::vector<const BatchItem*> specs;
   BatchStats stats;
   stats.batch_size = static_cast<int64_t>(run.size());
   int64_t longest = 0;
   absl::Time oldest = absl::InfiniteFuture();
   for (const Pending& pending : run) {
     specs.push_back(&pending.state->request->sequences[pending.index]);
-    const int64_t length = static_cast<int64_t>(specs.back()->token_ids.size());
+    const int64_t length = specs.back()->length;
     longest = std::max(longest, length);
     stats.real_tokens += length;
     oldest = std::min(oldest, pending.state->submitted);
@@ -329,13 +325,13 @@ void Batcher::RunBatch(std::vector<Pending> run,
   // The batch's memory, held from before the forward pass until its
   // tensors are gone (results are plain vectors by then).
   int64_t cost = 0;
-  for (const SequenceSpec* spec : specs) {
+  for (const BatchItem* spec : specs) {
     const int64_t c = spec->cost.At(longest);
     cost = c > INT64_MAX - cost ? INT64_MAX : cost + c;
   }
   MemoryBudget* budget = options_.memory_budget;
   if (budget != nullptr) budget->Acquire(cost);
-  std::vector<SequenceResult> results;
+  std::vector<ItemResult> results;
   const absl::Time start = absl::Now();
   absl::Status status = RunGuarded(specs, &results);
   stats.inference_seconds = absl::ToDoubleSeconds(absl::Now() - start);
@@ -357,7 +353,7 @@ void Batcher::RunBatch(std::vector<Pending> run,
       Fail(state, status, nullptr, completions);
       continue;
     }
-    SequenceResult& result = state->results[run[i].index];
+    ItemResult& result = state->results[run[i].index];
     result = std::move(results[i]);
     result.batch = stats;
     result.batch.queue_seconds =
@@ -368,14 +364,14 @@ void Batcher::RunBatch(std::vector<Pending> run,
   }
 }
 
-absl::Status Batcher::RunGuarded(const std::vector<const SequenceSpec*>& specs,
-                                 std::vector<SequenceResult>* results) {
+absl::Status Batcher::RunGuarded(const std::vector<const BatchItem*>& items,
+                                 std::vector<ItemResult>* results) {
   try {
-    if (specs.size() == 1 && specs[0]->run_alone) {
-      results->assign(1, SequenceResult{});
-      return specs[0]->run_alone();
+    if (items.size() == 1 && items[0]->run_alone) {
+      results->assign(1, ItemResult{});
+      return items[0]->run_alone();
     }
-    return runner_->Run(specs, results);
+    return runner_->Run(items, results);
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("model runner threw: ", e.what()));
   } catch (...) {
@@ -398,7 +394,7 @@ void Batcher::Complete(std::vector<Completion> completions) {
   if (completions.empty()) return;
   for (Completion& completion : completions) {
     RequestState& state = *completion.state;
-    std::vector<SequenceResult> results;
+    std::vector<ItemResult> results;
     if (completion.status.ok()) results = std::move(state.results);
     state.request->done(std::move(completion.status), std::move(results));
   }

@@ -44,7 +44,7 @@ struct BatcherObserver {
 // One caller's unit of submission. The batcher shares ownership from Submit
 // until `done` returns; the caller must not modify it in between.
 struct Request {
-  std::vector<SequenceSpec> sequences;
+  std::vector<BatchItem> sequences;
   // Sequences not started by then are dropped (DEADLINE_EXCEEDED).
   absl::Time deadline = absl::InfiniteFuture();
   // Polled on the worker thread before a sequence is computed; may be empty.
@@ -57,7 +57,7 @@ struct Request {
   // `sequences` when OK; on error the vector is empty. Never called when
   // Submit fails. Must not block for long, must not throw, must neither
   // call Drain nor destroy the batcher.
-  std::function<void(absl::Status, std::vector<SequenceResult>)> done;
+  std::function<void(absl::Status, std::vector<ItemResult>)> done;
 };
 
 class Batcher {
@@ -98,8 +98,8 @@ class Batcher {
   struct RequestState {
     std::shared_ptr<Request> request;
     absl::Time submitted;
-    std::vector<SequenceResult> results;  // indexed like request->sequences
-    size_t remaining = 0;                 // sequences without a result yet
+    std::vector<ItemResult> results;  // indexed like request->sequences
+    size_t remaining = 0;             // sequences without a result yet
     int64_t share = 0;    // sequences served, in virtual time; guarded by mu_
     bool failed = false;  // `done` already has its error
     // Why a failed request's other sequences count as dropped; null when
@@ -139,9 +139,10 @@ class Batcher {
                                     DropCounts* drops);
   // Runs `run` in one forward pass and stores its results or its error.
   void RunBatch(std::vector<Pending> run, std::vector<Completion>* completions);
-  // Runs `specs` on the runner, turning exceptions into INTERNAL.
-  absl::Status RunGuarded(const std::vector<const SequenceSpec*>& specs,
-                          std::vector<SequenceResult>* results);
+  // Runs `items` on the runner (or the one item that runs alone, itself),
+  // turning exceptions into INTERNAL.
+  absl::Status RunGuarded(const std::vector<const BatchItem*>& items,
+                          std::vector<ItemResult>* results);
   // Removes the queued sequences of failed requests and returns them, so
   // that they are discarded without compute.
   std::vector<Pending> PurgeFailed() ABSL_LOCKS_EXCLUDED(mu_);

@@ -1,4 +1,4 @@
-// What the batcher needs from a model: run a batch of sequences.
+// What the batcher needs from a model: run a batch of items.
 #ifndef ENCODER_SERVER_BATCHING_MODEL_RUNNER_H_
 #define ENCODER_SERVER_BATCHING_MODEL_RUNNER_H_
 
@@ -13,12 +13,13 @@ class ModelRunner {
  public:
   virtual ~ModelRunner() = default;
 
-  // Computes every sequence of `batch` in one forward pass and writes
-  // `results` (resized to batch.size(), in order; BatchStats are filled in
-  // by the batcher). A non-OK status fails the whole batch. Called from one
+  // Computes every item of `batch` in one forward pass and writes `results`
+  // (resized to batch.size(), in order; BatchStats are filled in by the
+  // batcher). A non-OK status fails the whole batch; so does an item whose
+  // `work` is not the runner's type (INVALID_ARGUMENT). Called from one
   // worker thread at a time per runner.
-  virtual absl::Status Run(const std::vector<const SequenceSpec*>& batch,
-                           std::vector<SequenceResult>* results) = 0;
+  virtual absl::Status Run(const std::vector<const BatchItem*>& batch,
+                           std::vector<ItemResult>* results) = 0;
 };
 
 }  // namespace encoder::batching

@@ -3,6 +3,7 @@
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
+#include <any>
 #include <map>
 #include <set>
 
@@ -20,26 +21,23 @@
 namespace encoder::runner {
 namespace {
 
-using batching::SequenceResult;
-using batching::SequenceSpec;
-
 std::vector<float> ToFloats(const at::Tensor& t) {
   at::Tensor c = t.to(at::kCPU, at::kFloat).contiguous();
   return std::vector<float>(c.data_ptr<float>(),
                             c.data_ptr<float>() + c.numel());
 }
 
-model::Pooling ToModelPooling(batching::PoolingMode mode) {
+model::Pooling ToModelPooling(PoolingMode mode) {
   switch (mode) {
-    case batching::PoolingMode::kMean:
+    case PoolingMode::kMean:
       return model::Pooling::kMean;
-    case batching::PoolingMode::kFirst:
+    case PoolingMode::kFirst:
       return model::Pooling::kFirst;
-    case batching::PoolingMode::kMax:
+    case PoolingMode::kMax:
       return model::Pooling::kMax;
-    case batching::PoolingMode::kLastToken:
+    case PoolingMode::kLastToken:
       return model::Pooling::kLastToken;
-    case batching::PoolingMode::kWeightedMean:
+    case PoolingMode::kWeightedMean:
       return model::Pooling::kWeightedMean;
   }
   return model::Pooling::kMean;
@@ -67,8 +65,34 @@ EncoderRunner::EncoderRunner(const model::Encoder* model)
 
 EncoderRunner::~EncoderRunner() = default;
 
-absl::Status EncoderRunner::Run(const std::vector<const SequenceSpec*>& batch,
-                                std::vector<SequenceResult>* results) {
+absl::Status EncoderRunner::Run(
+    const std::vector<const batching::BatchItem*>& batch,
+    std::vector<batching::ItemResult>* results) {
+  std::vector<const EmbedSpec*> specs;
+  specs.reserve(batch.size());
+  for (const batching::BatchItem* item : batch) {
+    const auto* spec = std::any_cast<EmbedSpec>(&item->work);
+    if (spec == nullptr) {
+      return absl::InvalidArgumentError(
+          "a batch item for the encoder runner carries no EmbedSpec");
+    }
+    specs.push_back(spec);
+  }
+  std::vector<EmbedResult> embedded;
+  RETURN_IF_ERROR(RunEmbed(specs, &embedded));
+  results->clear();
+  results->reserve(embedded.size());
+  for (EmbedResult& r : embedded) {
+    batching::ItemResult item;
+    item.bytes = r.ValueBytes();
+    item.output = std::move(r);
+    results->push_back(std::move(item));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EncoderRunner::RunEmbed(const std::vector<const EmbedSpec*>& batch,
+                                     std::vector<EmbedResult>* results) {
   absl::Status status;
   try {
 #ifdef ENCODER_WITH_CUDA
@@ -90,19 +114,27 @@ absl::Status EncoderRunner::Run(const std::vector<const SequenceSpec*>& batch,
   return status;
 }
 
-absl::Status EncoderRunner::RunImpl(
-    const std::vector<const SequenceSpec*>& batch,
-    std::vector<SequenceResult>* results) {
-  c10::InferenceMode guard;
+namespace {
+
+// One padded batch: ids and key-padding mask on the host (pinned for a GPU
+// model) or on the device, and the layers whose attention and hidden
+// states any sequence asks for (all layers' attention for statistics).
+struct PaddedBatch {
+  model::EncoderInput input;
+  model::ForwardOptions options;
+};
+
+PaddedBatch PadBatch(const std::vector<const EmbedSpec*>& batch,
+                     const model::Encoder& model) {
   const int64_t b = static_cast<int64_t>(batch.size());
   int64_t longest = 0;
-  for (const SequenceSpec* spec : batch) {
+  for (const EmbedSpec* spec : batch) {
     longest = std::max<int64_t>(longest, spec->token_ids.size());
   }
-  // Host tensors (pinned when the model is on a GPU, for async copies).
-  const bool cuda = model_->device().is_cuda();
+  const bool cuda = model.device().is_cuda();
   auto host = at::TensorOptions().pinned_memory(cuda);
-  model::EncoderInput input;
+  PaddedBatch padded;
+  model::EncoderInput& input = padded.input;
   input.ids = at::zeros({b, longest}, host.dtype(at::kLong));
   input.mask = at::zeros({b, longest}, host.dtype(at::kBool));
   int64_t* ids = input.ids.data_ptr<int64_t>();
@@ -121,33 +153,37 @@ absl::Status EncoderRunner::RunImpl(
                          batch[i]->hidden_layers.end());
   }
   if (cuda) {
-    input.ids = input.ids.to(model_->device(), /*non_blocking=*/true);
-    input.mask = input.mask.to(model_->device(), /*non_blocking=*/true);
+    input.ids = input.ids.to(model.device(), /*non_blocking=*/true);
+    input.mask = input.mask.to(model.device(), /*non_blocking=*/true);
   }
-  const int64_t num_layers = model_->config().num_layers;
   if (any_stats) {
-    for (int64_t l = 0; l < num_layers; ++l) layers.insert(l);
+    for (int64_t l = 0; l < model.config().num_layers; ++l) layers.insert(l);
   }
-  model::ForwardOptions options;
-  options.attention_layers.assign(layers.begin(), layers.end());
-  options.hidden_layers.assign(hidden_layers.begin(), hidden_layers.end());
-  ASSIGN_OR_RETURN(auto out, model_->Forward(input, options));
+  padded.options.attention_layers.assign(layers.begin(), layers.end());
+  padded.options.hidden_layers.assign(hidden_layers.begin(),
+                                      hidden_layers.end());
+  return padded;
+}
 
-  // Pooling for the whole batch at once (each mode present, then each
-  // row's choice), the dense layers, normalization, one copy to the host.
-  const at::Tensor mask_dev = input.mask.to(model_->device());
-  std::map<batching::PoolingMode, std::vector<int64_t>> by_mode;
+// Every row's pooled output on the host as float32 [B, pooled_dim]: each
+// pooling mode present once for the whole batch, then each row's choice,
+// the model's dense layers, normalization where asked, one copy.
+at::Tensor PoolBatch(const std::vector<const EmbedSpec*>& batch,
+                     const model::Encoder& model, const at::Tensor& tokens,
+                     const at::Tensor& mask) {
+  const at::Tensor mask_dev = mask.to(model.device());
+  std::map<PoolingMode, std::vector<int64_t>> by_mode;
   std::vector<int64_t> normalize_rows;
-  for (int64_t i = 0; i < b; ++i) {
+  for (int64_t i = 0; i < static_cast<int64_t>(batch.size()); ++i) {
     by_mode[batch[i]->pooling].push_back(i);
     if (batch[i]->normalize) normalize_rows.push_back(i);
   }
   auto rows = [&](const std::vector<int64_t>& v) {
-    return at::tensor(v, at::kLong).to(model_->device());
+    return at::tensor(v, at::kLong).to(model.device());
   };
   at::Tensor pooled;
   for (const auto& [mode, members] : by_mode) {
-    at::Tensor all = model::Pool(out.tokens, mask_dev, ToModelPooling(mode),
+    at::Tensor all = model::Pool(tokens, mask_dev, ToModelPooling(mode),
                                  /*normalize=*/false);
     if (!pooled.defined()) {
       pooled = all.clone();  // kFirst pools to a view of the tokens
@@ -156,7 +192,7 @@ absl::Status EncoderRunner::RunImpl(
       pooled.index_copy_(0, index, all.index_select(0, index));
     }
   }
-  pooled = model_->ProjectPooled(pooled);
+  pooled = model.ProjectPooled(pooled);
   if (!normalize_rows.empty()) {
     at::Tensor index = rows(normalize_rows);
     at::Tensor picked = pooled.index_select(0, index);
@@ -164,63 +200,81 @@ absl::Status EncoderRunner::RunImpl(
         0, index,
         picked / picked.norm(2, {-1}, /*keepdim=*/true).clamp_min(1e-12));
   }
-  const at::Tensor pooled_host = pooled.to(at::kCPU, at::kFloat).contiguous();
-  const int64_t dim = model_->config().d_model;
-  const int64_t pooled_dim = pooled_host.size(1);
-  results->assign(b, SequenceResult{});
+  return pooled.to(at::kCPU, at::kFloat).contiguous();
+}
+
+// Row `i`'s token embeddings, attention maps, hidden states and attention
+// statistics, as `spec` asks, cut to its real length.
+void SliceSequence(const EmbedSpec& spec, int64_t i,
+                   const model::EncoderOutput& out, int64_t num_layers,
+                   EmbedResult* r) {
+  const int64_t n = static_cast<int64_t>(spec.token_ids.size());
+  if (spec.want_tokens) r->tokens = ToFloats(out.tokens[i].narrow(0, 0, n));
+  if (!spec.attention_layers.empty()) {
+    std::vector<at::Tensor> maps;
+    for (int64_t l : spec.attention_layers) {
+      at::Tensor m = out.attention.at(l)[i].narrow(1, 0, n).narrow(2, 0, n);
+      if (!spec.attention_heads.empty()) {
+        m = m.index_select(
+            0, at::tensor(spec.attention_heads, at::kLong).to(m.device()));
+      }
+      maps.push_back(spec.average_heads ? m.mean(0) : m);
+    }
+    at::Tensor stacked = at::stack(maps);
+    r->attention_shape.assign(stacked.sizes().begin(), stacked.sizes().end());
+    r->attention = ToFloats(stacked);
+  }
+  if (!spec.hidden_layers.empty()) {
+    std::vector<at::Tensor> states;
+    for (int64_t l : spec.hidden_layers) {
+      at::Tensor h = out.hidden.at(l)[i].narrow(0, 0, n);  // [n, D]
+      if (spec.pool_hidden) {
+        h = model::Pool(h.unsqueeze(0),
+                        at::ones({1, n}, h.options().dtype(at::kBool)),
+                        ToModelPooling(spec.pooling), /*normalize=*/false)[0];
+      }
+      states.push_back(h);
+    }
+    at::Tensor stacked = at::stack(states);
+    r->hidden_shape.assign(stacked.sizes().begin(), stacked.sizes().end());
+    r->hidden = ToFloats(stacked);
+  }
+  if (spec.want_attention_stats) {
+    for (int64_t l = 0; l < num_layers; ++l) {
+      at::Tensor m = out.attention.at(l)[i].narrow(1, 0, n).narrow(2, 0, n);
+      const std::vector<AttentionHeadStats> heads =
+          diagnostics::ComputeHeadStats(m, l);
+      r->attention_stats.insert(r->attention_stats.end(), heads.begin(),
+                                heads.end());
+    }
+  }
+}
+
+}  // namespace
+
+absl::Status EncoderRunner::RunImpl(const std::vector<const EmbedSpec*>& batch,
+                                    std::vector<EmbedResult>* results) {
+  c10::InferenceMode guard;
+  const PaddedBatch padded = PadBatch(batch, *model_);
+  ASSIGN_OR_RETURN(auto out, model_->Forward(padded.input, padded.options));
+  const at::Tensor pooled =
+      PoolBatch(batch, *model_, out.tokens, padded.input.mask);
+  const int64_t b = static_cast<int64_t>(batch.size());
+  const int64_t pooled_dim = pooled.size(1);
+  results->assign(b, EmbedResult{});
   for (int64_t i = 0; i < b; ++i) {
-    const SequenceSpec& spec = *batch[i];
-    SequenceResult& r = (*results)[i];
-    const int64_t n = static_cast<int64_t>(spec.token_ids.size());
-    const float* row = pooled_host.data_ptr<float>() + i * pooled_dim;
+    EmbedResult& r = (*results)[i];
+    const float* row = pooled.data_ptr<float>() + i * pooled_dim;
     r.pooled.assign(row, row + pooled_dim);
-    r.num_tokens = n;
-    r.dim = dim;
+    r.num_tokens = static_cast<int64_t>(batch[i]->token_ids.size());
+    r.dim = model_->config().d_model;
     r.pooled_dim = pooled_dim;
-    if (spec.want_tokens) r.tokens = ToFloats(out.tokens[i].narrow(0, 0, n));
-    if (!spec.attention_layers.empty()) {
-      std::vector<at::Tensor> maps;
-      for (int64_t l : spec.attention_layers) {
-        at::Tensor m = out.attention.at(l)[i].narrow(1, 0, n).narrow(2, 0, n);
-        if (!spec.attention_heads.empty()) {
-          m = m.index_select(
-              0, at::tensor(spec.attention_heads, at::kLong).to(m.device()));
-        }
-        maps.push_back(spec.average_heads ? m.mean(0) : m);
-      }
-      at::Tensor stacked = at::stack(maps);
-      r.attention_shape.assign(stacked.sizes().begin(), stacked.sizes().end());
-      r.attention = ToFloats(stacked);
-    }
-    if (!spec.hidden_layers.empty()) {
-      std::vector<at::Tensor> states;
-      for (int64_t l : spec.hidden_layers) {
-        at::Tensor h = out.hidden.at(l)[i].narrow(0, 0, n);  // [n, D]
-        if (spec.pool_hidden) {
-          h = model::Pool(h.unsqueeze(0),
-                          at::ones({1, n}, h.options().dtype(at::kBool)),
-                          ToModelPooling(spec.pooling), /*normalize=*/false)[0];
-        }
-        states.push_back(h);
-      }
-      at::Tensor stacked = at::stack(states);
-      r.hidden_shape.assign(stacked.sizes().begin(), stacked.sizes().end());
-      r.hidden = ToFloats(stacked);
-    }
-    if (spec.want_attention_stats) {
-      for (int64_t l = 0; l < num_layers; ++l) {
-        at::Tensor m = out.attention.at(l)[i].narrow(1, 0, n).narrow(2, 0, n);
-        const std::vector<AttentionHeadStats> heads =
-            diagnostics::ComputeHeadStats(m, l);
-        r.attention_stats.insert(r.attention_stats.end(), heads.begin(),
-                                 heads.end());
-      }
-    }
+    SliceSequence(*batch[i], i, out, model_->config().num_layers, &r);
   }
   return absl::OkStatus();
 }
 
-batching::SequenceCost EncoderRunner::Price(const SequenceSpec& spec) const {
+batching::SequenceCost EncoderRunner::Price(const EmbedSpec& spec) const {
   const model::ModelConfig& c = model_->config();
   const int64_t e = static_cast<int64_t>(c10::elementSize(model_->dtype()));
   const int64_t f32 = sizeof(float);
@@ -257,11 +311,11 @@ batching::SequenceCost EncoderRunner::Price(const SequenceSpec& spec) const {
 }
 
 absl::Status EncoderRunner::WarmUp() {
-  SequenceSpec spec;
+  EmbedSpec spec;
   spec.token_ids = {1, 5, 6, 7, 2};
   spec.want_tokens = true;
-  std::vector<SequenceResult> results;
-  return Run({&spec}, &results);
+  std::vector<EmbedResult> results;
+  return RunEmbed({&spec}, &results);
 }
 
 }  // namespace encoder::runner

@@ -10,6 +10,7 @@
 
 #include "server/batching/model_runner.h"
 #include "server/model/encoder.h"
+#include "server/runner/embed_types.h"
 
 namespace encoder::runner {
 
@@ -19,10 +20,16 @@ class EncoderRunner : public batching::ModelRunner {
   explicit EncoderRunner(const model::Encoder* model);
   ~EncoderRunner() override;
 
-  // CUDA out-of-memory comes back as RESOURCE_EXHAUSTED (after releasing
-  // cached blocks); other library failures as INTERNAL.
-  absl::Status Run(const std::vector<const batching::SequenceSpec*>& batch,
-                   std::vector<batching::SequenceResult>* results) override;
+  // The batcher's entry: every item's work must be an EmbedSpec
+  // (INVALID_ARGUMENT otherwise); each result's output is its EmbedResult.
+  absl::Status Run(const std::vector<const batching::BatchItem*>& batch,
+                   std::vector<batching::ItemResult>* results) override;
+
+  // Runs `batch` in one forward pass. CUDA out-of-memory comes back as
+  // RESOURCE_EXHAUSTED (after releasing cached blocks); other library
+  // failures as INTERNAL.
+  absl::Status RunEmbed(const std::vector<const EmbedSpec*>& batch,
+                        std::vector<EmbedResult>* results);
 
   // The memory `spec` needs while its batch runs (see SequenceCost): the
   // layer's activations per token, and per token pair the attention
@@ -30,7 +37,7 @@ class EncoderRunner : public batching::ModelRunner {
   // probabilities (all layers when statistics are asked) and the returned
   // maps; per token, the kept hidden states. An estimate at the model's
   // dtype, meant to err high.
-  batching::SequenceCost Price(const batching::SequenceSpec& spec) const;
+  batching::SequenceCost Price(const EmbedSpec& spec) const;
 
   // One forward pass on a short input, so the first request is not slow.
   absl::Status WarmUp();
@@ -38,8 +45,8 @@ class EncoderRunner : public batching::ModelRunner {
  private:
   struct DeviceState;  // CUDA stream, when built with CUDA
 
-  absl::Status RunImpl(const std::vector<const batching::SequenceSpec*>& batch,
-                       std::vector<batching::SequenceResult>* results);
+  absl::Status RunImpl(const std::vector<const EmbedSpec*>& batch,
+                       std::vector<EmbedResult>* results);
 
   const model::Encoder* model_;
   std::unique_ptr<DeviceState> device_state_;

@@ -73,9 +73,20 @@ absl::StatusOr<batching::BatchProfile> ProfileModel(
   p.max_length = hosted.encoder->config().max_length();
   p.max_batch_sequences = o.max_batch_sequences;
   p.max_batch_tokens = o.max_batch_tokens;
-  p.vocab_size = hosted.encoder->config().vocab_size;
   p.max_batch_cost_bytes = o.max_batch_cost_bytes;
-  p.sequence_cost = hosted.runner->Price(batching::SequenceSpec{});
+  p.sequence_cost = hosted.runner->Price(EmbedSpec{});
+  // Ids 1 .. vocab_size-1 (never 0, a common padding id), pooled output
+  // only.
+  const int64_t span =
+      std::max<int64_t>(hosted.encoder->config().vocab_size - 1, 1);
+  p.probe_item = [span](int64_t index, int64_t length) {
+    EmbedSpec spec;
+    spec.token_ids.resize(length);
+    for (int64_t t = 0; t < length; ++t) {
+      spec.token_ids[t] = 1 + (index * 131 + t * 7) % span;
+    }
+    return ToBatchItem(std::move(spec));
+  };
   return batching::MeasureBatchProfile(hosted.runner.get(), p);
 }
 
@@ -119,13 +130,39 @@ void Describe(const batching::BatchOptions& batching, HostedModel* hosted) {
 
 }  // namespace
 
-batching::SequenceCost HostedModel::Price(
-    const batching::SequenceSpec& spec) const {
+batching::SequenceCost HostedModel::Price(const EmbedSpec& spec) const {
   return runner->Price(spec);
 }
 
-absl::Status HostedModel::Embed(std::shared_ptr<batching::Request> work) const {
-  return batcher->Submit(std::move(work));
+absl::Status HostedModel::Embed(EmbedWork work) const {
+  if (!work.done) {
+    return absl::InvalidArgumentError("Embed has no completion callback");
+  }
+  auto request = std::make_shared<batching::Request>();
+  request->sequences.reserve(work.sequences.size());
+  for (EmbedSpec& spec : work.sequences) {
+    request->sequences.push_back(ToBatchItem(std::move(spec)));
+  }
+  request->deadline = work.deadline;
+  request->is_cancelled = std::move(work.is_cancelled);
+  request->done = [done = std::move(work.done)](
+                      absl::Status status,
+                      std::vector<batching::ItemResult> items) {
+    std::vector<EmbedResult> results;
+    results.reserve(items.size());
+    for (batching::ItemResult& item : items) {
+      // The encoder runner's outputs; nothing else runs on this batcher.
+      EmbedResult* r = std::any_cast<EmbedResult>(&item.output);
+      if (r == nullptr) {
+        return done(absl::InternalError("a batch result is not an embedding"),
+                    {});
+      }
+      results.push_back(std::move(*r));
+      results.back().batch = item.batch;
+    }
+    done(std::move(status), std::move(results));
+  };
+  return batcher->Submit(std::move(request));
 }
 
 int64_t HostedModel::queued_sequences() const {
@@ -138,11 +175,9 @@ absl::Status HostedModel::Diagnose(DiagnoseWork work) const {
   }
   using Report = absl::StatusOr<diagnostics::DiagnoseReport>;
   auto report = std::make_shared<Report>(absl::UnknownError("not run"));
-  batching::SequenceSpec item;
-  // The batcher reads an item's length from its ids.
-  item.token_ids = work.options.token_ids;
-  item.token_ids.resize(std::max<size_t>(item.token_ids.size(),
-                                         static_cast<size_t>(work.length)));
+  batching::BatchItem item;
+  item.length = std::max<int64_t>(
+      work.length, static_cast<int64_t>(work.options.token_ids.size()));
   item.cost = work.cost;
   item.run_alone = [model = encoder.get(), report,
                     options = std::move(work.options)] {
@@ -155,7 +190,7 @@ absl::Status HostedModel::Diagnose(DiagnoseWork work) const {
   request->is_cancelled = std::move(work.is_cancelled);
   request->done = [report, done = std::move(work.done)](
                       absl::Status status,
-                      std::vector<batching::SequenceResult> results) {
+                      std::vector<batching::ItemResult> results) {
     const batching::BatchStats stats =
         results.empty() ? batching::BatchStats{} : results.front().batch;
     if (!status.ok()) return done(std::move(status), stats);

@@ -64,9 +64,8 @@ class HostedModel final : public ServedModel {
   const tokenizer::Tokenizer* tokenizer() const override {
     return text_tokenizer.get();
   }
-  batching::SequenceCost Price(
-      const batching::SequenceSpec& spec) const override;
-  absl::Status Embed(std::shared_ptr<batching::Request> work) const override;
+  batching::SequenceCost Price(const EmbedSpec& spec) const override;
+  absl::Status Embed(EmbedWork work) const override;
   int64_t queued_sequences() const override;
   absl::Status Diagnose(DiagnoseWork work) const override;
 

@@ -14,12 +14,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/batching/batch_policy.h"
 #include "server/batching/batch_profile.h"
-#include "server/batching/batcher.h"
 #include "server/batching/types.h"
 #include "server/diagnostics/report.h"
 #include "server/model/config.h"
 #include "server/model/scheme_description.h"
+#include "server/runner/embed_types.h"
 #include "server/tokenizer/tokenizer.h"
 
 namespace encoder::runner {
@@ -50,6 +51,20 @@ struct ModelDescription {
   int64_t max_extrapolation_tokens = 0;  // 0: the server's default
   batching::BatchOptions batching;       // effective, caps included
   batching::BatchProfile batch_profile;  // empty when not measured
+};
+
+// One Embed call's sequences, validated and priced by the caller.
+struct EmbedWork {
+  std::vector<EmbedSpec> sequences;
+  // Sequences not started by then are dropped (DEADLINE_EXCEEDED).
+  absl::Time deadline = absl::InfiniteFuture();
+  // Polled before each sequence starts; may be empty. Thread-safe, must
+  // not throw.
+  std::function<bool()> is_cancelled;
+  // Required. Called exactly once unless Embed returns an error, on the
+  // model's batcher threads: one result per sequence, in order, when OK;
+  // none otherwise.
+  std::function<void(absl::Status, std::vector<EmbedResult>)> done;
 };
 
 // One Diagnose call, validated and priced by the caller.
@@ -84,13 +99,13 @@ class ServedModel {
   virtual const tokenizer::Tokenizer* tokenizer() const = 0;
 
   // The memory `spec` needs while it runs (see batching::SequenceCost).
-  virtual batching::SequenceCost Price(
-      const batching::SequenceSpec& spec) const = 0;
+  virtual batching::SequenceCost Price(const EmbedSpec& spec) const = 0;
 
-  // Queues validated, priced work; `work->done` runs exactly once, on the
-  // batcher's threads, unless this returns an error (then never).
-  // UNAVAILABLE while draining; RESOURCE_EXHAUSTED when the queue is full.
-  virtual absl::Status Embed(std::shared_ptr<batching::Request> work) const = 0;
+  // Queues the sequences on the model's batcher, to be batched with other
+  // calls'. INVALID_ARGUMENT without sequences or `done`; UNAVAILABLE
+  // while draining; RESOURCE_EXHAUSTED when the queue is full (the message
+  // names the limit). On error `work.done` is not called.
+  virtual absl::Status Embed(EmbedWork work) const = 0;
 
   // Sequences accepted and not yet started.
   virtual int64_t queued_sequences() const = 0;

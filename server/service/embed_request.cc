@@ -69,19 +69,19 @@ absl::StatusOr<std::vector<int64_t>> ResolveHiddenLayers(
   return out;
 }
 
-absl::StatusOr<batching::PoolingMode> ToPoolingMode(
+absl::StatusOr<runner::PoolingMode> ToPoolingMode(
     v1::Pooling requested, model::Pooling model_default) {
   switch (requested) {
     case v1::POOLING_MEAN:
-      return batching::PoolingMode::kMean;
+      return runner::PoolingMode::kMean;
     case v1::POOLING_FIRST:
-      return batching::PoolingMode::kFirst;
+      return runner::PoolingMode::kFirst;
     case v1::POOLING_MAX:
-      return batching::PoolingMode::kMax;
+      return runner::PoolingMode::kMax;
     case v1::POOLING_LAST_TOKEN:
-      return batching::PoolingMode::kLastToken;
+      return runner::PoolingMode::kLastToken;
     case v1::POOLING_WEIGHTED_MEAN:
-      return batching::PoolingMode::kWeightedMean;
+      return runner::PoolingMode::kWeightedMean;
     case v1::POOLING_UNSPECIFIED:
       break;
     default:
@@ -90,17 +90,17 @@ absl::StatusOr<batching::PoolingMode> ToPoolingMode(
   }
   switch (model_default) {
     case model::Pooling::kMean:
-      return batching::PoolingMode::kMean;
+      return runner::PoolingMode::kMean;
     case model::Pooling::kFirst:
-      return batching::PoolingMode::kFirst;
+      return runner::PoolingMode::kFirst;
     case model::Pooling::kMax:
-      return batching::PoolingMode::kMax;
+      return runner::PoolingMode::kMax;
     case model::Pooling::kLastToken:
-      return batching::PoolingMode::kLastToken;
+      return runner::PoolingMode::kLastToken;
     case model::Pooling::kWeightedMean:
-      return batching::PoolingMode::kWeightedMean;
+      return runner::PoolingMode::kWeightedMean;
   }
-  return batching::PoolingMode::kMean;
+  return runner::PoolingMode::kMean;
 }
 
 std::string LengthLimitReason(const model::ModelConfig& c) {
@@ -117,7 +117,7 @@ std::string LengthLimitReason(const model::ModelConfig& c) {
 
 }  // namespace
 
-absl::Status CheckCost(const batching::SequenceSpec& spec,
+absl::Status CheckCost(const runner::EmbedSpec& spec,
                        const runner::ServedModel& model,
                        const std::string& what) {
   const int64_t n = static_cast<int64_t>(spec.token_ids.size());
@@ -142,16 +142,15 @@ std::string UnknownModelMessage(const std::string& requested,
                       " not found; available: ", ModelNames(host));
 }
 
-absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
-                                           const runner::ModelCatalog& host,
-                                           const ServiceLimits& limits) {
-  PreparedEmbed p;
-  p.model = host.Find(request.model());
-  if (p.model == nullptr) {
-    return absl::NotFoundError(UnknownModelMessage(request.model(), host));
-  }
-  const model::ModelConfig& config = p.model->description().config;
-  const std::string& name = p.model->name();
+namespace {
+
+// The checks of a request that do not depend on its inputs: how many there
+// are, attention indices, the pooling value, dimensions.
+absl::Status CheckRequestOptions(const v1::EmbedRequest& request,
+                                 const runner::ServedModel& model,
+                                 const ServiceLimits& limits) {
+  const model::ModelConfig& config = model.description().config;
+  const std::string& name = model.name();
   if (request.inputs_size() == 0) {
     return absl::InvalidArgumentError("request has no inputs");
   }
@@ -178,19 +177,25 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
                      "POOLING_MEAN, POOLING_FIRST)"));
   }
   if (request.has_dimensions()) {
-    const int64_t width = p.model->description().output_dim;
+    const int64_t width = model.description().output_dim;
     if (request.dimensions() < 1 || request.dimensions() > width) {
       return absl::InvalidArgumentError(
           absl::StrCat("dimensions is ", request.dimensions(), "; model \"",
                        name, "\" has embeddings of ", width,
                        " values, so dimensions must be 1 to ", width));
     }
-    p.dimensions = request.dimensions();
   }
-  batching::SequenceSpec base;
-  ASSIGN_OR_RETURN(auto pooling,
+  return absl::OkStatus();
+}
+
+// What every input of the request asks for (a spec without token ids).
+absl::StatusOr<runner::EmbedSpec> SharedSpec(const v1::EmbedRequest& request,
+                                             const runner::ServedModel& model) {
+  const model::ModelConfig& config = model.description().config;
+  const v1::AttentionSelection& attention = request.attention();
+  runner::EmbedSpec base;
+  ASSIGN_OR_RETURN(base.pooling,
                    ToPoolingMode(request.pooling(), config.pooling));
-  base.pooling = pooling;
   base.normalize =
       request.has_normalize() ? request.normalize() : config.normalize;
   base.want_tokens = request.return_token_embeddings();
@@ -202,77 +207,106 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
   base.want_attention_stats = request.return_attention_stats();
   ASSIGN_OR_RETURN(base.hidden_layers,
                    ResolveHiddenLayers(request.hidden_states().layers(),
-                                       config.num_layers, name));
+                                       config.num_layers, model.name()));
   if (base.hidden_layers.empty() && request.hidden_states().pooled()) {
     return absl::InvalidArgumentError(
         "hidden_states.pooled given without hidden_states.layers");
   }
   base.pool_hidden = request.hidden_states().pooled();
+  return base;
+}
 
+// inputs[i]'s token ids: as sent, or its text (after `prompt`, when
+// given) tokenized; checked against the vocabulary and the model's length
+// limit, and cut to it when the request says truncate (*truncated then).
+absl::StatusOr<std::vector<int64_t>> InputIds(const v1::EmbedRequest& request,
+                                              int i,
+                                              const runner::ServedModel& model,
+                                              const std::string* prompt,
+                                              bool* truncated) {
+  const model::ModelConfig& config = model.description().config;
+  const std::string& name = model.name();
   const int64_t max_len = config.max_length();
+  const v1::Input& input = request.inputs(i);
+  std::vector<int64_t> ids;
+  *truncated = false;
+  switch (input.content_case()) {
+    case v1::Input::kTokenIds:
+      ids.assign(input.token_ids().ids().begin(),
+                 input.token_ids().ids().end());
+      break;
+    case v1::Input::kText:
+    case v1::Input::kTextBytes: {
+      const std::string& text = input.content_case() == v1::Input::kText
+                                    ? input.text()
+                                    : input.text_bytes();
+      if (text.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("inputs[", i, "] has empty text"));
+      }
+      const std::string prompted =
+          prompt == nullptr ? std::string() : *prompt + text;
+      auto tokens =
+          TokenizeText(model, prompt == nullptr ? text : prompted,
+                       request.text_options(), request.truncate(), max_len);
+      if (!tokens.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("inputs[", i, "]: ", tokens.status().message()));
+      }
+      ids = std::move(tokens->encoding.ids);
+      *truncated = tokens->truncated;
+      break;
+    }
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("inputs[", i, "] is empty: set token_ids or text"));
+  }
+  if (ids.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("inputs[", i, "] has no token ids"));
+  }
+  for (size_t j = 0; j < ids.size(); ++j) {
+    if (ids[j] < 0 || ids[j] >= config.vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("inputs[", i, "] token ", j, " has id ", ids[j],
+                       ", outside the vocabulary [0, ", config.vocab_size,
+                       ") of model \"", name, "\""));
+    }
+  }
+  const int64_t n = static_cast<int64_t>(ids.size());
+  if (n > max_len) {
+    if (!request.truncate()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "inputs[", i, "] has ", n, " tokens; model \"", name,
+          "\" accepts at most ", max_len, " (", LengthLimitReason(config),
+          "); shorten it or set truncate"));
+    }
+    TruncateIds(model, request.text_options().truncation_side(), max_len, &ids);
+    *truncated = true;
+  }
+  return ids;
+}
+
+}  // namespace
+
+absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
+                                           const runner::ModelCatalog& host,
+                                           const ServiceLimits& limits) {
+  PreparedEmbed p;
+  p.model = host.Find(request.model());
+  if (p.model == nullptr) {
+    return absl::NotFoundError(UnknownModelMessage(request.model(), host));
+  }
+  RETURN_IF_ERROR(CheckRequestOptions(request, *p.model, limits));
+  if (request.has_dimensions()) p.dimensions = request.dimensions();
+  ASSIGN_OR_RETURN(const runner::EmbedSpec base, SharedSpec(request, *p.model));
   ASSIGN_OR_RETURN(const std::string* prompt,
                    ResolvePrompt(*p.model, request.prompt_name()));
   for (int i = 0; i < request.inputs_size(); ++i) {
-    const v1::Input& input = request.inputs(i);
-    batching::SequenceSpec spec = base;
-    bool text_truncated = false;
-    switch (input.content_case()) {
-      case v1::Input::kTokenIds:
-        spec.token_ids.assign(input.token_ids().ids().begin(),
-                              input.token_ids().ids().end());
-        break;
-      case v1::Input::kText:
-      case v1::Input::kTextBytes: {
-        const std::string& text = input.content_case() == v1::Input::kText
-                                      ? input.text()
-                                      : input.text_bytes();
-        if (text.empty()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("inputs[", i, "] has empty text"));
-        }
-        const std::string prompted =
-            prompt == nullptr ? std::string() : *prompt + text;
-        auto tokens =
-            TokenizeText(*p.model, prompt == nullptr ? text : prompted,
-                         request.text_options(), request.truncate(), max_len);
-        if (!tokens.ok()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("inputs[", i, "]: ", tokens.status().message()));
-        }
-        spec.token_ids = std::move(tokens->encoding.ids);
-        text_truncated = tokens->truncated;
-        break;
-      }
-      default:
-        return absl::InvalidArgumentError(
-            absl::StrCat("inputs[", i, "] is empty: set token_ids or text"));
-    }
-    if (spec.token_ids.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("inputs[", i, "] has no token ids"));
-    }
-    for (size_t j = 0; j < spec.token_ids.size(); ++j) {
-      const int64_t id = spec.token_ids[j];
-      if (id < 0 || id >= config.vocab_size) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("inputs[", i, "] token ", j, " has id ", id,
-                         ", outside the vocabulary [0, ", config.vocab_size,
-                         ") of model \"", name, "\""));
-      }
-    }
-    bool truncated = text_truncated;
-    const int64_t n = static_cast<int64_t>(spec.token_ids.size());
-    if (n > max_len) {
-      if (!request.truncate()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "inputs[", i, "] has ", n, " tokens; model \"", name,
-            "\" accepts at most ", max_len, " (", LengthLimitReason(config),
-            "); shorten it or set truncate"));
-      }
-      TruncateIds(*p.model, request.text_options().truncation_side(), max_len,
-                  &spec.token_ids);
-      truncated = true;
-    }
+    runner::EmbedSpec spec = base;
+    bool truncated = false;
+    ASSIGN_OR_RETURN(spec.token_ids,
+                     InputIds(request, i, *p.model, prompt, &truncated));
     spec.cost = p.model->Price(spec);
     RETURN_IF_ERROR(CheckCost(spec, *p.model, absl::StrCat("inputs[", i, "]")));
     p.total_tokens += static_cast<int64_t>(spec.token_ids.size());
@@ -283,9 +317,7 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
   if (bytes > limits.max_send_message_bytes) {
     return MarkTooLarge(absl::ResourceExhaustedError(absl::StrCat(
         "the response would be about ", bytes,
-        " bytes, over the send limit "
-        "of ",
-        limits.max_send_message_bytes,
+        " bytes, over the send limit of ", limits.max_send_message_bytes,
         " bytes (--max-send-message-bytes); ask for fewer attention layers or "
         "heads, set average_heads, use return_attention_stats instead of "
         "maps, drop token embeddings, ask for fewer or pooled hidden states, "
@@ -297,7 +329,7 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
 int64_t EstimateResponseBytes(const PreparedEmbed& p) {
   const model::ModelConfig& c = p.model->description().config;
   int64_t bytes = 256;
-  for (const batching::SequenceSpec& s : p.sequences) {
+  for (const runner::EmbedSpec& s : p.sequences) {
     const int64_t n = static_cast<int64_t>(s.token_ids.size());
     bytes += 128 + 4 * c.d_model;
     if (s.want_tokens) bytes += 4 * n * c.d_model;
@@ -330,13 +362,13 @@ void CutPooled(int64_t dimensions, bool normalize, std::vector<float>* pooled) {
 
 void FillEmbedResponse(const v1::EmbedRequest& request,
                        const PreparedEmbed& prepared,
-                       const std::vector<batching::SequenceResult>& results,
+                       const std::vector<runner::EmbedResult>& results,
                        double total_ms, v1::EmbedResponse* response) {
   response->set_model(prepared.model->name());
   response->set_request_id(request.request_id());
   double queue_ms = 0, inference_ms = 0;
   for (size_t i = 0; i < results.size(); ++i) {
-    const batching::SequenceResult& r = results[i];
+    const runner::EmbedResult& r = results[i];
     v1::EmbedResult* out = response->add_results();
     if (prepared.dimensions > 0 && prepared.dimensions < r.pooled_dim) {
       std::vector<float> cut = r.pooled;
@@ -351,7 +383,7 @@ void FillEmbedResponse(const v1::EmbedRequest& request,
     }
     if (!r.attention_shape.empty()) {
       PackFloat32(r.attention, r.attention_shape, out->mutable_attention());
-      const batching::SequenceSpec& spec = prepared.sequences[i];
+      const runner::EmbedSpec& spec = prepared.sequences[i];
       for (int64_t l : spec.attention_layers) out->add_attention_layers(l);
       if (!spec.average_heads) {
         const int64_t heads = prepared.model->description().config.num_heads;

@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "encoder/v1/encoder.pb.h"
-#include "server/batching/types.h"
+#include "server/runner/embed_types.h"
 #include "server/runner/served_model.h"
 #include "server/service/unread_responses.h"
 
@@ -29,7 +29,7 @@ struct ServiceLimits {
 
 struct PreparedEmbed {
   const runner::ServedModel* model = nullptr;
-  std::vector<batching::SequenceSpec> sequences;
+  std::vector<runner::EmbedSpec> sequences;
   std::vector<bool> truncated;
   int64_t total_tokens = 0;
   // Pooled values kept per input (EmbedRequest.dimensions); 0: all.
@@ -50,7 +50,7 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
 // RESOURCE_EXHAUSTED when `spec` (priced, see SequenceCost) cannot run
 // within the model's batch memory budget, naming the cost and the limit;
 // `what` names the input in the message ("inputs[3]").
-absl::Status CheckCost(const batching::SequenceSpec& spec,
+absl::Status CheckCost(const runner::EmbedSpec& spec,
                        const runner::ServedModel& model,
                        const std::string& what);
 
@@ -69,7 +69,7 @@ void CutPooled(int64_t dimensions, bool normalize, std::vector<float>* pooled);
 // Fills `response` from results in input order.
 void FillEmbedResponse(const v1::EmbedRequest& request,
                        const PreparedEmbed& prepared,
-                       const std::vector<batching::SequenceResult>& results,
+                       const std::vector<runner::EmbedResult>& results,
                        double total_ms, v1::EmbedResponse* response);
 
 }  // namespace encoder::service

@@ -225,14 +225,13 @@ void EncoderServiceImpl::SubmitEmbed(
                           static_cast<int64_t>(sequence.token_ids.size()));
   }
   if (access != nullptr) access->tokens = shared->total_tokens;
-  auto work = std::make_shared<batching::Request>();
-  work->sequences = shared->sequences;
-  work->deadline = call.deadline;
-  work->is_cancelled = std::move(call.is_cancelled);
-  work->done = [this, shared, request, response, start, model, finish,
-                reservation,
-                access](absl::Status status,
-                        std::vector<batching::SequenceResult> results) {
+  runner::EmbedWork work;
+  work.sequences = shared->sequences;
+  work.deadline = call.deadline;
+  work.is_cancelled = std::move(call.is_cancelled);
+  work.done = [this, shared, request, response, start, model, finish,
+               reservation, access](absl::Status status,
+                                    std::vector<runner::EmbedResult> results) {
     if (status.ok()) {
       for (const auto& r : results) {
         metrics_->SequenceTimes(model, r.batch.queue_seconds,
@@ -251,7 +250,7 @@ void EncoderServiceImpl::SubmitEmbed(
     reservation->Reset();
     finish(model, status);
   };
-  absl::Status submitted = shared->model->Embed(work);
+  absl::Status submitted = shared->model->Embed(std::move(work));
   if (!submitted.ok()) {
     if (submitted.code() == absl::StatusCode::kUnavailable) {
       return finish(model, draining);
@@ -370,7 +369,7 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Diagnose(
   // Diagnose runs forward passes with every layer's attention: priced and
   // budgeted like an Embed input that asks for statistics.
   // The extrapolation probe's longest run is the call's largest pass.
-  batching::SequenceSpec priced;
+  runner::EmbedSpec priced;
   priced.token_ids = options->token_ids;
   if (options->extrapolation) {
     priced.token_ids.resize(std::max<int64_t>(

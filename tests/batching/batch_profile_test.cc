@@ -1,5 +1,6 @@
 #include "server/batching/batch_profile.h"
 
+#include <any>
 #include <cstdint>
 #include <vector>
 
@@ -20,17 +21,19 @@ class SimulatedRunner : public ModelRunner {
  public:
   explicit SimulatedRunner(int64_t knee_tokens) : knee_tokens_(knee_tokens) {}
 
-  absl::Status Run(const std::vector<const SequenceSpec*>& batch,
-                   std::vector<SequenceResult>* results) override {
+  absl::Status Run(const std::vector<const BatchItem*>& batch,
+                   std::vector<ItemResult>* results) override {
     if (fail_) return absl::InternalError("injected failure");
-    const int64_t length =
-        static_cast<int64_t>(batch.front()->token_ids.size());
+    const int64_t length = batch.front()->length;
     const int64_t tokens = static_cast<int64_t>(batch.size()) * length;
-    for (const SequenceSpec* spec : batch) {
-      EXPECT_EQ(static_cast<int64_t>(spec->token_ids.size()), length);
-      for (int64_t id : spec->token_ids) {
-        EXPECT_GE(id, 1);
-        EXPECT_LT(id, kVocab);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      // The items are the options' probe items, in order.
+      EXPECT_EQ(batch[i]->length, length);
+      const auto* probe = std::any_cast<Probe>(&batch[i]->work);
+      EXPECT_NE(probe, nullptr);
+      if (probe != nullptr) {
+        EXPECT_EQ(probe->index, static_cast<int64_t>(i));
+        EXPECT_EQ(probe->length, length);
       }
     }
     const double factor = tokens > knee_tokens_ ? 1.5 : 1.0;
@@ -44,7 +47,11 @@ class SimulatedRunner : public ModelRunner {
   int runs() const { return runs_; }
   void Fail() { fail_ = true; }
 
-  static constexpr int64_t kVocab = 50;
+  // The probe items' payload.
+  struct Probe {
+    int64_t index;
+    int64_t length;
+  };
 
  private:
   const int64_t knee_tokens_;
@@ -55,7 +62,12 @@ class SimulatedRunner : public ModelRunner {
 
 BatchProfileOptions Simulated(SimulatedRunner* runner) {
   BatchProfileOptions o;
-  o.vocab_size = SimulatedRunner::kVocab;
+  o.probe_item = [](int64_t index, int64_t length) {
+    BatchItem item;
+    item.length = length;
+    item.work = SimulatedRunner::Probe{index, length};
+    return item;
+  };
   o.now = [runner] { return runner->Now(); };
   return o;
 }

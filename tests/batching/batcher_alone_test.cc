@@ -1,4 +1,4 @@
-// Items that run alone (SequenceSpec::run_alone, how Diagnose reaches a
+// Items that run alone (BatchItem::run_alone, how Diagnose reaches a
 // model): queued with the sequences, never batched with them, run by the
 // worker instead of the runner, dropped and drained like any sequence.
 #include <atomic>
@@ -34,9 +34,10 @@ std::shared_ptr<Request> AloneRequest(int64_t length, absl::Status status,
                                       const MemoryBudget* budget = nullptr,
                                       SequenceCost cost = {}) {
   auto request = std::make_shared<Request>();
-  SequenceSpec spec;
-  spec.token_ids = Tokens(900, length);
+  BatchItem spec;
+  spec.length = length;
   spec.cost = cost;
+  spec.work = FakeWork{900};
   spec.run_alone = [log, budget, status] {
     log->thread = std::this_thread::get_id();
     if (budget != nullptr) log->budget_held = budget->held();
@@ -78,7 +79,7 @@ TEST(BatcherTest, AloneItemRunsInItsOwnBatchOnTheWorkerNotTheRunner) {
   ASSERT_EQ(alone.results().size(), 1u);
   EXPECT_EQ(alone.results()[0].batch.batch_size, 1);
   EXPECT_EQ(alone.results()[0].batch.real_tokens, 5);
-  EXPECT_THAT(alone.results()[0].pooled, IsEmpty());
+  EXPECT_FALSE(alone.results()[0].output.has_value());
   EXPECT_EQ(observed.batches(), 3);
 }
 

@@ -4,6 +4,7 @@
 #ifndef ENCODER_TESTS_BATCHING_BATCHER_FAKES_H_
 #define ENCODER_TESTS_BATCHING_BATCHER_FAKES_H_
 
+#include <any>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -33,6 +34,18 @@ inline constexpr int64_t kBigToken =
 // Generous bound for waits that succeed at once unless the code is broken.
 inline constexpr absl::Duration kPatience = absl::Seconds(30);
 
+// The fake runner's work: a command or tag in the first token's place.
+struct FakeWork {
+  int64_t first_token = 0;
+};
+
+// What the fake runner returns for one item.
+struct Echo {
+  std::vector<float> pooled;
+  std::vector<float> tokens;
+  int64_t num_tokens = 0;
+};
+
 // Echo model: pooled = {first token id, length, position in the batch}.
 // Records every batch it sees; Hold() makes each Run block (after recording
 // its batch) until Release().
@@ -43,12 +56,15 @@ class FakeRunner : public ModelRunner {
     int64_t length;
   };
 
-  absl::Status Run(const std::vector<const SequenceSpec*>& batch,
-                   std::vector<SequenceResult>* results) override {
+  absl::Status Run(const std::vector<const BatchItem*>& batch,
+                   std::vector<ItemResult>* results) override {
     std::vector<Seen> seen;
-    for (const SequenceSpec* spec : batch) {
-      seen.push_back({spec->token_ids.front(),
-                      static_cast<int64_t>(spec->token_ids.size())});
+    for (const BatchItem* item : batch) {
+      const auto* work = std::any_cast<FakeWork>(&item->work);
+      if (work == nullptr) {
+        return absl::InvalidArgumentError("not a FakeWork item");
+      }
+      seen.push_back({work->first_token, item->length});
     }
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -69,13 +85,14 @@ class FakeRunner : public ModelRunner {
     }
     results->resize(count);
     for (size_t i = 0; i < count; ++i) {
-      SequenceResult& result = (*results)[i];
-      result.pooled = {static_cast<float>(seen[i].first_token),
-                       static_cast<float>(seen[i].length),
-                       static_cast<float>(i)};
-      result.num_tokens = seen[i].length;
-      result.dim = 3;
-      if (seen[i].first_token == kBigToken) result.tokens.resize(32768);
+      Echo echo;
+      echo.pooled = {static_cast<float>(seen[i].first_token),
+                     static_cast<float>(seen[i].length), static_cast<float>(i)};
+      echo.num_tokens = seen[i].length;
+      if (seen[i].first_token == kBigToken) echo.tokens.resize(32768);
+      (*results)[i].bytes = static_cast<int64_t>(
+          (echo.pooled.size() + echo.tokens.size()) * sizeof(float));
+      (*results)[i].output = std::move(echo);
     }
     return absl::OkStatus();
   }
@@ -123,8 +140,8 @@ class FakeRunner : public ModelRunner {
 // Collects the completion of one request.
 class Done {
  public:
-  std::function<void(absl::Status, std::vector<SequenceResult>)> Callback() {
-    return [this](absl::Status status, std::vector<SequenceResult> results) {
+  std::function<void(absl::Status, std::vector<ItemResult>)> Callback() {
+    return [this](absl::Status status, std::vector<ItemResult> results) {
       std::lock_guard<std::mutex> lock(mu_);
       ++calls_;
       status_ = std::move(status);
@@ -145,7 +162,7 @@ class Done {
     std::lock_guard<std::mutex> lock(mu_);
     return status_;
   }
-  std::vector<SequenceResult> results() const {
+  std::vector<ItemResult> results() const {
     std::lock_guard<std::mutex> lock(mu_);
     return results_;
   }
@@ -155,7 +172,7 @@ class Done {
   std::condition_variable cv_;
   int calls_ = 0;
   absl::Status status_ = absl::UnknownError("not completed");
-  std::vector<SequenceResult> results_;
+  std::vector<ItemResult> results_;
 };
 
 // Counts on_dropped and on_batch calls.
@@ -183,31 +200,35 @@ class ObserverLog {
   std::atomic<int64_t> batches_{0};
 };
 
-inline std::vector<int64_t> Tokens(int64_t first, int64_t length) {
-  std::vector<int64_t> tokens(length, 1);
-  tokens[0] = first;
-  return tokens;
-}
-
 // A request of sequences given as (first token, length) pairs.
 inline std::shared_ptr<Request> MakeRequest(
     const std::vector<std::pair<int64_t, int64_t>>& sequences, Done* done) {
   auto request = std::make_shared<Request>();
   for (const auto& [first, length] : sequences) {
-    SequenceSpec spec;
-    spec.token_ids = Tokens(first, length);
-    request->sequences.push_back(std::move(spec));
+    BatchItem item;
+    item.length = length;
+    item.work = FakeWork{first};
+    request->sequences.push_back(std::move(item));
   }
   request->done = done->Callback();
   return request;
 }
 
-inline void ExpectEcho(const SequenceResult& result, int64_t first,
+// The echo in `result`; null (and a test failure) when it carries none.
+inline const Echo* EchoOf(const ItemResult& result) {
+  const Echo* echo = std::any_cast<Echo>(&result.output);
+  EXPECT_NE(echo, nullptr) << "the result carries no Echo";
+  return echo;
+}
+
+inline void ExpectEcho(const ItemResult& result, int64_t first,
                        int64_t length) {
-  ASSERT_EQ(result.pooled.size(), 3u);
-  EXPECT_EQ(result.pooled[0], static_cast<float>(first));
-  EXPECT_EQ(result.pooled[1], static_cast<float>(length));
-  EXPECT_EQ(result.num_tokens, length);
+  const Echo* echo = EchoOf(result);
+  ASSERT_NE(echo, nullptr);
+  ASSERT_EQ(echo->pooled.size(), 3u);
+  EXPECT_EQ(echo->pooled[0], static_cast<float>(first));
+  EXPECT_EQ(echo->pooled[1], static_cast<float>(length));
+  EXPECT_EQ(echo->num_tokens, length);
 }
 
 inline BatchOptions Options(int64_t max_sequences = 32,

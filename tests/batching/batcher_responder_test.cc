@@ -49,7 +49,7 @@ class Gate {
 void HoldCompletionAt(Gate* gate, Request* request) {
   auto record = request->done;
   request->done = [gate, record](absl::Status status,
-                                 std::vector<SequenceResult> results) {
+                                 std::vector<ItemResult> results) {
     gate->Wait();
     record(std::move(status), std::move(results));
   };
@@ -113,11 +113,11 @@ TEST(BatcherTest, SmallResultsCompleteOnTheWorkerLargeOnesOnTheResponder) {
   Batcher batcher(&runner, Options());
   auto with_thread = [](Done* done, std::thread::id* where) {
     auto record = done->Callback();
-    return [record, where](absl::Status status,
-                           std::vector<SequenceResult> results) {
-      *where = std::this_thread::get_id();
-      record(std::move(status), std::move(results));
-    };
+    return
+        [record, where](absl::Status status, std::vector<ItemResult> results) {
+          *where = std::this_thread::get_id();
+          record(std::move(status), std::move(results));
+        };
   };
   auto a = MakeRequest({{1, 2}}, &small);
   a->done = with_thread(&small, &small_thread);
@@ -130,7 +130,9 @@ TEST(BatcherTest, SmallResultsCompleteOnTheWorkerLargeOnesOnTheResponder) {
   EXPECT_EQ(small_thread, runner.run_thread());
   EXPECT_NE(big_thread, runner.run_thread());
   EXPECT_NE(big_thread, std::this_thread::get_id());
-  EXPECT_EQ(big.results()[0].tokens.size(), 32768u);
+  const Echo* echo = EchoOf(big.results()[0]);
+  ASSERT_NE(echo, nullptr);
+  EXPECT_EQ(echo->tokens.size(), 32768u);
 }
 
 }  // namespace

@@ -126,16 +126,16 @@ int main(int argc, char** argv) {
   out["quantize"] = o.quantize;
   out["pause_us"] = o.pause_us;
   for (int64_t b : o.batch_sizes) {
-    std::vector<encoder::batching::SequenceSpec> specs(b);
-    std::vector<const encoder::batching::SequenceSpec*> batch;
+    std::vector<encoder::runner::EmbedSpec> specs(b);
+    std::vector<const encoder::runner::EmbedSpec*> batch;
     for (auto& s : specs) {
       s.token_ids.resize(o.length);
       for (auto& t : s.token_ids) t = id(rng);
       batch.push_back(&s);
     }
-    std::vector<encoder::batching::SequenceResult> results;
+    std::vector<encoder::runner::EmbedResult> results;
     for (int i = 0; i < 2; ++i) {
-      if (!runner.Run(batch, &results).ok()) return 1;
+      if (!runner.RunEmbed(batch, &results).ok()) return 1;
     }
     std::vector<double> times;
     double total = 0;
@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_for(std::chrono::microseconds(o.pause_us));
       }
       const double t0 = Now();
-      if (!runner.Run(batch, &results).ok()) return 1;
+      if (!runner.RunEmbed(batch, &results).ok()) return 1;
       times.push_back(Now() - t0);
       total += times.back();
     }

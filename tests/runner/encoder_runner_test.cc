@@ -5,14 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <any>
 #include <cmath>
+#include <string>
 
 namespace encoder::runner {
 namespace {
-
-using batching::PoolingMode;
-using batching::SequenceResult;
-using batching::SequenceSpec;
 
 std::unique_ptr<model::Encoder> SmallModel() {
   model::ModelConfig c;
@@ -39,7 +37,7 @@ double MaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
 TEST(EncoderRunner, MixedBatchEqualsEachSequenceAlone) {
   auto model = SmallModel();
   EncoderRunner runner(model.get());
-  std::vector<SequenceSpec> specs(4);
+  std::vector<EmbedSpec> specs(4);
   specs[0].token_ids = {1, 5, 6, 7, 2};
   specs[0].pooling = PoolingMode::kFirst;
   specs[0].normalize = true;
@@ -54,14 +52,14 @@ TEST(EncoderRunner, MixedBatchEqualsEachSequenceAlone) {
   specs[3].token_ids = {1, 2};
   specs[3].pooling = PoolingMode::kFirst;
   specs[3].want_attention_stats = true;
-  std::vector<const SequenceSpec*> batch;
+  std::vector<const EmbedSpec*> batch;
   for (const auto& s : specs) batch.push_back(&s);
-  std::vector<SequenceResult> together;
-  ASSERT_TRUE(runner.Run(batch, &together).ok());
+  std::vector<EmbedResult> together;
+  ASSERT_TRUE(runner.RunEmbed(batch, &together).ok());
   ASSERT_EQ(together.size(), 4u);
   for (size_t i = 0; i < specs.size(); ++i) {
-    std::vector<SequenceResult> alone;
-    ASSERT_TRUE(runner.Run({&specs[i]}, &alone).ok());
+    std::vector<EmbedResult> alone;
+    ASSERT_TRUE(runner.RunEmbed({&specs[i]}, &alone).ok());
     EXPECT_LT(MaxDiff(together[i].pooled, alone[0].pooled), 1e-5) << i;
     EXPECT_LT(MaxDiff(together[i].tokens, alone[0].tokens), 1e-5) << i;
     EXPECT_LT(MaxDiff(together[i].attention, alone[0].attention), 1e-5) << i;
@@ -87,6 +85,34 @@ TEST(EncoderRunner, MixedBatchEqualsEachSequenceAlone) {
   EXPECT_EQ(together[2].attention_shape, (std::vector<int64_t>{2, 8, 8}));
   EXPECT_EQ(together[1].tokens.size(), 3u * 32u);
   EXPECT_EQ(together[3].attention_stats.size(), 2u * 4u);
+}
+
+TEST(EncoderRunner, BatchItemsCarryTheirSpecAndResultThroughTheBatcherEntry) {
+  auto model = SmallModel();
+  EncoderRunner runner(model.get());
+  EmbedSpec spec;
+  spec.token_ids = {1, 5, 6, 7, 2};
+  spec.want_tokens = true;
+  std::vector<EmbedResult> direct;
+  ASSERT_TRUE(runner.RunEmbed({&spec}, &direct).ok());
+  const batching::BatchItem item = ToBatchItem(spec);
+  EXPECT_EQ(item.length, 5);
+  std::vector<batching::ItemResult> results;
+  ASSERT_TRUE(runner.Run({&item}, &results).ok());
+  ASSERT_EQ(results.size(), 1u);
+  const auto* out = std::any_cast<EmbedResult>(&results[0].output);
+  ASSERT_NE(out, nullptr);
+  EXPECT_LT(MaxDiff(out->pooled, direct[0].pooled), 1e-6);
+  EXPECT_EQ(results[0].bytes,
+            static_cast<int64_t>((out->pooled.size() + out->tokens.size()) *
+                                 sizeof(float)));
+  // Work of another runner's type fails the batch, naming what is missing.
+  batching::BatchItem foreign;
+  foreign.length = 3;
+  foreign.work = 42;
+  const absl::Status refused = runner.Run({&foreign}, &results);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("EmbedSpec"), std::string::npos);
 }
 
 }  // namespace

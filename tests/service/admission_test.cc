@@ -29,6 +29,42 @@ std::vector<int64_t> Ids(int n) {
   return ids;
 }
 
+// An Embed of 256 inputs of 190 tokens with statistics on "relative" (256
+// batches at one sequence per batch), called on a thread of its own.
+class LargeRequest {
+ public:
+  explicit LargeRequest(TestServer* server)
+      : model_(server->host().Find("relative")) {
+    v1::EmbedRequest large = IdsRequest(
+        "relative", std::vector<std::vector<int64_t>>(256, Ids(190)));
+    large.set_return_attention_stats(true);
+    caller_ = std::thread([this, server, large] {
+      v1::EmbedResponse response;
+      grpc::Status s = Call(server->stub(), large, &response, 120000);
+      EXPECT_TRUE(s.ok()) << s.error_message();
+      done_ = true;
+    });
+  }
+  ~LargeRequest() { Join(); }
+
+  // Waits until at least 200 of its sequences wait in the model's queue.
+  bool Queued() const {
+    for (int i = 0; i < 2000 && model_->queued_sequences() < 200; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return model_->queued_sequences() >= 200;
+  }
+  bool done() const { return done_.load(); }
+  void Join() {
+    if (caller_.joinable()) caller_.join();
+  }
+
+ private:
+  const runner::ServedModel* model_;
+  std::atomic<bool> done_{false};
+  std::thread caller_;
+};
+
 TEST(AdmissionTest, ListModelsReportsTheBatchMemoryBudget) {
   TestServer server(SmallBudget());
   grpc::ClientContext context;
@@ -72,33 +108,18 @@ TEST(AdmissionTest, ASmallCallOvertakesALargeRequestQueuedBeforeIt) {
   TestServerOptions options;
   options.batching.max_batch_sequences = 1;
   TestServer server(options);
-  // 256 inputs of 190 tokens with statistics: 256 batches.
-  std::vector<std::vector<int64_t>> big(256, Ids(190));
-  v1::EmbedRequest large = IdsRequest("relative", big);
-  large.set_return_attention_stats(true);
-  std::atomic<bool> large_done{false};
-  std::atomic<bool> small_done_first{false};
-  std::thread caller([&] {
-    v1::EmbedResponse response;
-    grpc::Status s = Call(server.stub(), large, &response, 120000);
-    EXPECT_TRUE(s.ok()) << s.error_message();
-    large_done = true;
-  });
-  // Wait until the large request is queued and running.
+  LargeRequest large(&server);
+  ASSERT_TRUE(large.Queued());
   const runner::ServedModel* model = server.host().Find("relative");
-  for (int i = 0; i < 2000 && model->queued_sequences() < 200; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ASSERT_GE(model->queued_sequences(), 200);
   v1::EmbedResponse response;
   grpc::Status s =
       Call(server.stub(), IdsRequest("relative", {{1, 2, 3}}), &response);
   ASSERT_TRUE(s.ok()) << s.error_message();
-  small_done_first = !large_done.load();
+  const bool small_done_first = !large.done();
   // At most a couple of batches ran for the large request meanwhile.
   EXPECT_GT(model->queued_sequences(), 100);
-  caller.join();
-  EXPECT_TRUE(small_done_first.load());
+  large.Join();
+  EXPECT_TRUE(small_done_first);
 }
 
 TEST(AdmissionTest, DiagnoseWaitsInTheModelsQueueAndPendingCallsAreBounded) {
@@ -107,21 +128,9 @@ TEST(AdmissionTest, DiagnoseWaitsInTheModelsQueueAndPendingCallsAreBounded) {
   options.batching.fair_share = false;  // first come, first served
   options.server.diagnose.max_pending = 1;
   TestServer server(options);
-  std::vector<std::vector<int64_t>> big(256, Ids(190));
-  v1::EmbedRequest large = IdsRequest("relative", big);
-  large.set_return_attention_stats(true);
-  std::atomic<bool> large_done{false};
-  std::thread caller([&] {
-    v1::EmbedResponse response;
-    grpc::Status s = Call(server.stub(), large, &response, 120000);
-    EXPECT_TRUE(s.ok()) << s.error_message();
-    large_done = true;
-  });
+  LargeRequest large(&server);
+  ASSERT_TRUE(large.Queued());
   const runner::ServedModel* model = server.host().Find("relative");
-  for (int i = 0; i < 2000 && model->queued_sequences() < 200; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ASSERT_GE(model->queued_sequences(), 200);
   // Two calls at once: one waits behind the queued sequences, the other is
   // over --max-pending-diagnose.
   std::atomic<int> ok{0}, refused{0};
@@ -150,7 +159,7 @@ TEST(AdmissionTest, DiagnoseWaitsInTheModelsQueueAndPendingCallsAreBounded) {
   std::thread first(diagnose), second(diagnose);
   first.join();
   second.join();
-  caller.join();
+  large.Join();
   EXPECT_EQ(ok.load(), 1);
   EXPECT_EQ(refused.load(), 1);
   // It ran in the model's queue, after every sequence queued before it

@@ -1,0 +1,72 @@
+// What the encoder runner computes for one sequence, and what it returns:
+// the payload of a batching::BatchItem and of its ItemResult. Plain C++ (no
+// LibTorch), so that the RPC layer can build and read them.
+#ifndef ENCODER_SERVER_RUNNER_EMBED_TYPES_H_
+#define ENCODER_SERVER_RUNNER_EMBED_TYPES_H_
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "server/batching/types.h"
+#include "server/common/attention_stats.h"
+
+namespace encoder::runner {
+
+// kFirst: the first token; kLastToken: the last real token; kWeightedMean:
+// token t (from 1) weighted by t.
+enum class PoolingMode { kMean, kFirst, kMax, kLastToken, kWeightedMean };
+
+// What to compute for one sequence. Validated by the caller (ids in the
+// vocabulary, layer/head indices in range) before it is queued.
+struct EmbedSpec {
+  std::vector<int64_t> token_ids;
+  PoolingMode pooling = PoolingMode::kMean;
+  bool normalize = false;
+  bool want_tokens = false;               // per-token embeddings
+  std::vector<int64_t> attention_layers;  // attention maps of these layers
+  std::vector<int64_t> attention_heads;   // empty: all heads
+  bool average_heads = false;             // maps averaged over the heads
+  bool want_attention_stats = false;      // per layer x head statistics
+  // Hidden states after these many layers (0 .. num_layers; 0 is the
+  // embedding output), pooled with `pooling` when pool_hidden is set.
+  std::vector<int64_t> hidden_layers;
+  bool pool_hidden = false;
+  batching::SequenceCost cost;  // ServedModel::Price; zero: free (tests)
+};
+
+struct EmbedResult {
+  std::vector<float> pooled;     // [pooled_dim]
+  std::vector<float> tokens;     // [seq, D], when wanted
+  std::vector<float> attention;  // see attention_shape
+  // [layers, heads, seq, seq], or [layers, seq, seq] when averaged.
+  std::vector<int64_t> attention_shape;
+  std::vector<AttentionHeadStats> attention_stats;  // layer-major
+  // [layers, seq, D], or [layers, D] when pooled.
+  std::vector<float> hidden;
+  std::vector<int64_t> hidden_shape;
+  int64_t num_tokens = 0;
+  int64_t dim = 0;         // token embedding width
+  int64_t pooled_dim = 0;  // pooled width (differs after dense layers)
+  batching::BatchStats batch;
+
+  // Bytes of values it carries.
+  int64_t ValueBytes() const {
+    return static_cast<int64_t>(
+        (pooled.size() + tokens.size() + attention.size() + hidden.size()) *
+        sizeof(float));
+  }
+};
+
+// A sequence as a batch item (length and cost from `spec`).
+inline batching::BatchItem ToBatchItem(EmbedSpec spec) {
+  batching::BatchItem item;
+  item.length = static_cast<int64_t>(spec.token_ids.size());
+  item.cost = spec.cost;
+  item.work = std::move(spec);
+  return item;
+}
+
+}  // namespace encoder::runner
+
+#endif  // ENCODER_SERVER_RUNNER_EMBED_TYPES_H_
