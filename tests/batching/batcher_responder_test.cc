@@ -130,7 +130,9 @@ TEST(BatcherTest, SmallResultsCompleteOnTheWorkerLargeOnesOnTheResponder) {
   EXPECT_EQ(small_thread, runner.run_thread());
   EXPECT_NE(big_thread, runner.run_thread());
   EXPECT_NE(big_thread, std::this_thread::get_id());
-  const Echo* echo = EchoOf(big.results()[0]);
+  const std::vector<ItemResult> big_results = big.results();
+  ASSERT_EQ(big_results.size(), 1u);
+  const Echo* echo = EchoOf(big_results[0]);
   ASSERT_NE(echo, nullptr);
   EXPECT_EQ(echo->tokens.size(), 32768u);
 }
