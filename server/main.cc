@@ -139,6 +139,8 @@ int main(int argc, char** argv) {
                            : encoder::logging::LogFormat::kText;
   log_options.level = spdlog::level::from_str(flags.log_level);
   encoder::logging::SetupLogging(log_options);
+  encoder::logging::SetMaxRequestIdBytes(
+      static_cast<size_t>(flags.max_request_id_bytes));
   const encoder::BuildInfo& build = encoder::GetBuildInfo();
   spdlog::info("encoder-server {} (commit {}, {}, {}, LibTorch {})",
                build.version, build.commit, build.build_type, build.compiler,

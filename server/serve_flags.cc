@@ -218,6 +218,17 @@ void DefineServeFlags(CLI::App& app, ServeFlags& f) {
                  "similar log lines\" line. 0: no limit")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))
       ->capture_default_str();
+  app.add_option("--log-rate-limit-keys", f.log.rate_limit_keys,
+                 "kinds of lines the log rate limit tracks at once; lines of "
+                 "further kinds share one while the table is full")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
+      ->capture_default_str();
+  app.add_option("--max-request-id-bytes", f.max_request_id_bytes,
+                 "longest request id (request_id field, x-request-id) a "
+                 "caller may set; a longer one, or one with characters "
+                 "outside printable ASCII, is replaced by a generated id")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}))
+      ->capture_default_str();
 }
 
 // Every option can also come from ENCODER_<NAME>, the long name upper-cased

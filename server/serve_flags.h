@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/logging/access_log.h"
 #include "server/logging/log.h"
 #include "server/model/model_repository.h"
 #include "server/runner/cpu_buffer_cache.h"
@@ -45,6 +46,7 @@ struct ServeFlags {
   std::string ready_file;
   std::string log_level = "info";
   std::string log_format = "text";
+  int64_t max_request_id_bytes = logging::kDefaultMaxRequestIdBytes;
 };
 
 // Registers every flag on `app`, bound to `flags`.

@@ -1,5 +1,6 @@
 #include "server/logging/access_log.h"
 
+#include <atomic>
 #include <random>
 #include <vector>
 
@@ -75,8 +76,16 @@ std::string NewRequestId() {
   return id;
 }
 
+namespace {
+std::atomic<size_t> g_max_request_id_bytes{kDefaultMaxRequestIdBytes};
+}  // namespace
+
+void SetMaxRequestIdBytes(size_t bytes) { g_max_request_id_bytes.store(bytes); }
+
+size_t MaxRequestIdBytes() { return g_max_request_id_bytes.load(); }
+
 bool IsUsableRequestId(std::string_view id) {
-  if (id.empty() || id.size() > kMaxRequestIdBytes) return false;
+  if (id.empty() || id.size() > MaxRequestIdBytes()) return false;
   for (char c : id) {
     if (c < 0x20 || c > 0x7e) return false;
   }

@@ -44,11 +44,16 @@ spdlog::level::level_enum AccessLogLevel(std::string_view status);
 // 32 random lowercase hex digits.
 std::string NewRequestId();
 
-// A caller's request id is used when it is 1 to kMaxRequestIdBytes of
+// A caller's request id is used when it is 1 to MaxRequestIdBytes() of
 // printable ASCII (it is echoed in metadata and headers); otherwise the call
 // gets a generated one.
-inline constexpr size_t kMaxRequestIdBytes = 128;
 bool IsUsableRequestId(std::string_view id);
+// The default of --max-request-id-bytes.
+inline constexpr size_t kDefaultMaxRequestIdBytes = 128;
+// The longest request id a caller may set; set once at start-up, before
+// serving (thread-safe, but calls in flight may see either value).
+void SetMaxRequestIdBytes(size_t bytes);
+size_t MaxRequestIdBytes();
 
 // W3C Trace Context: "VV-<32 hex trace id>-<16 hex parent id>-<2 hex
 // flags>", lowercase, version not ff, ids not all zero; a version above 00

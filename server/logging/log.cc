@@ -4,6 +4,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <ctime>
@@ -269,8 +270,9 @@ void SetupLogging(const LogOptions& options,
   if (options.format == LogFormat::kJson) {
     out->set_formatter(std::make_unique<JsonFormatter>());
   }
-  auto limited =
-      std::make_shared<RateLimitedSink>(out, options.rate_limit_per_second);
+  auto limited = std::make_shared<RateLimitedSink>(
+      out, options.rate_limit_per_second, nullptr,
+      static_cast<size_t>(std::max<int64_t>(options.rate_limit_keys, 1)));
   auto logger = std::make_shared<spdlog::logger>("", limited);
   logger->set_level(options.level);
   logger->flush_on(spdlog::level::warn);

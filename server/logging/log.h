@@ -30,6 +30,10 @@ struct LogOptions {
   // message): at most this many per second; the rest are counted and
   // reported as one "suppressed K similar" line. 0: no limit.
   int64_t rate_limit_per_second = 10;
+  // Keys the limiter tracks at once (--log-rate-limit-keys); lines of
+  // further keys share one key while the table is full, so a flood of
+  // distinct messages cannot grow it without bound.
+  int64_t rate_limit_keys = 4096;
 };
 
 // Makes the default logger write to stdout in `options.format`, through

@@ -83,7 +83,7 @@ class ObservabilityTest(unittest.TestCase):
         cls.server = ServerProcess(
             ARGS.server, directory=cls.tmp.name,
             extra_args=["--log-format=json", "--metrics-listen=127.0.0.1:0",
-                        "--log-rate-limit=3"])
+                        "--log-rate-limit=3", "--max-request-id-bytes=64"])
         cls.server.wait_ready(300)
         with open(cls.server.ready_file) as f:
             cls.metrics_port = json.load(f)["metrics_port"]
@@ -181,6 +181,15 @@ class ObservabilityTest(unittest.TestCase):
         # A request id the server cannot echo (too long) is replaced.
         _, call = self.embed(self.text_request(["long"]),
                              metadata=[("x-request-id", "a" * 200)])
+        self.assertRegex(dict(call.initial_metadata())["x-request-id"], HEX32)
+        # --max-request-id-bytes=64: 64 bytes are echoed, 65 are replaced
+        # (the default, 128, would echo both).
+        _, call = self.embed(self.text_request(["at the limit"]),
+                             metadata=[("x-request-id", "b" * 64)])
+        self.assertEqual(dict(call.initial_metadata())["x-request-id"],
+                         "b" * 64)
+        _, call = self.embed(self.text_request(["over the limit"]),
+                             metadata=[("x-request-id", "c" * 65)])
         self.assertRegex(dict(call.initial_metadata())["x-request-id"], HEX32)
 
     def test_failed_call_logs_status_and_error(self):

@@ -63,11 +63,23 @@ TEST(RequestIdTest, GeneratedIdsAreHexAndDistinct) {
 
 TEST(RequestIdTest, CallerIdsMustBeShortPrintableAscii) {
   EXPECT_TRUE(IsUsableRequestId("req-1 / retry 2"));
-  EXPECT_TRUE(IsUsableRequestId(std::string(kMaxRequestIdBytes, 'a')));
+  EXPECT_EQ(MaxRequestIdBytes(), kDefaultMaxRequestIdBytes);
+  EXPECT_TRUE(IsUsableRequestId(std::string(kDefaultMaxRequestIdBytes, 'a')));
   EXPECT_FALSE(IsUsableRequestId(""));
-  EXPECT_FALSE(IsUsableRequestId(std::string(kMaxRequestIdBytes + 1, 'a')));
+  EXPECT_FALSE(
+      IsUsableRequestId(std::string(kDefaultMaxRequestIdBytes + 1, 'a')));
   EXPECT_FALSE(IsUsableRequestId("line\nbreak"));
   EXPECT_FALSE(IsUsableRequestId("caf\xC3\xA9"));
+}
+
+TEST(RequestIdTest, TheLengthLimitIsSettable) {
+  SetMaxRequestIdBytes(16);
+  const bool sixteen = IsUsableRequestId(std::string(16, 'a'));
+  const bool seventeen = IsUsableRequestId(std::string(17, 'a'));
+  SetMaxRequestIdBytes(kDefaultMaxRequestIdBytes);
+  EXPECT_TRUE(sixteen);
+  EXPECT_FALSE(seventeen);
+  EXPECT_TRUE(IsUsableRequestId(std::string(17, 'a')));
 }
 
 TEST(AccessLogTest, LevelFollowsTheStatus) {

@@ -47,6 +47,9 @@ TEST(ServeFlags, NoFlagsLeaveTheOptionStructsAtTheirDefaults) {
   EXPECT_EQ(parsed.trim.idle_ms, runner::IdleTrimOptions{}.idle_ms);
   EXPECT_EQ(parsed.log.rate_limit_per_second,
             logging::LogOptions{}.rate_limit_per_second);
+  EXPECT_EQ(parsed.log.rate_limit_keys, logging::LogOptions{}.rate_limit_keys);
+  EXPECT_EQ(parsed.max_request_id_bytes,
+            static_cast<int64_t>(logging::kDefaultMaxRequestIdBytes));
 }
 
 TEST(ServeFlags, EachFlagSetsItsStructField) {
@@ -69,7 +72,9 @@ TEST(ServeFlags, EachFlagSetsItsStructField) {
                               "--max-pending-diagnose=2",
                               "--max-extrapolation-tokens=300",
                               "--malloc-trim-idle-ms=0",
-                              "--log-rate-limit=4"});
+                              "--log-rate-limit=4",
+                              "--log-rate-limit-keys=100",
+                              "--max-request-id-bytes=64"});
   EXPECT_EQ(f.server.listen, "0.0.0.0:9000");
   EXPECT_EQ(f.host.batching.max_batch_sequences, 7);
   EXPECT_EQ(f.host.batching.max_batch_tokens, 999);
@@ -90,6 +95,8 @@ TEST(ServeFlags, EachFlagSetsItsStructField) {
   EXPECT_EQ(f.server.diagnose.max_extrapolation_tokens, 300);
   EXPECT_EQ(f.trim.idle_ms, 0);
   EXPECT_EQ(f.log.rate_limit_per_second, 4);
+  EXPECT_EQ(f.log.rate_limit_keys, 100);
+  EXPECT_EQ(f.max_request_id_bytes, 64);
 }
 
 TEST(ServeFlags, EnvironmentSetsAFieldAndTheCommandLineWins) {
