@@ -275,23 +275,20 @@ int main(int argc, char** argv) {
   // Registered before the models are served, so that every series carries
   // its model's labels (checkpoint configs are known only once loaded) from
   // the first report on.
+  metrics->CpuInfo(cpu.model, cpu.Joined());
   for (const auto& m : (*host)->models()) {
-    const auto& c = m->spec.config;
+    const encoder::runner::ModelDescription& d = m->description();
+    const encoder::model::ModelConfig& c = d.config;
     metrics->RegisterModel(
-        {m->spec.name, encoder::model::SchemeName(c.positional.type),
-         device->str(), encoder::runner::PrecisionName(*m->encoder), c.d_model,
-         c.num_heads, c.num_layers});
-    metrics->CpuInfo(cpu.model, cpu.Joined());
+        {d.name, encoder::model::SchemeName(c.positional.type), device->str(),
+         d.precision, c.d_model, c.num_heads, c.num_layers});
     for (const auto& trial : m->precision_trials) {
-      spdlog::info("model {}: {}", m->spec.name,
+      spdlog::info("model {}: {}", d.name,
                    encoder::runner::DescribeTrial(trial));
     }
-  }
-  for (const encoder::runner::ServedModel* m : (*host)->List()) {
-    const encoder::runner::ModelDescription& d = m->description();
     spdlog::info("model {} ({} {}, {} layers, d={}, {} parameters) on {} in {}",
-                 d.name, d.family, d.scheme.name, d.config.num_layers,
-                 d.config.d_model, d.parameter_count, d.device, d.precision);
+                 d.name, d.family, d.scheme.name, c.num_layers, c.d_model,
+                 d.parameter_count, d.device, d.precision);
     if (!d.batch_profile.points.empty()) {
       spdlog::info("model {}: batch profile: {}", d.name,
                    encoder::batching::DescribeProfile(d.batch_profile));

@@ -111,9 +111,6 @@ class ModelHost final : public ModelCatalog {
     return models_;
   }
   const HostOptions& options() const { return options_; }
-  // The budget every model's batches and Diagnose calls share (bytes held
-  // at once). Thread-safe.
-  batching::MemoryBudget* memory_budget() const { return budget_.get(); }
 
  private:
   ModelHost() = default;
