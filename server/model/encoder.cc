@@ -41,6 +41,19 @@ at::Tensor Activate(Activation a, const at::Tensor& x) {
   return x;
 }
 
+// The grid rows the token-wise work runs on: every real token, then padded
+// positions up to a multiple of kPackedRowAlignment (or the whole grid).
+at::Tensor PackedRows(const at::Tensor& flat_mask, int64_t real) {
+  at::Tensor rows = flat_mask.nonzero().squeeze(1);
+  const int64_t padded = flat_mask.numel() - real;
+  const int64_t extra =
+      std::min(padded, (kPackedRowAlignment - real % kPackedRowAlignment) %
+                           kPackedRowAlignment);
+  if (extra == 0) return rows;
+  return at::cat(
+      {rows, flat_mask.logical_not().nonzero().squeeze(1).narrow(0, 0, extra)});
+}
+
 }  // namespace
 
 at::Tensor Encoder::Norm(const at::Tensor& x, const at::Tensor& weight,
@@ -57,16 +70,36 @@ at::Tensor Encoder::Norm(const at::Tensor& x, const at::Tensor& weight,
                         config_.layer_norm_eps);
 }
 
+at::Tensor Encoder::Pass::Pack(const at::Tensor& grid) const {
+  if (!packed()) return grid;
+  return grid.reshape({batch * seq, grid.size(-1)}).index_select(0, rows);
+}
+
+at::Tensor Encoder::Pass::Unpack(const at::Tensor& packed_rows) const {
+  if (!packed()) return packed_rows;
+  // Padded positions read an appended zero row, not uninitialized memory:
+  // padded keys and values take part in the attention products (their
+  // scores are masked to -inf, and a NaN there would survive the mask). A
+  // gather, which copies whole rows, runs several times faster here than
+  // a scatter into zeros (index_copy_).
+  const int64_t c = packed_rows.size(-1);
+  return at::cat({packed_rows, at::zeros({1, c}, packed_rows.options())})
+      .index_select(0, grid_rows)
+      .view({batch, seq, c});
+}
+
 at::Tensor Encoder::Attention(int64_t index, const at::Tensor& x,
                               const at::Tensor& positions,
                               const at::Tensor& bias, const Pass& pass,
                               at::Tensor* attention) const {
   const LayerWeights& w = layers_[index];
-  const int64_t b = x.size(0), s = x.size(1);
+  const int64_t b = pass.batch, s = pass.seq;
   const int64_t h = config_.num_heads, d = config_.head_dim();
+  // Projected on the real tokens' rows, then onto the padded grid:
   // [B, S, 3A] -> three [B, H, S, d].
   std::vector<at::Tensor> qkv =
-      Project(x, w.in_proj_weight, w.in_proj_bias, w.in_proj_q, pass)
+      pass.Unpack(
+              Project(x, w.in_proj_weight, w.in_proj_bias, w.in_proj_q, pass))
           .chunk(3, -1);
   auto heads = [&](const at::Tensor& t) {
     return t.view({b, s, h, d}).transpose(1, 2);
@@ -78,7 +111,8 @@ at::Tensor Encoder::Attention(int64_t index, const at::Tensor& x,
   at::Tensor out = pass.lengths.empty()
                        ? Mix(q, k, v, bias, attention)
                        : MixEach(q, k, v, bias, pass.lengths, attention);
-  return Project(out, w.out_proj_weight, w.out_proj_bias, w.out_proj_q, pass);
+  return Project(pass.Pack(out), w.out_proj_weight, w.out_proj_bias,
+                 w.out_proj_q, pass);
 }
 
 at::Tensor Encoder::Mix(const at::Tensor& q, const at::Tensor& k,
@@ -287,8 +321,22 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
     Pass pass;
     pass.int8 = quantized_ && !options.full_precision;
     pass.lengths = ExactLengths(mask, pass.int8);
+    pass.batch = b;
+    pass.seq = s;
+    const int64_t real = mask.sum().item<int64_t>();
+    if (real < b * s &&
+        static_cast<double>(b * s - real) >=
+            options.skip_padding_min_share * static_cast<double>(b * s)) {
+      const at::Tensor flat = mask.reshape({b * s});
+      pass.rows = PackedRows(flat, real);
+      pass.grid_rows =
+          at::full({b * s}, pass.rows.numel(), pass.rows.options())
+              .index_put_({pass.rows},
+                          at::arange(pass.rows.numel(), pass.rows.options()));
+      x = pass.Pack(x);
+    }
     EncoderOutput out;
-    if (keeps_hidden(0)) out.hidden[0] = x;
+    if (keeps_hidden(0)) out.hidden[0] = pass.Unpack(x);
     for (int64_t i = 0; i < config_.num_layers; ++i) {
       const bool want = std::find(options.attention_layers.begin(),
                                   options.attention_layers.end(),
@@ -296,12 +344,12 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
       at::Tensor probs;
       x = Layer(i, x, positions, biases[i], pass, want ? &probs : nullptr);
       if (want) out.attention[i] = probs;
-      if (keeps_hidden(i + 1)) out.hidden[i + 1] = x;
+      if (keeps_hidden(i + 1)) out.hidden[i + 1] = pass.Unpack(x);
     }
     if (config_.norm_first) {
       x = Norm(x, final_norm_weight_, final_norm_bias_);
     }
-    out.tokens = x;
+    out.tokens = pass.Unpack(x);
     return out;
   } catch (const c10::Error& e) {
     return StatusFromTorchError(e, "encoder forward");

@@ -52,6 +52,15 @@ struct EncoderInput {
   at::Tensor positions;  // [batch, seq] int64; undefined -> 0..seq-1
 };
 
+// ForwardOptions::skip_padding_min_share by default: measured on the
+// built-in shape (BENCHMARKS.md, "Skipping padded positions"), gathering
+// pays from about this share of padding on.
+inline constexpr double kDefaultSkipPaddingMinShare = 0.1;
+// The gathered rows are padded up to a multiple of this (with padded
+// positions), as OpenBLAS's matrix products lose up to 10% on row counts
+// just short of one.
+inline constexpr int64_t kPackedRowAlignment = 8;
+
 struct ForwardOptions {
   // Layers whose attention probabilities to return (any order, no repeats).
   std::vector<int64_t> attention_layers;
@@ -62,6 +71,14 @@ struct ForwardOptions {
   // An int8 model runs its float32 weights, exactly as before quantization
   // (diagnostics: their tolerances are far below int8 rounding).
   bool full_precision = false;
+  // When at least this share of the padded [batch, seq] grid is padding,
+  // the token-wise work (projections, feed-forward, norms) runs on the real
+  // tokens' rows alone, gathered into [rows, D], and only attention runs on
+  // the padded grid. Below it (and at 1, which no batch reaches) every
+  // padded position is computed too: gathering costs more than a few
+  // padded rows save. Real tokens' results agree either way within float
+  // rounding.
+  double skip_padding_min_share = kDefaultSkipPaddingMinShare;
 };
 
 struct EncoderOutput {
@@ -127,11 +144,25 @@ class Encoder {
       : config_(std::move(config)), device_(device), dtype_(dtype) {}
 
   // How one forward runs: each sequence's real length when attention runs
-  // per sequence (ExactLengths; empty for the batched path), and whether
-  // the int8 projections are used.
+  // per sequence (ExactLengths; empty for the batched path), whether the
+  // int8 projections are used, and the real tokens' rows when the
+  // token-wise work skips padding.
   struct Pass {
     std::vector<int64_t> lengths;
     bool int8 = false;
+    int64_t batch = 0, seq = 0;
+    // Indices of the real tokens in the flattened [batch * seq] grid;
+    // undefined when the hidden state stays on the padded grid.
+    at::Tensor rows;
+    // For each grid position, its row in `rows`, or rows.numel() (a zero
+    // row) for padding.
+    at::Tensor grid_rows;
+    bool packed() const { return rows.defined(); }
+    // [batch, seq, C] -> [tokens, C]; identity when not packed.
+    at::Tensor Pack(const at::Tensor& grid) const;
+    // [tokens, C] -> [batch, seq, C] with zero padding; identity when not
+    // packed.
+    at::Tensor Unpack(const at::Tensor& packed_rows) const;
   };
   at::Tensor Layer(int64_t index, const at::Tensor& x,
                    const at::Tensor& positions, const at::Tensor& bias,

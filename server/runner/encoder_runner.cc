@@ -255,7 +255,8 @@ void SliceSequence(const EmbedSpec& spec, int64_t i,
 absl::Status EncoderRunner::RunImpl(const std::vector<const EmbedSpec*>& batch,
                                     std::vector<EmbedResult>* results) {
   c10::InferenceMode guard;
-  const PaddedBatch padded = PadBatch(batch, *model_);
+  PaddedBatch padded = PadBatch(batch, *model_);
+  padded.options.skip_padding_min_share = skip_padding_min_share_;
   ASSIGN_OR_RETURN(auto out, model_->Forward(padded.input, padded.options));
   const at::Tensor pooled =
       PoolBatch(batch, *model_, out.tokens, padded.input.mask);

@@ -42,6 +42,13 @@ class EncoderRunner : public batching::ModelRunner {
   // One forward pass on a short input, so the first request is not slow.
   absl::Status WarmUp();
 
+  // From which share of padding in a batch the token-wise work skips the
+  // padded positions (model::ForwardOptions::skip_padding_min_share; 1:
+  // never). Set before serving.
+  void set_skip_padding_min_share(double share) {
+    skip_padding_min_share_ = share;
+  }
+
  private:
   struct DeviceState;  // CUDA stream, when built with CUDA
 
@@ -50,6 +57,7 @@ class EncoderRunner : public batching::ModelRunner {
 
   const model::Encoder* model_;
   std::unique_ptr<DeviceState> device_state_;
+  double skip_padding_min_share_ = model::kDefaultSkipPaddingMinShare;
 };
 
 }  // namespace encoder::runner

@@ -269,6 +269,8 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Create(
     hosted->text_tokenizer = std::move(tok);
     hosted->encoder = std::move(encoder);
     hosted->runner = std::make_unique<EncoderRunner>(hosted->encoder.get());
+    hosted->runner->set_skip_padding_min_share(options.skip_padding_min_share);
+    hosted->desc.skip_padding_min_share = options.skip_padding_min_share;
     if (options.warm_up) {
       if (absl::Status s = hosted->runner->WarmUp(); !s.ok()) {
         return absl::Status(s.code(),

@@ -34,6 +34,9 @@ struct HostOptions {
   // Defaults for every model; a model's repository entry may override.
   batching::BatchOptions batching;
   bool warm_up = true;
+  // From which share of padding in a batch the projections, feed-forward
+  // and norms skip the padded positions (model::ForwardOptions); 1: never.
+  double skip_padding_min_share = model::kDefaultSkipPaddingMinShare;
   // Wall time each distinct model shape may spend measuring its throughput
   // by batch size and length at start-up (batching::MeasureBatchProfile);
   // the batch-size caps it finds join the model's batching options. Zero

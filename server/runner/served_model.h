@@ -48,6 +48,8 @@ struct ModelDescription {
   std::string default_prompt_name;
   bool include_prompt = true;
   int64_t max_extrapolation_tokens = 0;  // 0: the server's default
+  // Padding share from which the token-wise work skips padded positions.
+  double skip_padding_min_share = 0;
   batching::BatchOptions batching;       // effective, caps included
   batching::BatchProfile batch_profile;  // empty when not measured
 };

@@ -345,6 +345,7 @@ class HttpFront::Handlers {
             {"default_prompt_name", d.default_prompt_name},
             {"device", d.device},
             {"precision", d.precision},
+            {"skip_padding_min_share", d.skip_padding_min_share},
             {"batching",
              {{"max_batch_sequences", d.batching.max_batch_sequences},
               {"max_batch_tokens", d.batching.max_batch_tokens},

@@ -10,9 +10,11 @@ uncached one, the CPU and the load average.
 With --setting NAME=FLAGS (repeatable; FLAGS space-separated) other server
 configurations are compared instead, the first one being the baseline;
 e.g. --setting default= --setting "small=--cpu-buffer-cache-bytes=67108864"
+--lengths takes MIN-MAX entries too: lengths drawn uniformly per input, and
+tokens/s counts the real (unpadded) tokens.
 
 Usage: buffer_cache_bench.py BUILD_DIR [--model sinusoidal] [--duration S]
-       [--rounds N] [--concurrency 32] [--lengths 16,128]
+       [--rounds N] [--concurrency 32] [--lengths 16,128,8-128]
        [--setting NAME=FLAGS ...]
 """
 import argparse
@@ -46,7 +48,7 @@ def measure(build, flags, model, length, concurrency, duration):
     finally:
         stop_server(proc)
     sent = r["throughput"]["sequences_per_s"] * r["elapsed_s"] + 2 * concurrency
-    return {"tokens_per_s": r["throughput"]["sequences_per_s"] * length,
+    return {"tokens_per_s": r["throughput"]["tokens_per_s"],
             "p50_ms": r["latency_ms"]["p50"],
             "p99_ms": r["latency_ms"]["p99"],
             "faults_per_seq": (faults1 - faults0) / sent,
@@ -63,7 +65,8 @@ def main():
     p.add_argument("--duration", type=float, default=8)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--concurrency", type=int, default=32)
-    p.add_argument("--lengths", default="16,128")
+    p.add_argument("--lengths", default="16,128",
+                   help="tokens per input, or MIN-MAX for mixed lengths")
     p.add_argument("--setting", action="append", type=parse_setting,
                    help="NAME=FLAGS, a configuration to compare")
     a = p.parse_args()
@@ -73,13 +76,13 @@ def main():
           "faults/seq | CPU ms/seq | sys s | vs %s | load |" % settings[0][0])
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for round_ in range(1, a.rounds + 1):
-        for length in [int(x) for x in a.lengths.split(",")]:
+        for length in a.lengths.split(","):
             base = None
             for name, flags in settings:
                 r = measure(a.build, flags, a.model, length, a.concurrency,
                             a.duration)
                 base = base or r["tokens_per_s"]
-                print("| %d | %d | %s | %.0f | %.1f | %.1f | %.0f | %.1f "
+                print("| %d | %s | %s | %.0f | %.1f | %.1f | %.0f | %.1f "
                       "| %.2f | %.2fx | %.1f |" % (
                           round_, length, name, r["tokens_per_s"],
                           r["p50_ms"], r["p99_ms"], r["faults_per_seq"],

@@ -25,6 +25,13 @@ struct Options {
   std::string repository;
   std::vector<int64_t> batch_sizes = {1, 2, 4, 8, 16, 32};
   int64_t length = 16;
+  // Lengths drawn uniformly from [min_length, length]; 0: all `length`.
+  int64_t min_length = 0;
+  // As the server's flag; with compare_grid, runs at this share alternate
+  // forward by forward with runs that compute every padded position, and
+  // the ratio is printed.
+  double skip_padding_min_share = encoder::model::kDefaultSkipPaddingMinShare;
+  bool compare_grid = false;
   double seconds_per_size = 3;
   int intra_op_threads = 1;
   std::string device = "cpu";
@@ -56,6 +63,17 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   app.add_option("--length", o.length, "tokens per sequence")
       ->capture_default_str();
+  app.add_option("--min-length", o.min_length,
+                 "shortest sequence: lengths uniform in [min, --length] "
+                 "(0: every sequence --length tokens)")
+      ->capture_default_str();
+  app.add_option("--skip-padding-min-share", o.skip_padding_min_share,
+                 "as the server's flag (1: never skip padded positions)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_flag("--compare-grid", o.compare_grid,
+               "alternate each forward with one at --skip-padding-min-share=1 "
+               "and print the ratio");
   app.add_option("--seconds", o.seconds_per_size, "time per batch size")
       ->capture_default_str();
   app.add_option("--intra-op-threads", o.intra_op_threads,
@@ -125,38 +143,80 @@ int main(int argc, char** argv) {
   out["dtype"] = o.dtype;
   out["quantize"] = o.quantize;
   out["pause_us"] = o.pause_us;
+  const int64_t shortest = o.min_length > 0 ? o.min_length : o.length;
+  if (shortest > o.length) {
+    std::cerr << "--min-length is above --length\n";
+    return 2;
+  }
+  std::uniform_int_distribution<int64_t> length(shortest, o.length);
+  out["min_length"] = shortest;
+  out["skip_padding_min_share"] = o.skip_padding_min_share;
+  // The min share of each alternating run.
+  std::vector<double> modes = {o.skip_padding_min_share};
+  if (o.compare_grid) modes.push_back(1.0);
   for (int64_t b : o.batch_sizes) {
     std::vector<encoder::runner::EmbedSpec> specs(b);
     std::vector<const encoder::runner::EmbedSpec*> batch;
+    int64_t real = 0, longest = 0;
     for (auto& s : specs) {
-      s.token_ids.resize(o.length);
+      s.token_ids.resize(length(rng));
       for (auto& t : s.token_ids) t = id(rng);
+      real += static_cast<int64_t>(s.token_ids.size());
+      longest = std::max<int64_t>(longest, s.token_ids.size());
       batch.push_back(&s);
     }
     std::vector<encoder::runner::EmbedResult> results;
-    for (int i = 0; i < 2; ++i) {
-      if (!runner.RunEmbed(batch, &results).ok()) return 1;
-    }
-    std::vector<double> times;
-    double total = 0;
-    const double start = Now();
-    while (Now() - start < o.seconds_per_size || times.size() < 5) {
-      if (o.pause_us > 0) {
-        std::this_thread::sleep_for(std::chrono::microseconds(o.pause_us));
+    for (double share : modes) {
+      runner.set_skip_padding_min_share(share);
+      for (int i = 0; i < 2; ++i) {
+        if (absl::Status st = runner.RunEmbed(batch, &results); !st.ok()) {
+          std::cerr << st << "\n";
+          return 1;
+        }
       }
-      const double t0 = Now();
-      if (!runner.RunEmbed(batch, &results).ok()) return 1;
-      times.push_back(Now() - t0);
-      total += times.back();
     }
-    std::sort(times.begin(), times.end());
-    nlohmann::json row;
-    row["batch_size"] = b;
-    row["runs"] = times.size();
-    row["sequences_per_s"] = static_cast<double>(b * times.size()) / total;
-    row["p50_ms"] = times[times.size() / 2] * 1e3;
-    row["min_ms"] = times.front() * 1e3;
-    out["results"].push_back(row);
+    std::vector<std::vector<double>> times(modes.size());
+    std::vector<double> total(modes.size(), 0);
+    const double start = Now();
+    while (Now() - start < o.seconds_per_size || times[0].size() < 5) {
+      for (size_t m = 0; m < modes.size(); ++m) {
+        runner.set_skip_padding_min_share(modes[m]);
+        if (o.pause_us > 0) {
+          std::this_thread::sleep_for(std::chrono::microseconds(o.pause_us));
+        }
+        const double t0 = Now();
+        if (absl::Status st = runner.RunEmbed(batch, &results); !st.ok()) {
+          std::cerr << st << "\n";
+          return 1;
+        }
+        times[m].push_back(Now() - t0);
+        total[m] += times[m].back();
+      }
+    }
+    std::vector<double> rates;
+    for (size_t m = 0; m < modes.size(); ++m) {
+      std::vector<double>& t = times[m];
+      std::sort(t.begin(), t.end());
+      nlohmann::json row;
+      row["batch_size"] = b;
+      row["skip_padding_min_share"] = modes[m];
+      row["padding_share"] =
+          1.0 - static_cast<double>(real) / static_cast<double>(b * longest);
+      row["runs"] = t.size();
+      rates.push_back(static_cast<double>(b * t.size()) / total[m]);
+      row["sequences_per_s"] = rates.back();
+      row["real_tokens_per_s"] =
+          static_cast<double>(real * t.size()) / total[m];
+      row["p50_ms"] = t[t.size() / 2] * 1e3;
+      row["min_ms"] = t.front() * 1e3;
+      out["results"].push_back(row);
+    }
+    if (modes.size() == 2) {
+      nlohmann::json ratio;
+      ratio["batch_size"] = b;
+      ratio["over_grid"] = rates[0] / rates[1];
+      out["skip_padding_ratio"].push_back(ratio);
+    }
   }
   std::cout << out.dump(2) << std::endl;
   return 0;

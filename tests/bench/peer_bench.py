@@ -20,7 +20,7 @@ ours / peer and ours / best in-process forward. Each server's minor page
 faults and CPU seconds (user, system) per sequence come from /proc.
 
 Usage: peer_bench.py BUILD_DIR [--layers 4] [--duration 8] [--rounds 2]
-         [--lengths 16,128] [--concurrency 1,32] [--check-only]
+         [--lengths 16,128,8-128] [--concurrency 1,32] [--check-only]
          [--server-arg FLAG]... [--forward-arg FLAG]... [--min-cosine C]
          [--max-norm-difference D] [--json OUT]
 """
@@ -109,10 +109,13 @@ def check_agreement(pb2, pb2_grpc, ports, min_cosine, max_norm):
 
 
 def forward_bench(build, repository, sizes, length, seconds, extra=()):
+    lo, _, hi = length.partition("-")
+    lengths = ["--length", hi, "--min-length", lo] if hi else [
+        "--length", lo]
     out = subprocess.run(
         [os.path.join(build, "encoder-bench-forward"), "--models", repository,
          "--model", "ours", "--batch-sizes",
-         ",".join(str(s) for s in sorted(sizes)), "--length", str(length),
+         ",".join(str(s) for s in sorted(sizes)), *lengths,
          "--seconds", str(seconds), *extra],
         check=True, capture_output=True, text=True, timeout=600)
     return {r["batch_size"]: r for r in json.loads(out.stdout)["results"]}
@@ -127,6 +130,7 @@ def measured(build, proc, port, model, conc, length, duration):
     # The client's warm-up requests (2 per caller) count too.
     sent = r["throughput"]["sequences_per_s"] * r["elapsed_s"] + 2 * conc
     return {"sequences_per_s": r["throughput"]["sequences_per_s"],
+            "tokens_per_s": r["throughput"]["tokens_per_s"],
             "p50_ms": r["latency_ms"]["p50"], "p99_ms": r["latency_ms"]["p99"],
             "errors": sum(r["errors"].values()),
             "histogram": r["batch_size"]["histogram"],
@@ -143,7 +147,10 @@ def main():
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--duration", type=float, default=8)
     p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--lengths", default="16,128")
+    p.add_argument("--lengths", default="16,128",
+                   help="tokens per input, or MIN-MAX: lengths drawn "
+                        "uniformly per input (the in-process batches too), "
+                        "tokens/s counting real tokens")
     p.add_argument("--concurrency", default="1,32")
     p.add_argument("--peer-threads", type=int, default=1,
                    help="the peer's torch intra-op threads (encoder-server's "
@@ -161,7 +168,7 @@ def main():
                    help="start both servers, check that they agree, stop")
     p.add_argument("--json")
     a = p.parse_args()
-    lengths = [int(x) for x in a.lengths.split(",")]
+    lengths = a.lengths.split(",")
     concurrencies = [int(x) for x in a.concurrency.split(",")]
     print("CPU:", cpu_description())
     print("load average at start: %.2f" % os.getloadavg()[0], flush=True)
@@ -228,6 +235,7 @@ def run_rounds(a, lengths, concurrencies, repository, servers):
                 rows.append({"server": "forward", "round": round_index,
                              "length": length, "batch": size,
                              "sequences_per_s": f["sequences_per_s"],
+                             "tokens_per_s": f["real_tokens_per_s"],
                              "p50_ms": f["p50_ms"]})
     return rows
 
@@ -240,7 +248,8 @@ def report(a, rows):
           "| mean batch | CPU ms/seq | system share | faults/seq | "
           "ours / peer | ours / best in-process |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for length in sorted({r["length"] for r in rows}):
+    for length in sorted({r["length"] for r in rows},
+                         key=lambda x: [int(n) for n in x.split("-")]):
         fwd = [r for r in rows if r["server"] == "forward" and
                r["length"] == length]
         best_by_round = {}
@@ -269,9 +278,10 @@ def report(a, rows):
             for name in ("ours", "peer"):
                 runs = cell[name]
                 seq = median([r["sequences_per_s"] for r in runs])
-                print("| %d | %d | %s | %.1f | %.0f | %.2f | %.2f | %.1f | "
+                print("| %s | %d | %s | %.1f | %.0f | %.2f | %.2f | %.1f | "
                       "%.2f | %.0f%% | %.0f | %s | %s |" % (
-                          length, conc, name, seq, seq * length,
+                          length, conc, name, seq,
+                          median([r["tokens_per_s"] for r in runs]),
                           median([r["p50_ms"] for r in runs]),
                           median([r["p99_ms"] for r in runs]),
                           median([r["mean_batch"] for r in runs]),
@@ -285,8 +295,10 @@ def report(a, rows):
         for size in sorted({r["batch"] for r in fwd}):
             seq = median([r["sequences_per_s"] for r in fwd
                           if r["batch"] == size])
-            print("| %d | | in-process, batch %d | %.1f | %.0f | %.2f | | "
-                  "| | | | | |" % (length, size, seq, seq * length,
+            print("| %s | | in-process, batch %d | %.1f | %.0f | %.2f | | "
+                  "| | | | | |" % (length, size, seq,
+                                   median([r["tokens_per_s"] for r in fwd
+                                           if r["batch"] == size]),
                                    median([r["p50_ms"] for r in fwd
                                            if r["batch"] == size])))
 

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "server/model/model_repository.h"
@@ -100,6 +102,121 @@ TEST(Encoder, PaddingDoesNotChangeResults) {
       EXPECT_LT(MaxAbs(attn.narrow(1, 0, n).sum(-1) - 1), 1e-5);
     }
   }
+}
+
+// A padded batch of `lengths`; with `holes`, each row's second position is
+// masked out too (a mask that is not a prefix).
+EncoderInput Padded(const std::vector<int64_t>& lengths, bool holes = false) {
+  const int64_t b = static_cast<int64_t>(lengths.size());
+  const int64_t s = *std::max_element(lengths.begin(), lengths.end());
+  EncoderInput in;
+  in.ids = at::randint(3, 290, {b, s}, at::kLong);
+  in.mask = at::zeros({b, s}, at::kBool);
+  for (int64_t i = 0; i < b; ++i) {
+    in.mask[i].narrow(0, 0, lengths[i]).fill_(true);
+    if (holes && lengths[i] > 2) in.mask[i][1] = false;
+  }
+  return in;
+}
+
+// Architectures whose token-wise work differs: every scheme post-norm, and
+// the Hugging Face families' variants (pre-norm RMSNorm with a gated
+// feed-forward and no biases, a sliding window and no first attention
+// norm, BERT's embedding norm with RoBERTa's position ids).
+std::vector<std::pair<std::string, ModelConfig>> PackingConfigs() {
+  std::vector<std::pair<std::string, ModelConfig>> configs;
+  for (SchemeType type : kAllSchemes) {
+    configs.emplace_back(SchemeName(type), SmallConfig(type));
+  }
+  ModelConfig t5 = SmallConfig(SchemeType::kRelative);
+  t5.norm_first = true;
+  t5.arch.norm = NormKind::kRmsNorm;
+  t5.arch.norm_bias = false;
+  t5.arch.attention_bias = t5.arch.ffn_in_bias = t5.arch.ffn_out_bias = false;
+  t5.arch.gated_ffn = true;
+  t5.activation = Activation::kGeluTanh;
+  configs.emplace_back("t5-like", t5);
+  ModelConfig modern = SmallConfig(SchemeType::kRope);
+  modern.norm_first = true;
+  modern.arch.first_layer_attention_norm = false;
+  modern.arch.layer_window = {3, 0};
+  modern.arch.gated_ffn = true;
+  configs.emplace_back("modernbert-like", modern);
+  ModelConfig roberta = SmallConfig(SchemeType::kLearned);
+  roberta.arch.embedding_norm = true;
+  roberta.arch.token_type_embedding = true;
+  roberta.arch.type_vocab_size = 1;
+  roberta.arch.position_ids = PositionIdRule::kAfterPadding;
+  roberta.arch.padding_idx = 1;
+  roberta.max_positions = 45;
+  configs.emplace_back("roberta-like", roberta);
+  return configs;
+}
+
+TEST(Encoder, SkippingPaddedPositionsMatchesTheFullGrid) {
+  at::manual_seed(3);
+  for (const auto& [name, config] : PackingConfigs()) {
+    auto enc = Make(config);
+    for (bool holes : {false, true}) {
+      // 30 real tokens of 48 (not a multiple of the row alignment).
+      const std::vector<int64_t> lengths = {3, 12, 7, 1, 5, 2};
+      const EncoderInput in = Padded(lengths, holes);
+      ForwardOptions grid;
+      grid.attention_layers = {0, 1};
+      grid.hidden_layers = {0, 1, 2};
+      grid.skip_padding_min_share = 1.0;  // never
+      ForwardOptions packed = grid;
+      packed.skip_padding_min_share = 0.0;  // whenever there is padding
+      auto a = enc->Forward(in, grid);
+      auto b = enc->Forward(in, packed);
+      ASSERT_TRUE(a.ok()) << a.status();
+      ASSERT_TRUE(b.ok()) << b.status();
+      const std::string what = name + (holes ? " with holes" : "");
+      const at::Tensor real = in.mask.unsqueeze(-1);  // [B, S, 1]
+      auto on_real = [&](const at::Tensor& t) {
+        return t.masked_fill(real.logical_not(), 0);
+      };
+      EXPECT_LT(MaxAbs(on_real(a->tokens) - on_real(b->tokens)), 1e-5) << what;
+      ASSERT_EQ(b->hidden.size(), 3u) << what;
+      for (const auto& [index, h] : a->hidden) {
+        EXPECT_EQ(b->hidden.at(index).sizes(), h.sizes()) << what;
+        EXPECT_LT(MaxAbs(on_real(h) - on_real(b->hidden.at(index))), 1e-5)
+            << what << " hidden " << index;
+      }
+      for (const auto& [layer, p] : a->attention) {
+        const at::Tensor rows = in.mask.view({6, 1, -1, 1});  // real queries
+        const at::Tensor q = b->attention.at(layer);
+        EXPECT_LT(MaxAbs(p.masked_fill(rows.logical_not(), 0) -
+                         q.masked_fill(rows.logical_not(), 0)),
+                  1e-5)
+            << what << " attention " << layer;
+        // Real queries still give padded keys no probability.
+        const at::Tensor real_keys = in.mask.view({6, 1, 1, -1});
+        EXPECT_EQ(
+            MaxAbs(q.masked_fill(real_keys.logical_or(rows.logical_not()), 0)),
+            0.0)
+            << what;
+      }
+    }
+  }
+}
+
+TEST(Encoder, PaddedPositionsAreSkippedFromTheMinimumShareOn) {
+  auto enc = Make(SmallConfig(SchemeType::kSinusoidal));
+  // 17 real tokens of 32: a padding share of 15/32 = 0.47. Skipped rows
+  // (past the 24 the gather keeps, 17 aligned up to 8s) come back as
+  // zeros; computed ones do not.
+  const EncoderInput in = Padded({16, 1});
+  auto zero_rows = [&](double share) {
+    ForwardOptions o;
+    o.skip_padding_min_share = share;
+    auto out = enc->Forward(in, o);
+    EXPECT_TRUE(out.ok()) << out.status();
+    return out->tokens[1].abs().sum(-1).eq(0).sum().item<int64_t>();
+  };
+  EXPECT_EQ(zero_rows(0.5), 0);  // below the minimum share: full grid
+  EXPECT_EQ(zero_rows(0.4), 8);  // skipped: 32 - 24 rows
+  EXPECT_EQ(zero_rows(1.0), 0);  // never
 }
 
 TEST(Encoder, SameSeedSameWeightsOtherSeedOtherWeights) {
