@@ -57,8 +57,9 @@ struct EncoderInput {
 // pays from about this share of padding on.
 inline constexpr double kDefaultSkipPaddingMinShare = 0.1;
 // The gathered rows are padded up to a multiple of this (with padded
-// positions), as OpenBLAS's matrix products lose up to 10% on row counts
-// just short of one.
+// positions): at batch 8 x 16 tokens, a forward on 122 gathered rows took
+// about 12% longer than one on the full grid of 128 rows, and on 128
+// gathered rows 3% longer.
 inline constexpr int64_t kPackedRowAlignment = 8;
 
 struct ForwardOptions {
@@ -151,11 +152,13 @@ class Encoder {
     std::vector<int64_t> lengths;
     bool int8 = false;
     int64_t batch = 0, seq = 0;
-    // Indices of the real tokens in the flattened [batch * seq] grid;
-    // undefined when the hidden state stays on the padded grid.
+    // Indices in the flattened [batch * seq] grid of the rows the
+    // token-wise work runs on: the real tokens, then padded positions up
+    // to a multiple of kPackedRowAlignment. Undefined when the hidden state
+    // stays on the padded grid.
     at::Tensor rows;
-    // For each grid position, its row in `rows`, or rows.numel() (a zero
-    // row) for padding.
+    // For each grid position, its index in `rows`, or rows.numel() (a zero
+    // row) where it is not one of them.
     at::Tensor grid_rows;
     bool packed() const { return rows.defined(); }
     // [batch, seq, C] -> [tokens, C]; identity when not packed.
