@@ -73,7 +73,8 @@ def start_server(directory, extra=()):
         "--http-listen=127.0.0.1:0",
         f"--max-inputs-per-request={MAX_INPUTS}",
         f"--http-max-body-bytes={MAX_BODY}",
-        f"--max-send-message-bytes={MAX_SEND}", *extra])
+        f"--max-send-message-bytes={MAX_SEND}",
+        "--skip-padding-min-share=0.25", *extra])
     server.wait_ready(120)
     with open(server.ready_file) as f:
         ready = json.load(f)
@@ -314,6 +315,8 @@ class HttpFrontTest(Fixture):
         models = {m["name"]: m for m in json.loads(text)["models"]}
         self.assertEqual(models["prompted"]["prompts"], {"query": "query: "})
         self.assertEqual(models["prompted"]["default_prompt_name"], "")
+        # The server's setting, not the default (0.1).
+        self.assertEqual(models["unit"]["skip_padding_min_share"], 0.25)
 
     def test_dimensions_cut_then_renormalize(self):
         raw, _ = self.grpc_embed("raw", TEXTS)
