@@ -208,12 +208,17 @@ at::Tensor Encoder::DefaultPositions(const at::Tensor& tokens,
   return at::arange(s, tokens.options()).unsqueeze(0).expand({b, s});
 }
 
-std::vector<int64_t> Encoder::ExactLengths(const at::Tensor& mask,
-                                           bool int8) const {
+std::vector<int64_t> Encoder::ExactLengths(const at::Tensor& mask, bool int8,
+                                           bool packed) const {
   // Rounding to int8 or bfloat16 turns the last-bit differences of
   // differently shaped float products into visible ones, so the reduced
-  // paths run attention on each sequence's own length.
-  if (!int8 && dtype_ != at::kBFloat16) return {};
+  // paths run attention on each sequence's own length. A batch with enough
+  // padding to skip it in the token-wise work skips it in attention too:
+  // on the CPU, per-sequence products cost no more than batched ones at 16
+  // tokens and save the padded scores at long lengths (BENCHMARKS.md).
+  const bool per_sequence =
+      int8 || dtype_ == at::kBFloat16 || (packed && device_.is_cpu());
+  if (!per_sequence) return {};
   const at::Tensor cpu = mask.to(at::kCPU);
   const at::Tensor counts = cpu.sum(1);
   const at::Tensor prefix =
@@ -320,7 +325,6 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
     const std::vector<at::Tensor> biases = LayerBiases(bias, positions);
     Pass pass;
     pass.int8 = quantized_ && !options.full_precision;
-    pass.lengths = ExactLengths(mask, pass.int8);
     pass.batch = b;
     pass.seq = s;
     const int64_t real = mask.sum().item<int64_t>();
@@ -335,6 +339,7 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
                           at::arange(pass.rows.numel(), pass.rows.options()));
       x = pass.Pack(x);
     }
+    pass.lengths = ExactLengths(mask, pass.int8, pass.packed());
     EncoderOutput out;
     if (keeps_hidden(0)) out.hidden[0] = pass.Unpack(x);
     for (int64_t i = 0; i < config_.num_layers; ++i) {

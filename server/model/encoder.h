@@ -182,9 +182,11 @@ class Encoder {
                      const at::Tensor& v, const at::Tensor& bias,
                      const std::vector<int64_t>& lengths,
                      at::Tensor* attention) const;
-  // Real lengths for the per-sequence attention of the int8 and bfloat16
-  // paths; empty for float32, float16, or masks that are not prefixes.
-  std::vector<int64_t> ExactLengths(const at::Tensor& mask, bool int8) const;
+  // Real lengths for per-sequence attention: always on the int8 and
+  // bfloat16 paths, and on the CPU when the token-wise work skips padding
+  // (`packed`); empty otherwise, or for masks that are not prefixes.
+  std::vector<int64_t> ExactLengths(const at::Tensor& mask, bool int8,
+                                    bool packed) const;
   at::Tensor FeedForward(const LayerWeights& w, const at::Tensor& x,
                          const Pass& pass) const;
   // x W^T + b, through `q` when the pass uses int8.

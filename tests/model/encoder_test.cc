@@ -153,6 +153,8 @@ std::vector<std::pair<std::string, ModelConfig>> PackingConfigs() {
   return configs;
 }
 
+// Skipped padding (gathered rows; with prefix masks, attention per
+// sequence too) against the full grid (batched attention).
 TEST(Encoder, SkippingPaddedPositionsMatchesTheFullGrid) {
   at::manual_seed(3);
   for (const auto& [name, config] : PackingConfigs()) {
