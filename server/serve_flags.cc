@@ -185,8 +185,8 @@ void DefineServeFlags(CLI::App& app, ServeFlags& f) {
       ->capture_default_str();
   app.add_option("--skip-padding-min-share", f.host.skip_padding_min_share,
                  "share of padding in a batch from which the projections, "
-                 "feed-forward and norms run on the real tokens alone "
-                 "(attention still runs padded); 1: never")
+                 "feed-forward and norms run on the real tokens alone, and "
+                 "on the CPU attention on each input's own length; 1: never")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   app.add_flag("--warm-up,!--no-warm-up", f.host.warm_up,

@@ -74,8 +74,9 @@ struct ForwardOptions {
   bool full_precision = false;
   // When at least this share of the padded [batch, seq] grid is padding,
   // the token-wise work (projections, feed-forward, norms) runs on the real
-  // tokens' rows alone, gathered into [rows, D], and only attention runs on
-  // the padded grid. Below it (and at 1, which no batch reaches) every
+  // tokens' rows alone, gathered into [rows, D], and attention on the
+  // padded grid, or on the CPU with prefix masks per sequence on its own
+  // length (ExactLengths). Below it (and at 1, which no batch reaches) every
   // padded position is computed too: gathering costs more than a few
   // padded rows save. Real tokens' results agree either way within float
   // rounding.
