@@ -18,6 +18,7 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   ${TSAN_CMAKE_ARGS:-}
 cmake --build "$build" -j "$jobs" \
   --target batcher_test batcher_responder_test batcher_alone_test \
+    batcher_executions_test \
     batch_policy_test \
     cost_and_fairness_test \
     batch_profile_test

@@ -165,6 +165,15 @@ int main(int argc, char** argv) {
   spdlog::info("CPU {}: {}; {}", cpu.model, cpu.Joined(), threads);
   HostOptions host_options = flags.host;
   host_options.device = *device;
+  host_options.batching.executions =
+      flags.executions_per_model > 0
+          ? flags.executions_per_model
+          : encoder::runner::DefaultExecutionsPerModel(
+                device->is_cuda(), encoder::runner::DetectUsableCores());
+  spdlog::info(
+      "up to {} batches per model run at once{}",
+      host_options.batching.executions,
+      flags.executions_per_model > 0 ? " (--executions-per-model)" : "");
   if (absl::Status s =
           encoder::ApplyPrecisionFlags(precision, cpu, &host_options);
       !s.ok()) {

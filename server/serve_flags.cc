@@ -71,6 +71,15 @@ void DefineServeFlags(CLI::App& app, ServeFlags& f) {
                  "quota)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--executions-per-model", f.executions_per_model,
+                 "batches of one model that may run at once, each on its own "
+                 "thread, so a free core takes the next batch while one "
+                 "computes; running batches split the OpenBLAS threads "
+                 "between them (a repository entry's batching.executions "
+                 "overrides); 0: the usable cores, at most 2, on a CPU, 1 on "
+                 "a GPU")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
   app.add_option("--cpu-buffer-cache-bytes", f.cpu_buffer_cache_bytes,
                  "freed CPU tensor buffers of 256 KiB or more kept for reuse "
                  "by the next batches, up to this many bytes (saves the "

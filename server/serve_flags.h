@@ -37,6 +37,8 @@ struct ServeFlags {
   std::string device = "auto";
   int intra_op_threads = 1;
   int blas_threads = 0;  // 0: every usable core (thread_policy.h)
+  // 0: runner::DefaultExecutionsPerModel.
+  int executions_per_model = 0;
   int64_t cpu_buffer_cache_bytes = runner::kDefaultCpuBufferCacheBytes;
   // 0: derived from the memory limit at start.
   int64_t grpc_memory_quota_bytes = 0;

@@ -154,4 +154,35 @@ BatchDecision DecideBatch(const std::vector<QueuedSequence>& queue,
   return decision;
 }
 
+bool WorthAnotherExecution(const std::vector<QueuedSequence>& queue,
+                           const BatchDecision& decision,
+                           const BatchOptions& options) {
+  if (decision.take.empty()) return false;
+  const int64_t executions = std::max(options.executions, 1);
+  if (executions == 1) return true;
+  if (decision.take.size() == 1 && queue[decision.take[0]].alone) return true;
+  int64_t longest = 0;
+  for (size_t i : decision.take) longest = std::max(longest, queue[i].length);
+  const int64_t count = static_cast<int64_t>(decision.take.size());
+  // count >= limit / executions, without rounding the limit down to 0.
+  auto reaches = [&](int64_t amount, int64_t limit) {
+    return limit > 0 && static_cast<__int128>(amount) * executions >=
+                            static_cast<__int128>(limit);
+  };
+  if (reaches(count, std::max<int64_t>(options.max_batch_sequences, 1)) ||
+      reaches(longest * count, options.max_batch_tokens) ||
+      reaches(count, SequenceCapAt(options.length_caps, longest))) {
+    return true;
+  }
+  if (options.max_batch_cost_bytes > 0) {
+    int64_t cost = 0;
+    for (size_t i : decision.take) {
+      const int64_t c = queue[i].cost.At(longest);
+      cost = c > INT64_MAX - cost ? INT64_MAX : cost + c;
+    }
+    if (reaches(cost, options.max_batch_cost_bytes)) return true;
+  }
+  return false;
+}
+
 }  // namespace encoder::batching

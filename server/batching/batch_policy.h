@@ -59,6 +59,11 @@ struct BatchOptions {
   // acquires its cost before it runs, and no batch costs more than its
   // capacity.
   MemoryBudget* memory_budget = nullptr;
+  // Batches of this model that may run at once, each on a thread of its
+  // own (below 1: 1). With more than one, a batch is formed whenever an
+  // execution is free, so while one batch computes the next can start
+  // beside it instead of waiting for it.
+  int executions = 1;
 };
 
 // A queued sequence as the policy sees it. The queue is in arrival order.
@@ -99,6 +104,17 @@ struct BatchDecision {
 // alone.
 BatchDecision DecideBatch(const std::vector<QueuedSequence>& queue,
                           const BatchOptions& options, absl::Time now);
+
+// Whether `decision`'s batch should start while other batches of the model
+// run (options.executions > 1): when it reaches 1/executions of a limit
+// (sequences, padded tokens, cost, the length cap at its padded length), or
+// runs alone. A smaller batch waits for a running one to finish instead,
+// as it would with one execution, and gathers company meanwhile: starting
+// it at once would split a steady load into one large batch and a train
+// of small ones, each streaming the weights for a few sequences.
+bool WorthAnotherExecution(const std::vector<QueuedSequence>& queue,
+                           const BatchDecision& decision,
+                           const BatchOptions& options);
 
 }  // namespace encoder::batching
 

@@ -43,6 +43,10 @@ Batcher::Batcher(ModelRunner* runner, BatchOptions options,
       options_(std::move(options)),
       observer_(std::move(observer)) {
   responder_ = std::thread(&Batcher::ResponderLoop, this);
+  const int executions = std::max(1, options_.executions);
+  for (int i = 0; i < executions; ++i) {
+    executors_.emplace_back(&Batcher::ExecutorLoop, this);
+  }
   worker_ = std::thread(&Batcher::WorkerLoop, this);
 }
 
@@ -132,12 +136,13 @@ void Batcher::WorkerLoop() {
   }
   BatchOptions flush_options = serve_options;
   flush_options.max_queue_delay = absl::ZeroDuration();
+  const int executions = static_cast<int>(executors_.size());
   std::unordered_map<const RequestState*, int64_t> ranks;
 
   std::vector<QueuedSequence> view;
   int64_t reported_depth = -1;
   mu_.Lock();
-  while (!stopping_) {
+  for (;;) {
     const int64_t depth = static_cast<int64_t>(queue_.size());
     if (depth != reported_depth && observer_.on_queue_depth) {
       reported_depth = depth;
@@ -146,32 +151,53 @@ void Batcher::WorkerLoop() {
       mu_.Lock();
       continue;  // the queue may have changed meanwhile
     }
-    if (queue_.empty()) {
-      cv_.Wait(&mu_);
+    // A free executor gets the next batch before finished ones are filed,
+    // so that compute resumes first.
+    absl::Time wake_at = absl::InfiniteFuture();
+    if (!stopping_ && running_ < executions && !queue_.empty()) {
+      view.clear();
+      ranks.clear();
+      for (const Pending& pending : queue_) {
+        const BatchItem& item =
+            pending.state->request->sequences[pending.index];
+        view.push_back(QueuedSequence{item.length, pending.state->submitted,
+                                      item.cost, ranks[pending.state.get()]++,
+                                      pending.state->share,
+                                      static_cast<bool>(item.run_alone)});
+      }
+      const BatchOptions& now_options =
+          accepting_ ? serve_options : flush_options;
+      const BatchDecision decision =
+          DecideBatch(view, now_options, absl::Now());
+      if (running_ > 0 && !decision.take.empty() &&
+          !WorthAnotherExecution(view, decision, now_options)) {
+        // Too small to run beside the others: it waits for one to finish
+        // (the executor's hand-back wakes this loop).
+      } else if (!decision.take.empty()) {
+        std::vector<Pending> batch = PopLocked(decision);
+        mu_.Unlock();
+        StartBatch(std::move(batch));
+        mu_.Lock();
+        continue;
+      }
+      wake_at = decision.wake_at;
+    }
+    if (!finished_.empty()) {
+      std::deque<Job> finished;
+      finished.swap(finished_);
+      mu_.Unlock();
+      for (Job& job : finished) FinishJob(std::move(job));
+      mu_.Lock();
       continue;
     }
-    view.clear();
-    ranks.clear();
-    for (const Pending& pending : queue_) {
-      const BatchItem& item = pending.state->request->sequences[pending.index];
-      view.push_back(QueuedSequence{item.length, pending.state->submitted,
-                                    item.cost, ranks[pending.state.get()]++,
-                                    pending.state->share,
-                                    static_cast<bool>(item.run_alone)});
-    }
-    const BatchDecision decision = DecideBatch(
-        view, accepting_ ? serve_options : flush_options, absl::Now());
-    if (decision.take.empty()) {
-      // Early (spurious) wake-ups are harmless: the loop decides again.
-      cv_.WaitWithDeadline(&mu_, decision.wake_at);
-      continue;
-    }
-    std::vector<Pending> batch = PopLocked(decision);
-    mu_.Unlock();
-    ProcessBatch(std::move(batch));
-    mu_.Lock();
+    if (stopping_ && running_ == 0) break;
+    // Early (spurious) wake-ups are harmless: the loop decides again.
+    cv_.WaitWithDeadline(&mu_, wake_at);
   }
+  executors_stop_ = true;
   mu_.Unlock();
+  job_cv_.SignalAll();
+  for (std::thread& executor : executors_) executor.join();
   FailQueued();
 }
 
@@ -196,12 +222,73 @@ std::vector<Batcher::Pending> Batcher::PopLocked(
   return batch;
 }
 
-void Batcher::ProcessBatch(std::vector<Pending> batch) {
+void Batcher::StartBatch(std::vector<Pending> batch) {
   std::vector<Completion> completions;
   DropCounts drops;
   std::vector<Pending> run =
       TakeRunnable(std::move(batch), &completions, &drops);
-  if (!run.empty()) RunBatch(std::move(run), &completions);
+  if (!run.empty()) {
+    Job job;
+    job.items.reserve(run.size());
+    int64_t longest = 0;
+    for (const Pending& pending : run) {
+      job.items.push_back(&pending.state->request->sequences[pending.index]);
+      const int64_t length = job.items.back()->length;
+      longest = std::max(longest, length);
+      job.stats.real_tokens += length;
+    }
+    job.stats.batch_size = static_cast<int64_t>(run.size());
+    job.stats.padded_tokens = longest * job.stats.batch_size;
+    // The batch's memory, held from before the forward pass until its
+    // tensors are gone (results are plain vectors by then).
+    for (const BatchItem* item : job.items) {
+      const int64_t c = item->cost.At(longest);
+      job.cost = c > INT64_MAX - job.cost ? INT64_MAX : job.cost + c;
+    }
+    job.run = std::move(run);
+    {
+      MutexLock lock(&mu_);
+      jobs_.push_back(std::move(job));
+      ++running_;
+    }
+    job_cv_.Signal();
+  }
+  Settle(std::move(completions), drops);
+}
+
+void Batcher::ExecutorLoop() {
+  mu_.Lock();
+  for (;;) {
+    while (jobs_.empty() && !executors_stop_) job_cv_.Wait(&mu_);
+    if (jobs_.empty()) break;
+    Job job = std::move(jobs_.front());
+    jobs_.pop_front();
+    mu_.Unlock();
+    Execute(&job);
+    mu_.Lock();
+    finished_.push_back(std::move(job));
+    --running_;
+    cv_.Signal();
+  }
+  mu_.Unlock();
+}
+
+void Batcher::Execute(Job* job) {
+  MemoryBudget* budget = options_.memory_budget;
+  if (budget != nullptr) budget->Acquire(job->cost);
+  job->start = absl::Now();
+  job->status = RunGuarded(job->items, &job->results);
+  job->stats.inference_seconds =
+      absl::ToDoubleSeconds(absl::Now() - job->start);
+  if (budget != nullptr) budget->Release(job->cost);
+  if (job->status.ok() && job->results.size() != job->run.size()) {
+    job->status = absl::InternalError(
+        absl::StrCat("model runner returned ", job->results.size(),
+                     " results for ", job->run.size(), " sequences"));
+  }
+}
+
+void Batcher::Settle(std::vector<Completion> completions, DropCounts drops) {
   if (!completions.empty()) {
     for (const Pending& pending : PurgeFailed()) {
       drops.Add(pending.state->drop_reason, 1);
@@ -306,62 +393,35 @@ std::vector<Batcher::Pending> Batcher::TakeRunnable(
   return run;
 }
 
-void Batcher::RunBatch(std::vector<Pending> run,
-                       std::vector<Completion>* completions) {
-  std::vector<const BatchItem*> specs;
-  BatchStats stats;
-  stats.batch_size = static_cast<int64_t>(run.size());
-  int64_t longest = 0;
+void Batcher::FinishJob(Job job) {
+  BatchStats& stats = job.stats;
   absl::Time oldest = absl::InfiniteFuture();
-  for (const Pending& pending : run) {
-    specs.push_back(&pending.state->request->sequences[pending.index]);
-    const int64_t length = specs.back()->length;
-    longest = std::max(longest, length);
-    stats.real_tokens += length;
+  for (const Pending& pending : job.run) {
     oldest = std::min(oldest, pending.state->submitted);
   }
-  stats.padded_tokens = longest * stats.batch_size;
-
-  // The batch's memory, held from before the forward pass until its
-  // tensors are gone (results are plain vectors by then).
-  int64_t cost = 0;
-  for (const BatchItem* spec : specs) {
-    const int64_t c = spec->cost.At(longest);
-    cost = c > INT64_MAX - cost ? INT64_MAX : cost + c;
-  }
-  MemoryBudget* budget = options_.memory_budget;
-  if (budget != nullptr) budget->Acquire(cost);
-  std::vector<ItemResult> results;
-  const absl::Time start = absl::Now();
-  absl::Status status = RunGuarded(specs, &results);
-  stats.inference_seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  if (budget != nullptr) budget->Release(cost);
-  stats.queue_seconds = absl::ToDoubleSeconds(start - oldest);
-  if (status.ok() && results.size() != run.size()) {
-    status = absl::InternalError(absl::StrCat("model runner returned ",
-                                              results.size(), " results for ",
-                                              run.size(), " sequences"));
-  }
+  stats.queue_seconds = absl::ToDoubleSeconds(job.start - oldest);
   if (observer_.on_batch) observer_.on_batch(stats);
 
-  for (size_t i = 0; i < run.size(); ++i) {
-    const std::shared_ptr<RequestState>& state = run[i].state;
-    // A request fails once; a later poll may have cancelled it after an
-    // earlier sequence of it was taken into this batch.
+  std::vector<Completion> completions;
+  for (size_t i = 0; i < job.run.size(); ++i) {
+    const std::shared_ptr<RequestState>& state = job.run[i].state;
+    // A request fails once; a later poll, or another batch, may have failed
+    // it after an earlier sequence of it was taken into this batch.
     if (state->failed) continue;
-    if (!status.ok()) {
-      Fail(state, status, nullptr, completions);
+    if (!job.status.ok()) {
+      Fail(state, job.status, nullptr, &completions);
       continue;
     }
-    ItemResult& result = state->results[run[i].index];
-    result = std::move(results[i]);
+    ItemResult& result = state->results[job.run[i].index];
+    result = std::move(job.results[i]);
     result.batch = stats;
     result.batch.queue_seconds =
-        absl::ToDoubleSeconds(start - state->submitted);
+        absl::ToDoubleSeconds(job.start - state->submitted);
     if (--state->remaining == 0) {
-      completions->push_back(Completion{state, absl::OkStatus()});
+      completions.push_back(Completion{state, absl::OkStatus()});
     }
   }
+  Settle(std::move(completions), DropCounts{});
 }
 
 absl::Status Batcher::RunGuarded(const std::vector<const BatchItem*>& items,

@@ -1,9 +1,12 @@
 // Dynamic batcher: one per model. Callers submit requests of one or more
-// sequences; one worker thread forms batches with DecideBatch and runs them
-// on the ModelRunner; a second, the responder, completes each request
-// through its callback once all of its sequences are done, so that packing a
-// large response overlaps the next forward pass (small ones the worker
-// completes itself). No thread waits per request.
+// sequences; one worker thread forms batches with DecideBatch and hands each
+// to one of BatchOptions::executions executor threads, which run it on the
+// ModelRunner; the worker forms the next batch as soon as an executor is
+// free and files each finished batch's results. A further thread, the
+// responder, completes each request through its callback once all of its
+// sequences are done, so that packing a large response overlaps the next
+// forward pass (small ones the worker completes itself). No thread waits
+// per request.
 #ifndef ENCODER_SERVER_BATCHING_BATCHER_H_
 #define ENCODER_SERVER_BATCHING_BATCHER_H_
 
@@ -25,11 +28,12 @@
 namespace encoder::batching {
 
 // Hooks the batcher calls for metrics; all optional. They are called on the
-// worker thread, except on_dropped("overload") which is called inside a
-// failing Submit on the submitting thread, so on_dropped may run
-// concurrently with itself and must be thread-safe. Never called with the
-// batcher's lock held; a hook may call Submit but must neither call Drain
-// nor destroy the batcher (the worker would wait for itself).
+// worker thread (on_batch once the batch has finished), except
+// on_dropped("overload") which is called inside a failing Submit on the
+// submitting thread, so on_dropped may run concurrently with itself and must be
+// thread-safe. Never called with the batcher's lock held; a hook may call
+// Submit but must neither call Drain nor destroy the batcher (the worker would
+// wait for itself).
 struct BatcherObserver {
   // Once per forward pass; queue_seconds is that of the oldest member.
   std::function<void(const BatchStats&)> on_batch;
@@ -42,12 +46,15 @@ struct BatcherObserver {
 };
 
 // One caller's unit of submission. The batcher shares ownership from Submit
-// until `done` returns; the caller must not modify it in between.
+// until `done` has returned and no batch still runs any of its sequences
+// (when one of its batches fails, the others may still be running); the
+// caller must not modify it in between.
 struct Request {
   std::vector<BatchItem> sequences;
   // Sequences not started by then are dropped (DEADLINE_EXCEEDED).
   absl::Time deadline = absl::InfiniteFuture();
-  // Polled on the worker thread before a sequence is computed; may be empty.
+  // Polled on the worker thread before a sequence's batch is handed to an
+  // executor; may be empty.
   // Must be thread-safe and must not throw.
   std::function<bool()> is_cancelled;
   // Required. Called exactly once per accepted request, on the batcher's
@@ -66,9 +73,9 @@ class Batcher {
   // Starts the worker thread.
   Batcher(ModelRunner* runner, BatchOptions options,
           BatcherObserver observer = {});
-  // Stops accepting, lets a running batch finish, fails queued work with
+  // Stops accepting, lets running batches finish, fails queued work with
   // UNAVAILABLE (each `done` called as described at Request::done), joins
-  // both threads once every `done` has returned.
+  // every thread once every `done` has returned.
   ~Batcher();
 
   Batcher(const Batcher&) = delete;
@@ -121,13 +128,38 @@ class Batcher {
 
   struct DropCounts;  // sequences dropped in one round, by reason
 
+  // One batch on its way through an executor. The worker fills the first
+  // part, the executor the second; the executor reads only the items
+  // (immutable since Submit), never the requests' states.
+  struct Job {
+    std::vector<Pending> run;
+    std::vector<const BatchItem*> items;  // run's items, in order
+    int64_t cost = 0;                     // of the memory budget
+    BatchStats stats;  // sizes by the worker, seconds by the executor
+    absl::Time start;  // when the executor began it
+    absl::Status status;
+    std::vector<ItemResult> results;
+  };
+
   void WorkerLoop() ABSL_LOCKS_EXCLUDED(mu_);
   // Takes the queue entries the decision names and charges their requests'
   // shares.
   std::vector<Pending> PopLocked(const BatchDecision& decision)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Drops, runs and completes one batch. Worker thread.
-  void ProcessBatch(std::vector<Pending> batch) ABSL_LOCKS_EXCLUDED(mu_);
+  // Drops what of `batch` may not run and hands the rest to an executor.
+  // Worker thread.
+  void StartBatch(std::vector<Pending> batch) ABSL_LOCKS_EXCLUDED(mu_);
+  // An executor thread: runs jobs until the worker stops them.
+  void ExecutorLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Runs one job's items under its share of the memory budget. Executor.
+  void Execute(Job* job);
+  // Files a finished job's results or error in its requests. Worker thread.
+  void FinishJob(Job job) ABSL_LOCKS_EXCLUDED(mu_);
+  // After a round's failures and results: discards the queued sequences of
+  // failed requests, reports the drops and hands the completions over.
+  // Worker thread.
+  void Settle(std::vector<Completion> completions, DropCounts drops)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Marks the request failed and schedules its `done` with `status`.
   static void Fail(const std::shared_ptr<RequestState>& state,
                    absl::Status status, const char* drop_reason,
@@ -137,8 +169,6 @@ class Batcher {
   std::vector<Pending> TakeRunnable(std::vector<Pending> batch,
                                     std::vector<Completion>* completions,
                                     DropCounts* drops);
-  // Runs `run` in one forward pass and stores its results or its error.
-  void RunBatch(std::vector<Pending> run, std::vector<Completion>* completions);
   // Runs `items` on the runner (or the one item that runs alone, itself),
   // turning exceptions into INTERNAL.
   absl::Status RunGuarded(const std::vector<const BatchItem*>& items,
@@ -181,6 +211,14 @@ class Batcher {
   int64_t virtual_time_ ABSL_GUARDED_BY(mu_) = 0;  // share of the last anchor
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Worker <-> executors: jobs waiting for an executor, and finished jobs
+  // waiting for the worker; running_ counts jobs handed out and not yet
+  // finished (at most options_.executions).
+  CondVar job_cv_;  // executors: a job waits, or they stop
+  std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);
+  std::deque<Job> finished_ ABSL_GUARDED_BY(mu_);
+  int running_ ABSL_GUARDED_BY(mu_) = 0;
+  bool executors_stop_ ABSL_GUARDED_BY(mu_) = false;
 
   // Worker -> responder hand-over; its own lock, so that packing responses
   // never holds up Submit.
@@ -194,6 +232,7 @@ class Batcher {
 
   std::thread worker_;
   std::thread responder_;
+  std::vector<std::thread> executors_;  // joined by the worker as it exits
 };
 
 }  // namespace encoder::batching

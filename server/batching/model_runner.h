@@ -16,8 +16,8 @@ class ModelRunner {
   // Computes every item of `batch` in one forward pass and writes `results`
   // (resized to batch.size(), in order; BatchStats are filled in by the
   // batcher). A non-OK status fails the whole batch; so does an item whose
-  // `work` is not the runner's type (INVALID_ARGUMENT). Called from one
-  // worker thread at a time per runner.
+  // `work` is not the runner's type (INVALID_ARGUMENT). Called from up to
+  // BatchOptions::executions threads at once, so it must be thread-safe.
   virtual absl::Status Run(const std::vector<const BatchItem*>& batch,
                            std::vector<ItemResult>* results) = 0;
 };

@@ -43,7 +43,8 @@ absl::StatusOr<BatchingOverrides> ParseBatching(const std::string& name,
       {"max_batch_tokens", &BatchingOverrides::max_batch_tokens},
       {"max_queue_delay_us", &BatchingOverrides::max_queue_delay_us},
       {"max_queued_sequences", &BatchingOverrides::max_queued_sequences},
-      {"max_batch_memory_bytes", &BatchingOverrides::max_batch_memory_bytes}};
+      {"max_batch_memory_bytes", &BatchingOverrides::max_batch_memory_bytes},
+      {"executions", &BatchingOverrides::executions}};
   if (!batching.is_object()) {
     return ModelError(name, "batching must be an object");
   }
@@ -57,6 +58,9 @@ absl::StatusOr<BatchingOverrides> ParseBatching(const std::string& name,
                                            "integer option"));
     }
     out.*(field->second) = item.value().get<int64_t>();
+  }
+  if (out.executions && (*out.executions < 1 || *out.executions > 64)) {
+    return ModelError(name, "batching.executions must be 1 to 64");
   }
   return out;
 }

@@ -27,6 +27,7 @@ struct BatchingOverrides {
   std::optional<int64_t> max_queue_delay_us;
   std::optional<int64_t> max_queued_sequences;
   std::optional<int64_t> max_batch_memory_bytes;
+  std::optional<int64_t> executions;  // batches running at once, >= 1
 };
 
 // How text inputs become token ids for a model.

@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <any>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
 #include "server/diagnostics/diagnostics.h"
 #include "server/model/torch_status.h"
+#include "server/runner/thread_policy.h"
 
 #ifdef ENCODER_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -99,6 +101,9 @@ absl::Status EncoderRunner::RunEmbed(const std::vector<const EmbedSpec*>& batch,
     std::optional<c10::cuda::CUDAStreamGuard> guard;
     if (device_state_->stream) guard.emplace(*device_state_->stream);
 #endif
+    // Batches running side by side split OpenBLAS's threads.
+    std::optional<BlasShare> share;
+    if (!model_->device().is_cuda()) share.emplace();
     status = RunImpl(batch, results);
   } catch (const c10::Error& e) {
     status = model::StatusFromTorchError(

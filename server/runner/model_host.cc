@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
 #include "server/diagnostics/diagnostics.h"
 #include "server/model/dtype.h"
+#include "server/runner/thread_policy.h"
 #include "server/tokenizer/byte_tokenizer.h"
 
 namespace encoder::runner {
@@ -29,6 +31,8 @@ batching::BatchOptions MergeBatchOptions(
       overrides.max_queued_sequences.value_or(o.max_queued_sequences);
   o.max_batch_cost_bytes =
       overrides.max_batch_memory_bytes.value_or(o.max_batch_cost_bytes);
+  if (overrides.executions)
+    o.executions = static_cast<int>(*overrides.executions);
   return o;
 }
 
@@ -181,6 +185,8 @@ absl::Status HostedModel::Diagnose(DiagnoseWork work) const {
   item.cost = work.cost;
   item.run_alone = [model = encoder.get(), report,
                     options = std::move(work.options)] {
+    std::optional<BlasShare> share;
+    if (!model->device().is_cuda()) share.emplace();
     *report = diagnostics::Diagnose(*model, options);
     return report->status();
   };

@@ -5,8 +5,10 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <mutex>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -50,6 +52,29 @@ double CgroupQuota(const std::string& root, std::string* source) {
   return 0;
 }
 
+using SetThreads = void (*)(int);
+using GetThreads = int (*)();
+
+// What BlasShare divides: OpenBLAS's pool as ApplyThreadPolicy left it.
+struct BlasPool {
+  std::mutex mu;
+  SetThreads set = nullptr;
+  GetThreads get = nullptr;
+  int threads = 0;  // 0: not OpenBLAS, or not configured yet
+  int running = 0;  // BlasShare instances alive
+
+  void ShareLocked() {
+    if (set != nullptr && threads > 0) {
+      set(std::max(1, threads / std::max(1, running)));
+    }
+  }
+};
+
+BlasPool& Pool() {
+  static BlasPool* pool = new BlasPool;
+  return *pool;
+}
+
 int AffinityCpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -80,8 +105,6 @@ std::string ApplyThreadPolicy(int intra_op_threads, int blas_threads) {
   std::string out = absl::StrCat(at::get_num_threads(), " intra-op threads");
   // Looked up at run time: the BLAS behind LibTorch is chosen by the
   // system (Debian's alternatives), not by this build.
-  using SetThreads = void (*)(int);
-  using GetThreads = int (*)();
   auto set = reinterpret_cast<SetThreads>(
       dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
   auto get = reinterpret_cast<GetThreads>(
@@ -100,7 +123,45 @@ std::string ApplyThreadPolicy(int intra_op_threads, int blas_threads) {
                             usable.quota, usable.affinity, usable.quota_source);
     }
   }
+  BlasPool& pool = Pool();
+  {
+    std::lock_guard<std::mutex> lock(pool.mu);
+    pool.set = set;
+    pool.get = get;
+    pool.threads = get();
+    pool.ShareLocked();
+  }
   return absl::StrCat(out, ", OpenBLAS ", get(), " threads", why);
+}
+
+int DefaultExecutionsPerModel(bool cuda, const UsableCores& cores) {
+  if (cuda) return 1;
+  return std::clamp(cores.cores, 1, kMaxDefaultExecutions);
+}
+
+BlasShare::BlasShare() {
+  BlasPool& pool = Pool();
+  std::lock_guard<std::mutex> lock(pool.mu);
+  ++pool.running;
+  pool.ShareLocked();
+}
+
+BlasShare::~BlasShare() {
+  BlasPool& pool = Pool();
+  std::lock_guard<std::mutex> lock(pool.mu);
+  --pool.running;
+}
+
+int BlasShare::threads_now() {
+  BlasPool& pool = Pool();
+  std::lock_guard<std::mutex> lock(pool.mu);
+  return pool.get != nullptr ? pool.get() : 0;
+}
+
+int BlasShare::running() {
+  BlasPool& pool = Pool();
+  std::lock_guard<std::mutex> lock(pool.mu);
+  return pool.running;
 }
 
 }  // namespace encoder::runner

@@ -32,6 +32,37 @@ UsableCores DetectUsableCores(
 // quota when it decided, or "..., BLAS pool not OpenBLAS").
 std::string ApplyThreadPolicy(int intra_op_threads, int blas_threads);
 
+// The most batches of one model that run at once by default on a CPU.
+inline constexpr int kMaxDefaultExecutions = 2;
+// --executions-per-model when it is 0: on a GPU 1 (the model's batches share
+// one stream); on a CPU the usable cores, at most kMaxDefaultExecutions.
+int DefaultExecutionsPerModel(bool cuda, const UsableCores& cores);
+
+// Counts a forward pass as running for as long as it lives, and divides
+// the OpenBLAS pool that ApplyThreadPolicy set among the passes running in
+// the process. A pass that starts sets the threads per matrix product to
+// pool / running (at least 1): a pass that starts alone uses every thread,
+// and two passes side by side (two batches of one model, or of two
+// models) use half each instead of contending for the same threads. A
+// product already running keeps its count; the next one takes the new
+// share. When a pass ends, the share is not raised for those still
+// running: under a steady load another starts soon, and OpenBLAS's idle
+// threads spin for a while after each product they join, taking the cores
+// the running passes use. Does nothing when the BLAS is not OpenBLAS or
+// ApplyThreadPolicy has not run. Thread-safe.
+class BlasShare {
+ public:
+  BlasShare();
+  ~BlasShare();
+  BlasShare(const BlasShare&) = delete;
+  BlasShare& operator=(const BlasShare&) = delete;
+
+  // OpenBLAS's threads per product now (0: not OpenBLAS), and the passes
+  // counted (tests and the log).
+  static int threads_now();
+  static int running();
+};
+
 }  // namespace encoder::runner
 
 #endif  // ENCODER_SERVER_RUNNER_THREAD_POLICY_H_

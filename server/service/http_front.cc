@@ -329,28 +329,29 @@ class HttpFront::Handlers {
       for (const runner::ServedModel* m : host->List()) {
         const runner::ModelDescription& d = m->description();
         const model::ModelConfig& c = d.config;
-        info["models"].push_back(json{
-            {"name", d.name},
-            {"family", d.family},
-            {"scheme", d.scheme.name},
-            {"dimensions", d.output_dim},
-            {"d_model", c.d_model},
-            {"num_layers", c.num_layers},
-            {"num_heads", c.num_heads},
-            {"max_input_tokens", c.max_length()},
-            {"pooling", model::PoolingName(c.pooling)},
-            {"normalize", c.normalize},
-            {"accepts_text", m->tokenizer() != nullptr},
-            {"prompts", d.prompts},
-            {"default_prompt_name", d.default_prompt_name},
-            {"device", d.device},
-            {"precision", d.precision},
-            {"skip_padding_min_share", d.skip_padding_min_share},
-            {"batching",
-             {{"max_batch_sequences", d.batching.max_batch_sequences},
-              {"max_batch_tokens", d.batching.max_batch_tokens},
-              {"max_queued_sequences", d.batching.max_queued_sequences},
-              {"max_batch_memory_bytes", d.batching.max_batch_cost_bytes}}}});
+        info["models"].push_back(
+            json{{"name", d.name},
+                 {"family", d.family},
+                 {"scheme", d.scheme.name},
+                 {"dimensions", d.output_dim},
+                 {"d_model", c.d_model},
+                 {"num_layers", c.num_layers},
+                 {"num_heads", c.num_heads},
+                 {"max_input_tokens", c.max_length()},
+                 {"pooling", model::PoolingName(c.pooling)},
+                 {"normalize", c.normalize},
+                 {"accepts_text", m->tokenizer() != nullptr},
+                 {"prompts", d.prompts},
+                 {"default_prompt_name", d.default_prompt_name},
+                 {"device", d.device},
+                 {"precision", d.precision},
+                 {"skip_padding_min_share", d.skip_padding_min_share},
+                 {"batching",
+                  {{"max_batch_sequences", d.batching.max_batch_sequences},
+                   {"max_batch_tokens", d.batching.max_batch_tokens},
+                   {"max_queued_sequences", d.batching.max_queued_sequences},
+                   {"max_batch_memory_bytes", d.batching.max_batch_cost_bytes},
+                   {"executions", d.batching.executions}}}});
       }
     }
     Count(kInfoRpc, absl::OkStatus());

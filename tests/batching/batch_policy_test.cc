@@ -231,5 +231,42 @@ TEST(DecideBatchTest, NonPositiveLimitsStillRunTheOldest) {
   EXPECT_THAT(d.take, ElementsAre(0u));
 }
 
+// 1/executions of any limit makes a batch worth running beside others.
+TEST(WorthAnotherExecutionTest, HalfOfAnyLimitWithTwoExecutions) {
+  BatchOptions o = Options(8, 1000, absl::ZeroDuration(), true);
+  o.executions = 2;
+  auto worth = [&](const std::vector<int64_t>& lengths) {
+    const std::vector<QueuedSequence> queue = Queue(lengths);
+    const BatchDecision d = DecideBatch(queue, o, kStart);
+    return WorthAnotherExecution(queue, d, o);
+  };
+  EXPECT_FALSE(worth({5, 5, 5}));    // 3 of 8 sequences, 15 of 1000 tokens
+  EXPECT_TRUE(worth({5, 5, 5, 5}));  // 4 of 8 sequences
+  EXPECT_TRUE(worth({500}));         // 500 of 1000 padded tokens
+  EXPECT_FALSE(worth({499}));
+  o.executions = 1;  // one execution: any batch
+  EXPECT_TRUE(worth({5}));
+  o.executions = 4;  // a quarter
+  EXPECT_TRUE(worth({5, 5}));
+  EXPECT_FALSE(worth({5}));
+  // The length cap and the cost limit count as well.
+  o.executions = 2;
+  o.length_caps = {{5, 2}};  // 2 sequences of 5 tokens
+  EXPECT_TRUE(worth({5}));
+  o.length_caps.clear();
+  o.max_batch_cost_bytes = 100;
+  std::vector<QueuedSequence> costly = Queue({5});
+  costly[0].cost.per_token = 10;  // 50 of 100 bytes
+  EXPECT_TRUE(WorthAnotherExecution(costly, DecideBatch(costly, o, kStart), o));
+  costly[0].cost.per_token = 9;
+  EXPECT_FALSE(
+      WorthAnotherExecution(costly, DecideBatch(costly, o, kStart), o));
+  // Nothing to run is never worth it; an alone item always is.
+  EXPECT_FALSE(WorthAnotherExecution({}, BatchDecision{}, o));
+  std::vector<QueuedSequence> alone = Queue({5});
+  alone[0].alone = true;
+  EXPECT_TRUE(WorthAnotherExecution(alone, DecideBatch(alone, o, kStart), o));
+}
+
 }  // namespace
 }  // namespace encoder::batching

@@ -91,12 +91,14 @@ TEST(BatcherTest, FinishedResultsWaitingForCompletionAreBounded) {
     ASSERT_TRUE(batcher.Submit(MakeRequest({{i, 2}}, &done[i])).ok());
   }
   // Batch 0 is in its callback; batches 1 and 2 wait for the responder;
-  // batch 3 is computed and its worker waits for room, so 4 and 5 stay
-  // queued however long the callback takes.
-  ASSERT_TRUE(runner.WaitForBatches(4));
+  // batch 3 is computed and the worker waits for room to hand it over.
+  // Batch 4 went to the free executor before that (compute resumes before
+  // results are filed) and waits, finished, for the worker; so batch 5
+  // stays queued however long the callback takes.
+  ASSERT_TRUE(runner.WaitForBatches(5));
   absl::SleepFor(absl::Milliseconds(200));
-  EXPECT_EQ(runner.batches().size(), 4u);
-  EXPECT_EQ(batcher.queued_sequences(), 2);
+  EXPECT_EQ(runner.batches().size(), 5u);
+  EXPECT_EQ(batcher.queued_sequences(), 1);
   gate.Open();
   EXPECT_TRUE(batcher.Drain(absl::Now() + kPatience));
   for (int i = 0; i < 6; ++i) {
@@ -109,8 +111,15 @@ TEST(BatcherTest, FinishedResultsWaitingForCompletionAreBounded) {
 TEST(BatcherTest, SmallResultsCompleteOnTheWorkerLargeOnesOnTheResponder) {
   FakeRunner runner;
   std::thread::id small_thread, big_thread;
+  std::mutex worker_mu;
+  std::thread::id worker_thread;  // on_batch runs on the worker
+  BatcherObserver observer;
+  observer.on_batch = [&](const BatchStats&) {
+    std::lock_guard<std::mutex> lock(worker_mu);
+    worker_thread = std::this_thread::get_id();
+  };
   Done small, big;
-  Batcher batcher(&runner, Options());
+  Batcher batcher(&runner, Options(), observer);
   auto with_thread = [](Done* done, std::thread::id* where) {
     auto record = done->Callback();
     return
@@ -127,7 +136,12 @@ TEST(BatcherTest, SmallResultsCompleteOnTheWorkerLargeOnesOnTheResponder) {
   b->done = with_thread(&big, &big_thread);
   ASSERT_TRUE(batcher.Submit(b).ok());
   ASSERT_TRUE(big.Wait());
-  EXPECT_EQ(small_thread, runner.run_thread());
+  {
+    std::lock_guard<std::mutex> lock(worker_mu);
+    EXPECT_EQ(small_thread, worker_thread);
+    EXPECT_NE(big_thread, worker_thread);
+  }
+  EXPECT_NE(small_thread, runner.run_thread());  // not the executor either
   EXPECT_NE(big_thread, runner.run_thread());
   EXPECT_NE(big_thread, std::this_thread::get_id());
   const std::vector<ItemResult> big_results = big.results();

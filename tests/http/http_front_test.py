@@ -39,7 +39,8 @@ TINY = {"vocab_size": 300, "d_model": 32, "num_heads": 4, "num_layers": 1,
         "d_ff": 64, "max_input_tokens": MAX_TOKENS}
 REPOSITORY = {"default_model": "unit", "models": [
     {"name": "unit", "seed": 3, "config": {**TINY, "normalize": True}},
-    {"name": "raw", "seed": 5, "config": {**TINY, "normalize": False}},
+    {"name": "raw", "seed": 5, "config": {**TINY, "normalize": False},
+     "batching": {"executions": 1}},
     # "unit"'s weights with a prompt.
     {"name": "prompted", "seed": 3, "config": {**TINY, "normalize": True},
      "prompts": {"query": "query: "}}]}
@@ -74,7 +75,7 @@ def start_server(directory, extra=()):
         f"--max-inputs-per-request={MAX_INPUTS}",
         f"--http-max-body-bytes={MAX_BODY}",
         f"--max-send-message-bytes={MAX_SEND}",
-        "--skip-padding-min-share=0.25", *extra])
+        "--skip-padding-min-share=0.25", "--executions-per-model=3", *extra])
     server.wait_ready(120)
     with open(server.ready_file) as f:
         ready = json.load(f)
@@ -317,6 +318,9 @@ class HttpFrontTest(Fixture):
         self.assertEqual(models["prompted"]["default_prompt_name"], "")
         # The server's setting, not the default (0.1).
         self.assertEqual(models["unit"]["skip_padding_min_share"], 0.25)
+        # The flag, and a repository entry's own batching.executions.
+        self.assertEqual(models["unit"]["batching"]["executions"], 3)
+        self.assertEqual(models["raw"]["batching"]["executions"], 1)
 
     def test_dimensions_cut_then_renormalize(self):
         raw, _ = self.grpc_embed("raw", TEXTS)

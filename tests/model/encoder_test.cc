@@ -344,7 +344,7 @@ TEST(Repository, ParsesModelsAndRejectsMistakes) {
             std::string::npos);
   auto ok = ParseRepository(
       R"({"models": [{"name": "a", "seed": 9, "batching":
-           {"max_queue_delay_us": 500},
+           {"max_queue_delay_us": 500, "executions": 3},
            "config": {"d_model": 16, "num_heads": 2,
                       "positional": {"type": "rope", "layout": "half"}}}]})",
       "");
@@ -353,10 +353,13 @@ TEST(Repository, ParsesModelsAndRejectsMistakes) {
   EXPECT_EQ(ok->models[0].seed, 9u);
   EXPECT_EQ(ok->models[0].batching.max_queue_delay_us, 500);
   EXPECT_FALSE(ok->models[0].batching.max_batch_tokens.has_value());
+  EXPECT_EQ(ok->models[0].batching.executions, 3);
   EXPECT_EQ(ok->models[0].config.positional.rope_layout, RopeLayout::kHalf);
   for (const char* bad :
        {R"({"models": []})", R"({"models": [{"name": "a", "wat": 1}]})",
         R"({"models": [{"name": "a"}, {"name": "a"}]})",
+        R"({"models": [{"name": "a", "batching": {"executions": 0}}]})",
+        R"({"models": [{"name": "a", "batching": {"executions": 65}}]})",
         R"({"models": [{"name": "a"}], "default_model": "z"})",
         R"({"models": [{"name": "a", "config": {"d_model": 10,
              "num_heads": 3}}]})"}) {

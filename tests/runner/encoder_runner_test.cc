@@ -7,7 +7,11 @@
 
 #include <any>
 #include <cmath>
+#include <random>
 #include <string>
+#include <thread>
+
+#include "server/runner/thread_policy.h"
 
 namespace encoder::runner {
 namespace {
@@ -85,6 +89,75 @@ TEST(EncoderRunner, MixedBatchEqualsEachSequenceAlone) {
   EXPECT_EQ(together[2].attention_shape, (std::vector<int64_t>{2, 8, 8}));
   EXPECT_EQ(together[1].tokens.size(), 3u * 32u);
   EXPECT_EQ(together[3].attention_stats.size(), 2u * 4u);
+}
+
+// Two batches running at once on one runner (--executions-per-model 2),
+// splitting OpenBLAS's threads between them, give what each gives alone:
+// in float32 and in int8, with products large enough to use the threads.
+TEST(EncoderRunner, BatchesRunningAtOnceMatchEachRunAlone) {
+  ApplyThreadPolicy(1, 2);
+  for (const bool int8 : {false, true}) {
+    model::ModelConfig c;
+    c.vocab_size = 300;
+    c.d_model = 128;
+    c.num_heads = 4;
+    c.num_layers = 2;
+    c.d_ff = 512;
+    c.positional.type = model::SchemeType::kRope;
+    auto model =
+        std::move(model::Encoder::Create(
+                      c, model::Encoder::RandomStateDict(c, 4), at::kCPU)
+                      .value());
+    if (int8) ASSERT_TRUE(model->QuantizeInt8().ok());
+    EncoderRunner runner(model.get());
+    std::mt19937 rng(7);
+    std::uniform_int_distribution<int64_t> id(3, 299), length(20, 60);
+    std::vector<std::vector<EmbedSpec>> specs(2);
+    specs[0].resize(5);
+    specs[1].resize(3);
+    for (auto& batch : specs) {
+      for (EmbedSpec& s : batch) {
+        s.token_ids.resize(length(rng));
+        for (int64_t& t : s.token_ids) t = id(rng);
+        s.want_tokens = true;
+      }
+    }
+    specs[1][0].attention_layers = {1};
+    std::vector<std::vector<const EmbedSpec*>> batches(2);
+    std::vector<std::vector<EmbedResult>> alone(2);
+    for (int b = 0; b < 2; ++b) {
+      for (const EmbedSpec& s : specs[b]) batches[b].push_back(&s);
+      ASSERT_TRUE(runner.RunEmbed(batches[b], &alone[b]).ok());
+    }
+    std::vector<double> worst(2, 0);
+    std::vector<int> errors(2, 0);
+    std::vector<std::thread> threads;
+    for (int b = 0; b < 2; ++b) {
+      threads.emplace_back([&, b] {
+        for (int round = 0; round < 8; ++round) {
+          std::vector<EmbedResult> got;
+          if (!runner.RunEmbed(batches[b], &got).ok() ||
+              got.size() != alone[b].size()) {
+            ++errors[b];
+            continue;
+          }
+          for (size_t i = 0; i < got.size(); ++i) {
+            worst[b] =
+                std::max({worst[b], MaxDiff(got[i].pooled, alone[b][i].pooled),
+                          MaxDiff(got[i].tokens, alone[b][i].tokens),
+                          MaxDiff(got[i].attention, alone[b][i].attention)});
+          }
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (int b = 0; b < 2; ++b) {
+      EXPECT_EQ(errors[b], 0) << "int8 " << int8 << ", batch " << b;
+      EXPECT_LT(worst[b], 1e-5) << "int8 " << int8 << ", batch " << b;
+    }
+    EXPECT_EQ(BlasShare::running(), 0);
+  }
+  ApplyThreadPolicy(1, 0);
 }
 
 TEST(EncoderRunner, BatchItemsCarryTheirSpecAndResultThroughTheBatcherEntry) {

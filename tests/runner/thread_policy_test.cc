@@ -77,5 +77,59 @@ TEST(DetectUsableCores, UnreadableFilesMeanNoQuota) {
   EXPECT_EQ(DetectUsableCores("/nonexistent-cgroup-root").quota, 0);
 }
 
+TEST(DefaultExecutionsPerModel, OneOnAGpuAndUpToTwoOnACpu) {
+  UsableCores cores;
+  cores.cores = 16;
+  EXPECT_EQ(DefaultExecutionsPerModel(/*cuda=*/true, cores), 1);
+  EXPECT_EQ(DefaultExecutionsPerModel(false, cores), kMaxDefaultExecutions);
+  cores.cores = 2;
+  EXPECT_EQ(DefaultExecutionsPerModel(false, cores), 2);
+  cores.cores = 1;
+  EXPECT_EQ(DefaultExecutionsPerModel(false, cores), 1);
+}
+
+// Passes running side by side split the pool; the share is not raised
+// while passes still run, and a pass that starts alone gets all of it.
+// Needs OpenBLAS as LibTorch's BLAS (Debian's libtorch uses the system's).
+TEST(BlasShare, RunningPassesSplitTheOpenBlasPool) {
+  const std::string applied = ApplyThreadPolicy(1, 4);
+  if (BlasShare::threads_now() == 0) {
+    GTEST_SKIP() << "the BLAS is not OpenBLAS: " << applied;
+  }
+  ASSERT_EQ(BlasShare::running(), 0);
+  EXPECT_EQ(BlasShare::threads_now(), 4);
+  {
+    BlasShare first;
+    EXPECT_EQ(BlasShare::running(), 1);
+    EXPECT_EQ(BlasShare::threads_now(), 4);
+    {
+      BlasShare second;
+      EXPECT_EQ(BlasShare::threads_now(), 2);
+      {
+        BlasShare third;
+        EXPECT_EQ(BlasShare::threads_now(), 1);  // 4 / 3, rounded down
+        BlasShare fourth, fifth;
+        EXPECT_EQ(BlasShare::threads_now(), 1);  // never below one
+      }
+      EXPECT_EQ(BlasShare::running(), 2);
+      EXPECT_EQ(BlasShare::threads_now(), 1);  // not raised while running
+      BlasShare another;
+      EXPECT_EQ(BlasShare::threads_now(), 4 / 3);
+    }
+    EXPECT_EQ(BlasShare::threads_now(), 1);
+  }
+  EXPECT_EQ(BlasShare::running(), 0);
+  {
+    BlasShare alone;  // the next pass that starts alone gets the pool
+    EXPECT_EQ(BlasShare::threads_now(), 4);
+  }
+  {
+    BlasShare first;
+    BlasShare second;  // and a second beside it half
+    EXPECT_EQ(BlasShare::threads_now(), 2);
+  }
+  ApplyThreadPolicy(1, 0);
+}
+
 }  // namespace
 }  // namespace encoder::runner

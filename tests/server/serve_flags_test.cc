@@ -45,6 +45,7 @@ TEST(ServeFlags, NoFlagsLeaveTheOptionStructsAtTheirDefaults) {
   EXPECT_EQ(parsed.host.batch_profile_budget, host.batch_profile_budget);
   EXPECT_EQ(parsed.host.warm_up, host.warm_up);
   EXPECT_EQ(parsed.host.skip_padding_min_share, host.skip_padding_min_share);
+  EXPECT_EQ(parsed.executions_per_model, 0);
   EXPECT_EQ(parsed.trim.idle_ms, runner::IdleTrimOptions{}.idle_ms);
   EXPECT_EQ(parsed.log.rate_limit_per_second,
             logging::LogOptions{}.rate_limit_per_second);
@@ -76,7 +77,8 @@ TEST(ServeFlags, EachFlagSetsItsStructField) {
                               "--log-rate-limit=4",
                               "--log-rate-limit-keys=100",
                               "--max-request-id-bytes=64",
-                              "--skip-padding-min-share=0.25"});
+                              "--skip-padding-min-share=0.25",
+                              "--executions-per-model=3"});
   EXPECT_EQ(f.server.listen, "0.0.0.0:9000");
   EXPECT_EQ(f.host.batching.max_batch_sequences, 7);
   EXPECT_EQ(f.host.batching.max_batch_tokens, 999);
@@ -100,6 +102,7 @@ TEST(ServeFlags, EachFlagSetsItsStructField) {
   EXPECT_EQ(f.log.rate_limit_keys, 100);
   EXPECT_EQ(f.max_request_id_bytes, 64);
   EXPECT_EQ(f.host.skip_padding_min_share, 0.25);
+  EXPECT_EQ(f.executions_per_model, 3);
 }
 
 TEST(ServeFlags, EnvironmentSetsAFieldAndTheCommandLineWins) {
@@ -117,6 +120,8 @@ TEST(ServeFlags, OutOfRangeValuesAreRefused) {
   EXPECT_THROW(Parse({"--max-pending-diagnose=0"}), CLI::ValidationError);
   EXPECT_THROW(Parse({"--batch-profile-ms=700000"}), CLI::ValidationError);
   EXPECT_THROW(Parse({"--skip-padding-min-share=1.5"}), CLI::ValidationError);
+  EXPECT_THROW(Parse({"--executions-per-model=-1"}), CLI::ValidationError);
+  EXPECT_THROW(Parse({"--executions-per-model=65"}), CLI::ValidationError);
 }
 
 }  // namespace
