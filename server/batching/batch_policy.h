@@ -106,7 +106,8 @@ BatchDecision DecideBatch(const std::vector<QueuedSequence>& queue,
                           const BatchOptions& options, absl::Time now);
 
 // Whether `decision`'s batch should start while other batches of the model
-// run (options.executions > 1): when it reaches 1/executions of a limit
+// run (options.executions > 1), or is large enough to split a burst into:
+// when it reaches 1/executions of a limit
 // (sequences, padded tokens, cost, the length cap at its padded length), or
 // runs alone. A smaller batch waits for a running one to finish instead,
 // as it would with one execution, and gathers company meanwhile: starting

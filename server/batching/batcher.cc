@@ -167,8 +167,23 @@ void Batcher::WorkerLoop() {
       }
       const BatchOptions& now_options =
           accepting_ ? serve_options : flush_options;
-      const BatchDecision decision =
-          DecideBatch(view, now_options, absl::Now());
+      const absl::Time now = absl::Now();
+      BatchDecision decision = DecideBatch(view, now_options, now);
+      // With several executions, a batch takes no more than an even
+      // share of the work in the model (queued and running sequences), as
+      // long as that share is still worth an execution: a burst on an idle
+      // model splits among the executors instead of one large batch beside
+      // an idle one, and a large batch beside a small one evens out.
+      const int64_t even =
+          (depth + running_sequences_ + executions - 1) / executions;
+      if (executions > 1 && static_cast<int64_t>(decision.take.size()) > even) {
+        BatchOptions split = now_options;
+        split.max_batch_sequences = std::max<int64_t>(even, 1);
+        BatchDecision part = DecideBatch(view, split, now);
+        if (WorthAnotherExecution(view, part, now_options)) {
+          decision = std::move(part);
+        }
+      }
       if (running_ > 0 && !decision.take.empty() &&
           !WorthAnotherExecution(view, decision, now_options)) {
         // Too small to run beside the others: it waits for one to finish
@@ -248,6 +263,7 @@ void Batcher::StartBatch(std::vector<Pending> batch) {
     job.run = std::move(run);
     {
       MutexLock lock(&mu_);
+      running_sequences_ += static_cast<int64_t>(job.run.size());
       jobs_.push_back(std::move(job));
       ++running_;
     }
@@ -266,6 +282,7 @@ void Batcher::ExecutorLoop() {
     mu_.Unlock();
     Execute(&job);
     mu_.Lock();
+    running_sequences_ -= static_cast<int64_t>(job.run.size());
     finished_.push_back(std::move(job));
     --running_;
     cv_.Signal();

@@ -2,7 +2,9 @@
 // sequences; one worker thread forms batches with DecideBatch and hands each
 // to one of BatchOptions::executions executor threads, which run it on the
 // ModelRunner; the worker forms the next batch as soon as an executor is
-// free and files each finished batch's results. A further thread, the
+// free (with several, an even share of the work, and beside a running
+// batch only one WorthAnotherExecution) and files each finished batch's
+// results. A further thread, the
 // responder, completes each request through its callback once all of its
 // sequences are done, so that packing a large response overlaps the next
 // forward pass (small ones the worker completes itself). No thread waits
@@ -218,6 +220,7 @@ class Batcher {
   std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);
   std::deque<Job> finished_ ABSL_GUARDED_BY(mu_);
   int running_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t running_sequences_ ABSL_GUARDED_BY(mu_) = 0;  // in those jobs
   bool executors_stop_ ABSL_GUARDED_BY(mu_) = false;
 
   // Worker -> responder hand-over; its own lock, so that packing responses

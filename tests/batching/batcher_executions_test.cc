@@ -84,6 +84,38 @@ TEST(BatcherTest, SmallBatchStartsOnceTheRunningOneFinishes) {
   EXPECT_EQ(runner.batches().size(), 2u);
 }
 
+TEST(BatcherTest, BurstOnAnIdleModelSplitsEvenlyAmongTheExecutions) {
+  FakeRunner runner;
+  runner.Hold();
+  Done done;
+  Batcher batcher(&runner, WithExecutions(2, /*max_sequences=*/32));
+  std::vector<std::pair<int64_t, int64_t>> sequences;
+  for (int i = 0; i < 32; ++i) sequences.push_back({i, 2});
+  ASSERT_TRUE(batcher.Submit(MakeRequest(sequences, &done)).ok());
+  ASSERT_TRUE(runner.WaitForBatches(2));
+  EXPECT_EQ(runner.batches()[0].size(), 16u);
+  EXPECT_EQ(runner.batches()[1].size(), 16u);
+  runner.Release();
+  ASSERT_TRUE(done.Wait());
+  ASSERT_EQ(done.results().size(), 32u);
+  for (int i = 0; i < 32; ++i) ExpectEcho(done.results()[i], i, 2);
+}
+
+TEST(BatcherTest, SmallBurstIsNotSplitBelowWhatIsWorthAnExecution) {
+  FakeRunner runner;
+  runner.Hold();
+  Done done;
+  Batcher batcher(&runner, WithExecutions(2, /*max_sequences=*/32));
+  ASSERT_TRUE(
+      batcher.Submit(MakeRequest({{1, 2}, {2, 2}, {3, 2}}, &done)).ok());
+  ASSERT_TRUE(runner.WaitForBatches(1));
+  absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_EQ(runner.batches().size(), 1u);
+  EXPECT_EQ(runner.batches()[0].size(), 3u);  // two parts of 1-2: one batch
+  runner.Release();
+  ASSERT_TRUE(done.Wait());
+}
+
 TEST(BatcherTest, OneExecutionRunsOneBatchAtATime) {
   FakeRunner runner;
   runner.Hold();
