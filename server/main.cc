@@ -150,8 +150,19 @@ int main(int argc, char** argv) {
   if (!encoder::OpenAcceptReserve()) {
     spdlog::warn("no descriptor to hold in reserve for accept");
   }
+  auto device = ParseDevice(flags.device);
+  if (!device.ok()) return Fail(device.status());
+  const encoder::runner::UsableCores cores =
+      encoder::runner::DetectUsableCores();
+  const int executions = flags.executions_per_model > 0
+                             ? flags.executions_per_model
+                             : encoder::runner::DefaultExecutionsPerModel(
+                                   device->is_cuda(), cores);
   const std::string threads = encoder::runner::ApplyThreadPolicy(
-      flags.intra_op_threads, flags.blas_threads);
+      flags.intra_op_threads > 0
+          ? flags.intra_op_threads
+          : encoder::runner::DefaultIntraOpThreads(cores, executions),
+      flags.blas_threads);
   const encoder::runner::IdleTrimOptions trim_options = flags.trim;
   const std::unique_ptr<encoder::runner::IdleMallocTrimmer> trimmer =
       encoder::runner::IdleMallocTrimmer::Start(trim_options);
@@ -159,17 +170,11 @@ int main(int argc, char** argv) {
                              : std::string("free heap memory kept by malloc"));
   spdlog::info("{}", encoder::runner::InstallCpuBufferCache(
                          flags.cpu_buffer_cache_bytes));
-  auto device = ParseDevice(flags.device);
-  if (!device.ok()) return Fail(device.status());
   const encoder::model::CpuFeatures& cpu = encoder::model::DetectCpuFeatures();
   spdlog::info("CPU {}: {}; {}", cpu.model, cpu.Joined(), threads);
   HostOptions host_options = flags.host;
   host_options.device = *device;
-  host_options.batching.executions =
-      flags.executions_per_model > 0
-          ? flags.executions_per_model
-          : encoder::runner::DefaultExecutionsPerModel(
-                device->is_cuda(), encoder::runner::DetectUsableCores());
+  host_options.batching.executions = executions;
   spdlog::info(
       "up to {} batches per model run at once{}",
       host_options.batching.executions,

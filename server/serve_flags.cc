@@ -63,7 +63,11 @@ void DefineServeFlags(CLI::App& app, ServeFlags& f) {
   app.add_option("--device", f.device, "auto | cpu | cuda | cuda:N")
       ->capture_default_str();
   app.add_option("--intra-op-threads", f.intra_op_threads,
-                 "LibTorch intra-op threads")
+                 "LibTorch intra-op threads of each running batch (oneDNN's "
+                 "int8 and bfloat16 products use them); 0: the usable cores "
+                 "over the batches that may run at once "
+                 "(--executions-per-model), at least 1")
+      ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   app.add_option("--blas-threads", f.blas_threads,
                  "OpenBLAS's thread pool when LibTorch uses OpenBLAS; 0: "

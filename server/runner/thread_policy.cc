@@ -139,6 +139,10 @@ int DefaultExecutionsPerModel(bool cuda, const UsableCores& cores) {
   return std::clamp(cores.cores, 1, kMaxDefaultExecutions);
 }
 
+int DefaultIntraOpThreads(const UsableCores& cores, int executions) {
+  return std::max(1, cores.cores / std::max(1, executions));
+}
+
 BlasShare::BlasShare() {
   BlasPool& pool = Pool();
   std::lock_guard<std::mutex> lock(pool.mu);

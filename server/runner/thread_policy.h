@@ -38,6 +38,12 @@ inline constexpr int kMaxDefaultExecutions = 2;
 // one stream); on a CPU the usable cores, at most kMaxDefaultExecutions.
 int DefaultExecutionsPerModel(bool cuda, const UsableCores& cores);
 
+// --intra-op-threads when it is 0: the usable cores over the executions per
+// model, at least 1 (1 on two cores with two executions), so that batches
+// running side by side do not oversubscribe the cores with LibTorch's
+// threads.
+int DefaultIntraOpThreads(const UsableCores& cores, int executions);
+
 // Counts a forward pass as running for as long as it lives, and divides
 // the OpenBLAS pool that ApplyThreadPolicy set among the passes running in
 // the process. A pass that starts sets the threads per matrix product to

@@ -154,7 +154,8 @@ def main():
     p.add_argument("--concurrency", default="1,32")
     p.add_argument("--peer-threads", type=int, default=1,
                    help="the peer's torch intra-op threads (encoder-server's "
-                        "--intra-op-threads default is 1)")
+                        "--intra-op-threads default is 1 on two cores: "
+                        "the cores over its two executions)")
     p.add_argument("--server-arg", action="append", default=[])
     p.add_argument("--min-cosine", type=float, default=0.9999,
                    help="agreement needed before measuring (lower it, with "

@@ -88,6 +88,19 @@ TEST(DefaultExecutionsPerModel, OneOnAGpuAndUpToTwoOnACpu) {
   EXPECT_EQ(DefaultExecutionsPerModel(false, cores), 1);
 }
 
+TEST(DefaultIntraOpThreads, TheCoresOverTheExecutions) {
+  UsableCores cores;
+  cores.cores = 2;
+  EXPECT_EQ(DefaultIntraOpThreads(cores, 2), 1);
+  EXPECT_EQ(DefaultIntraOpThreads(cores, 1), 2);
+  cores.cores = 16;
+  EXPECT_EQ(DefaultIntraOpThreads(cores, 2), 8);
+  EXPECT_EQ(DefaultIntraOpThreads(cores, 3), 5);
+  cores.cores = 1;
+  EXPECT_EQ(DefaultIntraOpThreads(cores, 2), 1);  // never 0
+  EXPECT_EQ(DefaultIntraOpThreads(cores, 0), 1);
+}
+
 // Passes running side by side split the pool; the share is not raised
 // while passes still run, and a pass that starts alone gets all of it.
 // Needs OpenBLAS as LibTorch's BLAS (Debian's libtorch uses the system's).

@@ -46,6 +46,7 @@ TEST(ServeFlags, NoFlagsLeaveTheOptionStructsAtTheirDefaults) {
   EXPECT_EQ(parsed.host.warm_up, host.warm_up);
   EXPECT_EQ(parsed.host.skip_padding_min_share, host.skip_padding_min_share);
   EXPECT_EQ(parsed.executions_per_model, 0);
+  EXPECT_EQ(parsed.intra_op_threads, 0);
   EXPECT_EQ(parsed.trim.idle_ms, runner::IdleTrimOptions{}.idle_ms);
   EXPECT_EQ(parsed.log.rate_limit_per_second,
             logging::LogOptions{}.rate_limit_per_second);
