@@ -260,6 +260,9 @@ int main(int argc, char** argv) {
     o.on_queue_depth = [metrics, model](int64_t depth) {
       metrics->QueueDepth(model, depth);
     };
+    o.on_running = [metrics, model](int64_t batches) {
+      metrics->RunningBatches(model, batches);
+    };
     return o;
   };
   if (prometheus && encoder::runner::InstalledCpuBufferCacheStats()) {

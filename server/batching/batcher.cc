@@ -141,6 +141,7 @@ void Batcher::WorkerLoop() {
 
   std::vector<QueuedSequence> view;
   int64_t reported_depth = -1;
+  int64_t reported_running = -1;
   mu_.Lock();
   for (;;) {
     const int64_t depth = static_cast<int64_t>(queue_.size());
@@ -150,6 +151,13 @@ void Batcher::WorkerLoop() {
       observer_.on_queue_depth(depth);
       mu_.Lock();
       continue;  // the queue may have changed meanwhile
+    }
+    if (running_ != reported_running && observer_.on_running) {
+      reported_running = running_;
+      mu_.Unlock();
+      observer_.on_running(reported_running);
+      mu_.Lock();
+      continue;
     }
     // A free executor gets the next batch before finished ones are filed,
     // so that compute resumes first.

@@ -45,6 +45,9 @@ struct BatcherObserver {
   // The number of queued (not running) sequences, when the worker sees it
   // change.
   std::function<void(int64_t queued_sequences)> on_queue_depth;
+  // The number of batches computing (handed to an executor and not yet
+  // finished), when the worker sees it change.
+  std::function<void(int64_t running_batches)> on_running;
 };
 
 // One caller's unit of submission. The batcher shares ownership from Submit

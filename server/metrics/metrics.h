@@ -47,6 +47,8 @@ class Metrics {
                        int64_t sequences) = 0;
 
   virtual void QueueDepth(const std::string& model, int64_t sequences) = 0;
+  // Batches of the model computing now.
+  virtual void RunningBatches(const std::string& model, int64_t batches) = 0;
   // +1 when an RPC starts, -1 when it finishes.
   virtual void InFlight(const std::string& rpc, int delta) = 0;
 
@@ -92,6 +94,7 @@ class NoopMetrics : public Metrics {
   void Batch(const std::string&, int64_t, int64_t, int64_t) override {}
   void Dropped(const std::string&, const std::string&, int64_t) override {}
   void QueueDepth(const std::string&, int64_t) override {}
+  void RunningBatches(const std::string&, int64_t) override {}
   void InFlight(const std::string&, int) override {}
 };
 

@@ -285,6 +285,12 @@ PrometheusMetrics::PrometheusMetrics()
                       .Name("encoder_queue_depth")
                       .Help("Sequences waiting in the batch queue.")
                       .Register(r);
+  running_batches_ = &prometheus::BuildGauge()
+                          .Name("encoder_running_batches")
+                          .Help(
+                              "Batches of the model computing now (at most "
+                              "--executions-per-model).")
+                          .Register(r);
   in_flight_ = &prometheus::BuildGauge()
                     .Name("encoder_in_flight_requests")
                     .Help("RPCs started and not yet finished.")
@@ -414,6 +420,7 @@ PrometheusMetrics::ModelSeries& PrometheusMetrics::EntryLocked(
   s.input_tokens = &input_tokens_->Add(labels, InputTokenBuckets());
   s.tokens = &tokens_->Add(labels);
   s.queue_depth = &queue_depth_->Add(labels);
+  s.running_batches = &running_batches_->Add(labels);
   for (const char* reason : kDropReasons) DroppedLocked(s, model, reason);
   return s;
 }
@@ -465,6 +472,7 @@ void PrometheusMetrics::RelabelLocked(const std::string& model) {
     MoveInto(input_tokens_, old.input_tokens, fresh.input_tokens);
     MoveInto(tokens_, old.tokens, fresh.tokens);
     MoveInto(queue_depth_, old.queue_depth, fresh.queue_depth);
+    MoveInto(running_batches_, old.running_batches, fresh.running_batches);
   }
   for (const auto& [reason, counter] : old.dropped) {
     MoveInto(dropped_, counter, &DroppedLocked(fresh, model, reason));
@@ -569,6 +577,13 @@ void PrometheusMetrics::QueueDepth(const std::string& model,
                                    int64_t sequences) {
   WithModel(model, [&](ModelSeries& s) {
     s.queue_depth->Set(static_cast<double>(sequences));
+  });
+}
+
+void PrometheusMetrics::RunningBatches(const std::string& model,
+                                       int64_t batches) {
+  WithModel(model, [&](ModelSeries& s) {
+    s.running_batches->Set(static_cast<double>(batches));
   });
 }
 

@@ -15,6 +15,8 @@
 //   encoder_tokens_total{model,scheme}                       counter, real
 //   encoder_dropped_sequences_total{model,scheme,reason}     counter
 //   encoder_queue_depth{model,scheme}                        gauge, seqs
+//   encoder_running_batches{model,scheme}                    gauge, batches
+//       computing now (up to --executions-per-model)
 //   encoder_in_flight_requests{rpc}                          gauge
 //   encoder_auth_failures_total{reason}                      counter,
 //       calls refused for their bearer token; reason: missing | invalid
@@ -141,6 +143,7 @@ class PrometheusMetrics : public Metrics {
   void Dropped(const std::string& model, const std::string& reason,
                int64_t sequences) override;
   void QueueDepth(const std::string& model, int64_t sequences) override;
+  void RunningBatches(const std::string& model, int64_t batches) override;
   void InFlight(const std::string& rpc, int delta) override;
   void AuthFailure(const std::string& reason) override;
   void UnreadResponseBytes(int64_t bytes) override;
@@ -170,6 +173,7 @@ class PrometheusMetrics : public Metrics {
     prometheus::Histogram* input_tokens = nullptr;
     prometheus::Counter* tokens = nullptr;
     prometheus::Gauge* queue_depth = nullptr;
+    prometheus::Gauge* running_batches = nullptr;
     std::unordered_map<std::string, prometheus::Counter*> dropped;
     std::unordered_map<std::string, RpcSeries> rpcs;
   };
@@ -218,6 +222,7 @@ class PrometheusMetrics : public Metrics {
   prometheus::Family<prometheus::Counter>* tokens_;
   prometheus::Family<prometheus::Counter>* dropped_;
   prometheus::Family<prometheus::Gauge>* queue_depth_;
+  prometheus::Family<prometheus::Gauge>* running_batches_;
   prometheus::Family<prometheus::Gauge>* in_flight_;
   prometheus::Gauge* unread_response_bytes_ = nullptr;
   prometheus::Counter* auth_missing_;

@@ -3,6 +3,7 @@
 // order and shutdown stay as with one.
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -114,6 +115,42 @@ TEST(BatcherTest, SmallBurstIsNotSplitBelowWhatIsWorthAnExecution) {
   EXPECT_EQ(runner.batches()[0].size(), 3u);  // two parts of 1-2: one batch
   runner.Release();
   ASSERT_TRUE(done.Wait());
+}
+
+TEST(BatcherTest, ObserverSeesTheBatchesRunning) {
+  FakeRunner runner;
+  runner.Hold();
+  std::mutex mu;
+  std::vector<int64_t> seen;
+  BatcherObserver observer;
+  observer.on_running = [&](int64_t running) {
+    std::lock_guard<std::mutex> lock(mu);
+    seen.push_back(running);
+  };
+  auto last = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return seen.empty() ? int64_t{-1} : seen.back();
+  };
+  auto wait_for = [&](int64_t want) {
+    const absl::Time until = absl::Now() + kPatience;
+    while (last() != want && absl::Now() < until) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return last() == want;
+  };
+  Done a, b;
+  Batcher batcher(&runner, WithExecutions(2, /*max_sequences=*/1), observer);
+  EXPECT_TRUE(wait_for(0));
+  ASSERT_TRUE(batcher.Submit(MakeRequest({{1, 2}}, &a)).ok());
+  ASSERT_TRUE(batcher.Submit(MakeRequest({{2, 2}}, &b)).ok());
+  ASSERT_TRUE(runner.WaitForBatches(2));
+  EXPECT_TRUE(wait_for(2));
+  runner.Release();
+  ASSERT_TRUE(a.Wait());
+  ASSERT_TRUE(b.Wait());
+  EXPECT_TRUE(wait_for(0));
+  std::lock_guard<std::mutex> lock(mu);
+  for (int64_t n : seen) EXPECT_LE(n, 2);
 }
 
 TEST(BatcherTest, OneExecutionRunsOneBatchAtATime) {

@@ -174,7 +174,8 @@ TEST_F(PrometheusMetricsTest, ServesExpositionText) {
         "encoder_request_duration_seconds histogram",
         "encoder_batch_size histogram",
         "encoder_dropped_sequences_total counter", "encoder_queue_depth gauge",
-        "encoder_model_info gauge", "process_resident_memory_bytes gauge"}) {
+        "encoder_running_batches gauge", "encoder_model_info gauge",
+        "process_resident_memory_bytes gauge"}) {
     EXPECT_THAT(scrape.body,
                 ::testing::HasSubstr(std::string("# TYPE ") + type));
   }
@@ -229,6 +230,7 @@ TEST_F(PrometheusMetricsTest, RecordsBatchesAndSequenceTimes) {
     EXPECT_EQ(s.Get("encoder_batch_size_count", m1), 0);
     EXPECT_EQ(s.Get("encoder_tokens_total", m1), 0);
     EXPECT_EQ(s.Get("encoder_queue_depth", m1), 0);
+    EXPECT_EQ(s.Get("encoder_running_batches", m1), 0);
     EXPECT_EQ(s.Get("encoder_queue_duration_seconds_count", m1), 0);
   }
   metrics_->Batch("m1", 4, 40, 30);
@@ -237,6 +239,7 @@ TEST_F(PrometheusMetricsTest, RecordsBatchesAndSequenceTimes) {
   metrics_->SequenceTimes("m1", 0.004, 3.0);
   metrics_->QueueDepth("m1", 7);
   metrics_->QueueDepth("m1", 5);
+  metrics_->RunningBatches("m1", 2);
 
   const Scrape s = Fetch(metrics_->port());
   EXPECT_EQ(s.Get("encoder_batch_size_count", m1), 2);
@@ -265,6 +268,7 @@ TEST_F(PrometheusMetricsTest, RecordsBatchesAndSequenceTimes) {
   bucket["le"] = "5";
   EXPECT_EQ(s.Get("encoder_inference_duration_seconds_bucket", bucket), 2);
   EXPECT_EQ(s.Get("encoder_queue_depth", m1), 5);
+  EXPECT_EQ(s.Get("encoder_running_batches", m1), 2);
 }
 
 TEST_F(PrometheusMetricsTest, CountsDroppedSequencesByReason) {
