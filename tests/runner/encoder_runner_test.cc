@@ -16,17 +16,22 @@
 namespace encoder::runner {
 namespace {
 
-std::unique_ptr<model::Encoder> SmallModel() {
+// A two-layer model of width `d_model` (feed-forward 2 x d_model when
+// small, 4 x otherwise) with random weights.
+std::unique_ptr<model::Encoder> SmallModel(
+    int64_t d_model = 32,
+    model::SchemeType scheme = model::SchemeType::kRelative,
+    uint64_t seed = 9) {
   model::ModelConfig c;
   c.vocab_size = 300;
-  c.d_model = 32;
+  c.d_model = d_model;
   c.num_heads = 4;
   c.num_layers = 2;
-  c.d_ff = 64;
-  c.positional.type = model::SchemeType::kRelative;
-  return std::move(
-      model::Encoder::Create(c, model::Encoder::RandomStateDict(c, 9), at::kCPU)
-          .value());
+  c.d_ff = d_model <= 32 ? 2 * d_model : 4 * d_model;
+  c.positional.type = scheme;
+  return std::move(model::Encoder::Create(
+                       c, model::Encoder::RandomStateDict(c, seed), at::kCPU)
+                       .value());
 }
 
 double MaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
@@ -97,17 +102,7 @@ TEST(EncoderRunner, MixedBatchEqualsEachSequenceAlone) {
 TEST(EncoderRunner, BatchesRunningAtOnceMatchEachRunAlone) {
   ApplyThreadPolicy(1, 2);
   for (const bool int8 : {false, true}) {
-    model::ModelConfig c;
-    c.vocab_size = 300;
-    c.d_model = 128;
-    c.num_heads = 4;
-    c.num_layers = 2;
-    c.d_ff = 512;
-    c.positional.type = model::SchemeType::kRope;
-    auto model =
-        std::move(model::Encoder::Create(
-                      c, model::Encoder::RandomStateDict(c, 4), at::kCPU)
-                      .value());
+    auto model = SmallModel(128, model::SchemeType::kRope, 4);
     if (int8) ASSERT_TRUE(model->QuantizeInt8().ok());
     EncoderRunner runner(model.get());
     std::mt19937 rng(7);
