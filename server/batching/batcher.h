@@ -4,11 +4,10 @@
 // ModelRunner; the worker forms the next batch as soon as an executor is
 // free (with several, an even share of the work, and beside a running
 // batch only one WorthAnotherExecution) and files each finished batch's
-// results. A further thread, the
-// responder, completes each request through its callback once all of its
-// sequences are done, so that packing a large response overlaps the next
-// forward pass (small ones the worker completes itself). No thread waits
-// per request.
+// results. A further thread, the responder, completes each request through
+// its callback once all of its sequences are done, so that packing a large
+// response overlaps the next forward pass (small ones the worker completes
+// itself). No thread waits per request.
 #ifndef ENCODER_SERVER_BATCHING_BATCHER_H_
 #define ENCODER_SERVER_BATCHING_BATCHER_H_
 
@@ -75,7 +74,7 @@ struct Request {
 class Batcher {
  public:
   // `runner` is not owned, must not be null and must outlive the batcher.
-  // Starts the worker thread.
+  // Starts the worker, executor and responder threads.
   Batcher(ModelRunner* runner, BatchOptions options,
           BatcherObserver observer = {});
   // Stops accepting, lets running batches finish, fails queued work with
