@@ -160,9 +160,12 @@ void Batcher::WorkerLoop() {
       continue;
     }
     // A free executor gets the next batch before finished ones are filed,
-    // so that compute resumes first.
+    // so that compute resumes first; but not while more finished batches
+    // wait than there are executors, so that a fast runner cannot keep the
+    // worker dispatching while results pile up unfiled.
     absl::Time wake_at = absl::InfiniteFuture();
-    if (!stopping_ && running_ < executions && !queue_.empty()) {
+    if (!stopping_ && running_ < executions && !queue_.empty() &&
+        static_cast<int>(finished_.size()) <= executions) {
       view.clear();
       ranks.clear();
       for (const Pending& pending : queue_) {

@@ -92,14 +92,19 @@ TEST(BatcherTest, FinishedResultsWaitingForCompletionAreBounded) {
   }
   // Batch 0 is in its callback; batches 1 and 2 wait for the responder;
   // batch 3 is computed and the worker waits for room to hand it over.
-  // Batch 4 went to the free executor before that (compute resumes before
-  // results are filed) and waits, finished, for the worker; so batch 5
+  // Batch 4 may have gone to the free executor before that (compute
+  // resumes before results are filed, unless finished batches already
+  // wait) and then waits, finished, for the worker. So batch 5, at least,
   // stays queued however long the callback takes.
-  ASSERT_TRUE(runner.WaitForBatches(5));
+  const bool computed = runner.WaitForBatches(4);
   absl::SleepFor(absl::Milliseconds(200));
-  EXPECT_EQ(runner.batches().size(), 5u);
-  EXPECT_EQ(batcher.queued_sequences(), 1);
-  gate.Open();
+  const size_t ran = runner.batches().size();
+  const int64_t queued = batcher.queued_sequences();
+  gate.Open();  // before any check can end the test
+  ASSERT_TRUE(computed);
+  EXPECT_GE(ran, 4u);
+  EXPECT_LE(ran, 5u);
+  EXPECT_EQ(queued, 6 - static_cast<int64_t>(ran));
   EXPECT_TRUE(batcher.Drain(absl::Now() + kPatience));
   for (int i = 0; i < 6; ++i) {
     EXPECT_EQ(done[i].calls(), 1);
