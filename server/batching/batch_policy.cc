@@ -42,17 +42,16 @@ std::vector<size_t> CandidateOrder(const std::vector<QueuedSequence>& queue,
   return order;
 }
 
+int64_t AddSaturating(int64_t a, int64_t b) {
+  return b > INT64_MAX - a ? INT64_MAX : a + b;
+}
+
 // The members' summed cost when padded to `length`, saturating.
 int64_t BatchCost(const std::vector<QueuedSequence>& queue,
-                  const std::vector<size_t>& members, size_t extra,
-                  int64_t length) {
+                  const std::vector<size_t>& members, int64_t length) {
   int64_t total = 0;
-  auto add = [&](size_t i) {
-    const int64_t c = queue[i].cost.At(length);
-    total = c > INT64_MAX - total ? INT64_MAX : total + c;
-  };
-  for (size_t i : members) add(i);
-  add(extra);
+  for (size_t i : members)
+    total = AddSaturating(total, queue[i].cost.At(length));
   return total;
 }
 
@@ -129,7 +128,8 @@ BatchDecision DecideBatch(const std::vector<QueuedSequence>& queue,
     if (new_longest * (count + 1) > max_tokens ||
         count + 1 > SequenceCapAt(options.length_caps, new_longest) ||
         (max_cost > 0 &&
-         BatchCost(queue, take, index, new_longest) > max_cost)) {
+         AddSaturating(BatchCost(queue, take, new_longest),
+                       queue[index].cost.At(new_longest)) > max_cost)) {
       // A shorter or cheaper sequence further down the order may still fit.
       full = true;
       continue;
@@ -174,15 +174,29 @@ bool WorthAnotherExecution(const std::vector<QueuedSequence>& queue,
       reaches(count, SequenceCapAt(options.length_caps, longest))) {
     return true;
   }
-  if (options.max_batch_cost_bytes > 0) {
-    int64_t cost = 0;
-    for (size_t i : decision.take) {
-      const int64_t c = queue[i].cost.At(longest);
-      cost = c > INT64_MAX - cost ? INT64_MAX : cost + c;
-    }
-    if (reaches(cost, options.max_batch_cost_bytes)) return true;
+  return reaches(BatchCost(queue, decision.take, longest),
+                 options.max_batch_cost_bytes);
+}
+
+BatchDecision DecideNextBatch(const std::vector<QueuedSequence>& queue,
+                              const BatchOptions& options, absl::Time now,
+                              const RunningBatches& running) {
+  BatchDecision decision = DecideBatch(queue, options, now);
+  const int64_t executions = std::max(options.executions, 1);
+  if (decision.take.empty() || executions == 1) return decision;
+  const int64_t even = (static_cast<int64_t>(queue.size()) + running.sequences +
+                        executions - 1) /
+                       executions;
+  if (static_cast<int64_t>(decision.take.size()) > even) {
+    BatchOptions split = options;
+    split.max_batch_sequences = std::max<int64_t>(even, 1);
+    BatchDecision part = DecideBatch(queue, split, now);
+    if (WorthAnotherExecution(queue, part, options)) return part;
   }
-  return false;
+  if (running.batches > 0 && !WorthAnotherExecution(queue, decision, options)) {
+    return BatchDecision{};  // wait for a running batch to finish
+  }
+  return decision;
 }
 
 }  // namespace encoder::batching

@@ -117,6 +117,25 @@ bool WorthAnotherExecution(const std::vector<QueuedSequence>& queue,
                            const BatchDecision& decision,
                            const BatchOptions& options);
 
+// What of the model is computing while a free execution asks for work.
+struct RunningBatches {
+  int batches = 0;
+  int64_t sequences = 0;  // in those batches
+};
+
+// The batch a free execution should start, with several executions
+// (options.executions > 1; with one, DecideBatch's). DecideBatch's batch is
+// cut to an even share of the work in the model, ceil((queued + running
+// sequences) / executions), when that share is still worth an execution:
+// a burst on an idle model splits among the executors instead of one large
+// batch beside an idle one, and a large batch beside a small one evens out.
+// Beside running batches, a batch that is not worth an execution is not
+// started: `take` is empty and wake_at InfiniteFuture (a running batch's
+// end is the next event).
+BatchDecision DecideNextBatch(const std::vector<QueuedSequence>& queue,
+                              const BatchOptions& options, absl::Time now,
+                              const RunningBatches& running);
+
 }  // namespace encoder::batching
 
 #endif  // ENCODER_SERVER_BATCHING_BATCH_POLICY_H_

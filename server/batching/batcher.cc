@@ -176,30 +176,12 @@ void Batcher::WorkerLoop() {
                                       pending.state->share,
                                       static_cast<bool>(item.run_alone)});
       }
-      const BatchOptions& now_options =
-          accepting_ ? serve_options : flush_options;
-      const absl::Time now = absl::Now();
-      BatchDecision decision = DecideBatch(view, now_options, now);
-      // With several executions, a batch takes no more than an even
-      // share of the work in the model (queued and running sequences), as
-      // long as that share is still worth an execution: a burst on an idle
-      // model splits among the executors instead of one large batch beside
-      // an idle one, and a large batch beside a small one evens out.
-      const int64_t even =
-          (depth + running_sequences_ + executions - 1) / executions;
-      if (executions > 1 && static_cast<int64_t>(decision.take.size()) > even) {
-        BatchOptions split = now_options;
-        split.max_batch_sequences = std::max<int64_t>(even, 1);
-        BatchDecision part = DecideBatch(view, split, now);
-        if (WorthAnotherExecution(view, part, now_options)) {
-          decision = std::move(part);
-        }
-      }
-      if (running_ > 0 && !decision.take.empty() &&
-          !WorthAnotherExecution(view, decision, now_options)) {
-        // Too small to run beside the others: it waits for one to finish
-        // (the executor's hand-back wakes this loop).
-      } else if (!decision.take.empty()) {
+      // Beside running batches a small one waits for one of them to
+      // finish; the executor's hand-back wakes this loop.
+      const BatchDecision decision = DecideNextBatch(
+          view, accepting_ ? serve_options : flush_options, absl::Now(),
+          RunningBatches{running_, running_sequences_});
+      if (!decision.take.empty()) {
         std::vector<Pending> batch = PopLocked(decision);
         mu_.Unlock();
         StartBatch(std::move(batch));

@@ -102,8 +102,7 @@ absl::Status EncoderRunner::RunEmbed(const std::vector<const EmbedSpec*>& batch,
     if (device_state_->stream) guard.emplace(*device_state_->stream);
 #endif
     // Batches running side by side split OpenBLAS's threads.
-    std::optional<BlasShare> share;
-    if (!model_->device().is_cuda()) share.emplace();
+    const BlasShare share(/*counts=*/!model_->device().is_cuda());
     status = RunImpl(batch, results);
   } catch (const c10::Error& e) {
     status = model::StatusFromTorchError(

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
-#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -185,8 +184,7 @@ absl::Status HostedModel::Diagnose(DiagnoseWork work) const {
   item.cost = work.cost;
   item.run_alone = [model = encoder.get(), report,
                     options = std::move(work.options)] {
-    std::optional<BlasShare> share;
-    if (!model->device().is_cuda()) share.emplace();
+    const BlasShare share(/*counts=*/!model->device().is_cuda());
     *report = diagnostics::Diagnose(*model, options);
     return report->status();
   };

@@ -143,7 +143,8 @@ int DefaultIntraOpThreads(const UsableCores& cores, int executions) {
   return std::max(1, cores.cores / std::max(1, executions));
 }
 
-BlasShare::BlasShare() {
+BlasShare::BlasShare(bool counts) : counts_(counts) {
+  if (!counts_) return;
   BlasPool& pool = Pool();
   std::lock_guard<std::mutex> lock(pool.mu);
   ++pool.running;
@@ -151,6 +152,7 @@ BlasShare::BlasShare() {
 }
 
 BlasShare::~BlasShare() {
+  if (!counts_) return;
   BlasPool& pool = Pool();
   std::lock_guard<std::mutex> lock(pool.mu);
   --pool.running;

@@ -55,10 +55,12 @@ int DefaultIntraOpThreads(const UsableCores& cores, int executions);
 // running: under a steady load another starts soon, and OpenBLAS's idle
 // threads spin for a while after each product they join, taking the cores
 // the running passes use. Does nothing when the BLAS is not OpenBLAS or
-// ApplyThreadPolicy has not run. Thread-safe.
+// ApplyThreadPolicy has not run, and for a pass that does not count
+// (`counts` false: a GPU model's, whose products do not use OpenBLAS).
+// Thread-safe.
 class BlasShare {
  public:
-  BlasShare();
+  explicit BlasShare(bool counts = true);
   ~BlasShare();
   BlasShare(const BlasShare&) = delete;
   BlasShare& operator=(const BlasShare&) = delete;
@@ -67,6 +69,9 @@ class BlasShare {
   // counted (tests and the log).
   static int threads_now();
   static int running();
+
+ private:
+  const bool counts_;
 };
 
 }  // namespace encoder::runner

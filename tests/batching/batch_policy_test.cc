@@ -268,5 +268,31 @@ TEST(WorthAnotherExecutionTest, HalfOfAnyLimitWithTwoExecutions) {
   EXPECT_TRUE(WorthAnotherExecution(alone, DecideBatch(alone, o, kStart), o));
 }
 
+// Several executions: even shares of the work, and no small batch beside
+// a running one.
+TEST(DecideNextBatchTest, EvenSharesAndNoSmallBatchBesideARunningOne) {
+  BatchOptions o = Options(32, 16384, absl::ZeroDuration(), false);
+  o.executions = 2;
+  const std::vector<QueuedSequence> burst = Queue(std::vector<int64_t>(32, 4));
+  // A burst of 32 on an idle model: 16 now, the other 16 for the other.
+  EXPECT_EQ(DecideNextBatch(burst, o, kStart, {}).take.size(), 16u);
+  const std::vector<QueuedSequence> half = Queue(std::vector<int64_t>(16, 4));
+  EXPECT_EQ(DecideNextBatch(half, o, kStart, {1, 16}).take.size(), 16u);
+  // 30 queued beside a running batch of 2: an even 16, not all 30.
+  const std::vector<QueuedSequence> many = Queue(std::vector<int64_t>(30, 4));
+  EXPECT_EQ(DecideNextBatch(many, o, kStart, {1, 2}).take.size(), 16u);
+  // Three beside a running batch: under half a batch, so they wait for it.
+  const std::vector<QueuedSequence> few = Queue({4, 4, 4});
+  const BatchDecision wait = DecideNextBatch(few, o, kStart, {1, 16});
+  EXPECT_THAT(wait.take, IsEmpty());
+  EXPECT_EQ(wait.wake_at, absl::InfiniteFuture());
+  // The same three on an idle model run at once, not split below what is
+  // worth an execution.
+  EXPECT_EQ(DecideNextBatch(few, o, kStart, {}).take.size(), 3u);
+  // One execution: DecideBatch's decision.
+  o.executions = 1;
+  EXPECT_EQ(DecideNextBatch(burst, o, kStart, {}).take.size(), 32u);
+}
+
 }  // namespace
 }  // namespace encoder::batching

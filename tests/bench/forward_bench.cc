@@ -179,6 +179,23 @@ int main(int argc, char** argv) {
       longest = std::max<int64_t>(longest, s.token_ids.size());
       batch.push_back(&s);
     }
+    // One result row: `times` (sorted) of passes that took `seconds` of
+    // wall time in all.
+    auto row_of = [&](const std::vector<double>& times, double seconds,
+                      double share) {
+      nlohmann::json row;
+      row["batch_size"] = b;
+      row["skip_padding_min_share"] = share;
+      row["padding_share"] =
+          1.0 - static_cast<double>(real) / static_cast<double>(b * longest);
+      row["runs"] = times.size();
+      row["sequences_per_s"] = static_cast<double>(b * times.size()) / seconds;
+      row["real_tokens_per_s"] =
+          static_cast<double>(real * times.size()) / seconds;
+      row["p50_ms"] = times[times.size() / 2] * 1e3;
+      row["min_ms"] = times.front() * 1e3;
+      return row;
+    };
     std::vector<encoder::runner::EmbedResult> results;
     for (double share : modes) {
       runner.set_skip_padding_min_share(share);
@@ -216,17 +233,8 @@ int main(int argc, char** argv) {
       std::vector<double> all;
       for (const auto& t : times) all.insert(all.end(), t.begin(), t.end());
       std::sort(all.begin(), all.end());
-      nlohmann::json row;
-      row["batch_size"] = b;
+      nlohmann::json row = row_of(all, wall, modes[0]);
       row["executions"] = o.executions;
-      row["skip_padding_min_share"] = modes[0];
-      row["padding_share"] =
-          1.0 - static_cast<double>(real) / static_cast<double>(b * longest);
-      row["runs"] = all.size();
-      row["sequences_per_s"] = static_cast<double>(b * all.size()) / wall;
-      row["real_tokens_per_s"] = static_cast<double>(real * all.size()) / wall;
-      row["p50_ms"] = all[all.size() / 2] * 1e3;
-      row["min_ms"] = all.front() * 1e3;
       out["results"].push_back(row);
       continue;
     }
@@ -252,18 +260,8 @@ int main(int argc, char** argv) {
     for (size_t m = 0; m < modes.size(); ++m) {
       std::vector<double>& t = times[m];
       std::sort(t.begin(), t.end());
-      nlohmann::json row;
-      row["batch_size"] = b;
-      row["skip_padding_min_share"] = modes[m];
-      row["padding_share"] =
-          1.0 - static_cast<double>(real) / static_cast<double>(b * longest);
-      row["runs"] = t.size();
-      rates.push_back(static_cast<double>(b * t.size()) / total[m]);
-      row["sequences_per_s"] = rates.back();
-      row["real_tokens_per_s"] =
-          static_cast<double>(real * t.size()) / total[m];
-      row["p50_ms"] = t[t.size() / 2] * 1e3;
-      row["min_ms"] = t.front() * 1e3;
+      const nlohmann::json row = row_of(t, total[m], modes[m]);
+      rates.push_back(row["sequences_per_s"].get<double>());
       out["results"].push_back(row);
     }
     if (modes.size() == 2) {

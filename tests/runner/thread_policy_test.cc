@@ -135,6 +135,9 @@ TEST(BlasShare, RunningPassesSplitTheOpenBlasPool) {
   {
     BlasShare alone;  // the next pass that starts alone gets the pool
     EXPECT_EQ(BlasShare::threads_now(), 4);
+    const BlasShare gpu(/*counts=*/false);  // a GPU pass takes no share
+    EXPECT_EQ(BlasShare::running(), 1);
+    EXPECT_EQ(BlasShare::threads_now(), 4);
   }
   {
     BlasShare first;
