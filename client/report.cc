@@ -88,11 +88,12 @@ constexpr const char* kGuide[][2] = {
      "Every model here is the same kind of Transformer encoder; they differ "
      "only in how they are told where each token sits in the sequence (the "
      "positional scheme). All were given the same input and put through "
-     "the same tests. Text becomes one token per byte, framed by [CLS] and "
-     "[SEP]; on heatmap axes a space is drawn as \u2423. Models whose "
-     "weights are \"seed:N\" are randomly initialized, so their attention "
-     "shows what each scheme does by construction, not what training "
-     "taught it."},
+     "the same tests. Text becomes tokens through each model's own "
+     "tokenizer (the built-in models take one token per byte, framed by "
+     "[CLS] and [SEP]); on heatmap axes a space is drawn as \u2423. Models "
+     "whose weights are \"seed:N\" are randomly initialized, so their "
+     "attention shows what each scheme does by construction, not what "
+     "training taught it; checkpoints show what training made of theirs."},
     {"Permutation equivariance",
      "Shuffle the input tokens, run the model, then put the outputs back in "
      "the original order. If that matches the outputs for the unshuffled "

@@ -61,15 +61,20 @@ StructureResult AnalyzeAdditive(const model::Encoder& model,
                                 int64_t positions) {
   const model::ModelConfig& config = model.config();
   int64_t n = positions;
+  // A table is read from the first position id the model gives a token
+  // (RoBERTa and MPNet number from padding_idx + 1; the rows below are
+  // the padding row and one never used).
+  int64_t first = 0;
   if (config.rejects_beyond_max_positions()) {
-    n = std::min(n, config.max_positions);
+    first = config.first_position();
+    n = std::min(n, config.max_positions - first);
   }
   StructureResult result;
   result.kind = "additive";
   result.positions = n;
 
-  at::Tensor p =
-      at::arange(n, at::TensorOptions(model.device()).dtype(at::kLong));
+  at::Tensor p = at::arange(first, first + n,
+                            at::TensorOptions(model.device()).dtype(at::kLong));
   at::Tensor codes =
       model.scheme().InputCode(p).to(at::kCPU, at::kDouble);  // [N, D]
   const at::Tensor gram = at::matmul(codes, codes.t());       // [N, N]

@@ -57,6 +57,7 @@ SchemeReach AnalyzeReach(const model::ModelConfig& config) {
       }
       break;
     case model::SchemeType::kRelative:
+    case model::SchemeType::kLearnedRelative:
       r.num_buckets = p.num_buckets;
       r.max_distance = p.max_distance;
       r.bucket_saturation_distance =

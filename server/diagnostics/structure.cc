@@ -85,6 +85,15 @@ StructureResult AnalyzeStructure(const model::Encoder& model,
     case model::SchemeType::kAlibi:
     case model::SchemeType::kRelative:
       return AnalyzeBias(model, positions);
+    case model::SchemeType::kLearnedRelative: {
+      // The table's structure, with the bias the buckets add beside it.
+      StructureResult result = AnalyzeAdditive(model, positions);
+      StructureResult bias = AnalyzeBias(model, positions);
+      result.bias = std::move(bias.bias);
+      result.symmetric = bias.symmetric;
+      result.symmetry_deviation = bias.symmetry_deviation;
+      return result;
+    }
     case model::SchemeType::kNone:
       break;
   }

@@ -161,7 +161,7 @@ absl::Status ValidateConfig(const ModelConfig& c) {
     return Invalid(
         absl::StrCat("rope needs an even head dim, got ", c.head_dim()));
   }
-  if (pc.type == SchemeType::kRelative) {
+  if (c.has_relative_buckets()) {
     if (pc.num_buckets < 4 || pc.num_buckets % 2 != 0) {
       return Invalid("positional.num_buckets must be even and >= 4");
     }
@@ -229,6 +229,8 @@ std::string SchemeName(SchemeType type) {
       return "alibi";
     case SchemeType::kRelative:
       return "relative";
+    case SchemeType::kLearnedRelative:
+      return "learned_relative";
   }
   return "unknown";
 }
@@ -236,12 +238,13 @@ std::string SchemeName(SchemeType type) {
 absl::StatusOr<SchemeType> ParseSchemeName(const std::string& name) {
   for (SchemeType t :
        {SchemeType::kNone, SchemeType::kSinusoidal, SchemeType::kLearned,
-        SchemeType::kRope, SchemeType::kAlibi, SchemeType::kRelative}) {
+        SchemeType::kRope, SchemeType::kAlibi, SchemeType::kRelative,
+        SchemeType::kLearnedRelative}) {
     if (SchemeName(t) == name) return t;
   }
   return Invalid(absl::StrCat("positional type \"", name,
                               "\" must be one of none, sinusoidal, learned, ",
-                              "rope, alibi, relative"));
+                              "rope, alibi, relative, learned_relative"));
 }
 
 std::string ActivationName(Activation a) {

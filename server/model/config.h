@@ -19,7 +19,10 @@ enum class SchemeType {
   kLearned,
   kRope,
   kAlibi,
-  kRelative
+  kRelative,
+  // A learned table at the input plus T5 relative buckets on the logits,
+  // one bias table shared by every layer (MPNet).
+  kLearnedRelative
 };
 // kGelu is the exact erf form; kGeluTanh the tanh approximation ("gelu_new").
 enum class Activation { kRelu, kGelu, kGeluTanh, kSilu };
@@ -47,7 +50,7 @@ struct PositionalConfig {
   // sinusoidal: position of the first token (fairseq uses padding_idx + 1).
   int64_t sinusoidal_offset = 0;
   RopeLayout rope_layout = RopeLayout::kInterleaved;
-  // relative (T5 buckets, bidirectional).
+  // relative and learned_relative (T5 buckets, bidirectional).
   int64_t num_buckets = 32;
   int64_t max_distance = 128;
 };
@@ -111,7 +114,13 @@ struct ModelConfig {
   }
   // True when inputs longer than max_positions cannot be represented.
   bool rejects_beyond_max_positions() const {
-    return positional.type == SchemeType::kLearned;
+    return positional.type == SchemeType::kLearned ||
+           positional.type == SchemeType::kLearnedRelative;
+  }
+  // True when the scheme adds a T5 bucket bias to the attention logits.
+  bool has_relative_buckets() const {
+    return positional.type == SchemeType::kRelative ||
+           positional.type == SchemeType::kLearnedRelative;
   }
   // The longest input this model accepts.
   int64_t max_length() const;
@@ -128,7 +137,7 @@ absl::Status ValidateConfig(const ModelConfig& config);
 //  "max_positions", "max_input_tokens", "pooling": "mean"|"first",
 //  "normalize": bool, "embedding_scale": bool,
 //  "positional": {"type": "none"|"sinusoidal"|"learned"|"rope"|"alibi"|
-//                         "relative",
+//                         "relative"|"learned_relative",
 //                 "base", "layout": "interleaved"|"concat"|"half",
 //                 "denominator": "d_model"|"half_minus_one", "offset",
 //                 "num_buckets", "max_distance"}}

@@ -355,6 +355,11 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
       x = Norm(x, final_norm_weight_, final_norm_bias_);
     }
     out.tokens = pass.Unpack(x);
+    // As transformers' output_hidden_states: a pre-norm model's last entry
+    // is its normed output, the same tensor as last_hidden_state.
+    if (keeps_hidden(config_.num_layers)) {
+      out.hidden[config_.num_layers] = out.tokens;
+    }
     return out;
   } catch (const c10::Error& e) {
     return StatusFromTorchError(e, "encoder forward");

@@ -66,8 +66,9 @@ struct ForwardOptions {
   // Layers whose attention probabilities to return (any order, no repeats).
   std::vector<int64_t> attention_layers;
   // Hidden states to return, by the number of layers run before them:
-  // 0 is the embedding output, num_layers the last layer's output (before
-  // a pre-norm model's final norm). Any order, no repeats.
+  // 0 is the embedding output, num_layers the last layer's output (after
+  // a pre-norm model's final norm, as transformers returns it: the same
+  // tensor as the token embeddings). Any order, no repeats.
   std::vector<int64_t> hidden_layers;
   // An int8 model runs its float32 weights, exactly as before quantization
   // (diagnostics: their tolerances are far below int8 rounding).

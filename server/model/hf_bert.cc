@@ -1,6 +1,7 @@
-// bert, roberta, xlm-roberta and JinaBERT v2 (a "bert" config with
-// position_embedding_type "alibi"), as in transformers' modeling_bert /
-// modeling_roberta and Jina's JinaBERT implementation.
+// bert, roberta, xlm-roberta, camembert, electra and JinaBERT v2 (a "bert"
+// config with position_embedding_type "alibi"), as in transformers'
+// modeling_bert / modeling_roberta / modeling_camembert / modeling_electra
+// and Jina's JinaBERT implementation.
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
 #include "server/model/hf_importer.h"
@@ -62,8 +63,11 @@ void AddBertLayers(const std::string& prefix, bool gated, Import* import) {
     }
   }
   // Heads and buffers a BERT-shaped checkpoint may carry.
-  import->ignored_prefixes.insert(import->ignored_prefixes.end(),
-                                  {prefix + "pooler.", "cls.", "lm_head."});
+  // ELECTRA's discriminator and generator heads too.
+  import->ignored_prefixes.insert(
+      import->ignored_prefixes.end(),
+      {prefix + "pooler.", "cls.", "lm_head.", "discriminator_predictions.",
+       "generator_predictions.", "generator_lm_head.", "classifier."});
   import->ignored_suffixes.push_back("embeddings.position_ids");
 }
 
@@ -97,8 +101,16 @@ absl::StatusOr<Import> ImportBert(const nlohmann::json& config,
   ModelConfig& c = import.config;
   RETURN_IF_ERROR(ReadBertSizes(r, &c));
   const std::string model_type = r.StringOr("model_type", "bert");
-  const bool roberta = model_type == "roberta" || model_type == "xlm-roberta";
+  const bool roberta = model_type == "roberta" || model_type == "xlm-roberta" ||
+                       model_type == "camembert";
+  const bool electra = model_type == "electra";
   import.family = model_type;
+  if (electra && r.IntOr("embedding_size", c.d_model) != c.d_model) {
+    return absl::InvalidArgumentError(
+        "config.json embedding_size differs from hidden_size; the "
+        "embeddings_project layer of such ELECTRA checkpoints (the small "
+        "ones) is not supported");
+  }
   const std::string pe = r.StringOr("position_embedding_type", "absolute");
   bool gated = false;
   if (pe == "alibi" && !roberta) {
@@ -128,9 +140,9 @@ absl::StatusOr<Import> ImportBert(const nlohmann::json& config,
     c.arch.position_ids = PositionIdRule::kAfterPadding;
     c.arch.padding_idx = r.IntOr("pad_token_id", 1);
   }
-  const std::string prefix =
-      DetectPrefix(source, {roberta ? "roberta." : "bert.", ""},
-                   "embeddings.word_embeddings.weight");
+  const std::string prefix = DetectPrefix(
+      source, {roberta ? "roberta." : (electra ? "electra." : "bert."), ""},
+      "embeddings.word_embeddings.weight");
   AddBertLayers(prefix, gated, &import);
   if (c.positional.type == SchemeType::kLearned) {
     AddSlot(&import, "pos_embedding.weight",

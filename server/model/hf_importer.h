@@ -89,9 +89,14 @@ std::string DetectPrefix(const WeightSource& source,
                          const std::string& probe);
 
 // BERT-shaped families: bert (incl. JinaBERT v2 with ALiBi), roberta,
-// xlm-roberta, roformer.
+// xlm-roberta, camembert, electra (embedding_size equal to hidden_size),
+// roformer; mpnet and distilbert (hf_mpnet.cc).
 absl::StatusOr<Import> ImportBert(const nlohmann::json& config,
                                   const WeightSource& source);
+absl::StatusOr<Import> ImportMpnet(const nlohmann::json& config,
+                                   const WeightSource& source);
+absl::StatusOr<Import> ImportDistilBert(const nlohmann::json& config,
+                                        const WeightSource& source);
 absl::StatusOr<Import> ImportRoformer(const nlohmann::json& config,
                                       const WeightSource& source);
 absl::StatusOr<Import> ImportModernBert(const nlohmann::json& config,

@@ -246,6 +246,54 @@ class RelativeScheme : public PositionalScheme {
   at::Tensor table_;  // [num_buckets, H]
 };
 
+// MPNet: a learned table at the input and T5 buckets on the logits. Both
+// parts are the schemes above; the description joins theirs. The table is
+// read at the given positions (RoBERTa's numbering, which skips padding
+// ids); the buckets count plain sequence indices, as MPNetEncoder computes
+// its bias from arange(seq) whatever the position ids.
+class LearnedRelativeScheme : public PositionalScheme {
+ public:
+  LearnedRelativeScheme(const ModelConfig& config, at::Tensor table,
+                        at::Tensor bias_table)
+      : learned_(config, std::move(table)),
+        relative_(config, std::move(bias_table)) {}
+
+  at::Tensor AddToInput(const at::Tensor& x,
+                        const at::Tensor& positions) const override {
+    return learned_.AddToInput(x, positions);
+  }
+  at::Tensor InputCode(const at::Tensor& positions) const override {
+    return learned_.InputCode(positions);
+  }
+  at::Tensor AttentionBias(const at::Tensor& query_positions,
+                           const at::Tensor& key_positions,
+                           at::ScalarType dtype) const override {
+    auto index = [](const at::Tensor& positions) {
+      return at::arange(positions.size(-1), positions.options())
+          .expand_as(positions);
+    };
+    return relative_.AttentionBias(index(query_positions), index(key_positions),
+                                   dtype);
+  }
+  std::map<std::string, at::Tensor> Parameters() const override {
+    std::map<std::string, at::Tensor> p = learned_.Parameters();
+    p.merge(relative_.Parameters());
+    return p;
+  }
+  SchemeDescription Describe() const override {
+    SchemeDescription d = learned_.Describe();
+    const SchemeDescription r = relative_.Describe();
+    d.name = "learned_relative";
+    d.params.insert(r.params.begin(), r.params.end());
+    d.hooks.insert(d.hooks.end(), r.hooks.begin(), r.hooks.end());
+    return d;
+  }
+
+ private:
+  LearnedScheme learned_;
+  RelativeScheme relative_;
+};
+
 }  // namespace
 
 std::map<std::string, std::vector<int64_t>> SchemeParameterShapes(
@@ -255,6 +303,10 @@ std::map<std::string, std::vector<int64_t>> SchemeParameterShapes(
       return {{"pos_embedding.weight", {config.max_positions, config.d_model}}};
     case SchemeType::kRelative:
       return {{"relative_attention_bias.weight",
+               {config.positional.num_buckets, config.num_heads}}};
+    case SchemeType::kLearnedRelative:
+      return {{"pos_embedding.weight", {config.max_positions, config.d_model}},
+              {"relative_attention_bias.weight",
                {config.positional.num_buckets, config.num_heads}}};
     default:
       return {};
@@ -289,6 +341,11 @@ absl::StatusOr<std::unique_ptr<PositionalScheme>> MakePositionalScheme(
     case SchemeType::kRelative: {
       ASSIGN_OR_RETURN(auto table, param("relative_attention_bias.weight"));
       return std::make_unique<RelativeScheme>(config, table);
+    }
+    case SchemeType::kLearnedRelative: {
+      ASSIGN_OR_RETURN(auto table, param("pos_embedding.weight"));
+      ASSIGN_OR_RETURN(auto bias, param("relative_attention_bias.weight"));
+      return std::make_unique<LearnedRelativeScheme>(config, table, bias);
     }
   }
   return absl::InvalidArgumentError("unknown positional scheme");

@@ -14,6 +14,10 @@ absl::StatusOr<TokenizedText> TokenizeText(const runner::ServedModel& model,
                                            const v1::TextOptions& options,
                                            bool truncate, int64_t max_length) {
   tokenizer::EncodeOptions o;
+  // As transformers (and so sentence-transformers) tokenize: a
+  // tokenizer.json's fixed padding (all-MiniLM-L6-v2 pads to 128) and
+  // default truncation are not applied; truncation is the request's.
+  o.file_settings = false;
   o.add_special_tokens =
       !options.has_add_special_tokens() || options.add_special_tokens();
   o.side = options.truncation_side() == v1::TRUNCATION_SIDE_LEFT

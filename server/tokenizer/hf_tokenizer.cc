@@ -94,7 +94,7 @@ void HfTokenizer::Truncate(const EncodeOptions& options, Encoding* e) const {
   int64_t max_length = options.max_length;
   TruncationSide side = options.side;
   if (max_length <= 0) {
-    if (!c_.truncation_max_length) return;
+    if (!options.file_settings || !c_.truncation_max_length) return;
     max_length = *c_.truncation_max_length;
     side = c_.truncation_side;
   } else if (!options.truncate) {
@@ -137,7 +137,7 @@ absl::StatusOr<Encoding> HfTokenizer::Encode(
     c_.post_processor->Process(options.add_special_tokens, &e);
   }
   ComputeCharOffsets(text, &e);
-  Pad(&e);
+  if (options.file_settings) Pad(&e);
   return e;
 }
 

@@ -27,6 +27,11 @@ struct EncodeOptions {
   bool truncate = false;
   int64_t max_length = 0;
   TruncationSide side = TruncationSide::kRight;
+  // Apply the tokenizer file's own "truncation" and "padding" sections
+  // (fixed-length padding, a default max_length), as the tokenizers library
+  // does. transformers' tokenizers ignore them and truncate or pad only when
+  // a call asks; the server's text inputs do the same (false).
+  bool file_settings = true;
 };
 
 struct Offsets {

@@ -4,8 +4,8 @@ Each takes a Checkpoint and a 1-D tensor of token ids (one sequence, no
 padding, token type 0) and returns (last_hidden_state [S, D], list of the
 per-layer attention probabilities [H, S, S], list of the hidden states
 [S, D]: the embedding output, then each layer's output, as the modeling
-files collect them for output_hidden_states; the pre-norm families' final
-norm applies to last_hidden_state only)."""
+files collect them for output_hidden_states; the pre-norm families' last
+entry is after their final norm, equal to last_hidden_state)."""
 import math
 
 import torch
@@ -127,7 +127,9 @@ def modernbert(ckpt, ids):
         inp, gate = m.chunk(2, -1)
         x = x + (act(inp) * gate) @ w[f"{layer}.mlp.Wo.weight"].T
         states.append(x)
-    return _ln(x, w, "model.final_norm", eps), probs_all, states
+    x = _ln(x, w, "model.final_norm", eps)
+    states[-1] = x
+    return x, probs_all, states
 
 
 def t5_encoder(ckpt, ids):
@@ -166,8 +168,9 @@ def t5_encoder(ckpt, ids):
             h = act(h @ w[f"{ff}.wi.weight"].T)
         x = x + h @ w[f"{ff}.wo.weight"].T
         states.append(x)
-    return (rms_norm(x, w["encoder.final_layer_norm.weight"], eps), probs_all,
-            states)
+    x = rms_norm(x, w["encoder.final_layer_norm.weight"], eps)
+    states[-1] = x
+    return x, probs_all, states
 
 
 def marian_encoder(ckpt, ids):

@@ -28,6 +28,8 @@ class ServerProcess:
             directory = self._own_dir.name
         self.ready_file = os.path.join(directory, "ready.json")
         self.log_path = os.path.join(directory, "server.log")
+        if os.path.exists(self.ready_file):  # a previous run's
+            os.remove(self.ready_file)
         self.log = open(self.log_path, "w")
         self.process = subprocess.Popen(
             [binary, "--listen=127.0.0.1:0",

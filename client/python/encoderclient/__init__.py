@@ -70,16 +70,25 @@ class EncoderClient:
 
     def __init__(self, target="127.0.0.1:50051", *, timeout=60.0, tls=False,
                  root_certificates=None, private_key=None,
-                 certificate_chain=None, token=None):
+                 certificate_chain=None, token=None,
+                 max_receive_message_bytes=None):
         """target: host:port. timeout: seconds per call. TLS when `tls` or
-        any PEM (bytes) is given; `token` is sent as a bearer token."""
+        any PEM (bytes) is given; `token` is sent as a bearer token.
+        max_receive_message_bytes: the largest response accepted (gRPC's
+        default is 4 MiB; attention maps and hidden states of long inputs
+        are larger)."""
+        options = []
+        if max_receive_message_bytes is not None:
+            options.append(("grpc.max_receive_message_length",
+                            int(max_receive_message_bytes)))
         if tls or root_certificates or certificate_chain:
             credentials = grpc.ssl_channel_credentials(
                 root_certificates=root_certificates, private_key=private_key,
                 certificate_chain=certificate_chain)
-            self._channel = grpc.secure_channel(target, credentials)
+            self._channel = grpc.secure_channel(target, credentials,
+                                                options=options)
         else:
-            self._channel = grpc.insecure_channel(target)
+            self._channel = grpc.insecure_channel(target, options=options)
         self._stub = pb2_grpc.EncoderServiceStub(self._channel)
         self._timeout = timeout
         self._metadata = ((("authorization", f"Bearer {token}"),)
@@ -150,7 +159,7 @@ class EncoderClient:
     def hidden_states(self, text=None, *, ids=None, model="", layers=(-1,),
                       pooled=False):
         """Hidden states of one input after `layers` (0: the embedding
-        output, -1: the last layer's, before a pre-norm model's final
+        output, -1: the last layer's, after a pre-norm model's final
         norm): [L, S, D], or [L, D] pooled like the embedding."""
         response = self.embed_response(
             [_single_input(text, ids)], model=model, hidden_layers=layers,

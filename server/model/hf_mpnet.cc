@@ -1,0 +1,140 @@
+// BERT-shaped families whose tensors have names of their own:
+// mpnet (transformers' modeling_mpnet) and distilbert (modeling_distilbert).
+// Both are post-norm encoders with learned absolute positions and no
+// token-type table.
+#include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
+#include "server/model/hf_importer.h"
+
+namespace encoder::model::hf {
+namespace {
+
+// The q/k/v, output, two norms and feed-forward of one post-norm layer,
+// under the family's names.
+struct LayerNames {
+  std::string q, k, v, out, norm1, ffn_in, ffn_out, norm2;
+};
+
+void AddPostNormLayer(Import* import, int64_t i, const LayerNames& n) {
+  const int64_t d = import->config.d_model, f = import->config.d_ff;
+  AddConcatSlot(import, LayerSlot(i, "self_attn.in_proj_weight"),
+                {n.q + ".weight", n.k + ".weight", n.v + ".weight"},
+                {{d, d}, {d, d}, {d, d}});
+  AddConcatSlot(import, LayerSlot(i, "self_attn.in_proj_bias"),
+                {n.q + ".bias", n.k + ".bias", n.v + ".bias"}, {{d}, {d}, {d}});
+  AddSlot(import, LayerSlot(i, "self_attn.out_proj.weight"), n.out + ".weight",
+          {d, d});
+  AddSlot(import, LayerSlot(i, "self_attn.out_proj.bias"), n.out + ".bias",
+          {d});
+  AddSlot(import, LayerSlot(i, "norm1.weight"), n.norm1 + ".weight", {d});
+  AddSlot(import, LayerSlot(i, "norm1.bias"), n.norm1 + ".bias", {d});
+  AddSlot(import, LayerSlot(i, "linear1.weight"), n.ffn_in + ".weight", {f, d});
+  AddSlot(import, LayerSlot(i, "linear1.bias"), n.ffn_in + ".bias", {f});
+  AddSlot(import, LayerSlot(i, "linear2.weight"), n.ffn_out + ".weight",
+          {d, f});
+  AddSlot(import, LayerSlot(i, "linear2.bias"), n.ffn_out + ".bias", {d});
+  AddSlot(import, LayerSlot(i, "norm2.weight"), n.norm2 + ".weight", {d});
+  AddSlot(import, LayerSlot(i, "norm2.bias"), n.norm2 + ".bias", {d});
+}
+
+void AddEmbeddings(Import* import, const std::string& emb) {
+  const ModelConfig& c = import->config;
+  AddSlot(import, "embedding.weight", emb + "word_embeddings.weight",
+          {c.vocab_size, c.d_model});
+  AddSlot(import, "pos_embedding.weight", emb + "position_embeddings.weight",
+          {c.max_positions, c.d_model});
+  AddSlot(import, "embedding_norm.weight", emb + "LayerNorm.weight",
+          {c.d_model});
+  AddSlot(import, "embedding_norm.bias", emb + "LayerNorm.bias", {c.d_model});
+}
+
+}  // namespace
+
+absl::StatusOr<Import> ImportMpnet(const nlohmann::json& config,
+                                   const WeightSource& source) {
+  ConfigReader r(config);
+  Import import;
+  import.family = "mpnet";
+  ModelConfig& c = import.config;
+  RETURN_IF_ERROR(r.Ints({{"vocab_size", &c.vocab_size},
+                          {"hidden_size", &c.d_model},
+                          {"num_attention_heads", &c.num_heads},
+                          {"num_hidden_layers", &c.num_layers},
+                          {"intermediate_size", &c.d_ff},
+                          {"max_position_embeddings", &c.max_positions}}));
+  RETURN_IF_ERROR(CheckLayerCount(c.num_layers));
+  ASSIGN_OR_RETURN(auto act, ParseActivation(r.StringOr("hidden_act", "gelu")));
+  c.activation = act;
+  c.layer_norm_eps = r.NumberOr("layer_norm_eps", 1e-12);
+  c.max_input_tokens = c.max_positions;
+  c.arch.embedding_norm = true;
+  // Positions as RoBERTa numbers them (from pad_token_id + 1), and a
+  // relative bias over T5 buckets (max distance 128, fixed in
+  // MPNetEncoder) shared by every layer, added to the scaled scores.
+  c.arch.position_ids = PositionIdRule::kAfterPadding;
+  c.arch.padding_idx = r.IntOr("pad_token_id", 1);
+  c.positional.type = SchemeType::kLearnedRelative;
+  c.positional.num_buckets = r.IntOr("relative_attention_num_buckets", 32);
+  c.positional.max_distance = 128;
+
+  const std::string p =
+      DetectPrefix(source, {"mpnet.", ""}, "embeddings.word_embeddings.weight");
+  AddEmbeddings(&import, p + "embeddings.");
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const std::string l = absl::StrCat(p, "encoder.layer.", i, ".");
+    AddPostNormLayer(
+        &import, i,
+        {l + "attention.attn.q", l + "attention.attn.k", l + "attention.attn.v",
+         l + "attention.attn.o", l + "attention.LayerNorm",
+         l + "intermediate.dense", l + "output.dense", l + "output.LayerNorm"});
+  }
+  AddSlot(&import, "relative_attention_bias.weight",
+          p + "encoder.relative_attention_bias.weight",
+          {c.positional.num_buckets, c.num_heads});
+  import.ignored_prefixes = {p + "pooler.", "lm_head."};
+  import.ignored_suffixes = {"embeddings.position_ids"};
+  return import;
+}
+
+absl::StatusOr<Import> ImportDistilBert(const nlohmann::json& config,
+                                        const WeightSource& source) {
+  ConfigReader r(config);
+  Import import;
+  import.family = "distilbert";
+  ModelConfig& c = import.config;
+  RETURN_IF_ERROR(r.Ints({{"vocab_size", &c.vocab_size},
+                          {"dim", &c.d_model},
+                          {"n_heads", &c.num_heads},
+                          {"n_layers", &c.num_layers},
+                          {"hidden_dim", &c.d_ff},
+                          {"max_position_embeddings", &c.max_positions}}));
+  RETURN_IF_ERROR(CheckLayerCount(c.num_layers));
+  ASSIGN_OR_RETURN(auto act, ParseActivation(r.StringOr("activation", "gelu")));
+  c.activation = act;
+  c.layer_norm_eps = 1e-12;  // fixed in modeling_distilbert
+  c.max_input_tokens = c.max_positions;
+  c.arch.embedding_norm = true;
+  // sinusoidal_pos_embds true fills the same table with fixed sinusoids
+  // at initialization; the checkpoint stores it either way.
+  c.positional.type = SchemeType::kLearned;
+
+  const std::string p = DetectPrefix(source, {"distilbert.", ""},
+                                     "embeddings.word_embeddings.weight");
+  AddEmbeddings(&import, p + "embeddings.");
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const std::string l = absl::StrCat(p, "transformer.layer.", i, ".");
+    AddPostNormLayer(
+        &import, i,
+        {l + "attention.q_lin", l + "attention.k_lin", l + "attention.v_lin",
+         l + "attention.out_lin", l + "sa_layer_norm", l + "ffn.lin1",
+         l + "ffn.lin2", l + "output_layer_norm"});
+  }
+  // Heads of DistilBertForMaskedLM / ForSequenceClassification / ...
+  import.ignored_prefixes = {"vocab_transform.", "vocab_layer_norm.",
+                             "vocab_projector.", "pre_classifier.",
+                             "classifier.",      "qa_outputs."};
+  import.ignored_suffixes = {"embeddings.position_ids"};
+  return import;
+}
+
+}  // namespace encoder::model::hf
