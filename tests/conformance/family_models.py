@@ -1,0 +1,228 @@
+"""Every supported family built by transformers itself: a seeded random
+model from a config with unusual shapes (head widths that are not powers of
+two, odd head and layer counts, tied and untied embeddings), saved with
+save_pretrained as float32, float16, bfloat16 or sharded safetensors,
+or as a pytorch_model.bin pickle alone that scripts/convert_to_safetensors.py
+converts (the reference then reads the pickle, the server the conversion),
+with a tokenizer trained by the tokenizers library on the conformance
+corpus. JinaBERT is remote code, not in transformers, and keeps the
+project's own reference (tests/hf).
+
+build(out_dir) writes one directory per entry of FAMILIES and returns
+[(name, family, path)].
+"""
+import pathlib
+import subprocess
+import sys
+
+import torch
+import transformers
+from tokenizers import Tokenizer, decoders, models, normalizers
+from tokenizers import pre_tokenizers, processors, trainers
+
+import corpus
+
+VOCAB = 700
+CONVERT = (pathlib.Path(__file__).resolve().parents[2] / "scripts" /
+           "convert_to_safetensors.py")
+
+
+def _train(kind):
+    """A tokenizer.json-backed PreTrainedTokenizerFast of one of three
+    kinds: BERT WordPiece ([CLS] A [SEP]), RoBERTa byte-level BPE
+    (<s> A </s>), or SentencePiece-style Unigram with Metaspace (A </s>)."""
+    texts = corpus.TEXTS * 2
+    if kind == "wordpiece":
+        specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tok.decoder = decoders.WordPiece()
+        tok.train_from_iterator(texts, trainers.WordPieceTrainer(
+            vocab_size=VOCAB, special_tokens=specials))
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+            special_tokens=[("[CLS]", tok.token_to_id("[CLS]")),
+                            ("[SEP]", tok.token_to_id("[SEP]"))])
+        names = dict(unk_token="[UNK]", pad_token="[PAD]",
+                     cls_token="[CLS]", sep_token="[SEP]",
+                     mask_token="[MASK]")
+    elif kind == "bpe":
+        specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        tok.train_from_iterator(texts, trainers.BpeTrainer(
+            vocab_size=VOCAB, special_tokens=specials,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+        tok.post_processor = processors.RobertaProcessing(
+            ("</s>", tok.token_to_id("</s>")), ("<s>", tok.token_to_id("<s>")),
+            trim_offsets=True, add_prefix_space=False)
+        names = dict(bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+                     pad_token="<pad>", cls_token="<s>", sep_token="</s>",
+                     mask_token="<mask>")
+    else:  # unigram
+        specials = ["<pad>", "</s>", "<unk>"]
+        tok = Tokenizer(models.Unigram())
+        tok.normalizer = normalizers.NFKC()
+        tok.pre_tokenizer = pre_tokenizers.Metaspace()
+        tok.decoder = decoders.Metaspace()
+        tok.train_from_iterator(texts, trainers.UnigramTrainer(
+            vocab_size=VOCAB, special_tokens=specials, unk_token="<unk>"))
+        tok.post_processor = processors.TemplateProcessing(
+            single="$A </s>", pair="$A </s> $B </s>",
+            special_tokens=[("</s>", tok.token_to_id("</s>"))])
+        names = dict(eos_token="</s>", unk_token="<unk>", pad_token="<pad>")
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, **names)
+    fast.model_max_length = 512
+    return fast
+
+
+def _bert():
+    return transformers.BertConfig(
+        vocab_size=VOCAB, hidden_size=60, num_hidden_layers=3,
+        num_attention_heads=5, intermediate_size=84,
+        max_position_embeddings=300, hidden_act="gelu")
+
+
+def _roberta(cls=transformers.RobertaConfig):
+    return cls(
+        vocab_size=VOCAB, hidden_size=63, num_hidden_layers=3,
+        num_attention_heads=7, intermediate_size=90,
+        max_position_embeddings=302, pad_token_id=1, bos_token_id=0,
+        eos_token_id=2, hidden_act="gelu")
+
+
+def _mpnet():
+    return transformers.MPNetConfig(
+        vocab_size=VOCAB, hidden_size=60, num_hidden_layers=3,
+        num_attention_heads=5, intermediate_size=84,
+        max_position_embeddings=302, pad_token_id=1,
+        relative_attention_num_buckets=32, layer_norm_eps=1e-5)
+
+
+def _distilbert():
+    return transformers.DistilBertConfig(
+        vocab_size=VOCAB, dim=60, n_layers=3, n_heads=5, hidden_dim=84,
+        max_position_embeddings=300)
+
+
+def _electra():
+    return transformers.ElectraConfig(
+        vocab_size=VOCAB, embedding_size=60, hidden_size=60,
+        num_hidden_layers=3, num_attention_heads=5, intermediate_size=84,
+        max_position_embeddings=300)
+
+
+def _roformer():
+    return transformers.RoFormerConfig(
+        vocab_size=VOCAB, hidden_size=60, embedding_size=60,
+        num_hidden_layers=3, num_attention_heads=3, intermediate_size=84,
+        max_position_embeddings=300)
+
+
+def _modernbert():
+    return transformers.ModernBertConfig(
+        vocab_size=VOCAB, hidden_size=72, num_hidden_layers=3,
+        num_attention_heads=3, intermediate_size=60,
+        max_position_embeddings=300, global_attn_every_n_layers=2,
+        local_attention=8, global_rope_theta=160000.0,
+        local_rope_theta=10000.0, pad_token_id=0, bos_token_id=2,
+        eos_token_id=3, cls_token_id=2, sep_token_id=3)
+
+
+def _t5(gated):
+    return transformers.T5Config(
+        vocab_size=VOCAB, d_model=40, d_kv=12, num_heads=3, num_layers=3,
+        d_ff=56, feed_forward_proj="gated-gelu" if gated else "relu",
+        relative_attention_num_buckets=16,
+        relative_attention_max_distance=40, pad_token_id=0,
+        eos_token_id=1, decoder_start_token_id=0,
+        tie_word_embeddings=not gated)
+
+
+def _marian():
+    return transformers.MarianConfig(
+        vocab_size=VOCAB, d_model=36, encoder_layers=3, decoder_layers=1,
+        encoder_attention_heads=3, decoder_attention_heads=3,
+        encoder_ffn_dim=52, decoder_ffn_dim=52, max_position_embeddings=300,
+        pad_token_id=0, eos_token_id=1, decoder_start_token_id=0,
+        scale_embedding=True, activation_function="swish")
+
+
+# name -> (family the server reports, config, model class, tokenizer kind,
+#          save: "float32" | "float16" | "bfloat16" | "sharded" | "bin")
+FAMILIES = {
+    "tf-bert": ("bert", _bert, transformers.BertModel, "wordpiece",
+                "float32"),
+    "tf-bert-mlm-f16": ("bert", _bert, transformers.BertForMaskedLM,
+                        "wordpiece", "float16"),
+    "tf-roberta": ("roberta", _roberta, transformers.RobertaModel, "bpe",
+                   "float32"),
+    "tf-roberta-mlm-bin": ("roberta", _roberta,
+                           transformers.RobertaForMaskedLM, "bpe", "bin"),
+    "tf-xlm-roberta-sharded": (
+        "xlm-roberta", lambda: _roberta(transformers.XLMRobertaConfig),
+        transformers.XLMRobertaForMaskedLM, "unigram", "sharded"),
+    "tf-camembert": ("camembert",
+                     lambda: _roberta(transformers.CamembertConfig),
+                     transformers.CamembertModel, "bpe", "float32"),
+    "tf-mpnet-mlm": ("mpnet", _mpnet, transformers.MPNetForMaskedLM,
+                     "wordpiece", "float32"),
+    "tf-distilbert": ("distilbert", _distilbert, transformers.DistilBertModel,
+                      "wordpiece", "float32"),
+    "tf-electra-disc": ("electra", _electra,
+                        transformers.ElectraForPreTraining, "wordpiece",
+                        "float32"),
+    "tf-roformer": ("roformer", _roformer, transformers.RoFormerModel,
+                    "wordpiece", "float32"),
+    "tf-modernbert-bf16": ("modernbert", _modernbert,
+                           transformers.ModernBertModel, "wordpiece",
+                           "bfloat16"),
+    "tf-t5-gated": ("t5", lambda: _t5(True), transformers.T5EncoderModel,
+                    "unigram", "float32"),
+    "tf-t5-tied": ("t5", lambda: _t5(False),
+                   transformers.T5ForConditionalGeneration, "unigram",
+                   "float32"),
+    "tf-marian": ("marian", _marian, transformers.MarianMTModel, "unigram",
+                  "float32"),
+}
+
+
+def build(out_dir, names=None):
+    out_dir = pathlib.Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tokenizers = {}
+    built = []
+    for i, (name, (family, make_config, cls, kind, save)) in enumerate(
+            FAMILIES.items()):
+        if names and name not in names and family not in names:
+            continue
+        if kind not in tokenizers:
+            tokenizers[kind] = _train(kind)
+        tok = tokenizers[kind]
+        config = make_config()
+        config.vocab_size = len(tok)
+        torch.manual_seed(1000 + i)
+        model = cls(config).eval()
+        path = out_dir / name
+        kwargs = {"safe_serialization": True}
+        if save in ("float16", "bfloat16"):
+            model = model.to(getattr(torch, save))
+        if save == "sharded":
+            kwargs["max_shard_size"] = "100KB"
+        model.save_pretrained(path, **kwargs)
+        tok.save_pretrained(path)
+        if save == "bin":
+            (path / "model.safetensors").unlink()
+            torch.save(model.state_dict(), path / "pytorch_model.bin")
+            subprocess.run([sys.executable, str(CONVERT), str(path)],
+                           check=True, stdout=subprocess.DEVNULL)
+        built.append((name, family, path))
+    return built
+
+
+if __name__ == "__main__":
+    import sys
+    for entry in build(sys.argv[1]):
+        print(*entry)
