@@ -71,9 +71,6 @@ void AddBertLayers(const std::string& prefix, bool gated, Import* import) {
   import->ignored_suffixes.push_back("embeddings.position_ids");
 }
 
-namespace {
-
-// The sizes every BERT-shaped config.json has.
 absl::Status ReadBertSizes(const ConfigReader& r, ModelConfig* c) {
   RETURN_IF_ERROR(r.Ints({{"vocab_size", &c->vocab_size},
                           {"hidden_size", &c->d_model},
@@ -91,8 +88,6 @@ absl::Status ReadBertSizes(const ConfigReader& r, ModelConfig* c) {
   c->arch.type_vocab_size = r.IntOr("type_vocab_size", 2);
   return absl::OkStatus();
 }
-
-}  // namespace
 
 absl::StatusOr<Import> ImportBert(const nlohmann::json& config,
                                   const WeightSource& source) {

@@ -106,6 +106,12 @@ absl::StatusOr<Import> ImportT5(const nlohmann::json& config,
 absl::StatusOr<Import> ImportMarian(const nlohmann::json& config,
                                     const WeightSource& source);
 
+// The sizes every BERT-shaped config.json has (vocab_size, hidden_size,
+// num_attention_heads, num_hidden_layers, intermediate_size,
+// max_position_embeddings, hidden_act, layer_norm_eps), with an embedding
+// norm and a token-type table of type_vocab_size rows.
+absl::Status ReadBertSizes(const ConfigReader& r, ModelConfig* c);
+
 // Shared by the BERT-shaped importers: embeddings and post-norm layers
 // under `prefix` (embeddings.*, encoder.layer.{i}.*).
 void AddBertLayers(const std::string& prefix, bool gated, Import* import);

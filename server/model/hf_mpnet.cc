@@ -56,18 +56,9 @@ absl::StatusOr<Import> ImportMpnet(const nlohmann::json& config,
   Import import;
   import.family = "mpnet";
   ModelConfig& c = import.config;
-  RETURN_IF_ERROR(r.Ints({{"vocab_size", &c.vocab_size},
-                          {"hidden_size", &c.d_model},
-                          {"num_attention_heads", &c.num_heads},
-                          {"num_hidden_layers", &c.num_layers},
-                          {"intermediate_size", &c.d_ff},
-                          {"max_position_embeddings", &c.max_positions}}));
-  RETURN_IF_ERROR(CheckLayerCount(c.num_layers));
-  ASSIGN_OR_RETURN(auto act, ParseActivation(r.StringOr("hidden_act", "gelu")));
-  c.activation = act;
-  c.layer_norm_eps = r.NumberOr("layer_norm_eps", 1e-12);
-  c.max_input_tokens = c.max_positions;
-  c.arch.embedding_norm = true;
+  RETURN_IF_ERROR(ReadBertSizes(r, &c));
+  c.arch.token_type_embedding = false;  // MPNetEmbeddings has no such table
+  c.arch.type_vocab_size = 0;
   // Positions as RoBERTa numbers them (from pad_token_id + 1), and a
   // relative bias over T5 buckets (max distance 128, fixed in
   // MPNetEncoder) shared by every layer, added to the scaled scores.
