@@ -106,6 +106,30 @@ def roberta_base():
     }
 
 
+def all_mpnet_base_v2():
+    """sentence-transformers/all-mpnet-base-v2 (MPNet; learned positions
+    numbered from pad_token_id + 1, relative buckets on the logits)."""
+    return {
+        "architectures": ["MPNetForMaskedLM"],
+        "attention_probs_dropout_prob": 0.1,
+        "bos_token_id": 0,
+        "eos_token_id": 2,
+        "hidden_act": "gelu",
+        "hidden_dropout_prob": 0.1,
+        "hidden_size": 32,
+        "initializer_range": 0.02,
+        "intermediate_size": 64,
+        "layer_norm_eps": 1e-05,
+        "max_position_embeddings": 66,
+        "model_type": "mpnet",
+        "num_attention_heads": 4,
+        "num_hidden_layers": 2,
+        "pad_token_id": 1,
+        "relative_attention_num_buckets": 32,
+        "vocab_size": 140,
+    }
+
+
 def xlm_roberta_base():
     """FacebookAI/xlm-roberta-base (XLMRobertaForMaskedLM)."""
     return {

@@ -124,6 +124,37 @@ def bert_like(cfg, r, prefix, *, mlm_head=None, pooler=True,
     return out
 
 
+def mpnet(cfg, r):
+    """MPNetForMaskedLM: `mpnet.` prefix, attention.attn.{q,k,v,o}, one
+    relative_attention_bias table in the encoder, lm_head; no token-type
+    table."""
+    d, inter = cfg["hidden_size"], cfg["intermediate_size"]
+    vocab = cfg["vocab_size"]
+    out = {}
+    emb = "mpnet.embeddings"
+    out[f"{emb}.word_embeddings.weight"] = r.normal(vocab, d, std=0.5)
+    out[f"{emb}.position_embeddings.weight"] = r.normal(
+        cfg["max_position_embeddings"], d, std=0.5)
+    _layer_norm(out, r, f"{emb}.LayerNorm", d)
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"mpnet.encoder.layer.{i}"
+        _dense(out, r, f"{p}.attention.attn.q", d, d, gain=2.0)
+        _dense(out, r, f"{p}.attention.attn.k", d, d, gain=2.0)
+        _dense(out, r, f"{p}.attention.attn.v", d, d)
+        _dense(out, r, f"{p}.attention.attn.o", d, d)
+        _layer_norm(out, r, f"{p}.attention.LayerNorm", d)
+        _dense(out, r, f"{p}.intermediate.dense", inter, d)
+        _dense(out, r, f"{p}.output.dense", d, inter)
+        _layer_norm(out, r, f"{p}.output.LayerNorm", d)
+    out["mpnet.encoder.relative_attention_bias.weight"] = r.normal(
+        cfg["relative_attention_num_buckets"], cfg["num_attention_heads"])
+    _dense(out, r, "lm_head.dense", d, d)
+    _layer_norm(out, r, "lm_head.layer_norm", d)
+    out["lm_head.decoder.weight"] = out[f"{emb}.word_embeddings.weight"].clone()
+    out["lm_head.bias"] = r.bias(vocab)
+    return out
+
+
 def _old_layer_norm_name(name):
     for new, old in ((".LayerNorm.weight", ".LayerNorm.gamma"),
                      (".LayerNorm.bias", ".LayerNorm.beta")):

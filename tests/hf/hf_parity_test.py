@@ -53,7 +53,8 @@ TOLERANCE = 1e-5
 LENGTHS = (1, 5, 13, 40)  # 13 and 40 exceed ModernBERT's 4-token half window
 SCHEME = {"bert": "learned", "roberta": "learned", "xlm-roberta": "learned",
           "roformer": "rope", "modernbert": "rope", "jinabert": "alibi",
-          "t5": "relative", "marian": "sinusoidal"}
+          "t5": "relative", "marian": "sinusoidal",
+          "mpnet": "learned_relative"}
 
 
 def binary_has_model_dir(binary):
@@ -99,7 +100,7 @@ def test_inputs(fixture, config):
     allowed = [t for t in range(3, vocab) if t != pad]
     inputs = [(f"len{n}", [int(t) for t in rng.choice(allowed, n)])
               for n in LENGTHS]
-    if config["model_type"] in ("roberta", "xlm-roberta"):
+    if config["model_type"] in ("roberta", "xlm-roberta", "mpnet"):
         inputs.append(("pad-inside", [0, 17, 23, pad, 31, pad, 9, 2]))
     return inputs
 

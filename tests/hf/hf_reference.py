@@ -231,7 +231,8 @@ def forward(ckpt, ids):
     run = {"bert": fam.bert_like, "roberta": fam.bert_like,
            "xlm-roberta": fam.bert_like, "roformer": fam.bert_like,
            "jinabert": fam.bert_like, "modernbert": fam.modernbert,
-           "t5": fam.t5_encoder, "marian": fam.marian_encoder}
+           "t5": fam.t5_encoder, "marian": fam.marian_encoder,
+           "mpnet": fam.mpnet}
     hidden, probs, states = run[family(ckpt.config)](ckpt, ids)
     return {"hidden": hidden, "attentions": torch.stack(probs),
             "pooled": ckpt.pool(hidden), "states": torch.stack(states)}

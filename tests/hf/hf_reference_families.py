@@ -93,6 +93,42 @@ def bert_like(ckpt, ids):
     return x, probs_all, states
 
 
+def mpnet(ckpt, ids):
+    """MPNet: words + learned positions numbered as RoBERTa does, LayerNorm;
+    post-norm layers whose scaled scores get one relative bias over T5
+    buckets (bidirectional, max distance 128) of plain sequence indices,
+    shared by every layer."""
+    c, w = ckpt.config, ckpt.w
+    n, eps = c["num_attention_heads"], c["layer_norm_eps"]
+    d = c["hidden_size"] // n
+    act = activation(c["hidden_act"])
+    e = "mpnet.embeddings"
+    x = w[f"{e}.word_embeddings.weight"][ids] + w[
+        f"{e}.position_embeddings.weight"][
+        roberta_position_ids(ids, c["pad_token_id"])]
+    x = _ln(x, w, f"{e}.LayerNorm", eps)
+    s = torch.arange(len(ids))
+    buckets = t5_bucket(s[None, :] - s[:, None],
+                        c["relative_attention_num_buckets"], 128)
+    bias = w["mpnet.encoder.relative_attention_bias.weight"][buckets].permute(
+        2, 0, 1)  # [H, S, S]
+    probs_all, states = [], [x]
+    for i in range(c["num_hidden_layers"]):
+        layer = f"mpnet.encoder.layer.{i}"
+        q = heads(linear(x, w, f"{layer}.attention.attn.q"), n)
+        k = heads(linear(x, w, f"{layer}.attention.attn.k"), n)
+        v = heads(linear(x, w, f"{layer}.attention.attn.v"), n)
+        ctx, probs = attention(q, k, v, 1.0 / math.sqrt(d), bias)
+        probs_all.append(probs)
+        a = _ln(linear(ctx, w, f"{layer}.attention.attn.o") + x, w,
+                f"{layer}.attention.LayerNorm", eps)
+        f = linear(act(linear(a, w, f"{layer}.intermediate.dense")), w,
+                   f"{layer}.output.dense")
+        x = _ln(f + a, w, f"{layer}.output.LayerNorm", eps)
+        states.append(x)
+    return x, probs_all, states
+
+
 def modernbert(ckpt, ids):
     """Pre-norm, no biases, layer 0 without attn_norm, half-rotation rotary
     with global theta on every global_attn_every_n_layers-th layer (from 0)

@@ -60,6 +60,9 @@ FIXTURES = [
     _fx("roberta", "roberta", configs.roberta_base,
         lambda c, r: weights.bert_like(c, r, "roberta.", mlm_head="roberta"),
         14, dtype=torch.bfloat16),
+    # all-mpnet-base-v2's family, with its MLM head and mean pooling.
+    _fx("mpnet", "mpnet", configs.all_mpnet_base_v2, weights.mpnet, 23,
+        pooling="mean", normalize=True),
     _fx("xlm-roberta", "xlm-roberta", configs.xlm_roberta_base,
         lambda c, r: weights.bert_like(c, r, "roberta.", mlm_head="roberta",
                                        pooler=False), 15, pooling="max"),
