@@ -8,34 +8,67 @@
 
 namespace encoder::model::hf {
 
+void AddBertEmbeddings(Import* import, const std::string& emb) {
+  const ModelConfig& c = import->config;
+  const int64_t d = c.d_model;
+  AddSlot(import, "embedding.weight", emb + "word_embeddings.weight",
+          {c.vocab_size, d});
+  if (c.arch.token_type_embedding) {
+    AddSlot(import, "token_type_embedding.weight",
+            emb + "token_type_embeddings.weight", {c.arch.type_vocab_size, d});
+  }
+  AddSlot(import, "embedding_norm.weight", emb + "LayerNorm.weight", {d});
+  AddSlot(import, "embedding_norm.bias", emb + "LayerNorm.bias", {d});
+}
+
+void AddBertPositionTable(Import* import, const std::string& emb) {
+  const ModelConfig& c = import->config;
+  AddSlot(import, "pos_embedding.weight", emb + "position_embeddings.weight",
+          {c.max_positions, c.d_model});
+}
+
+void AddPostNormAttention(Import* import, int64_t i, const PostNormNames& n) {
+  const int64_t d = import->config.d_model;
+  AddConcatSlot(import, LayerSlot(i, "self_attn.in_proj_weight"),
+                {n.q + ".weight", n.k + ".weight", n.v + ".weight"},
+                {{d, d}, {d, d}, {d, d}});
+  AddConcatSlot(import, LayerSlot(i, "self_attn.in_proj_bias"),
+                {n.q + ".bias", n.k + ".bias", n.v + ".bias"}, {{d}, {d}, {d}});
+  AddSlot(import, LayerSlot(i, "self_attn.out_proj.weight"), n.out + ".weight",
+          {d, d});
+  AddSlot(import, LayerSlot(i, "self_attn.out_proj.bias"), n.out + ".bias",
+          {d});
+  AddSlot(import, LayerSlot(i, "norm1.weight"), n.norm1 + ".weight", {d});
+  AddSlot(import, LayerSlot(i, "norm1.bias"), n.norm1 + ".bias", {d});
+}
+
+void AddPostNormFeedForward(Import* import, int64_t i, const PostNormNames& n) {
+  const int64_t d = import->config.d_model, f = import->config.d_ff;
+  AddSlot(import, LayerSlot(i, "linear1.weight"), n.ffn_in + ".weight", {f, d});
+  AddSlot(import, LayerSlot(i, "linear1.bias"), n.ffn_in + ".bias", {f});
+  AddSlot(import, LayerSlot(i, "linear2.weight"), n.ffn_out + ".weight",
+          {d, f});
+  AddSlot(import, LayerSlot(i, "linear2.bias"), n.ffn_out + ".bias", {d});
+  AddSlot(import, LayerSlot(i, "norm2.weight"), n.norm2 + ".weight", {d});
+  AddSlot(import, LayerSlot(i, "norm2.bias"), n.norm2 + ".bias", {d});
+}
+
 void AddBertLayers(const std::string& prefix, bool gated, Import* import) {
   const ModelConfig& c = import->config;
   const int64_t d = c.d_model, f = c.d_ff;
-  const std::string emb = prefix + "embeddings.";
-  AddSlot(import, "embedding.weight", emb + "word_embeddings.weight",
-          {c.vocab_size, d});
-  AddSlot(import, "token_type_embedding.weight",
-          emb + "token_type_embeddings.weight", {c.arch.type_vocab_size, d});
-  AddSlot(import, "embedding_norm.weight", emb + "LayerNorm.weight", {d});
-  AddSlot(import, "embedding_norm.bias", emb + "LayerNorm.bias", {d});
+  AddBertEmbeddings(import, prefix + "embeddings.");
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string l = absl::StrCat(prefix, "encoder.layer.", i, ".");
     const std::string self = l + "attention.self.";
-    AddConcatSlot(
-        import, LayerSlot(i, "self_attn.in_proj_weight"),
-        {self + "query.weight", self + "key.weight", self + "value.weight"},
-        {{d, d}, {d, d}, {d, d}});
-    AddConcatSlot(import, LayerSlot(i, "self_attn.in_proj_bias"),
-                  {self + "query.bias", self + "key.bias", self + "value.bias"},
-                  {{d}, {d}, {d}});
-    const std::string out = l + "attention.output.";
-    AddSlot(import, LayerSlot(i, "self_attn.out_proj.weight"),
-            out + "dense.weight", {d, d});
-    AddSlot(import, LayerSlot(i, "self_attn.out_proj.bias"), out + "dense.bias",
-            {d});
-    AddSlot(import, LayerSlot(i, "norm1.weight"), out + "LayerNorm.weight",
-            {d});
-    AddSlot(import, LayerSlot(i, "norm1.bias"), out + "LayerNorm.bias", {d});
+    const PostNormNames names = {self + "query",
+                                 self + "key",
+                                 self + "value",
+                                 l + "attention.output.dense",
+                                 l + "attention.output.LayerNorm",
+                                 l + "intermediate.dense",
+                                 l + "output.dense",
+                                 l + "output.LayerNorm"};
+    AddPostNormAttention(import, i, names);
     if (gated) {
       // JinaBertGLUMLP: act(first F rows) * (last F rows), then wo.
       AddSlot(import, LayerSlot(i, "linear1.weight"),
@@ -48,18 +81,7 @@ void AddBertLayers(const std::string& prefix, bool gated, Import* import) {
       AddSlot(import, LayerSlot(i, "norm2.bias"), l + "mlp.layernorm.bias",
               {d});
     } else {
-      AddSlot(import, LayerSlot(i, "linear1.weight"),
-              l + "intermediate.dense.weight", {f, d});
-      AddSlot(import, LayerSlot(i, "linear1.bias"),
-              l + "intermediate.dense.bias", {f});
-      AddSlot(import, LayerSlot(i, "linear2.weight"), l + "output.dense.weight",
-              {d, f});
-      AddSlot(import, LayerSlot(i, "linear2.bias"), l + "output.dense.bias",
-              {d});
-      AddSlot(import, LayerSlot(i, "norm2.weight"),
-              l + "output.LayerNorm.weight", {d});
-      AddSlot(import, LayerSlot(i, "norm2.bias"), l + "output.LayerNorm.bias",
-              {d});
+      AddPostNormFeedForward(import, i, names);
     }
   }
   // Heads and buffers a BERT-shaped checkpoint may carry.
@@ -140,9 +162,7 @@ absl::StatusOr<Import> ImportBert(const nlohmann::json& config,
       "embeddings.word_embeddings.weight");
   AddBertLayers(prefix, gated, &import);
   if (c.positional.type == SchemeType::kLearned) {
-    AddSlot(&import, "pos_embedding.weight",
-            prefix + "embeddings.position_embeddings.weight",
-            {c.max_positions, c.d_model});
+    AddBertPositionTable(&import, prefix + "embeddings.");
   }
   return import;
 }

@@ -112,6 +112,22 @@ absl::StatusOr<Import> ImportMarian(const nlohmann::json& config,
 // norm and a token-type table of type_vocab_size rows.
 absl::Status ReadBertSizes(const ConfigReader& r, ModelConfig* c);
 
+// One post-norm (BERT-shaped) layer's tensors under a family's names, each
+// the prefix of a .weight and a .bias: the q, k, v and output projections,
+// the norm after attention, the feed-forward in and out, the norm after it.
+struct PostNormNames {
+  std::string q, k, v, out, norm1, ffn_in, ffn_out, norm2;
+};
+// Layer i's attention slots (q, k, v, out, norm1) and feed-forward slots
+// (ffn_in, ffn_out, norm2).
+void AddPostNormAttention(Import* import, int64_t i, const PostNormNames& n);
+void AddPostNormFeedForward(Import* import, int64_t i, const PostNormNames& n);
+// Word embeddings, the token-type table when the config has one, and the
+// embedding LayerNorm under `emb` (e.g. "bert.embeddings.").
+void AddBertEmbeddings(Import* import, const std::string& emb);
+// The learned table `emb`position_embeddings.weight [max_positions, d_model].
+void AddBertPositionTable(Import* import, const std::string& emb);
+
 // Shared by the BERT-shaped importers: embeddings and post-norm layers
 // under `prefix` (embeddings.*, encoder.layer.{i}.*).
 void AddBertLayers(const std::string& prefix, bool gated, Import* import);

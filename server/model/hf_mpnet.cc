@@ -9,43 +9,9 @@
 namespace encoder::model::hf {
 namespace {
 
-// The q/k/v, output, two norms and feed-forward of one post-norm layer,
-// under the family's names.
-struct LayerNames {
-  std::string q, k, v, out, norm1, ffn_in, ffn_out, norm2;
-};
-
-void AddPostNormLayer(Import* import, int64_t i, const LayerNames& n) {
-  const int64_t d = import->config.d_model, f = import->config.d_ff;
-  AddConcatSlot(import, LayerSlot(i, "self_attn.in_proj_weight"),
-                {n.q + ".weight", n.k + ".weight", n.v + ".weight"},
-                {{d, d}, {d, d}, {d, d}});
-  AddConcatSlot(import, LayerSlot(i, "self_attn.in_proj_bias"),
-                {n.q + ".bias", n.k + ".bias", n.v + ".bias"}, {{d}, {d}, {d}});
-  AddSlot(import, LayerSlot(i, "self_attn.out_proj.weight"), n.out + ".weight",
-          {d, d});
-  AddSlot(import, LayerSlot(i, "self_attn.out_proj.bias"), n.out + ".bias",
-          {d});
-  AddSlot(import, LayerSlot(i, "norm1.weight"), n.norm1 + ".weight", {d});
-  AddSlot(import, LayerSlot(i, "norm1.bias"), n.norm1 + ".bias", {d});
-  AddSlot(import, LayerSlot(i, "linear1.weight"), n.ffn_in + ".weight", {f, d});
-  AddSlot(import, LayerSlot(i, "linear1.bias"), n.ffn_in + ".bias", {f});
-  AddSlot(import, LayerSlot(i, "linear2.weight"), n.ffn_out + ".weight",
-          {d, f});
-  AddSlot(import, LayerSlot(i, "linear2.bias"), n.ffn_out + ".bias", {d});
-  AddSlot(import, LayerSlot(i, "norm2.weight"), n.norm2 + ".weight", {d});
-  AddSlot(import, LayerSlot(i, "norm2.bias"), n.norm2 + ".bias", {d});
-}
-
-void AddEmbeddings(Import* import, const std::string& emb) {
-  const ModelConfig& c = import->config;
-  AddSlot(import, "embedding.weight", emb + "word_embeddings.weight",
-          {c.vocab_size, c.d_model});
-  AddSlot(import, "pos_embedding.weight", emb + "position_embeddings.weight",
-          {c.max_positions, c.d_model});
-  AddSlot(import, "embedding_norm.weight", emb + "LayerNorm.weight",
-          {c.d_model});
-  AddSlot(import, "embedding_norm.bias", emb + "LayerNorm.bias", {c.d_model});
+void AddPostNormLayer(Import* import, int64_t i, const PostNormNames& n) {
+  AddPostNormAttention(import, i, n);
+  AddPostNormFeedForward(import, i, n);
 }
 
 }  // namespace
@@ -70,7 +36,8 @@ absl::StatusOr<Import> ImportMpnet(const nlohmann::json& config,
 
   const std::string p =
       DetectPrefix(source, {"mpnet.", ""}, "embeddings.word_embeddings.weight");
-  AddEmbeddings(&import, p + "embeddings.");
+  AddBertEmbeddings(&import, p + "embeddings.");
+  AddBertPositionTable(&import, p + "embeddings.");
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string l = absl::StrCat(p, "encoder.layer.", i, ".");
     AddPostNormLayer(
@@ -111,7 +78,8 @@ absl::StatusOr<Import> ImportDistilBert(const nlohmann::json& config,
 
   const std::string p = DetectPrefix(source, {"distilbert.", ""},
                                      "embeddings.word_embeddings.weight");
-  AddEmbeddings(&import, p + "embeddings.");
+  AddBertEmbeddings(&import, p + "embeddings.");
+  AddBertPositionTable(&import, p + "embeddings.");
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string l = absl::StrCat(p, "transformer.layer.", i, ".");
     AddPostNormLayer(

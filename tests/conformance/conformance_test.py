@@ -186,17 +186,21 @@ class Served:
                for i in range(0, len(texts), CHUNK)]
         return np.concatenate(out)
 
+    def post_embeddings(self, body, timeout=600):
+        """POST /v1/embeddings with a JSON body; the parsed response
+        (urllib.error.HTTPError for a status >= 400)."""
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.http_port}/v1/embeddings",
+            json.dumps(body).encode(), {"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return json.load(response)
+
     def embed_http(self, model, texts):
         out = []
         for i in range(0, len(texts), CHUNK):
-            body = json.dumps({"model": model, "input": texts[i:i + CHUNK],
-                               "encoding_format": "base64",
-                               "truncate": True}).encode()
-            request = urllib.request.Request(
-                f"http://127.0.0.1:{self.http_port}/v1/embeddings", body,
-                {"Content-Type": "application/json"})
-            with urllib.request.urlopen(request, timeout=600) as response:
-                data = json.load(response)["data"]
+            data = self.post_embeddings(
+                {"model": model, "input": texts[i:i + CHUNK],
+                 "encoding_format": "base64", "truncate": True})["data"]
             out += [np.frombuffer(base64.b64decode(d["embedding"]), "<f4")
                     for d in sorted(data, key=lambda d: d["index"])]
         return np.stack(out)
@@ -212,12 +216,8 @@ class Served:
         except grpc.RpcError as e:
             if e.code() != grpc.StatusCode.INVALID_ARGUMENT:
                 return f"gRPC {e.code()}"
-        body = json.dumps({"model": model, "input": [""]}).encode()
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{self.http_port}/v1/embeddings", body,
-            {"Content-Type": "application/json"})
         try:
-            urllib.request.urlopen(request, timeout=60)
+            self.post_embeddings({"model": model, "input": [""]}, timeout=60)
             return "HTTP accepted it"
         except urllib.error.HTTPError as e:
             return "" if e.code == 400 else f"HTTP {e.code}"
@@ -251,18 +251,17 @@ def check_diagnostics(name, scheme, served, report):
         problems.append("permutation probe says the model ignores order")
     if response.shift.relative_only:
         problems.append("shift probe says a learned table is relative-only")
+    info = served.models()[name]
     st = response.structure
     n = st.positions
     if st.kind != "additive" or arrays.get("gram") is None or \
             arrays["gram"].shape != (n, n):
         problems.append(f"structure kind {st.kind!r} without an [N, N] Gram")
     if scheme == "learned_relative":
-        layers_heads = served.models()[name].num_heads
         if arrays.get("bias") is None or \
-                arrays["bias"].shape != (layers_heads, n, n):
+                arrays["bias"].shape != (info.num_heads, n, n):
             problems.append("no [H, N, N] relative bias in the structure")
-    heads = served.models()[name]
-    if len(response.attention_stats) != heads.num_layers * heads.num_heads:
+    if len(response.attention_stats) != info.num_layers * info.num_heads:
         problems.append(f"{len(response.attention_stats)} head statistics")
     report.add(name, "diagnose verdicts", len(problems), 0, 1,
                "; ".join(problems))
@@ -320,15 +319,13 @@ def check_model(name, family, path, max_length, texts, served, report,
     subset = [i for i, n in enumerate(lengths) if n <= subset_max]
     subset = subset[::max(1, len(subset) // 40)][:40]
     subset.append(int(np.argmax(lengths)))
-    layers = ref.model.config.num_hidden_layers if family not in (
-        "t5", "marian") else (ref.model.config.num_layers if family == "t5"
-                              else ref.model.config.encoder_layers)
     worst = {"last hidden state": 0.0, "hidden states": 0.0,
              "attentions": 0.0, "alone vs batch": 0.0}
     for i in subset:
         ids = want[i]
         last, hidden, attn = ref.states(ids)
-        s_last, s_hidden, s_attn, s_pooled = served.states(name, ids, layers)
+        s_last, s_hidden, s_attn, s_pooled = served.states(name, ids,
+                                                           len(attn))
         worst["last hidden state"] = max(worst["last hidden state"],
                                          scaled(s_last, last))
         worst["hidden states"] = max(worst["hidden states"], max(
@@ -389,7 +386,6 @@ def main():
         for name, family, path, max_length, texts in entries:
             if texts is None:
                 # Family models: the corpus texts within their length.
-                import transformers
                 tok = transformers.AutoTokenizer.from_pretrained(path)
                 limit = min(250, served.models()[name].max_input_tokens)
                 texts = [t for t in corpus.TEXTS
