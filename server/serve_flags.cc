@@ -202,6 +202,12 @@ void DefineServeFlags(CLI::App& app, ServeFlags& f) {
                  "on the CPU attention on each input's own length; 1: never")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
+  app.add_flag("--fused-attention,!--no-fused-attention",
+               f.host.fused_attention,
+               "attention that returns no maps runs the fused "
+               "scaled_dot_product_attention kernel (LibTorch 2.1 and later; "
+               "ignored on older ones)")
+      ->capture_default_str();
   app.add_flag("--warm-up,!--no-warm-up", f.host.warm_up,
                "run one forward per model before serving")
       ->capture_default_str();

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "server/model/torch_compat.h"
 #include "server/model/torch_status.h"
 
 namespace encoder::model {
@@ -108,17 +109,29 @@ at::Tensor Encoder::Attention(int64_t index, const at::Tensor& x,
   at::Tensor k = heads(qkv[1]);
   at::Tensor v = heads(qkv[2]);
   scheme_->RotateQk(q, k, positions, index);
-  at::Tensor out = pass.lengths.empty()
-                       ? Mix(q, k, v, bias, attention)
-                       : MixEach(q, k, v, bias, pass.lengths, attention);
+  at::Tensor out =
+      pass.lengths.empty()
+          ? Mix(q, k, v, bias,
+                /*use_bias=*/!pass.bias_only_padding || pass.has_padding,
+                pass.fused, attention)
+          : MixEach(q, k, v, bias, pass.lengths, pass, attention);
   return Project(pass.Pack(out), w.out_proj_weight, w.out_proj_bias,
                  w.out_proj_q, pass);
 }
 
 at::Tensor Encoder::Mix(const at::Tensor& q, const at::Tensor& k,
                         const at::Tensor& v, const at::Tensor& bias,
+                        bool use_bias, bool fused,
                         at::Tensor* attention) const {
   const int64_t b = q.size(0), h = q.size(1), s = q.size(2), d = q.size(3);
+  if (fused && attention == nullptr) {
+    const double scale = config_.arch.attention_scale
+                             ? 1.0 / std::sqrt(static_cast<double>(d))
+                             : 1.0;
+    return FusedAttention(q, k, v, use_bias ? bias : at::Tensor(), scale)
+        .transpose(1, 2)
+        .reshape({b, s, h * d});
+  }
   // scores [B, H, S, S] = q k^T / sqrt(d) + positional bias + padding mask.
   at::Tensor scores = at::matmul(q, k.transpose(-2, -1));
   if (config_.arch.attention_scale) {
@@ -136,7 +149,7 @@ at::Tensor Encoder::Mix(const at::Tensor& q, const at::Tensor& k,
 at::Tensor Encoder::MixEach(const at::Tensor& q, const at::Tensor& k,
                             const at::Tensor& v, const at::Tensor& bias,
                             const std::vector<int64_t>& lengths,
-                            at::Tensor* attention) const {
+                            const Pass& pass, at::Tensor* attention) const {
   const int64_t b = q.size(0), h = q.size(1), s = q.size(2), d = q.size(3);
   at::Tensor out = at::zeros({b, s, h * d}, q.options());
   if (attention != nullptr) *attention = at::zeros({b, h, s, s}, q.options());
@@ -151,7 +164,8 @@ at::Tensor Encoder::MixEach(const at::Tensor& q, const at::Tensor& k,
     at::Tensor probs;
     at::Tensor mixed =
         Mix(rows(q).contiguous(), rows(k).contiguous(), rows(v).contiguous(),
-            bi, attention != nullptr ? &probs : nullptr);
+            bi, /*use_bias=*/!pass.bias_only_padding, pass.fused,
+            attention != nullptr ? &probs : nullptr);
     out.narrow(0, i, 1).narrow(1, 0, n).copy_(mixed);
     if (attention != nullptr) {
       attention->narrow(0, i, 1).narrow(2, 0, n).narrow(3, 0, n).copy_(probs);
@@ -325,9 +339,16 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
     const std::vector<at::Tensor> biases = LayerBiases(bias, positions);
     Pass pass;
     pass.int8 = quantized_ && !options.full_precision;
+    pass.fused = kHasFusedAttention && options.fused_attention;
     pass.batch = b;
     pass.seq = s;
     const int64_t real = mask.sum().item<int64_t>();
+    pass.has_padding = real < b * s;
+    pass.bias_only_padding =
+        !scheme_bias.defined() &&
+        std::all_of(config_.arch.layer_window.begin(),
+                    config_.arch.layer_window.end(),
+                    [](int64_t window) { return window <= 0; });
     if (real < b * s &&
         static_cast<double>(b * s - real) >=
             options.skip_padding_min_share * static_cast<double>(b * s)) {

@@ -82,6 +82,12 @@ struct ForwardOptions {
   // padded rows save. Real tokens' results agree either way within float
   // rounding.
   double skip_padding_min_share = kDefaultSkipPaddingMinShare;
+  // Layers whose attention probabilities are not returned run through the
+  // fused scaled_dot_product_attention kernel (LibTorch 2.1 and later; see
+  // kHasFusedAttention), with the scheme's bias and the padding as its
+  // additive mask. False: every layer runs the explicit products, as a
+  // LibTorch without the kernel does.
+  bool fused_attention = true;
 };
 
 struct EncoderOutput {
@@ -153,6 +159,13 @@ class Encoder {
   struct Pass {
     std::vector<int64_t> lengths;
     bool int8 = false;
+    // Layers without maps requested go through the fused kernel.
+    bool fused = false;
+    // The bias holds only the key padding mask: no scheme bias, no window.
+    // Cut to one sequence's length, or for a batch without padding, it is
+    // all zeros and the fused kernel runs with no mask.
+    bool bias_only_padding = false;
+    bool has_padding = false;
     int64_t batch = 0, seq = 0;
     // Indices in the flattened [batch * seq] grid of the rows the
     // token-wise work runs on: the real tokens, then padded positions up
@@ -175,14 +188,18 @@ class Encoder {
   at::Tensor Attention(int64_t index, const at::Tensor& x,
                        const at::Tensor& positions, const at::Tensor& bias,
                        const Pass& pass, at::Tensor* attention) const;
-  // Scaled dot-product attention of q, k, v [B, H, S, d] -> [B, S, H*d].
+  // Scaled dot-product attention of q, k, v [B, H, S, d] -> [B, S, H*d]:
+  // the explicit products when `attention` wants the probabilities or the
+  // pass is not fused, else the fused kernel, given `bias` as its mask only
+  // when `use_bias` (false: the bias is known to be all zeros).
   at::Tensor Mix(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                 const at::Tensor& bias, at::Tensor* attention) const;
+                 const at::Tensor& bias, bool use_bias, bool fused,
+                 at::Tensor* attention) const;
   // Mix on each sequence's first lengths[i] positions alone, so that its
   // products have the same shapes whatever it is batched with.
   at::Tensor MixEach(const at::Tensor& q, const at::Tensor& k,
                      const at::Tensor& v, const at::Tensor& bias,
-                     const std::vector<int64_t>& lengths,
+                     const std::vector<int64_t>& lengths, const Pass& pass,
                      at::Tensor* attention) const;
   // Real lengths for per-sequence attention: always on the int8 and
   // bfloat16 paths, and on the CPU when the token-wise work skips padding

@@ -45,7 +45,7 @@ size_t CpuBufferCache::SizeClass(size_t n) {
   return (n + step - 1) / step * step;
 }
 
-c10::DataPtr CpuBufferCache::allocate(size_t n) const {
+c10::DataPtr CpuBufferCache::Allocate(size_t n) const {
   if (n < kMinBlockBytes) return base_->allocate(n);
   const size_t size_class = SizeClass(n);
   Block* block = nullptr;

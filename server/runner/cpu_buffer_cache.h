@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "server/model/torch_compat.h"
+
 namespace encoder::runner {
 
 struct CpuBufferCacheStats {
@@ -31,7 +33,7 @@ struct CpuBufferCacheStats {
   int64_t dropped = 0;       // free blocks released to stay under the cap
 };
 
-class CpuBufferCache : public c10::Allocator {
+class CpuBufferCache : public model::CompatAllocator {
  public:
   static constexpr size_t kMinBlockBytes = 256 << 10;
 
@@ -44,7 +46,7 @@ class CpuBufferCache : public c10::Allocator {
   // Large blocks' data pointer is also their context, so LibTorch's raw
   // allocations (raw_allocate / raw_deallocate, used by some kernels for
   // scratch space) work on them too.
-  c10::DataPtr allocate(size_t n) const override;
+  c10::DataPtr Allocate(size_t n) const override;
   c10::DeleterFnPtr raw_deleter() const override { return &Release; }
 
   // The size a request of `n` bytes is rounded up to: n itself below

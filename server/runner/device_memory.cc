@@ -7,6 +7,7 @@
 #endif
 
 #include "absl/strings/str_cat.h"
+#include "server/model/torch_compat.h"
 
 namespace encoder::runner {
 
@@ -24,7 +25,7 @@ absl::StatusOr<DeviceMemory> ReadDeviceMemory(const std::string& name) {
   namespace alloc = c10::cuda::CUDACachingAllocator;
   const alloc::DeviceStats stats =
       alloc::getDeviceStats(device.has_index() ? device.index() : 0);
-  const size_t all = static_cast<size_t>(alloc::StatType::AGGREGATE);
+  const size_t all = model::kAggregateStat;
   return DeviceMemory{stats.allocated_bytes[all].current,
                       stats.reserved_bytes[all].current};
 #else

@@ -261,6 +261,7 @@ absl::Status EncoderRunner::RunImpl(const std::vector<const EmbedSpec*>& batch,
   c10::InferenceMode guard;
   PaddedBatch padded = PadBatch(batch, *model_);
   padded.options.skip_padding_min_share = skip_padding_min_share_;
+  padded.options.fused_attention = fused_attention_;
   ASSIGN_OR_RETURN(auto out, model_->Forward(padded.input, padded.options));
   const at::Tensor pooled =
       PoolBatch(batch, *model_, out.tokens, padded.input.mask);

@@ -48,6 +48,9 @@ class EncoderRunner : public batching::ModelRunner {
   void set_skip_padding_min_share(double share) {
     skip_padding_min_share_ = share;
   }
+  // Whether attention without maps goes through the fused kernel
+  // (model::ForwardOptions::fused_attention). Set before serving.
+  void set_fused_attention(bool fused) { fused_attention_ = fused; }
 
  private:
   struct DeviceState;  // CUDA stream, when built with CUDA
@@ -58,6 +61,7 @@ class EncoderRunner : public batching::ModelRunner {
   const model::Encoder* model_;
   std::unique_ptr<DeviceState> device_state_;
   double skip_padding_min_share_ = model::kDefaultSkipPaddingMinShare;
+  bool fused_attention_ = true;
 };
 
 }  // namespace encoder::runner

@@ -11,6 +11,7 @@
 #include "server/common/status_macros.h"
 #include "server/diagnostics/diagnostics.h"
 #include "server/model/dtype.h"
+#include "server/model/torch_compat.h"
 #include "server/runner/thread_policy.h"
 #include "server/tokenizer/byte_tokenizer.h"
 
@@ -275,6 +276,10 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Create(
     hosted->runner = std::make_unique<EncoderRunner>(hosted->encoder.get());
     hosted->runner->set_skip_padding_min_share(options.skip_padding_min_share);
     hosted->desc.skip_padding_min_share = options.skip_padding_min_share;
+    hosted->runner->set_fused_attention(options.fused_attention);
+    hosted->desc.attention_kernel =
+        options.fused_attention && model::kHasFusedAttention ? "fused"
+                                                             : "explicit";
     if (options.warm_up) {
       if (absl::Status s = hosted->runner->WarmUp(); !s.ok()) {
         return absl::Status(s.code(),

@@ -37,6 +37,9 @@ struct HostOptions {
   // From which share of padding in a batch the projections, feed-forward
   // and norms skip the padded positions (model::ForwardOptions); 1: never.
   double skip_padding_min_share = model::kDefaultSkipPaddingMinShare;
+  // Attention without maps through the fused kernel where the LibTorch has
+  // it (model::ForwardOptions::fused_attention).
+  bool fused_attention = true;
   // Wall time each distinct model shape may spend measuring its throughput
   // by batch size and length at start-up (batching::MeasureBatchProfile);
   // the batch-size caps it finds join the model's batching options. Zero

@@ -50,6 +50,9 @@ struct ModelDescription {
   int64_t max_extrapolation_tokens = 0;  // 0: the server's default
   // Padding share from which the token-wise work skips padded positions.
   double skip_padding_min_share = 0;
+  // How attention without maps runs: "fused" (scaled_dot_product_attention)
+  // or "explicit" (the products that maps and diagnostics always use).
+  std::string attention_kernel;
   batching::BatchOptions batching;       // effective, caps included
   batching::BatchProfile batch_profile;  // empty when not measured
 };

@@ -346,6 +346,7 @@ class HttpFront::Handlers {
                  {"device", d.device},
                  {"precision", d.precision},
                  {"skip_padding_min_share", d.skip_padding_min_share},
+                 {"attention_kernel", d.attention_kernel},
                  {"batching",
                   {{"max_batch_sequences", d.batching.max_batch_sequences},
                    {"max_batch_tokens", d.batching.max_batch_tokens},

@@ -15,6 +15,7 @@
 
 #include "server/model/dtype.h"
 #include "server/model/model_repository.h"
+#include "server/model/torch_compat.h"
 #include "server/runner/cpu_buffer_cache.h"
 #include "server/runner/encoder_runner.h"
 #include "server/runner/thread_policy.h"
@@ -33,6 +34,14 @@ struct Options {
   // the ratio is printed.
   double skip_padding_min_share = encoder::model::kDefaultSkipPaddingMinShare;
   bool compare_grid = false;
+  // Attention without maps through the fused kernel (the server's
+  // --fused-attention); with compare_explicit, runs alternate forward by
+  // forward with the explicit products, and the ratio is printed.
+  bool fused_attention = true;
+  bool compare_explicit = false;
+  // Also time the model's linear layers alone on the same tokens and dtype,
+  // and print the forward's rate as a share of the rate they allow.
+  bool linear_bound = false;
   double seconds_per_size = 3;
   int intra_op_threads = 1;
   int executions = 1;
@@ -50,6 +59,45 @@ double Now() {
   return std::chrono::duration<double>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+// Seconds one forward's linear layers take alone on `tokens` rows: every
+// layer's four products (q/k/v, output, the feed-forward pair) with the
+// model's shapes, in `dtype`, on random weights, timed over ~`seconds`.
+double LinearSeconds(const encoder::model::ModelConfig& config, int64_t tokens,
+                     at::ScalarType dtype, const at::Device& device,
+                     double seconds) {
+  c10::InferenceMode guard;
+  const auto opts = at::TensorOptions().dtype(dtype).device(device);
+  const int64_t d = config.d_model, a = config.num_heads * config.head_dim();
+  const int64_t f = config.d_ff, f_in = config.arch.gated_ffn ? 2 * f : f;
+  // {rows of the weight, its input width}, as x [tokens, in] -> [tokens, rows].
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {
+      {3 * a, d}, {d, a}, {f_in, d}, {d, f}};
+  std::vector<at::Tensor> weights, inputs;
+  for (const auto& [rows, in] : shapes) {
+    weights.push_back(at::randn({rows, in}, opts));
+    inputs.push_back(at::randn({tokens, in}, opts));
+  }
+  auto one_forward = [&] {
+    at::Tensor last;
+    for (int64_t layer = 0; layer < config.num_layers; ++layer) {
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        last = at::linear(inputs[i], weights[i]);
+      }
+    }
+    // On a GPU, wait for the queued products, as the forward does when it
+    // copies its result out.
+    if (device.is_cuda()) last.sum().item<float>();
+  };
+  one_forward();
+  int64_t runs = 0;
+  const double start = Now();
+  while (Now() - start < seconds || runs < 5) {
+    one_forward();
+    ++runs;
+  }
+  return (Now() - start) / static_cast<double>(runs);
 }
 
 }  // namespace
@@ -76,6 +124,15 @@ int main(int argc, char** argv) {
   app.add_flag("--compare-grid", o.compare_grid,
                "alternate each forward with one at --skip-padding-min-share=1 "
                "and print the ratio");
+  app.add_flag("--fused-attention,!--no-fused-attention", o.fused_attention,
+               "attention through the fused kernel where LibTorch has it")
+      ->capture_default_str();
+  app.add_flag("--compare-explicit", o.compare_explicit,
+               "alternate with runs of the explicit attention products and "
+               "print the ratio");
+  app.add_flag("--linear-bound", o.linear_bound,
+               "time the linear layers alone and print the share of their "
+               "rate the forward reaches");
   app.add_option("--seconds", o.seconds_per_size, "time per batch size")
       ->capture_default_str();
   app.add_option("--intra-op-threads", o.intra_op_threads,
@@ -101,9 +158,14 @@ int main(int argc, char** argv) {
                  "as the server's flag (0: LibTorch's allocator alone)")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  if (o.executions > 1 && (o.compare_grid || o.pause_us > 0)) {
-    std::cerr << "--executions above 1 takes neither --compare-grid nor "
-                 "--pause-us\n";
+  if (o.executions > 1 &&
+      (o.compare_grid || o.compare_explicit || o.pause_us > 0)) {
+    std::cerr << "--executions above 1 takes none of --compare-grid, "
+                 "--compare-explicit, --pause-us\n";
+    return 2;
+  }
+  if (o.compare_grid && o.compare_explicit) {
+    std::cerr << "--compare-grid and --compare-explicit are exclusive\n";
     return 2;
   }
   const auto parsed_dtype = encoder::model::ParseDtype(o.dtype);
@@ -165,9 +227,21 @@ int main(int argc, char** argv) {
   std::uniform_int_distribution<int64_t> length(shortest, o.length);
   out["min_length"] = shortest;
   out["skip_padding_min_share"] = o.skip_padding_min_share;
-  // The min share of each alternating run.
-  std::vector<double> modes = {o.skip_padding_min_share};
-  if (o.compare_grid) modes.push_back(1.0);
+  out["fused_attention"] = o.fused_attention;
+  out["fused_attention_available"] = encoder::model::kHasFusedAttention;
+  out["torch_version"] = TORCH_VERSION;
+  // The settings of each alternating run.
+  struct Mode {
+    double share;
+    bool fused;
+  };
+  std::vector<Mode> modes = {{o.skip_padding_min_share, o.fused_attention}};
+  if (o.compare_grid) modes.push_back({1.0, o.fused_attention});
+  if (o.compare_explicit) modes.push_back({o.skip_padding_min_share, false});
+  auto apply = [&](const Mode& m) {
+    runner.set_skip_padding_min_share(m.share);
+    runner.set_fused_attention(m.fused);
+  };
   for (int64_t b : o.batch_sizes) {
     std::vector<encoder::runner::EmbedSpec> specs(b);
     std::vector<const encoder::runner::EmbedSpec*> batch;
@@ -182,10 +256,11 @@ int main(int argc, char** argv) {
     // One result row: `times` (sorted) of passes that took `seconds` of
     // wall time in all.
     auto row_of = [&](const std::vector<double>& times, double seconds,
-                      double share) {
+                      const Mode& mode) {
       nlohmann::json row;
       row["batch_size"] = b;
-      row["skip_padding_min_share"] = share;
+      row["skip_padding_min_share"] = mode.share;
+      row["fused_attention"] = mode.fused;
       row["padding_share"] =
           1.0 - static_cast<double>(real) / static_cast<double>(b * longest);
       row["runs"] = times.size();
@@ -197,8 +272,8 @@ int main(int argc, char** argv) {
       return row;
     };
     std::vector<encoder::runner::EmbedResult> results;
-    for (double share : modes) {
-      runner.set_skip_padding_min_share(share);
+    for (const Mode& mode : modes) {
+      apply(mode);
       for (int i = 0; i < 2; ++i) {
         if (absl::Status st = runner.RunEmbed(batch, &results); !st.ok()) {
           std::cerr << st << "\n";
@@ -243,7 +318,7 @@ int main(int argc, char** argv) {
     const double start = Now();
     while (Now() - start < o.seconds_per_size || times[0].size() < 5) {
       for (size_t m = 0; m < modes.size(); ++m) {
-        runner.set_skip_padding_min_share(modes[m]);
+        apply(modes[m]);
         if (o.pause_us > 0) {
           std::this_thread::sleep_for(std::chrono::microseconds(o.pause_us));
         }
@@ -264,11 +339,27 @@ int main(int argc, char** argv) {
       rates.push_back(row["sequences_per_s"].get<double>());
       out["results"].push_back(row);
     }
-    if (modes.size() == 2) {
+    if (o.compare_grid) {
       nlohmann::json ratio;
       ratio["batch_size"] = b;
       ratio["over_grid"] = rates[0] / rates[1];
       out["skip_padding_ratio"].push_back(ratio);
+    }
+    if (o.compare_explicit) {
+      nlohmann::json ratio;
+      ratio["batch_size"] = b;
+      ratio["fused_over_explicit"] = rates[0] / rates[1];
+      out["fused_attention_ratio"].push_back(ratio);
+    }
+    if (o.linear_bound) {
+      const double bound =
+          static_cast<double>(b) /
+          LinearSeconds(spec->config, real, dtype, device, o.seconds_per_size);
+      nlohmann::json row;
+      row["batch_size"] = b;
+      row["linear_bound_sequences_per_s"] = bound;
+      row["share_of_linear_bound"] = rates[0] / bound;
+      out["linear_bound"].push_back(row);
     }
   }
   std::cout << out.dump(2) << std::endl;

@@ -485,8 +485,9 @@ class HttpFrontTest(Fixture):
             self.assertEqual(git.returncode, 0, f"commit {commit!r}")
         self.assertIn(info["build"]["build_type"],
                       {"Release", "RelWithDebInfo", "Debug", "MinSizeRel"})
-        self.assertTrue(info["build"]["libtorch"].startswith("1."),
-                        info["build"]["libtorch"])
+        self.assertTrue(
+            info["build"]["libtorch"].startswith(ARGS.libtorch_version + "."),
+            (info["build"]["libtorch"], ARGS.libtorch_version))
         self.assertEqual(info["limits"]["max_inputs_per_request"], MAX_INPUTS)
         self.assertEqual(info["limits"]["http_max_body_bytes"], MAX_BODY)
         self.assertGreater(info["limits"]["batch_memory_budget_bytes"], 0)
@@ -601,6 +602,7 @@ def main():
     parser.add_argument("--python-client", required=True)
     parser.add_argument("--node", default="node")
     parser.add_argument("--openai-dir", default=HERE)
+    parser.add_argument("--libtorch-version", required=True)
     ARGS, rest = parser.parse_known_args()
     unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
 
