@@ -273,8 +273,10 @@ TEST(Encoder, FusedAttentionMatchesTheExplicitProducts) {
         EXPECT_LE(fused_error, 1.1 * explicit_error) << what;
       }
       // A sequence alone equals itself in the padded batch: within float32
-      // rounding, and bit for bit in bfloat16, which runs attention on each
-      // sequence's own length.
+      // rounding, and in bfloat16 (attention on each sequence's own length;
+      // bit for bit on this project's AMD machine, where the products'
+      // kernels do not depend on the row count) within one bfloat16
+      // rounding, relative, on CPUs whose kernels change with it.
       const EncoderOutput batched32 = run(**f32, fused);
       const EncoderOutput batched16 = run(**bf16, fused);
       for (int64_t i : {1, 3}) {
@@ -290,7 +292,12 @@ TEST(Encoder, FusedAttentionMatchesTheExplicitProducts) {
             MaxAbs(batched32.tokens[i].narrow(0, 0, n) - one32->tokens[0]),
             1e-5)
             << what << " row " << i;
-        EXPECT_TRUE(batched16.tokens[i].narrow(0, 0, n).equal(one16->tokens[0]))
+        const at::Tensor got16 =
+            batched16.tokens[i].narrow(0, 0, n).to(at::kFloat);
+        const at::Tensor want16 = one16->tokens[0].to(at::kFloat);
+        EXPECT_LE((got16 - want16).norm().item<double>() /
+                      want16.norm().item<double>(),
+                  1.0 / 256)
             << what << " row " << i;
       }
     }
