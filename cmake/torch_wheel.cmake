@@ -9,8 +9,9 @@
 # through the wheel's own config (scripts/cuda_build.sh).
 #
 # Defines the imported target `torch` and the variables the rest of the
-# tree reads from TorchConfig.cmake: TORCH_LIBRARIES, TORCH_INCLUDE_DIRS,
-# Torch_VERSION, and TORCH_CUDA_LIBRARIES (empty).
+# tree reads from TorchConfig.cmake: TORCH_LIBRARIES, TORCH_INCLUDE_DIRS
+# and TORCH_CUDA_LIBRARIES (empty); CMakeLists.txt reads the version from the
+# headers.
 set(_wheel "${ENCODER_TORCH_WHEEL}")
 foreach(_lib torch_cpu c10)
   find_library(ENCODER_${_lib}_LIBRARY ${_lib} PATHS "${_wheel}/lib"
@@ -25,9 +26,6 @@ include(${CMAKE_CURRENT_LIST_DIR}/torch_include_staging.cmake)
 set(_staged "${CMAKE_BINARY_DIR}/torch-include")
 encoder_stage_torch_include("${_wheel}/include" "${_staged}")
 set(TORCH_INCLUDE_DIRS "${_staged}" "${_staged}/torch/csrc/api/include")
-file(STRINGS "${_wheel}/version.py" _version_line
-     REGEX "^__version__ = ")
-string(REGEX MATCH "[0-9]+\\.[0-9]+\\.[0-9]+" Torch_VERSION "${_version_line}")
 
 add_library(encoder_torch_c10 SHARED IMPORTED)
 set_target_properties(encoder_torch_c10 PROPERTIES
@@ -40,4 +38,4 @@ set_target_properties(torch PROPERTIES
   INTERFACE_LINK_LIBRARIES "encoder_torch_c10")
 set(TORCH_LIBRARIES torch)
 set(TORCH_CUDA_LIBRARIES "")
-message(STATUS "LibTorch ${Torch_VERSION} (CPU) from the wheel at ${_wheel}")
+message(STATUS "LibTorch (CPU) from the wheel at ${_wheel}")

@@ -11,13 +11,18 @@
 #include <cstddef>
 #include <optional>
 
-namespace encoder::model {
-
 // LibTorch 2.1 and later: at::scaled_dot_product_attention with a `scale`
 // argument (a fused kernel on CPU and CUDA).
-inline constexpr bool kHasFusedAttention = TORCH_VERSION_MAJOR > 2 ||
-                                           (TORCH_VERSION_MAJOR == 2 &&
-                                            TORCH_VERSION_MINOR >= 1);
+#if TORCH_VERSION_MAJOR > 2 || \
+    (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+#define ENCODER_TORCH_FUSED_ATTENTION 1
+#else
+#define ENCODER_TORCH_FUSED_ATTENTION 0
+#endif
+
+namespace encoder::model {
+
+inline constexpr bool kHasFusedAttention = ENCODER_TORCH_FUSED_ATTENTION;
 
 // softmax(q k^T * scale + mask) v through the fused kernel; q, k, v are
 // [B, H, S, d], `mask` an additive float mask that broadcasts to
@@ -25,8 +30,7 @@ inline constexpr bool kHasFusedAttention = TORCH_VERSION_MAJOR > 2 ||
 inline at::Tensor FusedAttention(const at::Tensor& q, const at::Tensor& k,
                                  const at::Tensor& v, const at::Tensor& mask,
                                  double scale) {
-#if TORCH_VERSION_MAJOR > 2 || \
-    (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+#if ENCODER_TORCH_FUSED_ATTENTION
   return at::scaled_dot_product_attention(
       q, k, v, mask.defined() ? std::optional<at::Tensor>(mask) : std::nullopt,
       /*dropout_p=*/0.0, /*is_causal=*/false, scale);
