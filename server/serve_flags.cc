@@ -160,6 +160,18 @@ void DefineServeFlags(CLI::App& app, ServeFlags& f) {
       ->check(CLI::NonNegativeNumber)
       ->default_str(std::to_string(
           absl::ToInt64Microseconds(f.host.batching.max_queue_delay)));
+  app.add_option_function<int64_t>(
+         "--max-batch-ms",
+         [&f](const int64_t& ms) {
+           f.host.batching.max_batch_time = absl::Milliseconds(ms);
+         },
+         "upper bound on a batch's expected compute time, from the model's "
+         "measured rate (0: none): a small call waits about this long for a "
+         "large request's batch; a single sequence expected to take over 4x "
+         "this runs alone and never takes a model's last free execution")
+      ->check(CLI::NonNegativeNumber)
+      ->default_str(std::to_string(
+          absl::ToInt64Milliseconds(f.host.batching.max_batch_time)));
   app.add_option("--max-queued-sequences", f.host.batching.max_queued_sequences,
                  "queued sequences per model beyond which calls fail at once "
                  "with RESOURCE_EXHAUSTED")

@@ -55,7 +55,41 @@ int64_t BatchCost(const std::vector<QueuedSequence>& queue,
   return total;
 }
 
+// The members' summed compute when padded to `length`, saturating.
+int64_t BatchWork(const std::vector<QueuedSequence>& queue,
+                  const std::vector<size_t>& members, int64_t length) {
+  int64_t total = 0;
+  for (size_t i : members) {
+    total = AddSaturating(total, queue[i].compute.At(length));
+  }
+  return total;
+}
+
+int64_t LongestOf(const std::vector<QueuedSequence>& queue,
+                  const std::vector<size_t>& members) {
+  int64_t longest = 0;
+  for (size_t i : members) longest = std::max(longest, queue[i].length);
+  return longest;
+}
+
+// Whether `work` is expected to take longer than max_batch_time.
+bool OverTime(int64_t work, const BatchOptions& options) {
+  return options.max_batch_time > absl::ZeroDuration() &&
+         ExpectedTime(work, options) > options.max_batch_time;
+}
+
 }  // namespace
+
+absl::Duration ExpectedTime(int64_t work, const BatchOptions& options) {
+  if (options.work_per_second <= 0 || work <= 0) return absl::ZeroDuration();
+  return absl::Seconds(static_cast<double>(work) / options.work_per_second);
+}
+
+bool IsLongBatch(int64_t work, const BatchOptions& options) {
+  return options.max_batch_time > absl::ZeroDuration() &&
+         ExpectedTime(work, options) >
+             kLongBatchFactor * options.max_batch_time;
+}
 
 int64_t SequenceCapAt(const std::vector<LengthCap>& caps, int64_t length) {
   if (caps.empty()) return INT64_MAX;
@@ -129,7 +163,10 @@ BatchDecision DecideBatch(const std::vector<QueuedSequence>& queue,
         count + 1 > SequenceCapAt(options.length_caps, new_longest) ||
         (max_cost > 0 &&
          AddSaturating(BatchCost(queue, take, new_longest),
-                       queue[index].cost.At(new_longest)) > max_cost)) {
+                       queue[index].cost.At(new_longest)) > max_cost) ||
+        OverTime(AddSaturating(BatchWork(queue, take, new_longest),
+                               queue[index].compute.At(new_longest)),
+                 options)) {
       // A shorter or cheaper sequence further down the order may still fit.
       full = true;
       continue;
@@ -139,7 +176,8 @@ BatchDecision DecideBatch(const std::vector<QueuedSequence>& queue,
   }
   const int64_t count = static_cast<int64_t>(take.size());
   if (count >= max_sequences || longest * count >= max_tokens ||
-      count >= SequenceCapAt(options.length_caps, longest)) {
+      count >= SequenceCapAt(options.length_caps, longest) ||
+      OverTime(BatchWork(queue, take, longest), options)) {
     full = true;
   }
 
@@ -161,8 +199,7 @@ bool WorthAnotherExecution(const std::vector<QueuedSequence>& queue,
   const int64_t executions = std::max(options.executions, 1);
   if (executions == 1) return true;
   if (decision.take.size() == 1 && queue[decision.take[0]].alone) return true;
-  int64_t longest = 0;
-  for (size_t i : decision.take) longest = std::max(longest, queue[i].length);
+  const int64_t longest = LongestOf(queue, decision.take);
   const int64_t count = static_cast<int64_t>(decision.take.size());
   // count >= limit / executions, without rounding the limit down to 0.
   auto reaches = [&](int64_t amount, int64_t limit) {
@@ -174,9 +211,38 @@ bool WorthAnotherExecution(const std::vector<QueuedSequence>& queue,
       reaches(count, SequenceCapAt(options.length_caps, longest))) {
     return true;
   }
+  if (options.max_batch_time > absl::ZeroDuration() &&
+      ExpectedTime(BatchWork(queue, decision.take, longest), options) *
+              executions >=
+          options.max_batch_time) {
+    return true;
+  }
   return reaches(BatchCost(queue, decision.take, longest),
                  options.max_batch_cost_bytes);
 }
+
+namespace {
+
+// DecideBatch on the sequences that are not long alone (IsLongBatch), with
+// indices into the whole queue; empty when there are none.
+BatchDecision DecideWithoutLong(const std::vector<QueuedSequence>& queue,
+                                const BatchOptions& options, absl::Time now) {
+  std::vector<QueuedSequence> short_ones;
+  std::vector<size_t> index;
+  for (size_t i = 0; i < queue.size(); ++i) {
+    if (!IsLongBatch(queue[i].compute.At(queue[i].length), options)) {
+      short_ones.push_back(queue[i]);
+      index.push_back(i);
+    }
+  }
+  if (short_ones.empty()) return BatchDecision{};
+  BatchDecision decision = DecideBatch(short_ones, options, now);
+  for (size_t& i : decision.take) i = index[i];
+  decision.anchor = index[decision.anchor];
+  return decision;
+}
+
+}  // namespace
 
 BatchDecision DecideNextBatch(const std::vector<QueuedSequence>& queue,
                               const BatchOptions& options, absl::Time now,
@@ -184,17 +250,36 @@ BatchDecision DecideNextBatch(const std::vector<QueuedSequence>& queue,
   BatchDecision decision = DecideBatch(queue, options, now);
   const int64_t executions = std::max(options.executions, 1);
   if (decision.take.empty() || executions == 1) return decision;
+  // The last execution free of long batches stays free for the rest.
+  const bool without_long =
+      running.long_batches >= executions - 1 &&
+      IsLongBatch(
+          BatchWork(queue, decision.take, LongestOf(queue, decision.take)),
+          options);
+  auto decide = [&](const BatchOptions& o) {
+    return without_long ? DecideWithoutLong(queue, o, now)
+                        : DecideBatch(queue, o, now);
+  };
+  if (without_long) {
+    decision = decide(options);
+    if (decision.take.empty()) return decision;
+  }
   const int64_t even = (static_cast<int64_t>(queue.size()) + running.sequences +
                         executions - 1) /
                        executions;
   if (static_cast<int64_t>(decision.take.size()) > even) {
     BatchOptions split = options;
     split.max_batch_sequences = std::max<int64_t>(even, 1);
-    BatchDecision part = DecideBatch(queue, split, now);
+    BatchDecision part = decide(split);
     if (WorthAnotherExecution(queue, part, options)) return part;
   }
   if (running.batches > 0 && !WorthAnotherExecution(queue, decision, options)) {
-    return BatchDecision{};  // wait for a running batch to finish
+    const bool running_long =
+        options.max_batch_time > absl::ZeroDuration() &&
+        running.soonest_end != absl::InfiniteFuture() &&
+        running.soonest_end - now > options.max_batch_time;
+    // Wait for a running batch to finish, unless that takes too long.
+    if (!running_long) return BatchDecision{};
   }
   return decision;
 }

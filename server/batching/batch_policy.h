@@ -64,7 +64,30 @@ struct BatchOptions {
   // execution is free, so while one batch computes the next can start
   // beside it instead of waiting for it.
   int executions = 1;
+  // Upper bound on a batch's expected compute time (its members' compute
+  // at the padded length over work_per_second), so that a small call
+  // waits at most about this long for a running batch of a large request
+  // to end, and deadlines and cancellations take effect between batches.
+  // A single sequence over it still runs, alone. Zero: no bound.
+  absl::Duration max_batch_time = absl::Milliseconds(250);
+  // The model's measured compute rate, in the units of
+  // QueuedSequence::compute per second of one execution; 0: not known yet
+  // (no batch is bounded by time). The batcher sets it as it measures.
+  double work_per_second = 0;
 };
+
+// A batch expected to run longer than this many times max_batch_time is
+// long: only one sequence too long to share a batch, of a request far
+// larger than the rest. With several executions, long batches never take a
+// model's last free execution, which stays for everything else.
+inline constexpr int64_t kLongBatchFactor = 4;
+
+// The expected time of `work` (compute units) under options'
+// work_per_second; zero when the rate is unknown.
+absl::Duration ExpectedTime(int64_t work, const BatchOptions& options);
+// Whether a batch of `work` is long (kLongBatchFactor x max_batch_time);
+// never without a rate or a bound.
+bool IsLongBatch(int64_t work, const BatchOptions& options);
 
 // A queued sequence as the policy sees it. The queue is in arrival order.
 struct QueuedSequence {
@@ -79,6 +102,8 @@ struct QueuedSequence {
   int64_t share = 0;
   // Runs in a batch of its own (BatchItem::run_alone).
   bool alone = false;
+  // Its compute at a padded length (BatchItem::compute).
+  SequenceCost compute;
 };
 
 struct BatchDecision {
@@ -100,8 +125,8 @@ struct BatchDecision {
 // oldest sequences first when fair_share, then by closeness of length to
 // the anchor when group_by_length, then by arrival, and taken while every
 // limit holds (sequences, padded tokens, cost, the length cap at the
-// batch's padded length). A single sequence over a limit still runs,
-// alone.
+// batch's padded length, the expected time). A single sequence over a
+// limit still runs, alone.
 BatchDecision DecideBatch(const std::vector<QueuedSequence>& queue,
                           const BatchOptions& options, absl::Time now);
 
@@ -121,6 +146,9 @@ bool WorthAnotherExecution(const std::vector<QueuedSequence>& queue,
 struct RunningBatches {
   int batches = 0;
   int64_t sequences = 0;  // in those batches
+  int long_batches = 0;   // of those batches, the long ones (IsLongBatch)
+  // When the first of them is expected to end (InfiniteFuture: unknown).
+  absl::Time soonest_end = absl::InfiniteFuture();
 };
 
 // The batch a free execution should start, with several executions
@@ -130,8 +158,13 @@ struct RunningBatches {
 // a burst on an idle model splits among the executors instead of one large
 // batch beside an idle one, and a large batch beside a small one evens out.
 // Beside running batches, a batch that is not worth an execution is not
-// started: `take` is empty and wake_at InfiniteFuture (a running batch's
-// end is the next event).
+// started unless every running batch is expected to run on for more than
+// max_batch_time (waiting for one would keep a small call waiting longer
+// than a batch may take): otherwise `take` is empty and wake_at
+// InfiniteFuture (a running batch's end is the next event). A long batch
+// does not start when it would leave no execution free of long batches;
+// the batch is then formed from the sequences that are not long alone,
+// or not at all.
 BatchDecision DecideNextBatch(const std::vector<QueuedSequence>& queue,
                               const BatchOptions& options, absl::Time now,
                               const RunningBatches& running);

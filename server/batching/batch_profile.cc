@@ -76,7 +76,7 @@ absl::StatusOr<BatchProfile> MeasureBatchProfile(ModelRunner* runner,
       for (int r = 0; r < runs; ++r) {
         std::vector<ItemResult> results;
         const absl::Time t0 = o.now();
-        RETURN_IF_ERROR(runner->Run(pointers, &results));
+        RETURN_IF_ERROR(runner->Run(pointers, &results, RunContext{}));
         fastest = std::min(fastest, o.now() - t0);
       }
       last_time = fastest;

@@ -41,7 +41,8 @@ Batcher::Batcher(ModelRunner* runner, BatchOptions options,
                  BatcherObserver observer)
     : runner_(runner),
       options_(std::move(options)),
-      observer_(std::move(observer)) {
+      observer_(std::move(observer)),
+      work_rate_(std::max(0.0, options_.work_per_second)) {
   responder_ = std::thread(&Batcher::ResponderLoop, this);
   const int executions = std::max(1, options_.executions);
   for (int i = 0; i < executions; ++i) {
@@ -142,6 +143,7 @@ void Batcher::WorkerLoop() {
   std::vector<QueuedSequence> view;
   int64_t reported_depth = -1;
   int64_t reported_running = -1;
+  absl::Time next_poll = absl::InfinitePast();
   mu_.Lock();
   for (;;) {
     const int64_t depth = static_cast<int64_t>(queue_.size());
@@ -171,20 +173,23 @@ void Batcher::WorkerLoop() {
       for (const Pending& pending : queue_) {
         const BatchItem& item =
             pending.state->request->sequences[pending.index];
-        view.push_back(QueuedSequence{item.length, pending.state->submitted,
-                                      item.cost, ranks[pending.state.get()]++,
-                                      pending.state->share,
-                                      static_cast<bool>(item.run_alone)});
+        view.push_back(
+            QueuedSequence{item.length, pending.state->submitted, item.cost,
+                           ranks[pending.state.get()]++, pending.state->share,
+                           static_cast<bool>(item.run_alone), item.compute});
       }
+      BatchOptions& decide_options = accepting_ ? serve_options : flush_options;
+      decide_options.work_per_second = work_rate_.load();
+      RunningBatches running{running_, running_sequences_, running_long_};
+      if (!running_ends_.empty()) running.soonest_end = *running_ends_.begin();
       // Beside running batches a small one waits for one of them to
       // finish; the executor's hand-back wakes this loop.
-      const BatchDecision decision = DecideNextBatch(
-          view, accepting_ ? serve_options : flush_options, absl::Now(),
-          RunningBatches{running_, running_sequences_});
+      const BatchDecision decision =
+          DecideNextBatch(view, decide_options, absl::Now(), running);
       if (!decision.take.empty()) {
         std::vector<Pending> batch = PopLocked(decision);
         mu_.Unlock();
-        StartBatch(std::move(batch));
+        StartBatch(std::move(batch), decide_options);
         mu_.Lock();
         continue;
       }
@@ -199,6 +204,17 @@ void Batcher::WorkerLoop() {
       continue;
     }
     if (stopping_ && running_ == 0) break;
+    if (running_ > 0) {
+      // A running batch's requests may give up meanwhile.
+      if (absl::Now() >= next_poll) {
+        mu_.Unlock();
+        PollRunning();
+        mu_.Lock();
+        next_poll = absl::Now() + kPollInterval;
+        continue;
+      }
+      wake_at = std::min(wake_at, next_poll);
+    }
     // Early (spurious) wake-ups are harmless: the loop decides again.
     cv_.WaitWithDeadline(&mu_, wake_at);
   }
@@ -230,7 +246,8 @@ std::vector<Batcher::Pending> Batcher::PopLocked(
   return batch;
 }
 
-void Batcher::StartBatch(std::vector<Pending> batch) {
+void Batcher::StartBatch(std::vector<Pending> batch,
+                         const BatchOptions& options) {
   std::vector<Completion> completions;
   DropCounts drops;
   std::vector<Pending> run =
@@ -252,11 +269,24 @@ void Batcher::StartBatch(std::vector<Pending> batch) {
     for (const BatchItem* item : job.items) {
       const int64_t c = item->cost.At(longest);
       job.cost = c > INT64_MAX - job.cost ? INT64_MAX : job.cost + c;
+      const int64_t w = item->compute.At(longest);
+      job.work = w > INT64_MAX - job.work ? INT64_MAX : job.work + w;
+    }
+    job.long_batch = IsLongBatch(job.work, options);
+    if (options.work_per_second > 0) {
+      job.expected_end = absl::Now() + ExpectedTime(job.work, options);
     }
     job.run = std::move(run);
+    for (const Pending& pending : job.run) {
+      if (pending.state->running_batches++ == 0) {
+        running_requests_.push_back(pending.state);
+      }
+    }
     {
       MutexLock lock(&mu_);
       running_sequences_ += static_cast<int64_t>(job.run.size());
+      running_long_ += job.long_batch ? 1 : 0;
+      running_ends_.insert(job.expected_end);
       jobs_.push_back(std::move(job));
       ++running_;
     }
@@ -276,6 +306,8 @@ void Batcher::ExecutorLoop() {
     Execute(&job);
     mu_.Lock();
     running_sequences_ -= static_cast<int64_t>(job.run.size());
+    running_long_ -= job.long_batch ? 1 : 0;
+    running_ends_.erase(running_ends_.find(job.expected_end));
     finished_.push_back(std::move(job));
     --running_;
     cv_.Signal();
@@ -283,11 +315,37 @@ void Batcher::ExecutorLoop() {
   mu_.Unlock();
 }
 
+absl::Status Batcher::StillWanted(const Job& job) {
+  const absl::Time now = absl::Now();
+  bool deadline_passed = false;
+  for (const Pending& pending : job.run) {
+    const RequestState& state = *pending.state;
+    if (state.abandoned.load(std::memory_order_relaxed)) continue;
+    if (state.request->deadline <= now) {
+      deadline_passed = true;
+      continue;
+    }
+    return absl::OkStatus();
+  }
+  if (deadline_passed) {
+    return absl::DeadlineExceededError(
+        "deadline passed while the request was computed");
+  }
+  return absl::CancelledError(
+      "every request of the batch was cancelled or had failed");
+}
+
 void Batcher::Execute(Job* job) {
   MemoryBudget* budget = options_.memory_budget;
   if (budget != nullptr) budget->Acquire(job->cost);
   job->start = absl::Now();
-  job->status = RunGuarded(job->items, &job->results);
+  RunContext context;
+  context.should_stop = [job] { return StillWanted(*job); };
+  // Requests may have given up while the batch waited for an executor.
+  job->status = context.Check();
+  if (job->status.ok()) {
+    job->status = RunGuarded(job->items, &job->results, context);
+  }
   job->stats.inference_seconds =
       absl::ToDoubleSeconds(absl::Now() - job->start);
   if (budget != nullptr) budget->Release(job->cost);
@@ -371,6 +429,7 @@ void Batcher::Fail(const std::shared_ptr<RequestState>& state,
                    absl::Status status, const char* drop_reason,
                    std::vector<Completion>* completions) {
   state->failed = true;
+  state->abandoned.store(true, std::memory_order_relaxed);
   state->drop_reason = drop_reason;
   state->results.clear();
   completions->push_back(Completion{state, std::move(status)});
@@ -403,8 +462,46 @@ std::vector<Batcher::Pending> Batcher::TakeRunnable(
   return run;
 }
 
+void Batcher::PollRunning() {
+  const absl::Time now = absl::Now();
+  std::vector<Completion> completions;
+  for (const std::shared_ptr<RequestState>& state : running_requests_) {
+    if (state->failed) continue;
+    const Request& request = *state->request;
+    if (request.deadline <= now) {
+      Fail(state,
+           absl::DeadlineExceededError(
+               "deadline passed while the request was computed"),
+           kDeadline, &completions);
+    } else if (request.is_cancelled && request.is_cancelled()) {
+      Fail(state, absl::CancelledError("request was cancelled"), kCancelled,
+           &completions);
+    }
+  }
+  Settle(std::move(completions), DropCounts{});
+}
+
 void Batcher::FinishJob(Job job) {
   BatchStats& stats = job.stats;
+  for (const Pending& pending : job.run) {
+    if (--pending.state->running_batches == 0) {
+      running_requests_.erase(std::find(
+          running_requests_.begin(), running_requests_.end(), pending.state));
+    }
+  }
+  if (job.status.ok() && job.work > 0 && stats.inference_seconds > 0) {
+    // Longer batches weigh more: a short one's time is mostly overhead.
+    const double seconds = stats.inference_seconds;
+    const double sample = static_cast<double>(job.work) / seconds;
+    const double old = work_rate_.load();
+    const double weight = std::clamp(seconds / (seconds + 0.5), 0.05, 0.5);
+    work_rate_.store(old <= 0 ? sample : old + weight * (sample - old));
+  }
+  // A batch stopped because its requests gave up drops their sequences.
+  const char* stop_reason =
+      job.status.code() == absl::StatusCode::kDeadlineExceeded ? kDeadline
+      : job.status.code() == absl::StatusCode::kCancelled      ? kCancelled
+                                                               : nullptr;
   absl::Time oldest = absl::InfiniteFuture();
   for (const Pending& pending : job.run) {
     oldest = std::min(oldest, pending.state->submitted);
@@ -419,7 +516,7 @@ void Batcher::FinishJob(Job job) {
     // it after an earlier sequence of it was taken into this batch.
     if (state->failed) continue;
     if (!job.status.ok()) {
-      Fail(state, job.status, nullptr, &completions);
+      Fail(state, job.status, stop_reason, &completions);
       continue;
     }
     ItemResult& result = state->results[job.run[i].index];
@@ -435,13 +532,14 @@ void Batcher::FinishJob(Job job) {
 }
 
 absl::Status Batcher::RunGuarded(const std::vector<const BatchItem*>& items,
-                                 std::vector<ItemResult>* results) {
+                                 std::vector<ItemResult>* results,
+                                 const RunContext& context) {
   try {
     if (items.size() == 1 && items[0]->run_alone) {
       results->assign(1, ItemResult{});
       return items[0]->run_alone();
     }
-    return runner_->Run(items, results);
+    return runner_->Run(items, results, context);
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("model runner threw: ", e.what()));
   } catch (...) {
@@ -485,6 +583,7 @@ void Batcher::FailQueued() {
     RequestState& state = *pending.state;
     if (state.failed) continue;
     state.failed = true;
+    state.abandoned.store(true, std::memory_order_relaxed);
     state.results.clear();
     completions.push_back(Completion{
         pending.state, absl::UnavailableError("server is shutting down")});

@@ -11,10 +11,12 @@
 #ifndef ENCODER_SERVER_BATCHING_BATCHER_H_
 #define ENCODER_SERVER_BATCHING_BATCHER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -55,11 +57,15 @@ struct BatcherObserver {
 // caller must not modify it in between.
 struct Request {
   std::vector<BatchItem> sequences;
-  // Sequences not started by then are dropped (DEADLINE_EXCEEDED).
+  // Sequences not started by then are dropped and the request fails with
+  // DEADLINE_EXCEEDED at once, also while a batch of it runs: that batch
+  // stops at its next step (RunContext) unless another request in it is
+  // still waiting for it.
   absl::Time deadline = absl::InfiniteFuture();
   // Polled on the worker thread before a sequence's batch is handed to an
-  // executor; may be empty.
-  // Must be thread-safe and must not throw.
+  // executor, and every kPollInterval while a batch of the request runs
+  // (CANCELLED as above); may be empty. Never called once `done` has been
+  // called. Must be thread-safe and must not throw.
   std::function<bool()> is_cancelled;
   // Required. Called exactly once per accepted request, on the batcher's
   // responder thread, or on the worker for results of a few KiB while the
@@ -102,6 +108,14 @@ class Batcher {
   // Sequences accepted and not yet taken into a batch. Thread-safe.
   int64_t queued_sequences() const ABSL_LOCKS_EXCLUDED(mu_);
   const BatchOptions& options() const { return options_; }
+  // The compute rate the batcher measures (BatchOptions::work_per_second:
+  // compute units per second of one execution); 0 until known.
+  // Thread-safe.
+  double work_per_second() const { return work_rate_.load(); }
+
+  // How often the worker looks at the requests of running batches for a
+  // passed deadline or a cancellation.
+  static constexpr absl::Duration kPollInterval = absl::Milliseconds(100);
 
  private:
   // Progress of one accepted request. Created by Submit; afterwards read and
@@ -113,6 +127,10 @@ class Batcher {
     size_t remaining = 0;             // sequences without a result yet
     int64_t share = 0;    // sequences served, in virtual time; guarded by mu_
     bool failed = false;  // `done` already has its error
+    // `failed`, for the executors, which read nothing else of the state:
+    // a batch whose requests have all failed stops early.
+    std::atomic<bool> abandoned{false};
+    int running_batches = 0;  // batches of it handed out and not filed
     // Why a failed request's other sequences count as dropped; null when
     // the failure was not a drop (a runner error).
     const char* drop_reason = nullptr;
@@ -139,6 +157,9 @@ class Batcher {
     std::vector<Pending> run;
     std::vector<const BatchItem*> items;  // run's items, in order
     int64_t cost = 0;                     // of the memory budget
+    int64_t work = 0;                     // compute, as the items price it
+    bool long_batch = false;              // IsLongBatch when it started
+    absl::Time expected_end = absl::InfiniteFuture();
     BatchStats stats;  // sizes by the worker, seconds by the executor
     absl::Time start;  // when the executor began it
     absl::Status status;
@@ -150,9 +171,16 @@ class Batcher {
   // shares.
   std::vector<Pending> PopLocked(const BatchDecision& decision)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Drops what of `batch` may not run and hands the rest to an executor.
-  // Worker thread.
-  void StartBatch(std::vector<Pending> batch) ABSL_LOCKS_EXCLUDED(mu_);
+  // Drops what of `batch` may not run and hands the rest to an executor;
+  // `options` carry the rate it is timed by. Worker thread.
+  void StartBatch(std::vector<Pending> batch, const BatchOptions& options)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Fails the requests of running batches whose deadline passed or that
+  // were cancelled, so that their batches stop. Worker thread.
+  void PollRunning() ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether a running batch of `job` is still wanted (RunContext). Any
+  // thread.
+  static absl::Status StillWanted(const Job& job);
   // An executor thread: runs jobs until the worker stops them.
   void ExecutorLoop() ABSL_LOCKS_EXCLUDED(mu_);
   // Runs one job's items under its share of the memory budget. Executor.
@@ -176,7 +204,8 @@ class Batcher {
   // Runs `items` on the runner (or the one item that runs alone, itself),
   // turning exceptions into INTERNAL.
   absl::Status RunGuarded(const std::vector<const BatchItem*>& items,
-                          std::vector<ItemResult>* results);
+                          std::vector<ItemResult>* results,
+                          const RunContext& context);
   // Removes the queued sequences of failed requests and returns them, so
   // that they are discarded without compute.
   std::vector<Pending> PurgeFailed() ABSL_LOCKS_EXCLUDED(mu_);
@@ -222,6 +251,9 @@ class Batcher {
   std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);
   std::deque<Job> finished_ ABSL_GUARDED_BY(mu_);
   int running_ ABSL_GUARDED_BY(mu_) = 0;
+  int running_long_ ABSL_GUARDED_BY(mu_) = 0;  // long batches among them
+  // Their expected ends (InfiniteFuture where the rate was unknown).
+  std::multiset<absl::Time> running_ends_ ABSL_GUARDED_BY(mu_);
   int64_t running_sequences_ ABSL_GUARDED_BY(mu_) = 0;  // in those jobs
   bool executors_stop_ ABSL_GUARDED_BY(mu_) = false;
 
@@ -234,6 +266,11 @@ class Batcher {
       ABSL_GUARDED_BY(respond_mu_);
   bool worker_exited_ ABSL_GUARDED_BY(respond_mu_) = false;
   bool responder_busy_ ABSL_GUARDED_BY(respond_mu_) = false;  // in Complete
+
+  // Measured compute rate; written by the worker only.
+  std::atomic<double> work_rate_{0};
+  // Requests with a batch running, polled by PollRunning. Worker thread.
+  std::vector<std::shared_ptr<RequestState>> running_requests_;
 
   std::thread worker_;
   std::thread responder_;

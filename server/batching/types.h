@@ -29,6 +29,11 @@ struct SequenceCost {
 struct BatchItem {
   int64_t length = 0;  // tokens
   SequenceCost cost;   // priced by the runner; zero: free (tests)
+  // The compute it takes, in floating-point operations when padded to
+  // length L (per_token * L + per_token_pair * L^2), as the runner
+  // estimates it; with the batcher's measured rate it bounds a batch's
+  // time (BatchOptions::max_batch_time). Zero: unknown, never bounds.
+  SequenceCost compute;
   // The runner's description of the work (runner::EmbedSpec for the
   // encoder runner). Opaque here; the runner checks its type.
   std::any work;

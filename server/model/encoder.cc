@@ -364,6 +364,9 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
     EncoderOutput out;
     if (keeps_hidden(0)) out.hidden[0] = pass.Unpack(x);
     for (int64_t i = 0; i < config_.num_layers; ++i) {
+      if (options.should_stop) {
+        if (absl::Status stop = options.should_stop(); !stop.ok()) return stop;
+      }
       const bool want = std::find(options.attention_layers.begin(),
                                   options.attention_layers.end(),
                                   i) != options.attention_layers.end();

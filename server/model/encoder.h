@@ -6,6 +6,7 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -88,6 +89,9 @@ struct ForwardOptions {
   // additive mask. False: every layer runs the explicit products, as a
   // LibTorch without the kernel does.
   bool fused_attention = true;
+  // Asked before every layer; a non-OK status ends the pass with it (a
+  // batch whose callers have all given up). May be empty.
+  std::function<absl::Status()> should_stop;
 };
 
 struct EncoderOutput {

@@ -44,7 +44,8 @@ absl::StatusOr<BatchingOverrides> ParseBatching(const std::string& name,
       {"max_queue_delay_us", &BatchingOverrides::max_queue_delay_us},
       {"max_queued_sequences", &BatchingOverrides::max_queued_sequences},
       {"max_batch_memory_bytes", &BatchingOverrides::max_batch_memory_bytes},
-      {"executions", &BatchingOverrides::executions}};
+      {"executions", &BatchingOverrides::executions},
+      {"max_batch_ms", &BatchingOverrides::max_batch_ms}};
   if (!batching.is_object()) {
     return ModelError(name, "batching must be an object");
   }

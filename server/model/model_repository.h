@@ -27,7 +27,8 @@ struct BatchingOverrides {
   std::optional<int64_t> max_queue_delay_us;
   std::optional<int64_t> max_queued_sequences;
   std::optional<int64_t> max_batch_memory_bytes;
-  std::optional<int64_t> executions;  // batches running at once, >= 1
+  std::optional<int64_t> executions;    // batches running at once, >= 1
+  std::optional<int64_t> max_batch_ms;  // expected time per batch; 0: none
 };
 
 // How text inputs become token ids for a model.

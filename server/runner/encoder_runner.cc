@@ -69,7 +69,8 @@ EncoderRunner::~EncoderRunner() = default;
 
 absl::Status EncoderRunner::Run(
     const std::vector<const batching::BatchItem*>& batch,
-    std::vector<batching::ItemResult>* results) {
+    std::vector<batching::ItemResult>* results,
+    const batching::RunContext& context) {
   std::vector<const EmbedSpec*> specs;
   specs.reserve(batch.size());
   for (const batching::BatchItem* item : batch) {
@@ -81,7 +82,7 @@ absl::Status EncoderRunner::Run(
     specs.push_back(spec);
   }
   std::vector<EmbedResult> embedded;
-  RETURN_IF_ERROR(RunEmbed(specs, &embedded));
+  RETURN_IF_ERROR(RunEmbed(specs, &embedded, context));
   results->clear();
   results->reserve(embedded.size());
   for (EmbedResult& r : embedded) {
@@ -94,7 +95,8 @@ absl::Status EncoderRunner::Run(
 }
 
 absl::Status EncoderRunner::RunEmbed(const std::vector<const EmbedSpec*>& batch,
-                                     std::vector<EmbedResult>* results) {
+                                     std::vector<EmbedResult>* results,
+                                     const batching::RunContext& context) {
   absl::Status status;
   try {
 #ifdef ENCODER_WITH_CUDA
@@ -103,7 +105,7 @@ absl::Status EncoderRunner::RunEmbed(const std::vector<const EmbedSpec*>& batch,
 #endif
     // Batches running side by side split OpenBLAS's threads.
     const BlasShare share(/*counts=*/!model_->device().is_cuda());
-    status = RunImpl(batch, results);
+    status = RunImpl(batch, results, context);
   } catch (const c10::Error& e) {
     status = model::StatusFromTorchError(
         e, absl::StrCat("a batch of ", batch.size(), " sequences"));
@@ -208,10 +210,12 @@ at::Tensor PoolBatch(const std::vector<const EmbedSpec*>& batch,
 }
 
 // Row `i`'s token embeddings, attention maps, hidden states and attention
-// statistics, as `spec` asks, cut to its real length.
-void SliceSequence(const EmbedSpec& spec, int64_t i,
-                   const model::EncoderOutput& out, int64_t num_layers,
-                   EmbedResult* r) {
+// statistics, as `spec` asks, cut to its real length; asks `context`
+// before each layer's statistics.
+absl::Status SliceSequence(const EmbedSpec& spec, int64_t i,
+                           const model::EncoderOutput& out, int64_t num_layers,
+                           const batching::RunContext& context,
+                           EmbedResult* r) {
   const int64_t n = static_cast<int64_t>(spec.token_ids.size());
   if (spec.want_tokens) r->tokens = ToFloats(out.tokens[i].narrow(0, 0, n));
   if (!spec.attention_layers.empty()) {
@@ -245,6 +249,7 @@ void SliceSequence(const EmbedSpec& spec, int64_t i,
   }
   if (spec.want_attention_stats) {
     for (int64_t l = 0; l < num_layers; ++l) {
+      RETURN_IF_ERROR(context.Check());
       at::Tensor m = out.attention.at(l)[i].narrow(1, 0, n).narrow(2, 0, n);
       const std::vector<AttentionHeadStats> heads =
           diagnostics::ComputeHeadStats(m, l);
@@ -252,16 +257,19 @@ void SliceSequence(const EmbedSpec& spec, int64_t i,
                                 heads.end());
     }
   }
+  return absl::OkStatus();
 }
 
 }  // namespace
 
 absl::Status EncoderRunner::RunImpl(const std::vector<const EmbedSpec*>& batch,
-                                    std::vector<EmbedResult>* results) {
+                                    std::vector<EmbedResult>* results,
+                                    const batching::RunContext& context) {
   c10::InferenceMode guard;
   PaddedBatch padded = PadBatch(batch, *model_);
   padded.options.skip_padding_min_share = skip_padding_min_share_;
   padded.options.fused_attention = fused_attention_;
+  padded.options.should_stop = context.should_stop;
   ASSIGN_OR_RETURN(auto out, model_->Forward(padded.input, padded.options));
   const at::Tensor pooled =
       PoolBatch(batch, *model_, out.tokens, padded.input.mask);
@@ -275,7 +283,8 @@ absl::Status EncoderRunner::RunImpl(const std::vector<const EmbedSpec*>& batch,
     r.num_tokens = static_cast<int64_t>(batch[i]->token_ids.size());
     r.dim = model_->config().d_model;
     r.pooled_dim = pooled_dim;
-    SliceSequence(*batch[i], i, out, model_->config().num_layers, &r);
+    RETURN_IF_ERROR(SliceSequence(*batch[i], i, out,
+                                  model_->config().num_layers, context, &r));
   }
   return absl::OkStatus();
 }
@@ -314,6 +323,48 @@ batching::SequenceCost EncoderRunner::Price(const EmbedSpec& spec) const {
   }
   cost.per_token_pair = pair;
   return cost;
+}
+
+batching::SequenceCost EncoderRunner::Compute(const EmbedSpec& spec) const {
+  const model::ModelConfig& c = model_->config();
+  const int64_t layers = c.num_layers;
+  const int64_t d = c.d_model;
+  const int64_t heads = c.num_heads;
+  const int64_t ffn_matrices = c.arch.gated_ffn ? 3 : 2;
+  batching::SequenceCost compute;
+  compute.per_token = 2 * layers * (4 * d * d + ffn_matrices * d * c.d_ff);
+  int64_t pair = layers * (4 * d + 16 * heads);
+  const int64_t kept = spec.want_attention_stats
+                           ? layers
+                           : static_cast<int64_t>(spec.attention_layers.size());
+  pair += kept * heads * 8;
+  if (spec.want_attention_stats) pair += layers * heads * 512;
+  compute.per_token_pair = pair;
+  return compute;
+}
+
+absl::StatusOr<double> EncoderRunner::MeasureWorkRate() {
+  const int64_t length = std::min<int64_t>(128, model_->config().max_length());
+  const int64_t span = std::max<int64_t>(model_->config().vocab_size - 1, 1);
+  std::vector<EmbedSpec> specs(2);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    specs[i].token_ids.resize(length);
+    for (int64_t t = 0; t < length; ++t) {
+      specs[i].token_ids[t] =
+          1 + (static_cast<int64_t>(i) * 131 + t * 7) % span;
+    }
+  }
+  const std::vector<const EmbedSpec*> batch = {&specs[0], &specs[1]};
+  double fastest = 0;
+  for (int run = 0; run < 2; ++run) {
+    std::vector<EmbedResult> results;
+    const absl::Time start = absl::Now();
+    RETURN_IF_ERROR(RunEmbed(batch, &results));
+    const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    if (run == 0 || seconds < fastest) fastest = seconds;
+  }
+  const double work = 2.0 * static_cast<double>(Compute(specs[0]).At(length));
+  return work / std::max(fastest, 1e-6);
 }
 
 absl::Status EncoderRunner::WarmUp() {

@@ -22,14 +22,18 @@ class EncoderRunner : public batching::ModelRunner {
 
   // The batcher's entry: every item's work must be an EmbedSpec
   // (INVALID_ARGUMENT otherwise); each result's output is its EmbedResult.
+  // context.should_stop is asked before every layer and before each
+  // layer's attention statistics of each sequence.
   absl::Status Run(const std::vector<const batching::BatchItem*>& batch,
-                   std::vector<batching::ItemResult>* results) override;
+                   std::vector<batching::ItemResult>* results,
+                   const batching::RunContext& context) override;
 
   // Runs `batch` in one forward pass. CUDA out-of-memory comes back as
   // RESOURCE_EXHAUSTED (after releasing cached blocks); other library
-  // failures as INTERNAL.
+  // failures as INTERNAL; a stop `context` asked for, as its status.
   absl::Status RunEmbed(const std::vector<const EmbedSpec*>& batch,
-                        std::vector<EmbedResult>* results);
+                        std::vector<EmbedResult>* results,
+                        const batching::RunContext& context = {});
 
   // The memory `spec` needs while its batch runs (see SequenceCost): the
   // layer's activations per token, and per token pair the attention
@@ -39,8 +43,23 @@ class EncoderRunner : public batching::ModelRunner {
   // dtype, meant to err high.
   batching::SequenceCost Price(const EmbedSpec& spec) const;
 
+  // The compute `spec` takes (BatchItem::compute), in floating-point
+  // operations: per token two per weight of the layers' projections and
+  // feed-forward; per token pair the attention products (4 x width per
+  // layer) and about 16 operations per head and layer for bias, mask and
+  // softmax, plus the kept maps' copies and, with statistics, their
+  // float64 reductions on the host (512 per head and layer, as measured on
+  // the built-in shape: statistics nearly double a 2048-token pass).
+  batching::SequenceCost Compute(const EmbedSpec& spec) const;
+
   // One forward pass on a short input, so the first request is not slow.
   absl::Status WarmUp();
+
+  // The model's compute rate (Compute's units per second), from the faster
+  // of two passes of 2 sequences of up to 128 tokens: the batcher's first
+  // estimate (BatchOptions::work_per_second) before it measures its own
+  // batches. Run it after WarmUp.
+  absl::StatusOr<double> MeasureWorkRate();
 
   // From which share of padding in a batch the token-wise work skips the
   // padded positions (model::ForwardOptions::skip_padding_min_share; 1:
@@ -56,7 +75,8 @@ class EncoderRunner : public batching::ModelRunner {
   struct DeviceState;  // CUDA stream, when built with CUDA
 
   absl::Status RunImpl(const std::vector<const EmbedSpec*>& batch,
-                       std::vector<EmbedResult>* results);
+                       std::vector<EmbedResult>* results,
+                       const batching::RunContext& context);
 
   const model::Encoder* model_;
   std::unique_ptr<DeviceState> device_state_;

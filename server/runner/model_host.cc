@@ -33,6 +33,9 @@ batching::BatchOptions MergeBatchOptions(
       overrides.max_batch_memory_bytes.value_or(o.max_batch_cost_bytes);
   if (overrides.executions)
     o.executions = static_cast<int>(*overrides.executions);
+  if (overrides.max_batch_ms) {
+    o.max_batch_time = absl::Milliseconds(*overrides.max_batch_ms);
+  }
   return o;
 }
 
@@ -145,7 +148,9 @@ absl::Status HostedModel::Embed(EmbedWork work) const {
   auto request = std::make_shared<batching::Request>();
   request->sequences.reserve(work.sequences.size());
   for (EmbedSpec& spec : work.sequences) {
+    const batching::SequenceCost compute = runner->Compute(spec);
     request->sequences.push_back(ToBatchItem(std::move(spec)));
+    request->sequences.back().compute = compute;
   }
   request->deadline = work.deadline;
   request->is_cancelled = std::move(work.is_cancelled);
@@ -286,6 +291,13 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Create(
                             absl::StrCat("warm-up of model \"", spec.name,
                                          "\": ", s.message()));
       }
+      absl::StatusOr<double> rate = hosted->runner->MeasureWorkRate();
+      if (!rate.ok()) {
+        return absl::Status(rate.status().code(),
+                            absl::StrCat("timing model \"", spec.name,
+                                         "\": ", rate.status().message()));
+      }
+      hosted->work_per_second = *rate;
     }
     host->models_.push_back(std::move(hosted));
   }
@@ -297,6 +309,7 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Create(
     batching::BatchOptions o =
         MergeBatchOptions(options.batching, hosted->spec.batching);
     o.memory_budget = host->budget_.get();
+    o.work_per_second = hosted->work_per_second;
     const int64_t capacity = host->budget_->capacity();
     if (o.max_batch_cost_bytes <= 0 || o.max_batch_cost_bytes > capacity) {
       o.max_batch_cost_bytes = capacity;

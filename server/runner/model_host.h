@@ -81,6 +81,9 @@ class HostedModel final : public ServedModel {
   // entry names one). Thread-safe.
   std::unique_ptr<tokenizer::Tokenizer> text_tokenizer;  // null: ids only
   std::unique_ptr<EncoderRunner> runner;
+  // The compute rate measured after warm-up, the batcher's first estimate
+  // (0: not measured, without warm-up).
+  double work_per_second = 0;
   // What --dtype auto measured for this model (empty otherwise).
   std::vector<PrecisionTrial> precision_trials;
   // Filled once loading is done; its batching options and batch profile

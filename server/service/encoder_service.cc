@@ -68,6 +68,21 @@ void CountCall(const v1::TokenizeRequest& request,
   for (const auto& e : response.encodings()) access->tokens += e.ids_size();
 }
 
+void CountCall(const v1::ListModelsRequest&, const v1::ListModelsResponse&,
+               AccessRecord* access) {
+  access->inputs = 0;
+  access->tokens = 0;
+}
+
+// The model a request or response names, for the access log and metrics;
+// ListModels names none.
+template <typename Message>
+std::string ModelOf(const Message& message) {
+  return message.model();
+}
+std::string ModelOf(const v1::ListModelsRequest&) { return ""; }
+std::string ModelOf(const v1::ListModelsResponse&) { return ""; }
+
 void CountCall(const v1::DecodeRequest& request, const v1::DecodeResponse&,
                AccessRecord* access) {
   access->inputs = request.inputs_size();
@@ -297,30 +312,24 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Embed(
 }
 
 grpc::ServerUnaryReactor* EncoderServiceImpl::ListModels(
-    grpc::CallbackServerContext* context, const v1::ListModelsRequest*,
-    v1::ListModelsResponse* response) {
-  auto* reactor = new HoldingReactor(context, "ListModels");
-  if (grpc::Status auth = Authenticate(context); !auth.ok()) {
-    Refuse(reactor, "ListModels", auth);
-    return reactor;
-  }
-  const absl::Time start = absl::Now();
-  metrics_->InFlight("ListModels", +1);
-  grpc::Status refusal;
-  runner::ModelCatalog* host = Admit(&refusal);
-  if (host == nullptr) {
-    FinishUnary(reactor, "ListModels", "", start, refusal);
-    return reactor;
-  }
-  response->set_default_model(host->default_model());
-  for (const auto& m : host->List()) {
-    v1::ModelInfo* info = response->add_models();
-    FillModelInfo(m->description(), m->name() == host->default_model(), info);
-    info->set_max_extrapolation_tokens(
-        static_cast<int32_t>(MaxExtrapolationTokens(*m, diagnose_limits_)));
-  }
-  FinishUnary(reactor, "ListModels", "", start, grpc::Status::OK);
-  return reactor;
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  // Raw like the other methods, so that bytes that are no message get the
+  // same INVALID_ARGUMENT.
+  return RunInline<v1::ListModelsRequest, v1::ListModelsResponse>(
+      "ListModels", context, request, response,
+      [this](const v1::ListModelsRequest&, const runner::ModelCatalog& host,
+             v1::ListModelsResponse* out) {
+        out->set_default_model(host.default_model());
+        for (const auto& m : host.List()) {
+          v1::ModelInfo* info = out->add_models();
+          FillModelInfo(m->description(), m->name() == host.default_model(),
+                        info);
+          info->set_max_extrapolation_tokens(static_cast<int32_t>(
+              MaxExtrapolationTokens(*m, diagnose_limits_)));
+        }
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* EncoderServiceImpl::Diagnose(
@@ -481,12 +490,12 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::RunInline(
   absl::Status s = unread_.Admit(context->peer());
   if (s.ok()) s = ParseRequest(*request_bytes, &request);
   if (s.ok()) {
-    reactor->access.model = request.model();
+    reactor->access.model = ModelOf(request);
     s = run(request, *host, &response);
     CountCall(request, response, &reactor->access);
   }
   if (s.ok()) s = SerializeResponse(response, response_bytes);
-  FinishUnary(reactor, rpc, s.ok() ? response.model() : "", start,
+  FinishUnary(reactor, rpc, s.ok() ? ModelOf(response) : "", start,
               ToGrpcStatus(s),
               s.ok() ? HoldUnread(context, response_bytes->Length())
                      : UnreadResponses::Hold());

@@ -63,7 +63,7 @@ using EncoderServiceBase = v1::EncoderService::WithRawCallbackMethod_Embed<
         v1::EncoderService::WithRawCallbackMethod_Diagnose<
             v1::EncoderService::WithRawCallbackMethod_Tokenize<
                 v1::EncoderService::WithRawCallbackMethod_Decode<
-                    v1::EncoderService::WithCallbackMethod_ListModels<
+                    v1::EncoderService::WithRawCallbackMethod_ListModels<
                         v1::EncoderService::Service>>>>>>;
 
 // What SubmitEmbed needs to know of a call, whichever front it came from.
@@ -102,10 +102,9 @@ class EncoderServiceImpl final : public EncoderServiceBase {
                                   grpc::ByteBuffer* response) override;
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* EmbedStream(
       grpc::CallbackServerContext* context) override;
-  grpc::ServerUnaryReactor* ListModels(
-      grpc::CallbackServerContext* context,
-      const v1::ListModelsRequest* request,
-      v1::ListModelsResponse* response) override;
+  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Diagnose(grpc::CallbackServerContext* context,
                                      const grpc::ByteBuffer* request,
                                      grpc::ByteBuffer* response) override;

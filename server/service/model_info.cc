@@ -55,6 +55,7 @@ void FillModelInfo(const runner::ModelDescription& model, bool is_default,
   b->set_max_queued_sequences(o.max_queued_sequences);
   b->set_max_batch_memory_bytes(o.max_batch_cost_bytes);
   b->set_executions(o.executions);
+  b->set_max_batch_ms(absl::ToDoubleMilliseconds(o.max_batch_time));
   for (const batching::ProfilePoint& p : model.batch_profile.points) {
     v1::BatchProfilePoint* point = b->add_profile();
     point->set_length(static_cast<int32_t>(p.length));

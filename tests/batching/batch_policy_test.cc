@@ -294,5 +294,88 @@ TEST(DecideNextBatchTest, EvenSharesAndNoSmallBatchBesideARunningOne) {
   EXPECT_EQ(DecideNextBatch(burst, o, kStart, {}).take.size(), 32u);
 }
 
+// Sequences of the given lengths, each costing `per_token` compute units
+// per token, under a rate of 1000 units/s and a 250 ms bound.
+std::vector<QueuedSequence> TimedQueue(const std::vector<int64_t>& lengths,
+                                       int64_t per_token) {
+  std::vector<QueuedSequence> queue = Queue(lengths);
+  for (QueuedSequence& q : queue) q.compute.per_token = per_token;
+  return queue;
+}
+
+BatchOptions Timed(int executions) {
+  BatchOptions options = Options(32, 1 << 20, absl::ZeroDuration(), false);
+  options.max_batch_time = absl::Milliseconds(250);
+  options.work_per_second = 1000;
+  options.executions = executions;
+  return options;
+}
+
+TEST(BatchTimeTest, ExpectedTimeBoundsTheBatch) {
+  // 10 tokens x 10 units = 100 units = 0.1 s each: two fit in 250 ms.
+  const auto queue = TimedQueue({10, 10, 10, 10}, 10);
+  EXPECT_THAT(DecideBatch(queue, Timed(1), kStart).take, ElementsAre(0, 1));
+  // Unknown rate: no time bound.
+  BatchOptions unknown = Timed(1);
+  unknown.work_per_second = 0;
+  EXPECT_THAT(DecideBatch(queue, unknown, kStart).take,
+              ElementsAre(0, 1, 2, 3));
+  // No bound.
+  BatchOptions unbounded = Timed(1);
+  unbounded.max_batch_time = absl::ZeroDuration();
+  EXPECT_THAT(DecideBatch(queue, unbounded, kStart).take,
+              ElementsAre(0, 1, 2, 3));
+}
+
+TEST(BatchTimeTest, ASequenceOverTheBoundRunsAloneAndLongPastFourTimesIt) {
+  // 300 units: 0.3 s, over the bound but not long; 1100 units: long.
+  const auto queue = TimedQueue({30, 30}, 10);
+  EXPECT_THAT(DecideBatch(queue, Timed(1), kStart).take, ElementsAre(0));
+  EXPECT_FALSE(IsLongBatch(300, Timed(1)));
+  EXPECT_TRUE(IsLongBatch(1100, Timed(1)));
+  EXPECT_FALSE(IsLongBatch(1000, Timed(1)));  // exactly 4 x 250 ms
+  EXPECT_EQ(ExpectedTime(500, Timed(1)), absl::Milliseconds(500));
+}
+
+TEST(BatchTimeTest, LongBatchNeverTakesTheLastFreeExecution) {
+  // Two long sequences (2 s each) of one request, then a short one.
+  std::vector<QueuedSequence> queue = TimedQueue({200, 200, 1}, 10);
+  queue[1].rank = 1;
+  queue[2].share = 5;  // served more, so the long request anchors
+  const BatchOptions options = Timed(2);
+  const absl::Time now = kStart + absl::Seconds(1);  // all have arrived
+  RunningBatches none;
+  EXPECT_THAT(DecideNextBatch(queue, options, now, none).take, ElementsAre(0));
+  RunningBatches one_long{1, 1, 1, now + absl::Seconds(2)};
+  // The long one waits; the short one takes the last execution.
+  EXPECT_THAT(DecideNextBatch(queue, options, now, one_long).take,
+              ElementsAre(2));
+  // Nothing short: nothing starts.
+  const std::vector<QueuedSequence> only_long(queue.begin(), queue.begin() + 2);
+  const BatchDecision d = DecideNextBatch(only_long, options, now, one_long);
+  EXPECT_THAT(d.take, IsEmpty());
+  EXPECT_EQ(d.wake_at, absl::InfiniteFuture());
+  // With three executions, a second long batch may run.
+  BatchOptions three = options;
+  three.executions = 3;
+  EXPECT_THAT(DecideNextBatch(only_long, three, now, one_long).take,
+              ElementsAre(0));
+}
+
+TEST(BatchTimeTest, SmallBatchStartsBesideABatchThatRunsOnForLong) {
+  // One 1-token sequence: not worth an execution by size.
+  const auto queue = TimedQueue({1}, 10);
+  const BatchOptions options = Timed(2);
+  RunningBatches ends_soon{1, 8, 0, kStart + absl::Milliseconds(100)};
+  EXPECT_THAT(DecideNextBatch(queue, options, kStart, ends_soon).take,
+              IsEmpty());
+  RunningBatches runs_on{1, 1, 1, kStart + absl::Seconds(3)};
+  EXPECT_THAT(DecideNextBatch(queue, options, kStart, runs_on).take,
+              ElementsAre(0));
+  // Without a known end it waits, as before.
+  RunningBatches unknown{1, 1, 0, absl::InfiniteFuture()};
+  EXPECT_THAT(DecideNextBatch(queue, options, kStart, unknown).take, IsEmpty());
+}
+
 }  // namespace
 }  // namespace encoder::batching

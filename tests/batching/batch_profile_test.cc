@@ -22,7 +22,8 @@ class SimulatedRunner : public ModelRunner {
   explicit SimulatedRunner(int64_t knee_tokens) : knee_tokens_(knee_tokens) {}
 
   absl::Status Run(const std::vector<const BatchItem*>& batch,
-                   std::vector<ItemResult>* results) override {
+                   std::vector<ItemResult>* results,
+                   const RunContext& /*context*/) override {
     if (fail_) return absl::InternalError("injected failure");
     const int64_t length = batch.front()->length;
     const int64_t tokens = static_cast<int64_t>(batch.size()) * length;

@@ -57,7 +57,8 @@ class FakeRunner : public ModelRunner {
   };
 
   absl::Status Run(const std::vector<const BatchItem*>& batch,
-                   std::vector<ItemResult>* results) override {
+                   std::vector<ItemResult>* results,
+                   const RunContext& context) override {
     std::vector<Seen> seen;
     for (const BatchItem* item : batch) {
       const auto* work = std::any_cast<FakeWork>(&item->work);
@@ -71,7 +72,19 @@ class FakeRunner : public ModelRunner {
       run_thread_ = std::this_thread::get_id();
       batches_.push_back(seen);
       cv_.notify_all();
-      cv_.wait(lock, [this] { return !held_; });
+      // A held batch asks, as a long forward pass does between its layers,
+      // whether it is still wanted.
+      while (held_) {
+        cv_.wait_for(lock, std::chrono::milliseconds(2));
+        lock.unlock();
+        absl::Status stop = context.Check();
+        lock.lock();
+        if (!stop.ok()) {
+          ++stopped_;
+          cv_.notify_all();
+          return stop;
+        }
+      }
     }
     size_t count = seen.size();
     for (const Seen& s : seen) {
@@ -116,6 +129,17 @@ class FakeRunner : public ModelRunner {
     std::lock_guard<std::mutex> lock(mu_);
     return batches_;
   }
+  // Batches that stopped early because their context said so.
+  int stopped() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stopped_;
+  }
+  // Waits until `n` batches have stopped early.
+  bool WaitForStopped(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, absl::ToChronoSeconds(kPatience),
+                        [&] { return stopped_ >= n; });
+  }
   std::thread::id run_thread() const {
     std::lock_guard<std::mutex> lock(mu_);
     return run_thread_;
@@ -133,6 +157,7 @@ class FakeRunner : public ModelRunner {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool held_ = false;
+  int stopped_ = 0;
   std::vector<std::vector<Seen>> batches_;
   std::thread::id run_thread_;
 };

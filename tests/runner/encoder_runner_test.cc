@@ -166,7 +166,7 @@ TEST(EncoderRunner, BatchItemsCarryTheirSpecAndResultThroughTheBatcherEntry) {
   const batching::BatchItem item = ToBatchItem(spec);
   EXPECT_EQ(item.length, 5);
   std::vector<batching::ItemResult> results;
-  ASSERT_TRUE(runner.Run({&item}, &results).ok());
+  ASSERT_TRUE(runner.Run({&item}, &results, batching::RunContext{}).ok());
   ASSERT_EQ(results.size(), 1u);
   const auto* out = std::any_cast<EmbedResult>(&results[0].output);
   ASSERT_NE(out, nullptr);
@@ -178,9 +178,47 @@ TEST(EncoderRunner, BatchItemsCarryTheirSpecAndResultThroughTheBatcherEntry) {
   batching::BatchItem foreign;
   foreign.length = 3;
   foreign.work = 42;
-  const absl::Status refused = runner.Run({&foreign}, &results);
+  const absl::Status refused =
+      runner.Run({&foreign}, &results, batching::RunContext{});
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(refused.message().find("EmbedSpec"), std::string::npos);
+}
+
+TEST(EncoderRunner, StopsBetweenLayersWhenItsContextSaysSo) {
+  auto model = SmallModel();
+  EncoderRunner runner(model.get());
+  const int64_t layers = model->config().num_layers;
+  ASSERT_GE(layers, 2);
+  EmbedSpec spec;
+  spec.token_ids = {1, 5, 6, 7, 2};
+  spec.want_attention_stats = true;
+  // Asked before every layer, then before each layer's statistics.
+  int asked = 0;
+  batching::RunContext keep_going;
+  keep_going.should_stop = [&asked] {
+    ++asked;
+    return absl::OkStatus();
+  };
+  std::vector<EmbedResult> results;
+  ASSERT_TRUE(runner.RunEmbed({&spec}, &results, keep_going).ok());
+  EXPECT_EQ(asked, 2 * layers);
+  EXPECT_FALSE(results[0].attention_stats.empty());
+  // A stop at the second layer ends the pass with the context's status.
+  asked = 0;
+  batching::RunContext stop;
+  stop.should_stop = [&asked] {
+    return ++asked < 2 ? absl::OkStatus()
+                       : absl::DeadlineExceededError("gave up");
+  };
+  const absl::Status stopped = runner.RunEmbed({&spec}, &results, stop);
+  EXPECT_EQ(stopped.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(stopped.message(), "gave up");
+  EXPECT_EQ(asked, 2);
+  // Without statistics, only the layers ask.
+  spec.want_attention_stats = false;
+  asked = 0;
+  ASSERT_TRUE(runner.RunEmbed({&spec}, &results, keep_going).ok());
+  EXPECT_EQ(asked, layers);
 }
 
 }  // namespace

@@ -80,7 +80,10 @@ TEST_F(HostileInputTest, BytesThatAreNoMessageAreInvalidArgument) {
   grpc::Slice slice(garbage, sizeof(garbage) - 1);
   grpc::ByteBuffer request(&slice, 1), response;
   for (const char* method : {"/encoder.v1.EncoderService/Embed",
-                             "/encoder.v1.EncoderService/Diagnose"}) {
+                             "/encoder.v1.EncoderService/Diagnose",
+                             "/encoder.v1.EncoderService/ListModels",
+                             "/encoder.v1.EncoderService/Tokenize",
+                             "/encoder.v1.EncoderService/Decode"}) {
     grpc::ClientContext context;
     std::mutex mu;
     std::condition_variable cv;
