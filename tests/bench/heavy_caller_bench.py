@@ -40,19 +40,11 @@ sys.path.insert(0, str(HERE.parent / "integration"))
 sys.path.insert(0, str(HERE.parents[1] / "client" / "python"))
 from server_process import ServerProcess  # noqa: E402
 import encoder_client  # noqa: E402
-
-
-def percentile(values, q):
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+from fairness_bench import percentile, request  # noqa: E402
 
 
 def embed_request(pb2, n_inputs, n_tokens, stats=False):
-    r = pb2.EmbedRequest(model="alibi", return_attention_stats=stats)
-    for i in range(n_inputs):
-        r.inputs.add().token_ids.ids.extend(
-            4 + (i * 31 + j * 7) % 9000 for j in range(n_tokens))
-    return r
+    return request(pb2, "alibi", n_inputs, n_tokens, stats)
 
 
 def timed(call, *args, **kwargs):
