@@ -42,10 +42,6 @@ std::vector<size_t> CandidateOrder(const std::vector<QueuedSequence>& queue,
   return order;
 }
 
-int64_t AddSaturating(int64_t a, int64_t b) {
-  return b > INT64_MAX - a ? INT64_MAX : a + b;
-}
-
 // The members' summed cost when padded to `length`, saturating.
 int64_t BatchCost(const std::vector<QueuedSequence>& queue,
                   const std::vector<size_t>& members, int64_t length) {

@@ -267,10 +267,8 @@ void Batcher::StartBatch(std::vector<Pending> batch,
     // The batch's memory, held from before the forward pass until its
     // tensors are gone (results are plain vectors by then).
     for (const BatchItem* item : job.items) {
-      const int64_t c = item->cost.At(longest);
-      job.cost = c > INT64_MAX - job.cost ? INT64_MAX : job.cost + c;
-      const int64_t w = item->compute.At(longest);
-      job.work = w > INT64_MAX - job.work ? INT64_MAX : job.work + w;
+      job.cost = AddSaturating(job.cost, item->cost.At(longest));
+      job.work = AddSaturating(job.work, item->compute.At(longest));
     }
     job.long_batch = IsLongBatch(job.work, options);
     if (options.work_per_second > 0) {
@@ -435,6 +433,24 @@ void Batcher::Fail(const std::shared_ptr<RequestState>& state,
   completions->push_back(Completion{state, std::move(status)});
 }
 
+const char* Batcher::FailIfGaveUp(const std::shared_ptr<RequestState>& state,
+                                  absl::Time now, const char* when,
+                                  std::vector<Completion>* completions) {
+  const Request& request = *state->request;
+  if (request.deadline <= now) {
+    Fail(state,
+         absl::DeadlineExceededError(absl::StrCat("deadline passed ", when)),
+         kDeadline, completions);
+    return kDeadline;
+  }
+  if (request.is_cancelled && request.is_cancelled()) {
+    Fail(state, absl::CancelledError("request was cancelled"), kCancelled,
+         completions);
+    return kCancelled;
+  }
+  return nullptr;
+}
+
 std::vector<Batcher::Pending> Batcher::TakeRunnable(
     std::vector<Pending> batch, std::vector<Completion>* completions,
     DropCounts* drops) {
@@ -442,19 +458,12 @@ std::vector<Batcher::Pending> Batcher::TakeRunnable(
   std::vector<Pending> run;
   for (Pending& pending : batch) {
     const RequestState& state = *pending.state;
-    const Request& request = *state.request;
     if (state.failed) {
       drops->Add(state.drop_reason, 1);
-    } else if (request.deadline <= now) {
-      Fail(pending.state,
-           absl::DeadlineExceededError(
-               "deadline passed before the sequence was computed"),
-           kDeadline, completions);
-      drops->Add(kDeadline, 1);
-    } else if (request.is_cancelled && request.is_cancelled()) {
-      Fail(pending.state, absl::CancelledError("request was cancelled"),
-           kCancelled, completions);
-      drops->Add(kCancelled, 1);
+    } else if (const char* reason = FailIfGaveUp(
+                   pending.state, now, "before the sequence was computed",
+                   completions)) {
+      drops->Add(reason, 1);
     } else {
       run.push_back(std::move(pending));
     }
@@ -467,16 +476,7 @@ void Batcher::PollRunning() {
   std::vector<Completion> completions;
   for (const std::shared_ptr<RequestState>& state : running_requests_) {
     if (state->failed) continue;
-    const Request& request = *state->request;
-    if (request.deadline <= now) {
-      Fail(state,
-           absl::DeadlineExceededError(
-               "deadline passed while the request was computed"),
-           kDeadline, &completions);
-    } else if (request.is_cancelled && request.is_cancelled()) {
-      Fail(state, absl::CancelledError("request was cancelled"), kCancelled,
-           &completions);
-    }
+    FailIfGaveUp(state, now, "while the request was computed", &completions);
   }
   Settle(std::move(completions), DropCounts{});
 }

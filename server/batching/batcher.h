@@ -196,6 +196,12 @@ class Batcher {
   static void Fail(const std::shared_ptr<RequestState>& state,
                    absl::Status status, const char* drop_reason,
                    std::vector<Completion>* completions);
+  // Fails the request of `state` (not yet failed) when its deadline has
+  // passed ("deadline passed " + `when`) or it was cancelled, and returns
+  // the drop reason; null when it is still wanted. Worker thread.
+  static const char* FailIfGaveUp(const std::shared_ptr<RequestState>& state,
+                                  absl::Time now, const char* when,
+                                  std::vector<Completion>* completions);
   // Returns the members of `batch` that may be computed; fails the requests
   // of the others (deadline passed, cancelled, already failed).
   std::vector<Pending> TakeRunnable(std::vector<Pending> batch,

@@ -23,6 +23,12 @@ struct SequenceCost {
   int64_t At(int64_t length) const;
 };
 
+// a + b for non-negative a and b, saturating at INT64_MAX (sums of
+// SequenceCost::At over a batch).
+inline int64_t AddSaturating(int64_t a, int64_t b) {
+  return b > INT64_MAX - a ? INT64_MAX : a + b;
+}
+
 // One unit of work: what the batcher weighs it by, and what the runner
 // computes. A batch's size is the sum of its items' lengths padded to the
 // longest, its memory the sum of their costs at that length.
