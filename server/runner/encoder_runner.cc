@@ -343,17 +343,20 @@ batching::SequenceCost EncoderRunner::Compute(const EmbedSpec& spec) const {
   return compute;
 }
 
+EmbedSpec EncoderRunner::ProbeSpec(int64_t index, int64_t length) const {
+  const int64_t span = std::max<int64_t>(model_->config().vocab_size - 1, 1);
+  EmbedSpec spec;
+  spec.token_ids.resize(length);
+  for (int64_t t = 0; t < length; ++t) {
+    spec.token_ids[t] = 1 + (index * 131 + t * 7) % span;
+  }
+  return spec;
+}
+
 absl::StatusOr<double> EncoderRunner::MeasureWorkRate() {
   const int64_t length = std::min<int64_t>(128, model_->config().max_length());
-  const int64_t span = std::max<int64_t>(model_->config().vocab_size - 1, 1);
-  std::vector<EmbedSpec> specs(2);
-  for (size_t i = 0; i < specs.size(); ++i) {
-    specs[i].token_ids.resize(length);
-    for (int64_t t = 0; t < length; ++t) {
-      specs[i].token_ids[t] =
-          1 + (static_cast<int64_t>(i) * 131 + t * 7) % span;
-    }
-  }
+  const std::vector<EmbedSpec> specs = {ProbeSpec(0, length),
+                                        ProbeSpec(1, length)};
   const std::vector<const EmbedSpec*> batch = {&specs[0], &specs[1]};
   double fastest = 0;
   for (int run = 0; run < 2; ++run) {

@@ -61,6 +61,11 @@ class EncoderRunner : public batching::ModelRunner {
   // batches. Run it after WarmUp.
   absl::StatusOr<double> MeasureWorkRate();
 
+  // A probe input for timing the model (MeasureWorkRate, the batch
+  // profile): `length` ids from 1 .. vocab_size-1 (never 0, a common
+  // padding id), differing with `index`; pooled output only.
+  EmbedSpec ProbeSpec(int64_t index, int64_t length) const;
+
   // From which share of padding in a batch the token-wise work skips the
   // padded positions (model::ForwardOptions::skip_padding_min_share; 1:
   // never). Set before serving.

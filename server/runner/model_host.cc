@@ -82,17 +82,8 @@ absl::StatusOr<batching::BatchProfile> ProfileModel(
   p.max_batch_tokens = o.max_batch_tokens;
   p.max_batch_cost_bytes = o.max_batch_cost_bytes;
   p.sequence_cost = hosted.runner->Price(EmbedSpec{});
-  // Ids 1 .. vocab_size-1 (never 0, a common padding id), pooled output
-  // only.
-  const int64_t span =
-      std::max<int64_t>(hosted.encoder->config().vocab_size - 1, 1);
-  p.probe_item = [span](int64_t index, int64_t length) {
-    EmbedSpec spec;
-    spec.token_ids.resize(length);
-    for (int64_t t = 0; t < length; ++t) {
-      spec.token_ids[t] = 1 + (index * 131 + t * 7) % span;
-    }
-    return ToBatchItem(std::move(spec));
+  p.probe_item = [runner = hosted.runner.get()](int64_t index, int64_t length) {
+    return ToBatchItem(runner->ProbeSpec(index, length));
   };
   return batching::MeasureBatchProfile(hosted.runner.get(), p);
 }
