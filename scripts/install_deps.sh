@@ -7,18 +7,21 @@ mode="${1:-test}"
 
 runtime_pkgs=(libtorch1.13 libopenblas0-pthread libgrpc++1.51 libprotobuf32
   libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libspdlog1.10
-  libicu72 libpcre2-8-0 libcpp-httplib0.11 libssl3 libsentencepiece0
+  libicu72 libpcre2-8-0 libssl3 zlib1g libsentencepiece0
   ca-certificates)
 build_pkgs=(build-essential cmake ninja-build pkg-config git
   libtorch-dev libopenblas0-pthread libgrpc++-dev libgrpc-dev
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libabsl-dev
   prometheus-cpp-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
-  libicu-dev libpcre2-dev libcpp-httplib-dev libssl-dev libsentencepiece-dev)
+  libicu-dev libpcre2-dev libboost1.74-dev libssl-dev zlib1g-dev
+  libsentencepiece-dev)
 test_pkgs=(libgtest-dev libgmock-dev python3-torch python3-numpy python3-grpcio python3-h2
   python3-protobuf clang-format prometheus nginx docker-compose python3-yaml
   python3-matplotlib python3-pip python3-setuptools python3-venv
   chromium nodejs openssl clang-14 libclang-rt-14-dev python3-sentencepiece
   curl)
+# libboost1.74-dev: the HTTP port is Boost.Beast on Boost.Asio, header-only
+# (nothing of Boost at run time); OpenSSL for its TLS, zlib for gzip.
 # python3-pip, -setuptools and -venv install the encoderclient package offline
 # into a test virtual environment; python3-matplotlib runs its example plot.
 # curl drives the HTTP front's tests (tests/http), next to the official

@@ -10,7 +10,9 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <mutex>
+#include <string>
 
 namespace encoder {
 namespace {
@@ -20,6 +22,17 @@ using Accept4Fn = int (*)(int, sockaddr*, socklen_t*, int);
 std::mutex reserve_mu;
 int reserve_fd = -1;  // guarded by reserve_mu
 std::atomic<int64_t> shed{0};
+std::atomic<int64_t> exhausted{0};
+constexpr int kCountedFds = 4096;
+std::atomic<uint64_t> accept_calls[kCountedFds];
+
+bool ReserveOn() {
+  static const bool on = [] {
+    const char* v = std::getenv("ENCODER_ACCEPT_RESERVE");
+    return v == nullptr || std::string(v) != "off";
+  }();
+  return on;
+}
 
 Accept4Fn RealAccept4() {
   static const Accept4Fn real =
@@ -63,8 +76,13 @@ int AcceptOrShed(int listener, sockaddr* address, socklen_t* length,
     errno = ENOSYS;
     return -1;
   }
+  if (listener >= 0 && listener < kCountedFds) {
+    accept_calls[listener].fetch_add(1, std::memory_order_relaxed);
+  }
   const int fd = real(listener, address, length, flags);
   if (fd >= 0 || !OutOfDescriptors(errno)) return fd;
+  exhausted.fetch_add(1, std::memory_order_relaxed);
+  if (!ReserveOn()) return fd;
   ShedWaitingConnections(listener);
   errno = EAGAIN;
   return -1;
@@ -80,6 +98,15 @@ bool OpenAcceptReserve() {
 
 int64_t ConnectionsShedForDescriptors() {
   return shed.load(std::memory_order_relaxed);
+}
+
+int64_t AcceptExhaustionEvents() {
+  return exhausted.load(std::memory_order_relaxed);
+}
+
+uint64_t AcceptCallsOn(int listener_fd) {
+  if (listener_fd < 0 || listener_fd >= kCountedFds) return 0;
+  return accept_calls[listener_fd].load(std::memory_order_relaxed);
 }
 
 }  // namespace encoder

@@ -11,6 +11,10 @@
 // clients see the connection reset and may retry), then report EAGAIN, on
 // which the callers wait for the next connection instead of giving up. Once
 // descriptors are free again, connections are accepted as before.
+//
+// The environment variable ENCODER_ACCEPT_RESERVE=off turns the reserve off
+// (accept's errors reach the callers as they are): for testing the
+// listener watch (listener_watch.h) against gRPC's own behaviour.
 #ifndef ENCODER_SERVER_ACCEPT_RESERVE_H_
 #define ENCODER_SERVER_ACCEPT_RESERVE_H_
 
@@ -24,6 +28,14 @@ bool OpenAcceptReserve();
 
 // Connections closed unaccepted for lack of descriptors since start.
 int64_t ConnectionsShedForDescriptors();
+
+// Times an accept failed for lack of descriptors since start (with the
+// reserve on or off).
+int64_t AcceptExhaustionEvents();
+
+// Calls of accept/accept4 on `listener_fd` since start, whatever their
+// result (0 for descriptors of 4096 and above, which are not counted).
+uint64_t AcceptCallsOn(int listener_fd);
 
 }  // namespace encoder
 

@@ -24,6 +24,8 @@
 #include "server/accept_reserve.h"
 #include "server/build_info.h"
 #include "server/common/status_macros.h"
+#include "server/http/http_front.h"
+#include "server/listener_watch.h"
 #include "server/logging/log.h"
 #include "server/metrics/prometheus_metrics.h"
 #include "server/model/dtype.h"
@@ -36,7 +38,6 @@
 #include "server/runner/thread_policy.h"
 #include "server/security_flags.h"
 #include "server/serve_flags.h"
-#include "server/service/http_front.h"
 #include "server/service/server.h"
 
 namespace {
@@ -100,6 +101,43 @@ int Fail(const absl::Status& status) {
 }
 
 }  // namespace
+
+// Watches the listening ports (listener_watch.h): one that stops accepting
+// marks the server unhealthy. Also gives /metrics the transport's counts.
+std::shared_ptr<encoder::ListenerWatch> WatchTransports(
+    encoder::service::EncoderServer* server, encoder::http::HttpFront* http,
+    encoder::metrics::PrometheusMetrics* prometheus) {
+  std::vector<encoder::ListenerWatch::Listener> listeners = {
+      {"grpc", server->port()}, {"health", server->health_port()}};
+  if (http != nullptr) listeners.push_back({"http", http->port()});
+  auto watch = std::make_shared<encoder::ListenerWatch>(
+      listeners, encoder::ListenerWatchOptions{},
+      [server](const std::string& name) {
+        server->MarkUnhealthy(absl::StrCat(
+            "the ", name, " port stopped accepting connections; restart"));
+      });
+  if (prometheus != nullptr) {
+    // The reader holds the watch: a scrape may still run it after main
+    // lets go of its own reference.
+    prometheus->SetConnectionReader([http, w = watch] {
+      encoder::metrics::ConnectionSample c;
+      if (http != nullptr) {
+        const encoder::http::ServerStats s = http->stats();
+        c.http = true;
+        c.http_open = s.open_connections;
+        c.http_accepted = s.accepted_connections;
+        c.http_client_closed = s.client_closed;
+        c.http_timed_out = s.timed_out;
+        c.http_rejected = s.rejected_framing;
+      }
+      c.shed_for_descriptors = encoder::ConnectionsShedForDescriptors();
+      c.accept_exhausted = encoder::AcceptExhaustionEvents();
+      for (const auto& l : w->states()) c.listeners.push_back({l.name, l.up});
+      return c;
+    });
+  }
+  return watch;
+}
 
 int main(int argc, char** argv) {
   CLI::App app(
@@ -225,9 +263,9 @@ int main(int argc, char** argv) {
   if (!server.ok()) return Fail(server.status());
   spdlog::info("gRPC on port {} (health NOT_SERVING while loading)",
                (*server)->port());
-  std::unique_ptr<encoder::service::HttpFront> http;
+  std::unique_ptr<encoder::http::HttpFront> http;
   if (!flags.http_listen.empty()) {
-    encoder::service::HttpFrontOptions http_options;
+    encoder::http::HttpFrontOptions http_options;
     http_options.http =
         encoder::MetricsHttpOptions(security, flags.http_listen);
     http_options.render_metrics = [p = prometheus.get()] {
@@ -236,8 +274,7 @@ int main(int argc, char** argv) {
     http_options.git_commit = build.commit;
     http_options.build_type = build.build_type;
     http_options.libtorch_version = build.libtorch;
-    auto started =
-        encoder::service::HttpFront::Start(http_options, server->get());
+    auto started = encoder::http::HttpFront::Start(http_options, server->get());
     if (!started.ok()) return Fail(started.status());
     http = *std::move(started);
     spdlog::info("HTTP (OpenAI embeddings, probes, metrics) on port {}",
@@ -316,6 +353,10 @@ int main(int argc, char** argv) {
                (*host)->models().size(), (*server)->port(),
                absl::ToDoubleSeconds(absl::Now() - load_start),
                (*host)->default_model());
+  // Declared after the HTTP front: stops before it, and the metrics reader
+  // it installs is only called on the front's threads.
+  std::shared_ptr<encoder::ListenerWatch> watch =
+      WatchTransports(server->get(), http.get(), prometheus.get());
   const std::string ready = flags.ready_file;
   if (!ready.empty() &&
       !WriteReadyFile(ready, (*server)->port(), http ? http->port() : 0,
@@ -341,6 +382,8 @@ int main(int argc, char** argv) {
                        absl::Seconds(flags.drain_unready_seconds));
   spdlog::info(drained ? "drained; exiting"
                        : "grace period over with work left; exiting");
+  if (prometheus) prometheus->SetConnectionReader(nullptr);
+  watch.reset();
   http.reset();
   server->reset();
   host->reset();

@@ -49,13 +49,38 @@ void DefineSecurityFlags(CLI::App& app, SecurityFlags& f) {
                  "auth");
   app.add_option("--http-max-connections,--metrics-max-connections",
                  f.metrics_max_connections,
-                 "HTTP connections served at once (one thread each); idle "
-                 "ones are dropped after 2 s")
-      ->check(CLI::Range(1, 4096))
+                 "HTTP connections open at once; more wait in the listen "
+                 "queue")
+      ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   app.add_option("--http-max-body-bytes", f.http_max_body_bytes,
-                 "largest HTTP request body; larger ones get 413")
+                 "largest HTTP request body, counted as it arrives (chunked "
+                 "or not); larger ones get 413 and the connection closes")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 31))
+      ->capture_default_str();
+  app.add_option("--http-max-header-bytes", f.http_max_header_bytes,
+                 "largest HTTP request line and headers; larger ones get 431")
+      ->check(CLI::Range(int64_t{256}, int64_t{1} << 24))
+      ->capture_default_str();
+  app.add_option("--http-request-timeout", f.http_request_timeout_seconds,
+                 "seconds from an HTTP request's last byte to its answer: "
+                 "past it the request is cancelled and answered 504; 0: no "
+                 "limit")
+      ->check(CLI::Range(0.0, 86400.0 * 7))
+      ->capture_default_str();
+  app.add_option("--http-keep-alive", f.http_keep_alive_seconds,
+                 "seconds an idle HTTP connection stays open")
+      ->check(CLI::Range(0.001, 3600.0))
+      ->capture_default_str();
+  app.add_option("--http-max-pipelined-requests", f.http_max_pipelined_requests,
+                 "HTTP requests read ahead on one connection while an "
+                 "earlier one is answered (answers keep their order)")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  app.add_option("--http-threads", f.http_threads,
+                 "threads that run every HTTP connection (parsing, JSON, "
+                 "TLS); no thread waits for a model")
+      ->check(CLI::Range(1, 256))
       ->capture_default_str();
 }
 
@@ -98,6 +123,11 @@ metrics::HttpOptions MetricsHttpOptions(const SecurityFlags& flags,
   }
   options.basic_auth_file = flags.metrics_basic_auth_file;
   options.max_body_bytes = flags.http_max_body_bytes;
+  options.max_header_bytes = flags.http_max_header_bytes;
+  options.request_timeout = absl::Seconds(flags.http_request_timeout_seconds);
+  options.keep_alive_timeout = absl::Seconds(flags.http_keep_alive_seconds);
+  options.max_pipelined_requests = flags.http_max_pipelined_requests;
+  options.io_threads = flags.http_threads;
   return options;
 }
 

@@ -28,8 +28,13 @@ struct SecurityFlags {
   std::string metrics_tls_cert;
   std::string metrics_tls_key;
   std::string metrics_basic_auth_file;
-  int metrics_max_connections = 64;
+  int metrics_max_connections = 1024;
   int64_t http_max_body_bytes = 16 << 20;
+  int64_t http_max_header_bytes = 16 << 10;
+  double http_request_timeout_seconds = 300;
+  double http_keep_alive_seconds = 2;
+  int http_max_pipelined_requests = 16;
+  int http_threads = 2;
 };
 
 void DefineSecurityFlags(CLI::App& app, SecurityFlags& flags);

@@ -141,9 +141,15 @@ void DefineServeFlags(CLI::App& app, ServeFlags& f) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
       ->capture_default_str();
   app.add_option("--max-concurrent-streams", f.server.max_concurrent_streams,
-                 "calls in flight per client connection (HTTP/2 "
-                 "SETTINGS_MAX_CONCURRENT_STREAMS); further calls wait")
+                 "calls in flight per client connection, health Watch "
+                 "streams included (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); "
+                 "further calls wait in the client")
       ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--max-health-watchers", f.server.max_health_watchers,
+                 "grpc.health.v1 Watch calls open at once, all connections "
+                 "together; more get RESOURCE_EXHAUSTED (0: no limit)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24))
       ->capture_default_str();
   app.add_option("--max-batch-sequences", f.host.batching.max_batch_sequences,
                  "sequences per forward pass")

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Fails when a layer includes what the layering rules (README, Layout) forbid:
 # common/model/batching/diagnostics/runner/tokenizer: no gRPC, no protobuf;
+# the HTTP server (http/http_*, gzip): HTTP only, none of the project's
+# layers; the HTTP front: like service, the model handle only;
 # common, batching, tokenizer and the model handle (runner/served_model.h
 # and the plain types it uses): no LibTorch either; service: no encoder,
 # runner or batcher internals, only the model handle.
@@ -25,8 +27,12 @@ check "server/common/*.h server/batching/*.h server/batching/*.cc
 server/tokenizer/*.h server/tokenizer/*.cc server/diagnostics/report.h
 server/model/scheme_description.h server/model/config.h
 server/runner/served_model.h" "torch|ATen|c10" "LibTorch"
+check "server/http/http_server.h server/http/http_server.cc
+server/http/http_session.cc server/http/http_internal.h server/http/gzip.h
+server/http/gzip.cc server/http/request_body.h server/http/request_body.cc" "grpc|grpcpp|google/protobuf|encoder/v1|torch|ATen|c10|server/(service|runner|model|batching|metrics)/" \
+  "project or RPC (the HTTP server knows HTTP only)"
 # The RPC layer reaches the models through runner/served_model.h only.
-check "server/service/*.h server/service/*.cc" \
+check "server/service/*.h server/service/*.cc server/http/*.h server/http/*.cc" \
   "server/runner/(model_host|encoder_runner|precision_choice)|server/model/encoder\.h|torch|ATen|c10" \
   "model internals (the service uses runner/served_model.h)"
 files=$(cd "$root" && ls $core | wc -l)

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Downloads (apt-get download: nothing is installed) the Debian bookworm
 # .deb files that a GPU host without network lacks to build and run this
-# server: gRPC, protobuf, abseil, prometheus-cpp, ICU, PCRE2, cpp-httplib,
-# spdlog, fmt, CLI11, nlohmann-json, GoogleTest/GoogleMock and the runtime
-# libraries they link. scripts/gpu/check.sh unpacks them on the host
+# server: gRPC, protobuf, abseil, prometheus-cpp, ICU, PCRE2, Boost (Asio
+# and Beast headers), spdlog, fmt, CLI11, nlohmann-json, GoogleTest/GoogleMock
+# and the runtime libraries they link. scripts/gpu/check.sh unpacks them on the host
 # (dpkg -x into a prefix) and builds against them. The conventional DIR is
 # the ignored .gpu-bundle/ of the repository, which travels with it.
 #
@@ -74,7 +74,7 @@ not_bundled=" libtorch1.13 libtorch-dev libopenblas0-pthread build-essential
   ca-certificates "
 HOST=" libc6 libc6-dev libc-dev-bin linux-libc-dev libcrypt1 libcrypt-dev
   libnsl2 libnsl-dev libtirpc3 libtirpc-dev libtirpc-common rpcsvc-proto
-  gcc-12-base libgcc-s1 libstdc++6 debconf "
+  gcc-12-base libgcc-s1 libstdc++6 libstdc++-12-dev debconf "
 LEAF=" libcurl4 libcurl4-openssl-dev "
 HOST_RUNTIME=" libssl3 zlib1g "
 SKIP=" googletest catch2 icu-devtools libpcre2-16-0 libpcre2-32-0
@@ -174,6 +174,83 @@ if [ "$got" -ne "${#pkgs[@]}" ]; then
   echo "bundle.sh: apt-get download got $got of ${#pkgs[@]} packages" >&2
   exit 3
 fi
+
+# Slimming, by repacking .debs (their control data kept; MANIFEST marks them
+# "trimmed"):
+#   - static archives (lib*.a) whose shared library (lib*.so) is in the
+#     bundle too: everything here links shared, and ICU's, gRPC's and
+#     OpenSSL's archives alone are about 14 MiB compressed; GoogleTest's,
+#     which have no shared twin, stay;
+#   - libboost1.74-dev: only the header libraries that Boost.Asio and
+#     Boost.Beast reach (their #include lines followed to whole library
+#     directories, so that includes computed by macros are there too), and
+#     Boost's CMake config: about 1.7 MiB instead of 9.1.
+declare -A trimmed=()
+repack() {  # repack DEB: drop the files listed on stdin (paths as in the .deb)
+  local deb="$1" root
+  root="$(mktemp -d "$stage/.repack.XXXXXX")"
+  dpkg-deb -R "$deb" "$root"
+  while IFS= read -r f; do rm -f "$root/$f"; done
+  if [ -f "$root/DEBIAN/md5sums" ]; then
+    (cd "$root" && find . -path ./DEBIAN -prune -o -type f -print |
+      sed 's|^\./||' | sort > "$root/.keep")
+    awk 'NR == FNR {keep[$0] = 1; next} ($2 in keep)' "$root/.keep" \
+      "$root/DEBIAN/md5sums" > "$root/.md5" && mv "$root/.md5" "$root/DEBIAN/md5sums"
+    rm -f "$root/.keep"
+  fi
+  dpkg-deb -Zxz --root-owner-group -b "$root" "$deb.new" > /dev/null
+  mv "$deb.new" "$deb"
+  rm -rf "$root"
+}
+shared_libs=" $(for f in "$stage"/*.deb; do dpkg-deb -c "$f"; done |
+  awk '{print $6}' | sed -n 's|.*/\(lib[^/]*\)\.so$|\1|p' | sort -u | tr '\n' ' ') "
+for f in "$stage"/*.deb; do
+  p="$(dpkg-deb -f "$f" Package)"
+  drop="$(dpkg-deb -c "$f" | awk '{print $6}' | { grep -E '/lib[^/]*\.a$' || true; } |
+    while read -r a; do
+      b="$(basename "$a" .a)"
+      case "$shared_libs" in *" $b "*) echo "$a" ;; esac
+    done)"
+  [ -z "$drop" ] && continue
+  repack "$f" <<< "$drop"
+  trimmed[$p]="static archives"
+done
+boost="$(compgen -G "$stage/libboost1.74-dev_*.deb" | head -n1 || true)"
+if [ -n "$boost" ]; then
+  bx="$(mktemp -d "$stage/.boost.XXXXXX")"
+  dpkg-deb -x "$boost" "$bx"
+  keep="$(python3 - "$bx/usr/include" <<'PY'
+import os, re, sys
+root = sys.argv[1]
+include = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
+todo = ["boost/asio.hpp", "boost/asio/ssl.hpp", "boost/beast.hpp",
+        "boost/beast/ssl.hpp", "boost/version.hpp"]
+seen, libraries = set(), set()
+while todo:
+    f = os.path.normpath(todo.pop())
+    if f in seen or not os.path.isfile(os.path.join(root, f)):
+        continue
+    seen.add(f)
+    parts = f.split("/")
+    libraries.add(parts[1] if len(parts) > 2 else parts[1].split(".")[0])
+    text = open(os.path.join(root, f), errors="replace").read()
+    for m in include.finditer(text):
+        name = m.group(1)
+        todo.append(name if name.startswith("boost/")
+                    else os.path.join(os.path.dirname(f), name))
+for lib in sorted(libraries):
+    print(lib)
+PY
+)"
+  [ -n "$keep" ] || { echo "bundle.sh: found no Boost headers to keep" >&2; exit 1; }
+  drop="$(cd "$bx" && find usr/include/boost -mindepth 1 -maxdepth 1 | while read -r e; do
+    n="$(basename "$e")"; n="${n%.hpp}"; n="${n%.h}"
+    grep -qx -- "$n" <<< "$keep" || find "$e" \( -type f -o -type l \) | sed 's|^|./|'
+  done; find usr/share -type f | sed 's|^|./|')"
+  rm -rf "$bx"
+  repack "$boost" <<< "$drop"
+  trimmed[libboost1.74-dev]="Asio and Beast headers"
+fi
 rm -f "$dir"/*.deb
 mv "$stage"/*.deb "$dir/"
 
@@ -188,7 +265,9 @@ total=0
     v="$(dpkg-deb -f "$f" Version)"
     s="$(stat -c %s "$f")"
     total=$((total + s))
-    printf '%s=%s %d %s\n' "$p" "$v" "$s" "${why[$p]}"
+    note="${why[$p]}"
+    [ -n "${trimmed[$p]:-}" ] && note+=" (trimmed: ${trimmed[$p]})"
+    printf '%s=%s %d %s\n' "$p" "$v" "$s" "$note"
   done
   printf '# total %d bytes (%.1f MiB), %d packages\n' "$total" \
     "$(awk -v t="$total" 'BEGIN {print t / 1048576}')" "${#pkgs[@]}"

@@ -563,8 +563,8 @@ do_verify_prefix() {
     Protobuf_LIBRARY_RELEASE Protobuf_PROTOC_EXECUTABLE ICU_INCLUDE_DIR
     ICU_UC_LIBRARY_RELEASE ICU_DATA_LIBRARY_RELEASE OPENSSL_INCLUDE_DIR
     OPENSSL_SSL_LIBRARY ZLIB_INCLUDE_DIR CURL_INCLUDE_DIR "c-ares_INCLUDE_DIR|c-ares_DIR"
-    "c-ares_LIBRARY|c-ares_DIR" PCRE2_PREFIX CPP_HTTPLIB_PREFIX pkgcfg_lib_RE2_re2
-    pkgcfg_lib_PCRE2_pcre2-8 pkgcfg_lib_CPP_HTTPLIB_cpp-httplib
+    "c-ares_LIBRARY|c-ares_DIR" PCRE2_PREFIX pkgcfg_lib_RE2_re2
+    pkgcfg_lib_PCRE2_pcre2-8 Boost_DIR boost_headers_DIR
     PKG_CONFIG_EXECUTABLE)
   say "   found (CMakeCache.txt):"
   local alt

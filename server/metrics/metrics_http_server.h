@@ -1,15 +1,9 @@
-// The server's HTTP port, served by cpp-httplib (Debian's libcpp-httplib),
-// optionally over TLS: GET /metrics answered with the Prometheus text
-// exposition format (behind HTTP basic auth when configured), plus the
-// routes a caller adds (HttpOptions::routes; the HTTP front adds its API).
-//
-// Each connection is served on a thread of a pool of `max_connections`
-// threads started with the default stack size (prometheus::Exposer's
-// civetweb uses fixed 100 KiB stacks, smaller than the static TLS of a
-// process that loads LibTorch, so its threads fail to start). A connection
-// that sends nothing is dropped after kKeepAliveSeconds; a slow or idle
-// client holds one thread and delays no one else while fewer than
-// `max_connections` connections are open.
+// The server's HTTP port (http::HttpServer, optionally over TLS): GET
+// /metrics answered with the Prometheus text exposition format (behind
+// HTTP basic auth when configured), plus the routes a caller adds
+// (HttpOptions::routes; the HTTP front adds its API). Idle connections
+// close after the keep-alive timeout; slow or idle clients delay no one
+// else (no thread waits per connection).
 #ifndef ENCODER_SERVER_METRICS_METRICS_HTTP_SERVER_H_
 #define ENCODER_SERVER_METRICS_METRICS_HTTP_SERVER_H_
 
@@ -17,36 +11,19 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
-
-namespace httplib {
-class Server;
-}
+#include "server/http/http_server.h"
 
 namespace encoder::metrics {
 
-struct HttpOptions {
-  // HOST:PORT ("0.0.0.0:9090", "127.0.0.1:0", "[::]:9090"); port 0 picks a
-  // free port. An empty HOST (":9090") binds `default_host`.
-  std::string listen;
-  std::string default_host = "127.0.0.1";
-  int max_connections = 64;  // served at once; more wait for a thread
-  // PEM files; both set: HTTPS only.
-  std::string tls_cert_file;
-  std::string tls_key_file;
-  // PEM CA certificates; set (with TLS): clients must present a
-  // certificate they sign.
-  std::string tls_client_ca_file;
+struct HttpOptions : http::ServerOptions {
   // "user:password" lines; set: /metrics needs basic auth.
   std::string basic_auth_file;
-  // Largest request body accepted; larger ones get 413.
-  int64_t max_body_bytes = 16 * 1024;
-  // Called once before the port is bound, to add routes (and replace the
-  // error handler); they run on the server's threads.
-  std::function<void(httplib::Server&)> routes;
+  // Called once before the port is bound, to add routes; they run on the
+  // server's threads.
+  std::function<void(http::Router&)> routes;
 };
 
 class MetricsHttpServer {
@@ -55,6 +32,7 @@ class MetricsHttpServer {
   // be thread-safe with respect to the rest of the program.
   using Render = std::function<std::string()>;
 
+  // The defaults of HttpOptions' keep_alive_timeout and io_timeout.
   static constexpr int kKeepAliveSeconds = 2;
   static constexpr int kIoTimeoutSeconds = 5;
 
@@ -64,23 +42,23 @@ class MetricsHttpServer {
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(
       const HttpOptions& options, Render render);
 
-  // Stops accepting, finishes the requests in progress and joins.
+  // Stops accepting, cancels the requests in progress and joins.
   ~MetricsHttpServer();
 
   MetricsHttpServer(const MetricsHttpServer&) = delete;
   MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;
 
   // The bound TCP port.
-  int port() const { return port_; }
+  int port() const { return server_->port(); }
+  http::ServerStats stats() const { return server_->stats(); }
 
  private:
   MetricsHttpServer() = default;
 
-  std::unique_ptr<httplib::Server> server_;
   std::vector<std::string> credentials_;  // "user:password"
   Render render_;
-  int port_ = 0;
-  std::thread thread_;
+  // Declared last: stops serving before the members above go.
+  std::unique_ptr<http::HttpServer> server_;
 };
 
 }  // namespace encoder::metrics

@@ -162,6 +162,58 @@ void AppendCpuCache(const CpuCacheSample& cache,
   families.push_back(std::move(dropped));
 }
 
+// The transport's series (see prometheus_metrics.h).
+void AppendConnections(const ConnectionSample& c,
+                       std::vector<prometheus::MetricFamily>& families) {
+  auto counter = [&families](const char* name, const char* help, double value) {
+    prometheus::MetricFamily f =
+        Family(name, help, prometheus::MetricType::Counter);
+    f.metric.push_back(CounterSample(value, {}));
+    families.push_back(std::move(f));
+  };
+  if (c.http) {
+    prometheus::MetricFamily open =
+        Family("encoder_http_open_connections", "HTTP connections open now.",
+               prometheus::MetricType::Gauge);
+    open.metric.push_back(GaugeSample(static_cast<double>(c.http_open), {}));
+    families.push_back(std::move(open));
+    counter("encoder_http_connections_total",
+            "HTTP connections accepted since start.",
+            static_cast<double>(c.http_accepted));
+    prometheus::MetricFamily abandoned = Family(
+        "encoder_http_abandoned_requests_total",
+        "HTTP requests whose answer nobody took: the client closed the "
+        "connection first, or the request timeout passed (answered 504).",
+        prometheus::MetricType::Counter);
+    abandoned.metric.push_back(
+        CounterSample(static_cast<double>(c.http_client_closed),
+                      {{"reason", "client_closed"}}));
+    abandoned.metric.push_back(CounterSample(
+        static_cast<double>(c.http_timed_out), {{"reason", "timeout"}}));
+    families.push_back(std::move(abandoned));
+    counter("encoder_http_rejected_requests_total",
+            "HTTP requests the HTTP layer refused itself: malformed framing, "
+            "size limits, slow headers (400, 408, 413, 431, 501).",
+            static_cast<double>(c.http_rejected));
+  }
+  counter("encoder_connections_shed_total",
+          "Connections closed unaccepted while the process was out of file "
+          "descriptors.",
+          static_cast<double>(c.shed_for_descriptors));
+  counter("encoder_accept_exhausted_total",
+          "Accepts that failed for lack of file descriptors.",
+          static_cast<double>(c.accept_exhausted));
+  prometheus::MetricFamily up =
+      Family("encoder_listener_up",
+             "1 while the port accepts connections; 0 once it stopped "
+             "(health is NOT_SERVING then).",
+             prometheus::MetricType::Gauge);
+  for (const ConnectionSample::Listener& l : c.listeners) {
+    up.metric.push_back(GaugeSample(l.up ? 1 : 0, {{"listener", l.name}}));
+  }
+  if (!up.metric.empty()) families.push_back(std::move(up));
+}
+
 }  // namespace
 
 // Values read at scrape time: resident memory, the CPU buffer cache and GPU
@@ -181,6 +233,9 @@ class PrometheusMetrics::ProcessCollector : public prometheus::Collectable {
 
     if (CpuCacheReader cache = owner_->cpu_cache_reader()) {
       AppendCpuCache(cache(), families);
+    }
+    if (ConnectionReader connections = owner_->connection_reader()) {
+      AppendConnections(connections(), families);
     }
 
     GpuMemoryReader reader = owner_->gpu_reader();
@@ -359,6 +414,16 @@ void PrometheusMetrics::SetGpuMemoryReader(GpuMemoryReader reader) {
 void PrometheusMetrics::SetCpuCacheReader(CpuCacheReader reader) {
   std::unique_lock lock(mu_);
   cpu_cache_reader_ = std::move(reader);
+}
+
+void PrometheusMetrics::SetConnectionReader(ConnectionReader reader) {
+  std::unique_lock lock(mu_);
+  connection_reader_ = std::move(reader);
+}
+
+ConnectionReader PrometheusMetrics::connection_reader() const {
+  std::shared_lock lock(mu_);
+  return connection_reader_;
 }
 
 CpuCacheReader PrometheusMetrics::cpu_cache_reader() const {

@@ -35,6 +35,22 @@
 //   encoder_cpu_buffer_cache_dropped_total                   counter, at
 //       scrape; free blocks released to keep the cache under its cap
 //       (the three cache series exist once a CpuCacheReader is set)
+//   encoder_http_open_connections                            gauge, at scrape
+//   encoder_http_connections_total                           counter
+//   encoder_http_abandoned_requests_total{reason}            counter,
+//       requests whose answer nobody took: client_closed | timeout
+//   encoder_http_rejected_requests_total                     counter,
+//       requests the HTTP layer refused itself (framing, size limits, slow
+//       headers: 400, 408, 413, 431, 501)
+//       (the four HTTP series exist once a ConnectionReader reports HTTP)
+//   encoder_connections_shed_total                          counter,
+//       connections closed unaccepted while out of file descriptors
+//   encoder_accept_exhausted_total                           counter,
+//       accepts that failed for lack of file descriptors
+//   encoder_listener_up{listener}                            gauge, 1 while
+//       the port (grpc, http, health) accepts connections; 0 once it has
+//       stopped (health is NOT_SERVING then)
+//       (these three exist once a ConnectionReader is set)
 // `rpc` names the front and the call: the gRPC method ("Embed",
 // "EmbedStream", "ListModels", ...) or, for the HTTP front, "http:" and the
 // route ("http:/v1/embeddings"), so that both fronts' traffic and errors
@@ -92,6 +108,26 @@ struct CpuCacheSample {
 // Reads the cache; called on a scrape thread, must be thread-safe.
 using CpuCacheReader = std::function<CpuCacheSample()>;
 
+// The transport's counts, read at scrape time.
+struct ConnectionSample {
+  bool http = false;  // an HTTP port exists: its series are exported
+  int64_t http_open = 0;
+  int64_t http_accepted = 0;
+  int64_t http_client_closed = 0;
+  int64_t http_timed_out = 0;
+  int64_t http_rejected = 0;
+  int64_t shed_for_descriptors = 0;
+  int64_t accept_exhausted = 0;
+  struct Listener {
+    std::string name;
+    bool up = true;
+  };
+  std::vector<Listener> listeners;
+};
+
+// Called on a scrape thread; must be thread-safe.
+using ConnectionReader = std::function<ConnectionSample()>;
+
 // Thread-safe. Series pointers are created once per label set and cached,
 // so the hot-path calls take a shared lock, find their series in small
 // hash maps and touch only atomics (counters, gauges) or one short
@@ -128,6 +164,9 @@ class PrometheusMetrics : public Metrics {
   // Installs the source of the encoder_cpu_buffer_cache_* series (the
   // allocator lives in the runner, which this library does not link).
   void SetCpuCacheReader(CpuCacheReader reader);
+  // Installs the source of the connection and listener series (the
+  // transports live outside this library).
+  void SetConnectionReader(ConnectionReader reader);
 
   // Registers a model: its info series (replacing the one of an earlier
   // registration under the same name) and every per-model series. Series
@@ -209,6 +248,7 @@ class PrometheusMetrics : public Metrics {
   std::vector<std::string> CudaDevices() const;
   GpuMemoryReader gpu_reader() const;
   CpuCacheReader cpu_cache_reader() const;
+  ConnectionReader connection_reader() const;
 
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>* requests_;
@@ -241,6 +281,7 @@ class PrometheusMetrics : public Metrics {
   std::map<std::string, prometheus::Gauge*> info_by_model_;
   GpuMemoryReader gpu_reader_;
   CpuCacheReader cpu_cache_reader_;
+  ConnectionReader connection_reader_;
 
   std::unique_ptr<ProcessCollector> process_collector_;
   // Declared last so it stops serving (and stops reading the members

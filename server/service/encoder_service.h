@@ -10,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "encoder/v1/encoder.grpc.pb.h"
 #include "server/logging/access_log.h"
@@ -92,6 +93,18 @@ class EncoderServiceImpl final : public EncoderServiceBase {
   // From now on new calls fail with UNAVAILABLE; accepted ones go on.
   void StartDraining() { draining_.store(true); }
   bool draining() const { return draining_.load(); }
+
+  // The process can no longer serve as it should (a port stopped
+  // accepting): calls go on, but health and readiness say so from now on.
+  void MarkUnhealthy(std::string reason) {
+    absl::MutexLock lock(&unhealthy_mu_);
+    if (unhealthy_.empty()) unhealthy_ = std::move(reason);
+  }
+  // Why the process is unhealthy; empty while it is not.
+  std::string unhealthy() const {
+    absl::MutexLock lock(&unhealthy_mu_);
+    return unhealthy_;
+  }
   // The models, once SetHost has run; else null.
   runner::ModelCatalog* host() const { return host_.load(); }
   const ServiceLimits& limits() const { return limits_; }
@@ -194,6 +207,8 @@ class EncoderServiceImpl final : public EncoderServiceBase {
   const DiagnoseLimits diagnose_limits_;
   const TokenizeLimits tokenize_limits_;
   std::atomic<bool> draining_{false};
+  mutable absl::Mutex unhealthy_mu_;
+  std::string unhealthy_ ABSL_GUARDED_BY(unhealthy_mu_);
   UnreadResponses unread_;
   // Diagnose calls waiting or running (on the models' batchers), at most
   // diagnose_limits_.max_pending.

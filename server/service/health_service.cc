@@ -41,18 +41,22 @@ HealthState::Status HealthState::Get(const std::string& service) const {
                              : it->second;
 }
 
-bool HealthState::AddWatcher(const std::string& service, Watcher* w) {
+HealthState::Added HealthState::AddWatcher(const std::string& service,
+                                           Watcher* w) {
   absl::MutexLock lock(&mu_);
-  if (shut_down_) return false;
-  watchers_[service].insert(w);
-  return true;
+  if (shut_down_) return Added::kShutDown;
+  if (max_watchers_ > 0 && watcher_count_ >= max_watchers_) {
+    return Added::kFull;
+  }
+  if (watchers_[service].insert(w).second) ++watcher_count_;
+  return Added::kYes;
 }
 
 void HealthState::RemoveWatcher(const std::string& service, Watcher* w) {
   absl::MutexLock lock(&mu_);
   auto it = watchers_.find(service);
   if (it == watchers_.end()) return;
-  it->second.erase(w);
+  watcher_count_ -= static_cast<int64_t>(it->second.erase(w));
   if (it->second.empty()) watchers_.erase(it);
 }
 
@@ -125,7 +129,20 @@ class WatchReactor : public grpc::ServerWriteReactor<HealthCheckResponse>,
       Finish(refused);
       return;
     }
-    registered_ = state_->AddWatcher(service_, this);
+    const HealthState::Added added = state_->AddWatcher(service_, this);
+    registered_ = added == HealthState::Added::kYes;
+    if (added == HealthState::Added::kFull) {
+      {
+        absl::MutexLock lock(&mu_);
+        finished_ = true;
+      }
+      Finish(grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          "the server has " + std::to_string(state_->max_watchers()) +
+              " health Watch calls open already (--max-health-watchers); "
+              "close one or use Check"));
+      return;
+    }
     {
       absl::MutexLock lock(&mu_);
       closing_ = !registered_;

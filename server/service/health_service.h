@@ -40,8 +40,10 @@ class HealthState {
   void Set(const std::string& service, bool serving) ABSL_LOCKS_EXCLUDED(mu_);
   // The status of `service`; SERVICE_UNKNOWN for a name never set.
   Status Get(const std::string& service) const ABSL_LOCKS_EXCLUDED(mu_);
-  // Adds `w`; false (not added) after Shutdown.
-  bool AddWatcher(const std::string& service, Watcher* w)
+  enum class Added { kYes, kShutDown, kFull };
+  // Adds `w`: kShutDown after Shutdown, kFull when max_watchers are
+  // watching (not added either way).
+  Added AddWatcher(const std::string& service, Watcher* w)
       ABSL_LOCKS_EXCLUDED(mu_);
   void RemoveWatcher(const std::string& service, Watcher* w)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -49,7 +51,14 @@ class HealthState {
   // are ignored.
   void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Watch calls open at once, across services and connections (0: no
+  // limit; --max-health-watchers). Set before serving.
+  void set_max_watchers(int64_t n) { max_watchers_ = n; }
+  int64_t max_watchers() const { return max_watchers_; }
+
  private:
+  int64_t max_watchers_ = 0;
+  int64_t watcher_count_ ABSL_GUARDED_BY(mu_) = 0;
   mutable absl::Mutex mu_;
   std::map<std::string, Status> status_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::set<Watcher*>> watchers_ ABSL_GUARDED_BY(mu_);

@@ -75,6 +75,7 @@ absl::StatusOr<std::unique_ptr<EncoderServer>> EncoderServer::Start(
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              options.max_concurrent_streams);
   builder.RegisterService(s->service_.get());
+  s->health_state_.set_max_watchers(options.max_health_watchers);
   s->health_ =
       std::make_unique<HealthService>(&s->health_state_, &s->edge_auth_);
   builder.RegisterService(s->health_.get());
@@ -123,7 +124,13 @@ void EncoderServer::SetHealth(bool serving) {
 void EncoderServer::SetModels(runner::ModelCatalog* host) {
   host_ = host;
   service_->SetHost(host);
-  SetHealth(true);
+  SetHealth(!unhealthy_.load());
+}
+
+void EncoderServer::MarkUnhealthy(const std::string& reason) {
+  unhealthy_.store(true);
+  service_->MarkUnhealthy(reason);
+  SetHealth(false);
 }
 
 bool EncoderServer::Drain(absl::Duration grace, absl::Duration unready) {

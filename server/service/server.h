@@ -7,6 +7,7 @@
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -29,8 +30,12 @@ struct ServerOptions {
   int64_t max_inputs_per_request = kDefaultMaxInputsPerRequest;
   // gRPC's resource quota: memory for every connection's buffers.
   int64_t memory_quota_bytes = int64_t{1} << 30;
-  // HTTP/2 streams (calls) in flight per connection.
-  int max_concurrent_streams = 64;
+  // HTTP/2 streams (calls, health Watch streams included) in flight per
+  // connection; further calls wait in the client.
+  int max_concurrent_streams = 1024;
+  // grpc.health.v1 Watch calls open at once, every port and connection
+  // together; more are refused with RESOURCE_EXHAUSTED (0: no limit).
+  int64_t max_health_watchers = 4096;
   // Responses produced and not yet read by their clients.
   UnreadLimits unread;
   DiagnoseLimits diagnose;
@@ -65,6 +70,11 @@ class EncoderServer {
   // server.
   void SetModels(runner::ModelCatalog* host);
 
+  // For good: health NOT_SERVING (on every port) and the HTTP probes 503,
+  // while calls on open connections go on, so that an orchestrator
+  // restarts the process (a listener stopped accepting). Thread-safe.
+  void MarkUnhealthy(const std::string& reason);
+
   // The drain sequence: health NOT_SERVING, new calls UNAVAILABLE, wait for
   // accepted work up to `grace` and, counted from the start, at least
   // `unready` (bounded by `grace`), then shut down the transport (calls
@@ -91,6 +101,7 @@ class EncoderServer {
   grpc::CallbackGenericService health_port_fallback_;
   int health_port_ = 0;
   runner::ModelCatalog* host_ = nullptr;
+  std::atomic<bool> unhealthy_{false};
   int port_ = 0;
 };
 

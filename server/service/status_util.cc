@@ -95,7 +95,9 @@ const char* OpenAiErrorType(int http_status) {
     case 503:
       return "service_unavailable";
     default:
-      return "server_error";
+      // Other 4xx (405, 408, 431, ...) are the request's fault too.
+      return http_status >= 400 && http_status < 500 ? "invalid_request_error"
+                                                     : "server_error";
   }
 }
 

@@ -14,7 +14,14 @@ and, on the `alibi` model:
      a 1-token call's latency;
   4. cancel: the heavy Embed cancelled by its client after --cancel-after-s;
      a 1-token call sent at the moment of the cancel: its latency.
-In 3 and 4, the model's running batches 1 s after the deadline or cancel
+  5. HTTP client gone: the same inputs (token ids, no statistics) as POST
+     /v1/embeddings, whose client closes its connection after
+     --cancel-after-s: when the model runs no batch any more, and a 1-token
+     call sent at the close;
+  6. HTTP request timeout: the same request under --http-request-timeout
+     (set to --deadline-s): when the 504 came, and the model's batches
+     1 s after it.
+In 3 to 6, the model's running batches 1 s after the deadline or cancel
 (encoder_running_batches on /metrics): 0 when none of its work runs on.
 The goals it prints against (a serving system's): small p99 <= 1 s and max
 <= 1.5 s beside the heavy call; the model answers a 1-token call within 1 s
@@ -26,6 +33,7 @@ Usage: heavy_caller_bench.py --binary build/encoder-server
 import argparse
 import json
 import pathlib
+import socket
 import subprocess
 import sys
 import tempfile
@@ -72,7 +80,9 @@ def main():
         pb2, pb2_grpc = encoder_client.load_stubs(tmp)
         server = ServerProcess(
             args.binary, directory=tmp,
-            extra_args=["--http-listen=127.0.0.1:0", *args.extra])
+            extra_args=["--http-listen=127.0.0.1:0",
+                        f"--http-request-timeout={args.deadline_s}",
+                        *args.extra])
         try:
             server.wait_ready(300)
             run(args, server, pb2, pb2_grpc)
@@ -160,6 +170,53 @@ def run(args, server, pb2, pb2_grpc):
           f"at the cancel {1000 * after:.0f} ms (goal < 1000), one 1 s "
           f"later {1000 * again:.0f} ms; batches running 1 s after the "
           f"cancel: {running} (goal 0)", flush=True)
+
+    body = json.dumps({"model": "alibi", "input": [
+        [4 + (i * 31 + j * 7) % 9000 for j in range(args.heavy_tokens)]
+        for i in range(args.heavy_inputs)]}).encode()
+    http_request = (b"POST /v1/embeddings HTTP/1.1\r\nHost: bench\r\n"
+                    b"Content-Type: application/json\r\n"
+                    b"Content-Length: %d\r\n\r\n" % len(body)) + body
+
+    def idle_after(t0, limit=60):
+        while running_batches(http_port) != 0:
+            if time.monotonic() - t0 > limit:
+                return float("inf")
+            time.sleep(0.02)
+        return time.monotonic() - t0
+
+    sock = socket.create_connection(("127.0.0.1", http_port))
+    sock.sendall(http_request)
+    time.sleep(args.cancel_after_s)
+    busy = running_batches(http_port)
+    left = time.monotonic()
+    sock.close()
+    after = timed(stub.Embed, small, timeout=600)
+    idle = idle_after(left)
+    print(f"5. HTTP client gone after {args.cancel_after_s:.0f} s "
+          f"({busy} batches running): no batch running {idle:.2f} s after "
+          f"the close (goal <= 1); a 1-token call sent at the close "
+          f"{1000 * after:.0f} ms (goal < 1000)", flush=True)
+
+    sock = socket.create_connection(("127.0.0.1", http_port), timeout=600)
+    start = time.monotonic()
+    sock.sendall(http_request)
+    reply = b""
+    while b"\r\n\r\n" not in reply:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        reply += chunk
+    answered = time.monotonic() - start
+    sock.close()
+    status = reply.split(b" ", 2)[1].decode() if reply else "none"
+    time.sleep(max(0.0, start + args.deadline_s + 1 - time.monotonic()))
+    running = running_batches(http_port)
+    after = timed(stub.Embed, small, timeout=600)
+    print(f"6. HTTP request timeout {args.deadline_s:.0f} s: {status} "
+          f"{answered - args.deadline_s:.2f} s after the timeout; batches "
+          f"running 1 s after it: {running} (goal 0); next 1-token call "
+          f"{1000 * after:.0f} ms (goal < 1000)", flush=True)
 
 
 if __name__ == "__main__":

@@ -47,7 +47,7 @@ for p in libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libgrpc++1.51 libgrpc2
     libprotobuf-dev protobuf-compiler libprotoc32 libprotobuf32 libabsl-dev \
     libabsl20220623 prometheus-cpp-dev libprometheus-cpp-core1.0 \
     libprometheus-cpp-pull1.0 libicu-dev libicu72 libpcre2-dev libpcre2-8-0 \
-    libcpp-httplib-dev libcpp-httplib0.11 libspdlog-dev libspdlog1.10 \
+    libboost1.74-dev libspdlog-dev libspdlog1.10 \
     libfmt-dev libfmt9 libcli11-dev nlohmann-json3-dev libgtest-dev \
     libgmock-dev libc-ares2 libre2-9 libssl-dev zlib1g-dev; do
   grep -q "^$p=" "$manifest" || fail "$p not in the bundle"
@@ -72,6 +72,27 @@ print("check.json: %d steps ok, %d package entries in the prefix"
 PY
 [ "$rc" -eq 0 ] || fail "check.sh --configure-only exit $rc"
 echo "configure-only: $(elapsed) s"
+
+# The bundle's Boost is trimmed to what Asio and Beast include: the HTTP
+# server's sources preprocess against it (every header found), and no Boost
+# header comes from this machine's /usr/include, which the compiler would
+# search after the prefix.
+echo "== the HTTP server's Boost headers, from the prefix"
+inside=0
+for unit in http_session http_server; do
+  cmd="$(cd "$tmp/build" && ninja -t commands \
+    "server/http/CMakeFiles/encoder_http_server.dir/$unit.cc.o" | tail -n1)"
+  [ -n "$cmd" ] || fail "no compile command for $unit.cc"
+  cmd="$(sed -E 's/ -MD -MT [^ ]+ -MF [^ ]+//; s/ -o [^ ]+ -c / -M /' <<< "$cmd")"
+  deps="$(cd "$tmp/build" && eval "$cmd" 2> "$tmp/deps.err")" ||
+    { cat "$tmp/deps.err"; fail "$unit.cc does not preprocess against the bundle"; }
+  deps="$(tr ' \\' '\n\n' <<< "$deps" | grep '/boost/' || true)"
+  outside="$(grep -E '^/usr/include/boost/' <<< "$deps" | head -n 3 || true)"
+  [ -z "$outside" ] || fail "$unit.cc reads Boost from /usr/include, not the bundle: $outside"
+  inside=$((inside + $(grep -c . <<< "$deps")))
+done
+[ "$inside" -gt 200 ] || fail "only $inside Boost headers in the HTTP server's dependencies"
+echo "HTTP server: $inside Boost header uses, all from the bundle ($(elapsed) s)"
 
 # Without libcli11-dev the same configure must fail, though this machine
 # has CLI11 in /usr: the prefix alone is searched.

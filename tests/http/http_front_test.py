@@ -14,9 +14,11 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -62,7 +64,7 @@ def load_client():
     return module
 
 
-def start_server(directory, extra=()):
+def start_server(directory, extra=(), max_body=MAX_BODY):
     repo = os.path.join(directory, "repo.json")
     with open(repo, "w") as f:
         json.dump(REPOSITORY, f)
@@ -73,7 +75,7 @@ def start_server(directory, extra=()):
         f"--models={repo}", "--no-warm-up", f"--auth-token-file={tokens}",
         "--http-listen=127.0.0.1:0",
         f"--max-inputs-per-request={MAX_INPUTS}",
-        f"--http-max-body-bytes={MAX_BODY}",
+        f"--http-max-body-bytes={max_body}",
         f"--max-send-message-bytes={MAX_SEND}",
         "--skip-padding-min-share=0.25", "--executions-per-model=3", *extra])
     server.wait_ready(120)
@@ -118,6 +120,54 @@ class Http:
                     k, v = line.split(":", 1)
                     parsed[k.strip().lower()] = v.strip()
             return int(code), parsed, text
+
+
+def raw_exchange(port, data, replies=1, timeout=30):
+    """Sends `data` as is on one connection and reads `replies` responses
+    (Content-Length framed); returns [(status, headers, body)] and whether
+    the server then closed the connection."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        sock.sendall(data)
+        buf = b""
+        out = []
+        while len(out) < replies:
+            while b"\r\n\r\n" not in buf:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    return out, True
+                buf += chunk
+            head, buf = buf.split(b"\r\n\r\n", 1)
+            lines = head.decode().split("\r\n")
+            headers = {}
+            for line in lines[1:]:
+                k, _, v = line.partition(":")
+                headers[k.strip().lower()] = v.strip()
+            n = int(headers.get("content-length", "0"))
+            while len(buf) < n:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                buf += chunk
+            out.append((int(lines[0].split()[1]), headers, buf[:n]))
+            buf = buf[n:]
+        sock.settimeout(0.5)  # well inside the 2 s keep-alive
+        try:
+            closed = sock.recv(1) == b""
+        except socket.timeout:
+            closed = False
+        return out, closed
+    finally:
+        sock.close()
+
+
+def post(path, body, extra=b""):
+    """A raw POST with the test's token."""
+    return (f"POST {path} HTTP/1.1\r\nHost: t\r\n"
+            f"Authorization: Bearer {TOKEN}\r\n"
+            f"Content-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n").encode() + extra + \
+        b"\r\n" + body
 
 
 class Fixture(unittest.TestCase):
@@ -169,6 +219,7 @@ class Fixture(unittest.TestCase):
         expected_type = {400: "invalid_request_error",
                          401: "authentication_error",
                          404: "invalid_request_error",
+                         405: "invalid_request_error",
                          413: "invalid_request_error",
                          503: "service_unavailable"}[status]
         self.assertEqual(error["type"], expected_type)
@@ -467,6 +518,51 @@ class HttpFrontTest(Fixture):
         code, headers, _ = self.http("GET", "/v1/embeddings")
         self.assertEqual((code, headers.get("allow")), (405, "POST"))
 
+    def test_pipelined_requests_are_answered_in_order(self):
+        bodies = [json.dumps({"model": "raw", "input": [[7 + i, 9]]}).encode()
+                  for i in range(3)]
+        data = b"".join(post("/v1/embeddings", b) for b in bodies)
+        data += b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n"
+        replies, closed = raw_exchange(self.server.http_port, data, 4)
+        self.assertEqual([r[0] for r in replies], [200, 200, 200, 200])
+        self.assertFalse(closed)
+        for i in range(3):
+            got = json.loads(replies[i][2])["data"][0]["embedding"]
+            want = self.grpc_embed("raw", [[7 + i, 9]])[0][0]
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+        self.assertEqual(json.loads(replies[3][2])["status"], "ok")
+
+    def test_framing_attacks_are_refused(self):
+        body = json.dumps({"model": "raw", "input": [[7, 9]]}).encode()
+        # Two different lengths: RFC 9112 says 400 (a proxy might pick the
+        # other one and see a second, smuggled request).
+        replies, closed = raw_exchange(
+            self.server.http_port,
+            post("/v1/embeddings", body, b"Content-Length: 3\r\n"))
+        self.assertEqual(replies[0][0], 400)
+        self.assertIn("Content-Length", json.loads(replies[0][2])
+                      ["error"]["message"])
+        self.assertTrue(closed)
+        # Content-Length beside chunked.
+        replies, closed = raw_exchange(
+            self.server.http_port,
+            post("/v1/embeddings", b"0\r\n\r\n",
+                 b"Transfer-Encoding: chunked\r\n"))
+        self.assertEqual(replies[0][0], 400)
+        self.assertTrue(closed)
+
+    def test_other_methods_are_405_with_allow(self):
+        for method in ("PUT", "DELETE", "PATCH"):
+            code, headers, text = self.http(method, "/v1/embeddings",
+                                            {"input": "x"})
+            self.assertEqual(code, 405, method)
+            self.assertEqual(headers.get("allow"), "POST")
+            self.assert_error_shape(json.loads(text), 405)
+            self.assertEqual(json.loads(text)["error"]["code"],
+                             "method_not_allowed")
+        code, headers, _ = self.http("DELETE", "/v1/models")
+        self.assertEqual((code, headers.get("allow")), (405, "GET, HEAD"))
+
     def test_info(self):
         code, _, text = self.http("GET", "/info")
         self.assertEqual(code, 200)
@@ -523,6 +619,86 @@ class HttpFrontTest(Fixture):
         self.grpc_embed("raw", ["x"])
         text = self.http("GET", "/metrics", token=None)[2]
         self.assertRegex(text, r'encoder_requests_total\{[^}]*rpc="Embed"')
+
+
+def rss_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class BodyLimitTest(unittest.TestCase):
+    """A body over --http-max-body-bytes, sent chunked so that no length
+    announces it: the server stops it while it arrives, and its resident
+    memory grows by at most twice the limit."""
+    LIMIT = 8 << 20
+    UPLOAD = 64 << 20
+
+    def test_chunked_body_over_the_limit(self):
+        with tempfile.TemporaryDirectory(prefix="encoder-http-body-") as d:
+            server, _ = start_server(d, max_body=self.LIMIT)
+            try:
+                self.run_upload(server)
+            finally:
+                server.stop()
+
+    def run_upload(self, server):
+        pid = server.process.pid
+        base = rss_bytes(pid)
+        peak = [base]
+        stop = threading.Event()
+
+        def sample():
+            while not stop.is_set():
+                peak[0] = max(peak[0], rss_bytes(pid))
+                time.sleep(0.002)
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        sock = socket.create_connection(("127.0.0.1", server.http_port),
+                                        timeout=60)
+        sent = 0
+        status = None
+        try:
+            sock.sendall((f"POST /v1/embeddings HTTP/1.1\r\nHost: t\r\n"
+                          f"Authorization: Bearer {TOKEN}\r\n"
+                          "Transfer-Encoding: chunked\r\n\r\n").encode())
+            chunk = b"10000\r\n" + b"[" * 0x10000 + b"\r\n"
+            try:
+                while sent < self.UPLOAD:
+                    sock.sendall(chunk)
+                    sent += 0x10000
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            reply = b""
+            try:
+                while b"\r\n\r\n" not in reply:
+                    data = sock.recv(65536)
+                    if not data:
+                        break
+                    reply += data
+            except ConnectionResetError:
+                pass
+            if reply:
+                status = int(reply.split(b" ", 2)[1])
+        finally:
+            sock.close()
+            time.sleep(0.2)
+            stop.set()
+            sampler.join()
+        growth = peak[0] - base
+        print(f"chunked upload: {sent >> 20} MiB of {self.UPLOAD >> 20} "
+              f"sent, answer {status}; RSS {base >> 20} -> peak "
+              f"{peak[0] >> 20} MiB (growth {growth / 2**20:.1f} MiB, limit "
+              f"{2 * self.LIMIT >> 20})", file=sys.stderr)
+        self.assertEqual(status, 413)
+        self.assertLess(sent, self.UPLOAD, "the server read the whole body")
+        self.assertLessEqual(growth, 2 * self.LIMIT)
+        # The server goes on serving.
+        code, _, _ = Http(server.http_port)("GET", "/health")
+        self.assertEqual(code, 200)
 
 
 class DrainTest(unittest.TestCase):

@@ -4,7 +4,8 @@
 A heavy Embed (long inputs with attention statistics, each input seconds of
 compute) runs on the built-in `alibi` model while 1-token calls go to the
 same model; then the heavy call is cancelled by its client, and sent again
-with a deadline it cannot meet. Looser bounds than the benchmark's goals
+with a deadline it cannot meet; then the same over HTTP (/v1/embeddings):
+a client that closes its connection, and --http-request-timeout. Looser bounds than the benchmark's goals
 (tests/bench/heavy_caller_bench.py: p99 <= 1 s) so that a loaded or
 sanitized build passes: every small call within 3 s; within 3 s of the
 cancel or the deadline the model runs no batch (encoder_running_batches on
@@ -15,6 +16,7 @@ Usage: heavy_caller_test.py --server BIN --python-client PATH
 import argparse
 import importlib.util
 import json
+import socket
 import sys
 import tempfile
 import time
@@ -54,7 +56,8 @@ class HeavyCallerTest(unittest.TestCase):
         cls.tmp = tempfile.TemporaryDirectory()
         cls.pb2, pb2_grpc = client.load_stubs(cls.tmp.name)
         cls.server = ServerProcess(ARGS.server, directory=cls.tmp.name,
-                                   extra_args=["--http-listen=127.0.0.1:0"])
+                                   extra_args=["--http-listen=127.0.0.1:0",
+                                               "--http-request-timeout=2"])
         cls.server.wait_ready(300)
         with open(cls.server.ready_file) as f:
             cls.http_port = json.load(f)["http_port"]
@@ -120,6 +123,43 @@ class HeavyCallerTest(unittest.TestCase):
             self.stub.Embed(self.heavy, timeout=2.0)
         self.assertEqual(caught.exception.code(),
                          grpc.StatusCode.DEADLINE_EXCEEDED)
+        self.assertLess(self.small_call_seconds(), BOUND_S)
+        self.assertLess(self.wait_idle(start + 2.0), BOUND_S)
+
+    def http_heavy_request(self):
+        """A raw POST /v1/embeddings of heavy token-id inputs."""
+        body = json.dumps({"model": "alibi", "input": [
+            [4 + (i * 31 + j * 7) % 9000 for j in range(HEAVY_TOKENS)]
+            for i in range(2 * HEAVY_INPUTS)]}).encode()
+        return (b"POST /v1/embeddings HTTP/1.1\r\nHost: t\r\n"
+                b"Content-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n" % len(body)) + body
+
+    def test_4_http_client_that_leaves_stops_its_work(self):
+        sock = socket.create_connection(("127.0.0.1", self.http_port))
+        sock.sendall(self.http_heavy_request())
+        deadline = time.monotonic() + 30
+        while self.running_batches() == 0:
+            self.assertLess(time.monotonic(), deadline, "never started")
+            time.sleep(0.05)
+        time.sleep(0.5)
+        left = time.monotonic()
+        sock.close()
+        self.assertLess(self.small_call_seconds(), BOUND_S)
+        self.assertLess(self.wait_idle(left), BOUND_S)
+
+    def test_5_http_request_timeout_stops_the_heavy_call(self):
+        sock = socket.create_connection(("127.0.0.1", self.http_port),
+                                        timeout=60)
+        start = time.monotonic()
+        sock.sendall(self.http_heavy_request())
+        reply = b""
+        while b"\r\n\r\n" not in reply:
+            reply += sock.recv(65536)
+        answered = time.monotonic() - start
+        sock.close()
+        self.assertTrue(reply.startswith(b"HTTP/1.1 504"), reply[:100])
+        self.assertLess(answered, 2.0 + BOUND_S)
         self.assertLess(self.small_call_seconds(), BOUND_S)
         self.assertLess(self.wait_idle(start + 2.0), BOUND_S)
 

@@ -192,6 +192,11 @@ class ServerFlagsTest(unittest.TestCase):
     def test_transport_limits_are_range_checked(self):
         self.assertFails(["--max-concurrent-streams=0"],
                          "--max-concurrent-streams")
+        self.assertFails(["--http-threads=0"], "--http-threads")
+        self.assertFails(["--http-request-timeout=-1"],
+                         "--http-request-timeout")
+        self.assertFails(["--max-health-watchers=-1"],
+                         "--max-health-watchers")
         self.assertFails(["--grpc-memory-quota-bytes=-5"],
                          "--grpc-memory-quota-bytes")
 
@@ -260,6 +265,9 @@ class ServerFlagsTest(unittest.TestCase):
                      "--health-listen", "--metrics-address",
                      "--metrics-tls-cert", "--metrics-basic-auth-file",
                      "--log-level", "--log-format", "--log-rate-limit",
+                     "--max-health-watchers", "--http-request-timeout",
+                     "--http-max-header-bytes", "--http-keep-alive",
+                     "--http-max-pipelined-requests", "--http-threads",
                      "--version"]:
             self.assertIn(flag, result.stdout)
         # Every option but --help and --version names its environment

@@ -478,6 +478,38 @@ TEST_F(PrometheusMetricsTest, CpuBufferCacheSeriesOnceAReaderIsSet) {
       18);
 }
 
+TEST_F(PrometheusMetricsTest, ConnectionSeriesOnceAReaderIsSet) {
+  EXPECT_FALSE(Fetch(metrics_->port()).Get("encoder_connections_shed_total"));
+  auto sample = std::make_shared<ConnectionSample>();
+  sample->shed_for_descriptors = 4;
+  sample->accept_exhausted = 6;
+  sample->listeners = {{"grpc", true}, {"http", false}};
+  metrics_->SetConnectionReader([sample] { return *sample; });
+  Scrape s = Fetch(metrics_->port());
+  EXPECT_EQ(s.Get("encoder_connections_shed_total"), 4);
+  EXPECT_EQ(s.Get("encoder_accept_exhausted_total"), 6);
+  EXPECT_EQ(s.Get("encoder_listener_up", {{"listener", "grpc"}}), 1);
+  EXPECT_EQ(s.Get("encoder_listener_up", {{"listener", "http"}}), 0);
+  // No HTTP port reported: no HTTP series.
+  EXPECT_FALSE(s.Get("encoder_http_open_connections"));
+  sample->http = true;
+  sample->http_open = 3;
+  sample->http_accepted = 10;
+  sample->http_client_closed = 2;
+  sample->http_timed_out = 1;
+  sample->http_rejected = 5;
+  s = Fetch(metrics_->port());
+  EXPECT_EQ(s.Get("encoder_http_open_connections"), 3);
+  EXPECT_EQ(s.Get("encoder_http_connections_total"), 10);
+  EXPECT_EQ(s.Get("encoder_http_abandoned_requests_total",
+                  {{"reason", "client_closed"}}),
+            2);
+  EXPECT_EQ(
+      s.Get("encoder_http_abandoned_requests_total", {{"reason", "timeout"}}),
+      1);
+  EXPECT_EQ(s.Get("encoder_http_rejected_requests_total"), 5);
+}
+
 TEST_F(PrometheusMetricsTest, ConcurrentUpdatesAreAllCounted) {
   metrics_->RegisterModel(RopeModel());
   constexpr int kThreads = 8;

@@ -69,6 +69,7 @@ TEST(ServeFlags, EachFlagSetsItsStructField) {
                               "--max-send-message-bytes=1000",
                               "--max-inputs-per-request=5",
                               "--max-concurrent-streams=3",
+                              "--max-health-watchers=9",
                               "--max-unread-response-bytes-per-connection=77",
                               "--max-diagnose-tokens=64",
                               "--max-structure-positions=32",
@@ -93,6 +94,7 @@ TEST(ServeFlags, EachFlagSetsItsStructField) {
   EXPECT_EQ(f.server.max_send_message_bytes, 1000);
   EXPECT_EQ(f.server.max_inputs_per_request, 5);
   EXPECT_EQ(f.server.max_concurrent_streams, 3);
+  EXPECT_EQ(f.server.max_health_watchers, 9);
   EXPECT_EQ(f.server.unread.per_connection_bytes, 77);
   EXPECT_EQ(f.server.diagnose.max_tokens, 64);
   EXPECT_EQ(f.server.diagnose.max_structure_positions, 32);

@@ -8,15 +8,15 @@
 // embeddings are unit vectors) and user (accepted, not used); extensions
 // with the EmbedRequest fields' names: normalize, truncate, prompt_name and
 // hidden_states ({"layers": [...], "pooled": bool}).
-#ifndef ENCODER_SERVER_SERVICE_OPENAI_EMBEDDINGS_H_
-#define ENCODER_SERVER_SERVICE_OPENAI_EMBEDDINGS_H_
+#ifndef ENCODER_SERVER_HTTP_OPENAI_EMBEDDINGS_H_
+#define ENCODER_SERVER_HTTP_OPENAI_EMBEDDINGS_H_
 
 #include <string>
 
 #include "absl/status/status.h"
 #include "encoder/v1/encoder.pb.h"
 
-namespace encoder::service {
+namespace encoder::http {
 
 // Parses `body` into `request`. On error `*param` names the offending
 // field (OpenAI's error "param"). `*base64` reports encoding_format.
@@ -36,6 +36,6 @@ std::string EmbeddingsResponseJson(const v1::EmbedResponse& response,
 // in `*code`, an OpenAI error code where one applies ("model_not_found").
 std::string EmbeddingsErrorParam(const absl::Status& status, std::string* code);
 
-}  // namespace encoder::service
+}  // namespace encoder::http
 
-#endif  // ENCODER_SERVER_SERVICE_OPENAI_EMBEDDINGS_H_
+#endif  // ENCODER_SERVER_HTTP_OPENAI_EMBEDDINGS_H_

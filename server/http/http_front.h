@@ -1,6 +1,6 @@
 // The HTTP front: an OpenAI-compatible embeddings API, probes and server
-// information next to Prometheus' /metrics, on one cpp-httplib port
-// (metrics::MetricsHttpServer, optionally TLS).
+// information next to Prometheus' /metrics, on one port
+// (metrics::MetricsHttpServer on http::HttpServer, optionally TLS).
 //
 //   POST /v1/embeddings   OpenAI's embeddings request and response
 //   GET  /v1/models       OpenAI's model list; /v1/models/{model} one model
@@ -13,14 +13,17 @@
 //
 // Embeddings go through EncoderServiceImpl::SubmitEmbed: the same
 // admission, validation, limits, batcher and metrics as gRPC Embed
-// (counted under rpc="http:/v1/embeddings"). Each connection is served on
-// one thread of the server's pool, which waits for the batcher's result.
+// (counted under rpc="http:/v1/embeddings"). No thread waits for a
+// result: the batcher's answer is rendered on an HTTP I/O thread. A client
+// that closes its connection cancels its request (the batcher drops its
+// queued inputs and stops a batch nobody waits for), and
+// --http-request-timeout is the request's deadline (504).
 // Bearer tokens are the gRPC port's (`Authorization: Bearer <token>`);
 // /health and /ready are open unless --auth-health, /metrics follows the
 // metrics basic-auth option. Errors are OpenAI's error JSON with the HTTP
 // status of status_util.h's HttpStatusFor.
-#ifndef ENCODER_SERVER_SERVICE_HTTP_FRONT_H_
-#define ENCODER_SERVER_SERVICE_HTTP_FRONT_H_
+#ifndef ENCODER_SERVER_HTTP_HTTP_FRONT_H_
+#define ENCODER_SERVER_HTTP_HTTP_FRONT_H_
 
 #include <functional>
 #include <memory>
@@ -30,7 +33,7 @@
 #include "server/metrics/metrics_http_server.h"
 #include "server/service/server.h"
 
-namespace encoder::service {
+namespace encoder::http {
 
 struct HttpFrontOptions {
   // Address, TLS, threads, body limit and /metrics' basic auth. `routes`
@@ -50,14 +53,15 @@ class HttpFront {
   // Binds and serves. `server` must outlive the front; its models may come
   // later (EncoderServer::SetModels): until then /ready is 503.
   static absl::StatusOr<std::unique_ptr<HttpFront>> Start(
-      HttpFrontOptions options, EncoderServer* server);
-  // Stops accepting, finishes the requests in progress and joins.
+      HttpFrontOptions options, service::EncoderServer* server);
+  // Stops accepting, cancels the requests in progress and joins.
   ~HttpFront();
 
   HttpFront(const HttpFront&) = delete;
   HttpFront& operator=(const HttpFront&) = delete;
 
   int port() const { return http_->port(); }
+  ServerStats stats() const { return http_->stats(); }
 
  private:
   class Handlers;
@@ -68,6 +72,6 @@ class HttpFront {
   std::unique_ptr<metrics::MetricsHttpServer> http_;
 };
 
-}  // namespace encoder::service
+}  // namespace encoder::http
 
-#endif  // ENCODER_SERVER_SERVICE_HTTP_FRONT_H_
+#endif  // ENCODER_SERVER_HTTP_HTTP_FRONT_H_

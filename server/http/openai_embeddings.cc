@@ -1,4 +1,4 @@
-#include "server/service/openai_embeddings.h"
+#include "server/http/openai_embeddings.h"
 
 #include <cstdio>
 #include <cstring>
@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
 
-namespace encoder::service {
+namespace encoder::http {
 namespace {
 
 using json = nlohmann::json;
@@ -300,4 +300,4 @@ std::string EmbeddingsErrorParam(const absl::Status& status,
   return "";
 }
 
-}  // namespace encoder::service
+}  // namespace encoder::http
