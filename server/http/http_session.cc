@@ -207,7 +207,7 @@ class Session : public SessionBase,
                 Clock::time_point when, F on_expiry) {
     const uint64_t mine = ++*gen;
     timer->expires_at(when);
-    timer->async_wait([self = this->shared_from_this(), timer, gen, mine,
+    timer->async_wait([self = this->shared_from_this(), gen, mine,
                        on_expiry](const error_code& ec) {
       if (ec || *gen != mine || self->closing_) return;
       on_expiry(self.get());
