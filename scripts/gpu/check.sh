@@ -811,6 +811,13 @@ do_bench_eager() {
     --seconds "$bench_s" --json "$out/bench/eager_${dt}_L${len}.json"
 }
 
+# The bf16 matrix-product rate of this GPU, which the forward's rate is
+# held against (scripts/gpu/goals.py).
+do_matmul_rate() {
+  run 60 "$python" "$repo/scripts/gpu/goals.py" matmul --device "$device" \
+    --dtype bfloat16 --json "$out/matmul_bf16.json"
+}
+
 # ------------------------------------------------------------------- main
 if [ "$configure_only" = 1 ]; then mode=configure-only; else mode=gpu; fi
 json_python="$(command -v python3 || command -v "$python")"
@@ -839,6 +846,7 @@ if [ "$configure_only" = 0 ]; then
   step e2e_cpu_match 30 do_e2e_cpu_match
   step e2e_stop 0 do_e2e_stop
   step oom 30 do_oom
+  step matmul_rate 20 do_matmul_rate
 
   case "${CHECK_BENCH:-reduced}" in
     full) lengths_default="16 128 512" ;;
@@ -854,6 +862,8 @@ if [ "$configure_only" = 0 ]; then
   for len in $bench_lengths; do
     [ "$len" = 128 ] && ordered_lengths="128 $ordered_lengths" || ordered_lengths="$ordered_lengths $len"
   done
+  # A 1-token call at 32 callers (the latency goal), then the grid.
+  [ -n "$bench_dtypes" ] && step bench_server_float32_L1 25 do_bench_server float32 1
   for len in $ordered_lengths; do
     for dt in $bench_dtypes; do
       step "bench_server_${dt}_L$len" 25 do_bench_server "$dt" "$len"
@@ -864,6 +874,10 @@ fi
 
 stop_server
 write_json
+if [ "$configure_only" = 0 ]; then
+  "$json_python" "$repo/scripts/gpu/goals.py" evaluate "$out/check.json" \
+    --matmul "$out/matmul_bf16.json" || say "goals.py evaluate failed"
+fi
 say ""
 say "== summary ($mode, $(elapsed) s)"
 "$json_python" - "$out/check.json" <<'EOF'
