@@ -604,6 +604,7 @@ class Session : public SessionBase,
     if (read_closed_ || Busy()) {
       read_gen_++;
       read_timer_.cancel();
+      read_timer_armed_ = false;
       request_start_.reset();
       return;
     }

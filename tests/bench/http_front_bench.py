@@ -34,7 +34,7 @@ import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "integration"))
-from server_process import ServerProcess  # noqa: E402
+from server_process import ServerProcess, rss_bytes  # noqa: E402
 
 
 def percentile(values, q):
@@ -141,23 +141,15 @@ def sequential(port, request, calls):
     return asyncio.run(run())
 
 
-def rss(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
 def upload(port, pid, mib):
     """A chunked body of `mib` MiB: (status, MiB sent, RSS growth MiB)."""
-    base = rss(pid)
+    base = rss_bytes(pid)
     peak = [base]
     stop = threading.Event()
 
     def sample():
         while not stop.is_set():
-            peak[0] = max(peak[0], rss(pid))
+            peak[0] = max(peak[0], rss_bytes(pid))
             time.sleep(0.002)
 
     sampler = threading.Thread(target=sample)

@@ -27,7 +27,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-from server_process import ServerProcess  # noqa: E402
+from server_process import ServerProcess, rss_bytes  # noqa: E402
 
 ARGS = None
 TOKEN = "http-front-token-5c1e"
@@ -619,14 +619,6 @@ class HttpFrontTest(Fixture):
         self.grpc_embed("raw", ["x"])
         text = self.http("GET", "/metrics", token=None)[2]
         self.assertRegex(text, r'encoder_requests_total\{[^}]*rpc="Embed"')
-
-
-def rss_bytes(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
 class BodyLimitTest(unittest.TestCase):

@@ -9,6 +9,15 @@ import tempfile
 import time
 
 
+def rss_bytes(pid):
+    """Resident memory of process `pid` in bytes (VmRSS), 0 if unknown."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 def run(command, timeout):
     """Runs command (a list); returns the CompletedProcess, text mode."""
     return subprocess.run(command, capture_output=True, text=True,
