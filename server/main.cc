@@ -5,6 +5,7 @@
 // NOT_SERVING, new calls UNAVAILABLE, accepted calls finish (bounded by
 // --drain-grace-seconds), exit 0.
 #include <ATen/Parallel.h>
+#include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
@@ -21,6 +22,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/stubs/common.h"
 #include "server/accept_reserve.h"
 #include "server/build_info.h"
 #include "server/common/status_macros.h"
@@ -139,18 +141,44 @@ std::shared_ptr<encoder::ListenerWatch> WatchTransports(
   return watch;
 }
 
-int main(int argc, char** argv) {
+namespace {
+
+// What start-up builds, shared by the steps below. Members are declared in
+// start-up order, so they are destroyed in the reverse order.
+struct Process {
+  encoder::ServeFlags flags;
+  encoder::SecurityFlags security;
+  encoder::PrecisionFlags precision;
+  sigset_t signals{};
+  at::Device device = at::kCPU;
+  std::unique_ptr<encoder::runner::IdleMallocTrimmer> trimmer;
+  const encoder::model::CpuFeatures* cpu = nullptr;
+  HostOptions host_options;
+  encoder::metrics::NoopMetrics noop;
+  std::unique_ptr<encoder::metrics::PrometheusMetrics> prometheus;
+  encoder::metrics::Metrics* metrics = &noop;  // prometheus when it exists
+  encoder::service::ServerOptions server_options;
+  int64_t memory_limit = 0;
+  int64_t grpc_quota = 0;
+  std::unique_ptr<encoder::auth::TokenAuthenticator> tokens;
+  std::unique_ptr<encoder::service::EncoderServer> server;
+  std::unique_ptr<encoder::http::HttpFront> http;
+  encoder::model::Repository repository;
+  std::unique_ptr<encoder::runner::ModelHost> host;
+  std::shared_ptr<encoder::ListenerWatch> watch;
+};
+
+// Defines and parses the command line; an exit code when the process ends
+// here (--help, --version, a bad flag).
+std::optional<int> ParseFlags(int argc, char** argv, Process& p) {
   CLI::App app(
       "Serves Transformer encoders with selectable positional schemes over "
       "gRPC (encoder.v1.EncoderService), with health, reflection and "
       "Prometheus metrics.",
       "encoder-server");
-  encoder::ServeFlags flags;
-  encoder::DefineServeFlags(app, flags);
-  encoder::SecurityFlags security;
-  encoder::DefineSecurityFlags(app, security);
-  encoder::PrecisionFlags precision;
-  encoder::DefinePrecisionFlags(app, precision);
+  encoder::DefineServeFlags(app, p.flags);
+  encoder::DefineSecurityFlags(app, p.security);
+  encoder::DefinePrecisionFlags(app, p.precision);
   app.set_version_flag("--version", encoder::VersionText(),
                        "print the version, git commit, build type, compiler "
                        "and LibTorch version, and exit");
@@ -161,16 +189,22 @@ int main(int argc, char** argv) {
       "ENCODER_MAX_BATCH_TOKENS=8192 for --max-batch-tokens); the command "
       "line wins.");
   CLI11_PARSE(app, argc, argv);
+  return std::nullopt;
+}
 
-  // Signals are taken by sigwait below; block them before any thread starts
-  // (the logger's flusher included) so that every thread inherits the mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+// Blocks SIGINT, SIGTERM and SIGHUP for WaitForSignal's sigwait; called
+// before any thread starts (the logger's flusher included) so that every
+// thread inherits the mask.
+void BlockSignals(Process& p) {
+  sigemptyset(&p.signals);
+  sigaddset(&p.signals, SIGINT);
+  sigaddset(&p.signals, SIGTERM);
+  sigaddset(&p.signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &p.signals, nullptr);
+}
 
+// Sets up the logger from the --log-* flags and logs the build.
+void ConfigureLogging(const encoder::ServeFlags& flags) {
   encoder::logging::LogOptions log_options = flags.log;
   log_options.format = flags.log_format == "json"
                            ? encoder::logging::LogFormat::kJson
@@ -183,110 +217,142 @@ int main(int argc, char** argv) {
   spdlog::info("encoder-server {} (commit {}, {}, {}, LibTorch {})",
                build.version, build.commit, build.build_type, build.compiler,
                build.libtorch);
+}
 
+// Raises the open file limit and sets a descriptor aside for accept.
+void RaiseDescriptorLimits() {
   RaiseOpenFileLimit();
   if (!encoder::OpenAcceptReserve()) {
     spdlog::warn("no descriptor to hold in reserve for accept");
   }
-  auto device = ParseDevice(flags.device);
-  if (!device.ok()) return Fail(device.status());
+}
+
+// Picks the device, sizes the thread pools, starts the malloc trimmer and
+// the CPU buffer cache, and fills the host options (precision included).
+absl::Status ConfigureCompute(Process& p) {
+  const encoder::ServeFlags& flags = p.flags;
+  absl::StatusOr<at::Device> device = ParseDevice(flags.device);
+  if (!device.ok()) return device.status();
+  p.device = *device;
   const encoder::runner::UsableCores cores =
       encoder::runner::DetectUsableCores();
   const int executions = flags.executions_per_model > 0
                              ? flags.executions_per_model
                              : encoder::runner::DefaultExecutionsPerModel(
-                                   device->is_cuda(), cores);
+                                   p.device.is_cuda(), cores);
   const std::string threads = encoder::runner::ApplyThreadPolicy(
       flags.intra_op_threads > 0
           ? flags.intra_op_threads
           : encoder::runner::DefaultIntraOpThreads(cores, executions),
       flags.blas_threads);
   const encoder::runner::IdleTrimOptions trim_options = flags.trim;
-  const std::unique_ptr<encoder::runner::IdleMallocTrimmer> trimmer =
-      encoder::runner::IdleMallocTrimmer::Start(trim_options);
-  spdlog::info("{}", trimmer ? trimmer->Describe()
-                             : std::string("free heap memory kept by malloc"));
+  p.trimmer = encoder::runner::IdleMallocTrimmer::Start(trim_options);
+  spdlog::info("{}", p.trimmer
+                         ? p.trimmer->Describe()
+                         : std::string("free heap memory kept by malloc"));
   spdlog::info("{}", encoder::runner::InstallCpuBufferCache(
                          flags.cpu_buffer_cache_bytes));
-  const encoder::model::CpuFeatures& cpu = encoder::model::DetectCpuFeatures();
-  spdlog::info("CPU {}: {}; {}", cpu.model, cpu.Joined(), threads);
-  HostOptions host_options = flags.host;
-  host_options.device = *device;
-  host_options.batching.executions = executions;
+  p.cpu = &encoder::model::DetectCpuFeatures();
+  spdlog::info("CPU {}: {}; {}", p.cpu->model, p.cpu->Joined(), threads);
+  p.host_options = flags.host;
+  p.host_options.device = p.device;
+  p.host_options.batching.executions = executions;
   spdlog::info(
       "up to {} batches per model run at once{}",
-      host_options.batching.executions,
+      p.host_options.batching.executions,
       flags.executions_per_model > 0 ? " (--executions-per-model)" : "");
-  if (absl::Status s =
-          encoder::ApplyPrecisionFlags(precision, cpu, &host_options);
-      !s.ok()) {
-    return Fail(s);
-  }
+  return encoder::ApplyPrecisionFlags(p.precision, *p.cpu, &p.host_options);
+}
 
-  encoder::metrics::NoopMetrics noop;
-  std::unique_ptr<encoder::metrics::PrometheusMetrics> prometheus;
-  encoder::metrics::Metrics* metrics = &noop;
-  if (!flags.http_listen.empty()) {
-    prometheus = encoder::metrics::PrometheusMetrics::Create();
-    metrics = prometheus.get();
-    metrics->BuildInfo(build.version, build.commit, build.libtorch,
+// Prometheus metrics when there is an HTTP port to serve them, else none.
+void CreateMetrics(Process& p) {
+  if (p.flags.http_listen.empty()) return;
+  const encoder::BuildInfo& build = encoder::GetBuildInfo();
+  p.prometheus = encoder::metrics::PrometheusMetrics::Create();
+  p.metrics = p.prometheus.get();
+  p.metrics->BuildInfo(build.version, build.commit, build.libtorch,
                        build.compiler);
-  }
+}
 
-  encoder::service::ServerOptions server_options = flags.server;
+// Fills the server options: the memory limit and the gRPC memory quota and
+// unread-response bounds derived from it, then the security flags.
+absl::Status ConfigureServer(Process& p) {
+  const encoder::ServeFlags& flags = p.flags;
+  p.server_options = flags.server;
   std::string limit_source = "--memory-limit-bytes";
-  const int64_t memory_limit =
-      flags.host.memory_limit_bytes > 0
-          ? flags.host.memory_limit_bytes
-          : encoder::batching::DetectMemoryLimit(&limit_source);
-  const int64_t grpc_quota =
-      flags.grpc_memory_quota_bytes > 0
-          ? flags.grpc_memory_quota_bytes
-          : std::min<int64_t>(int64_t{1} << 30, memory_limit / 4);
+  p.memory_limit = flags.host.memory_limit_bytes > 0
+                       ? flags.host.memory_limit_bytes
+                       : encoder::batching::DetectMemoryLimit(&limit_source);
+  p.grpc_quota = flags.grpc_memory_quota_bytes > 0
+                     ? flags.grpc_memory_quota_bytes
+                     : std::min<int64_t>(int64_t{1} << 30, p.memory_limit / 4);
   spdlog::info("memory limit {} MiB ({}), gRPC memory quota {} MiB",
-               memory_limit >> 20, limit_source, grpc_quota >> 20);
-  server_options.memory_quota_bytes = grpc_quota;
-  server_options.unread.total_bytes =
+               p.memory_limit >> 20, limit_source, p.grpc_quota >> 20);
+  p.server_options.memory_quota_bytes = p.grpc_quota;
+  p.server_options.unread.total_bytes =
       flags.max_unread_response_bytes > 0
           ? flags.max_unread_response_bytes
-          : std::min<int64_t>(int64_t{1} << 30, memory_limit / 4);
+          : std::min<int64_t>(int64_t{1} << 30, p.memory_limit / 4);
   spdlog::info("unread responses held at most {} MiB, {} MiB per connection",
-               server_options.unread.total_bytes >> 20,
-               server_options.unread.per_connection_bytes >> 20);
-  std::unique_ptr<encoder::auth::TokenAuthenticator> tokens;
-  if (absl::Status applied =
-          encoder::ApplySecurityFlags(security, &server_options, &tokens);
-      !applied.ok()) {
-    return Fail(applied);
-  }
-  auto server = encoder::service::EncoderServer::Start(server_options, metrics);
-  if (!server.ok()) return Fail(server.status());
+               p.server_options.unread.total_bytes >> 20,
+               p.server_options.unread.per_connection_bytes >> 20);
+  return encoder::ApplySecurityFlags(p.security, &p.server_options, &p.tokens);
+}
+
+// Binds the gRPC and health ports; health stays NOT_SERVING until the
+// models are set.
+absl::Status StartGrpc(Process& p) {
+  auto server =
+      encoder::service::EncoderServer::Start(p.server_options, p.metrics);
+  if (!server.ok()) return server.status();
+  p.server = *std::move(server);
   spdlog::info("gRPC on port {} (health NOT_SERVING while loading)",
-               (*server)->port());
-  std::unique_ptr<encoder::http::HttpFront> http;
-  if (!flags.http_listen.empty()) {
-    encoder::http::HttpFrontOptions http_options;
-    http_options.http =
-        encoder::MetricsHttpOptions(security, flags.http_listen);
-    http_options.render_metrics = [p = prometheus.get()] {
-      return p->Render();
-    };
-    http_options.git_commit = build.commit;
-    http_options.build_type = build.build_type;
-    http_options.libtorch_version = build.libtorch;
-    auto started = encoder::http::HttpFront::Start(http_options, server->get());
-    if (!started.ok()) return Fail(started.status());
-    http = *std::move(started);
-    spdlog::info("HTTP (OpenAI embeddings, probes, metrics) on port {}",
-                 http->port());
-  }
+               p.server->port());
+  return absl::OkStatus();
+}
 
-  auto repository = encoder::BuildRepository(flags);
-  if (!repository.ok()) return Fail(repository.status());
+// Starts the HTTP front (embeddings, probes, /metrics) when --http-listen
+// is set.
+absl::Status StartHttp(Process& p) {
+  if (p.flags.http_listen.empty()) return absl::OkStatus();
+  const encoder::BuildInfo& build = encoder::GetBuildInfo();
+  encoder::http::HttpFrontOptions http_options;
+  http_options.http =
+      encoder::MetricsHttpOptions(p.security, p.flags.http_listen);
+  http_options.render_metrics = [prometheus = p.prometheus.get()] {
+    return prometheus->Render();
+  };
+  http_options.git_commit = build.commit;
+  http_options.build_type = build.build_type;
+  http_options.libtorch_version = build.libtorch;
+  http_options.grpc_version = grpc::Version();
+  http_options.protobuf_version =
+      google::protobuf::internal::VersionString(GOOGLE_PROTOBUF_VERSION);
+  auto started = encoder::http::HttpFront::Start(http_options, p.server->core(),
+                                                 p.server->edge_auth());
+  if (!started.ok()) return started.status();
+  p.http = *std::move(started);
+  spdlog::info("HTTP (OpenAI embeddings, probes, metrics) on port {}",
+               p.http->port());
+  return absl::OkStatus();
+}
 
-  host_options.memory_limit_bytes = memory_limit;
-  host_options.reserved_bytes = grpc_quota + server_options.unread.total_bytes;
-  host_options.make_observer = [metrics](const std::string& model) {
+// Reads which models to serve (BuildRepository).
+absl::Status ReadRepository(Process& p) {
+  auto repository = encoder::BuildRepository(p.flags);
+  if (!repository.ok()) return repository.status();
+  p.repository = *std::move(repository);
+  return absl::OkStatus();
+}
+
+// Gives the model host the memory limit, the bytes the transport reserves,
+// and an observer that reports each model's batching to the metrics.
+void ConfigureModelHost(Process& p) {
+  p.host_options.memory_limit_bytes = p.memory_limit;
+  p.host_options.reserved_bytes =
+      p.grpc_quota + p.server_options.unread.total_bytes;
+  p.host_options.make_observer = [metrics =
+                                      p.metrics](const std::string& model) {
     encoder::batching::BatcherObserver o;
     o.on_batch = [metrics, model](const encoder::batching::BatchStats& b) {
       metrics->Batch(model, b.batch_size, b.padded_tokens, b.real_tokens);
@@ -302,8 +368,12 @@ int main(int argc, char** argv) {
     };
     return o;
   };
-  if (prometheus && encoder::runner::InstalledCpuBufferCacheStats()) {
-    prometheus->SetCpuCacheReader([] {
+}
+
+// Lets /metrics read the CPU buffer cache and, on a GPU, its memory.
+void AddResourceReaders(Process& p) {
+  if (p.prometheus && encoder::runner::InstalledCpuBufferCacheStats()) {
+    p.prometheus->SetCpuCacheReader([] {
       const encoder::runner::CpuBufferCacheStats stats =
           encoder::runner::InstalledCpuBufferCacheStats().value_or(
               encoder::runner::CpuBufferCacheStats{});
@@ -311,8 +381,8 @@ int main(int argc, char** argv) {
                                               stats.misses, stats.dropped};
     });
   }
-  if (prometheus && device->is_cuda()) {
-    prometheus->SetGpuMemoryReader(
+  if (p.prometheus && p.device.is_cuda()) {
+    p.prometheus->SetGpuMemoryReader(
         [](const std::string& name)
             -> absl::StatusOr<encoder::metrics::GpuMemory> {
           ASSIGN_OR_RETURN(auto memory,
@@ -321,20 +391,19 @@ int main(int argc, char** argv) {
                                              memory.reserved_bytes};
         });
   }
-  const absl::Time load_start = absl::Now();
-  auto host = encoder::runner::ModelHost::Create(*repository, host_options);
-  if (!host.ok()) return Fail(host.status());
-  spdlog::info("batch memory budget {} MiB, shared by every model",
-               (*host)->batch_memory_budget_bytes() >> 20);
-  // Registered before the models are served, so that every series carries
-  // its model's labels (checkpoint configs are known only once loaded) from
-  // the first report on.
-  metrics->CpuInfo(cpu.model, cpu.Joined());
-  for (const auto& m : (*host)->models()) {
+}
+
+// Registers the CPU and every loaded model with the metrics (before the
+// models are served, so that every series carries its model's labels from
+// the first report on; checkpoint configs are known only once loaded) and
+// logs each model.
+void RegisterModels(Process& p) {
+  p.metrics->CpuInfo(p.cpu->model, p.cpu->Joined());
+  for (const auto& m : p.host->models()) {
     const encoder::runner::ModelDescription& d = m->description();
     const encoder::model::ModelConfig& c = d.config;
-    metrics->RegisterModel(
-        {d.name, encoder::model::SchemeName(c.positional.type), device->str(),
+    p.metrics->RegisterModel(
+        {d.name, encoder::model::SchemeName(c.positional.type), p.device.str(),
          d.precision, c.d_model, c.num_heads, c.num_layers});
     for (const auto& trial : m->precision_trials) {
       spdlog::info("model {}: {}", d.name,
@@ -348,44 +417,100 @@ int main(int argc, char** argv) {
                    encoder::batching::DescribeProfile(d.batch_profile));
     }
   }
-  (*server)->SetModels(host->get());
-  spdlog::info("serving {} models on port {} (loaded in {:.1f} s); default {}",
-               (*host)->models().size(), (*server)->port(),
-               absl::ToDoubleSeconds(absl::Now() - load_start),
-               (*host)->default_model());
-  // Declared after the HTTP front: stops before it, and the metrics reader
-  // it installs is only called on the front's threads.
-  std::shared_ptr<encoder::ListenerWatch> watch =
-      WatchTransports(server->get(), http.get(), prometheus.get());
-  const std::string ready = flags.ready_file;
-  if (!ready.empty() &&
-      !WriteReadyFile(ready, (*server)->port(), http ? http->port() : 0,
-                      (*server)->health_port())) {
-    return Fail(absl::InternalError(absl::StrCat("cannot write ", ready)));
-  }
+}
 
+// Loads and warms every model, then hands them to the server, which turns
+// health SERVING.
+absl::Status LoadModels(Process& p) {
+  const absl::Time load_start = absl::Now();
+  auto host = encoder::runner::ModelHost::Create(p.repository, p.host_options);
+  if (!host.ok()) return host.status();
+  p.host = *std::move(host);
+  spdlog::info("batch memory budget {} MiB, shared by every model",
+               p.host->batch_memory_budget_bytes() >> 20);
+  RegisterModels(p);
+  p.server->SetModels(p.host.get());
+  spdlog::info("serving {} models on port {} (loaded in {:.1f} s); default {}",
+               p.host->models().size(), p.server->port(),
+               absl::ToDoubleSeconds(absl::Now() - load_start),
+               p.host->default_model());
+  return absl::OkStatus();
+}
+
+// Starts watching the listening ports (WatchTransports). The watch is
+// declared after the HTTP front in Process: it stops before it, and the
+// metrics reader it installs is only called on the front's threads.
+void WatchListeners(Process& p) {
+  p.watch = WatchTransports(p.server.get(), p.http.get(), p.prometheus.get());
+}
+
+// Writes the ports to --ready-file, when set.
+absl::Status AnnounceReady(const Process& p) {
+  const std::string ready = p.flags.ready_file;
+  if (!ready.empty() &&
+      !WriteReadyFile(ready, p.server->port(), p.http ? p.http->port() : 0,
+                      p.server->health_port())) {
+    return absl::InternalError(absl::StrCat("cannot write ", ready));
+  }
+  return absl::OkStatus();
+}
+
+// Waits for SIGINT or SIGTERM and returns it; each SIGHUP meanwhile reloads
+// the bearer tokens.
+int WaitForSignal(Process& p) {
   int signal_number = 0;
-  while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
-    if (!tokens) continue;
-    const absl::Status reloaded = tokens->Reload();
+  while (sigwait(&p.signals, &signal_number) == 0 && signal_number == SIGHUP) {
+    if (!p.tokens) continue;
+    const absl::Status reloaded = p.tokens->Reload();
     if (reloaded.ok()) {
-      spdlog::info("SIGHUP: {} bearer tokens in force", tokens->token_count());
+      spdlog::info("SIGHUP: {} bearer tokens in force",
+                   p.tokens->token_count());
     } else {
       spdlog::error("SIGHUP: {}; the previous tokens stay in force",
                     reloaded.ToString());
     }
   }
+  return signal_number;
+}
+
+// Drains the server (bounded by --drain-grace-seconds), then stops the
+// listener watch, the HTTP front, the server and the models, in that order.
+void Drain(Process& p, int signal_number) {
   spdlog::info("signal {}: draining (grace {} s)", signal_number,
-               flags.drain_grace_seconds);
+               p.flags.drain_grace_seconds);
   const bool drained =
-      (*server)->Drain(absl::Seconds(flags.drain_grace_seconds),
-                       absl::Seconds(flags.drain_unready_seconds));
+      p.server->Drain(absl::Seconds(p.flags.drain_grace_seconds),
+                      absl::Seconds(p.flags.drain_unready_seconds));
   spdlog::info(drained ? "drained; exiting"
                        : "grace period over with work left; exiting");
-  if (prometheus) prometheus->SetConnectionReader(nullptr);
-  watch.reset();
-  http.reset();
-  server->reset();
-  host->reset();
+  if (p.prometheus) p.prometheus->SetConnectionReader(nullptr);
+  p.watch.reset();
+  p.http.reset();
+  p.server.reset();
+  p.host.reset();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Process p;
+  if (std::optional<int> exit_code = ParseFlags(argc, argv, p)) {
+    return *exit_code;
+  }
+  BlockSignals(p);
+  ConfigureLogging(p.flags);
+  RaiseDescriptorLimits();
+  if (absl::Status s = ConfigureCompute(p); !s.ok()) return Fail(s);
+  CreateMetrics(p);
+  if (absl::Status s = ConfigureServer(p); !s.ok()) return Fail(s);
+  if (absl::Status s = StartGrpc(p); !s.ok()) return Fail(s);
+  if (absl::Status s = StartHttp(p); !s.ok()) return Fail(s);
+  if (absl::Status s = ReadRepository(p); !s.ok()) return Fail(s);
+  ConfigureModelHost(p);
+  AddResourceReaders(p);
+  if (absl::Status s = LoadModels(p); !s.ok()) return Fail(s);
+  WatchListeners(p);
+  if (absl::Status s = AnnounceReady(p); !s.ok()) return Fail(s);
+  Drain(p, WaitForSignal(p));
   return 0;
 }

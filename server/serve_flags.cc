@@ -40,7 +40,10 @@ absl::StatusOr<model::Repository> BuildRepository(const ServeFlags& f) {
   return repo;
 }
 
-void DefineServeFlags(CLI::App& app, ServeFlags& f) {
+namespace {
+
+// The gRPC and HTTP listen addresses.
+void DefineListenFlags(CLI::App& app, ServeFlags& f) {
   app.add_option("--listen", f.server.listen,
                  "gRPC listen address HOST:PORT (port 0 picks a free port)")
       ->capture_default_str();
@@ -49,6 +52,10 @@ void DefineServeFlags(CLI::App& app, ServeFlags& f) {
                  "OpenAI-compatible /v1/embeddings, /v1/models, /health, "
                  "/ready, /info and Prometheus /metrics; empty: no HTTP port "
                  "and no metrics");
+}
+
+// Where the models come from: a repository file or checkpoint directories.
+void DefineModelSourceFlags(CLI::App& app, ServeFlags& f) {
   app.add_option("--models,--repository", f.models,
                  "model repository JSON file; with no --model-dir either, "
                  "the built-in models (none, sinusoidal, learned, rope, "
@@ -60,6 +67,10 @@ void DefineServeFlags(CLI::App& app, ServeFlags& f) {
                  "pooling for --model-dir models: mean | first | max | "
                  "last_token | weighted_mean; empty: the checkpoint's "
                  "sentence-transformers choice, else mean");
+}
+
+// The device, the thread pools, and the reuse and return of freed memory.
+void DefineComputeFlags(CLI::App& app, ServeFlags& f) {
   app.add_option("--device", f.device, "auto | cpu | cuda | cuda:N")
       ->capture_default_str();
   app.add_option("--intra-op-threads", f.intra_op_threads,
@@ -96,6 +107,11 @@ void DefineServeFlags(CLI::App& app, ServeFlags& f) {
                  "system, so the resident set falls after a burst; 0: never")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+}
+
+// Message sizes, the memory limit and the budgets derived from it, and
+// per-connection limits.
+void DefineLimitFlags(CLI::App& app, ServeFlags& f) {
   app.add_option("--max-receive-message-bytes",
                  f.server.max_receive_message_bytes,
                  "largest request message accepted")
@@ -151,6 +167,10 @@ void DefineServeFlags(CLI::App& app, ServeFlags& f) {
                  "together; more get RESOURCE_EXHAUSTED (0: no limit)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 24))
       ->capture_default_str();
+}
+
+// How sequences are batched and queued (runner::HostOptions::batching).
+void DefineBatchingFlags(CLI::App& app, ServeFlags& f) {
   app.add_option("--max-batch-sequences", f.host.batching.max_batch_sequences,
                  "sequences per forward pass")
       ->capture_default_str();
@@ -188,6 +208,10 @@ void DefineServeFlags(CLI::App& app, ServeFlags& f) {
                "about one batch behind a large request; off: strict arrival "
                "order")
       ->capture_default_str();
+}
+
+// The shutdown on SIGTERM/SIGINT.
+void DefineDrainFlags(CLI::App& app, ServeFlags& f) {
   app.add_option("--drain-grace-seconds", f.drain_grace_seconds,
                  "on SIGTERM/SIGINT, how long accepted calls may take")
       ->capture_default_str();
@@ -196,6 +220,10 @@ void DefineServeFlags(CLI::App& app, ServeFlags& f) {
                  "UNAVAILABLE (health NOT_SERVING) before the transport "
                  "closes, so balancers move traffic away first")
       ->capture_default_str();
+}
+
+// The limits of the Diagnose call.
+void DefineDiagnoseFlags(CLI::App& app, ServeFlags& f) {
   app.add_option("--max-diagnose-tokens", f.server.diagnose.max_tokens,
                  "input length accepted by Diagnose")
       ->capture_default_str();
@@ -214,6 +242,10 @@ void DefineServeFlags(CLI::App& app, ServeFlags& f) {
                  "repository entry's max_extrapolation_tokens overrides it)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+}
+
+// How the forward pass runs: padding skipping and fused attention.
+void DefineForwardFlags(CLI::App& app, ServeFlags& f) {
   app.add_option("--skip-padding-min-share", f.host.skip_padding_min_share,
                  "share of padding in a batch from which the projections, "
                  "feed-forward and norms run on the real tokens alone, and "
@@ -226,6 +258,10 @@ void DefineServeFlags(CLI::App& app, ServeFlags& f) {
                "scaled_dot_product_attention kernel (LibTorch 2.1 and later; "
                "ignored on older ones)")
       ->capture_default_str();
+}
+
+// Start-up: warm-up, batch profiling and the ready file.
+void DefineStartupFlags(CLI::App& app, ServeFlags& f) {
   app.add_flag("--warm-up,!--no-warm-up", f.host.warm_up,
                "run one forward per model before serving")
       ->capture_default_str();
@@ -245,6 +281,10 @@ void DefineServeFlags(CLI::App& app, ServeFlags& f) {
                  "once serving, write {\"grpc_port\": P, \"http_port\": "
                  "W, \"metrics_port\": W, \"health_port\": H} here "
                  "(atomically)");
+}
+
+// Log level, format and rate limit, and the request id length.
+void DefineLoggingFlags(CLI::App& app, ServeFlags& f) {
   app.add_option("--log-level", f.log_level,
                  "trace | debug | info | warn | error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
@@ -272,6 +312,21 @@ void DefineServeFlags(CLI::App& app, ServeFlags& f) {
                  "outside printable ASCII, is replaced by a generated id")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}))
       ->capture_default_str();
+}
+
+}  // namespace
+
+void DefineServeFlags(CLI::App& app, ServeFlags& f) {
+  DefineListenFlags(app, f);
+  DefineModelSourceFlags(app, f);
+  DefineComputeFlags(app, f);
+  DefineLimitFlags(app, f);
+  DefineBatchingFlags(app, f);
+  DefineDrainFlags(app, f);
+  DefineDiagnoseFlags(app, f);
+  DefineForwardFlags(app, f);
+  DefineStartupFlags(app, f);
+  DefineLoggingFlags(app, f);
 }
 
 // Every option can also come from ENCODER_<NAME>, the long name upper-cased

@@ -2,10 +2,11 @@
 # Fails when a layer includes what the layering rules (README, Layout) forbid:
 # common/model/batching/diagnostics/runner/tokenizer: no gRPC, no protobuf;
 # the HTTP server (http/http_*, gzip): HTTP only, none of the project's
-# layers; the HTTP front: like service, the model handle only;
+# layers; the core (server/core): no gRPC, protobuf or LibTorch; the HTTP
+# front: the core only, no gRPC, protobuf or gRPC front (server/service);
 # common, batching, tokenizer and the model handle (runner/served_model.h
-# and the plain types it uses): no LibTorch either; service: no encoder,
-# runner or batcher internals, only the model handle.
+# and the plain types it uses): no LibTorch either; service and the HTTP
+# front: no encoder, runner or batcher internals, only the model handle.
 set -u
 root="$1"
 status=0
@@ -22,7 +23,11 @@ check() {
 core="server/common/*.h server/model/*.h server/model/*.cc server/batching/*.h server/batching/*.cc
 server/diagnostics/*.h server/diagnostics/*.cc server/runner/*.h server/runner/*.cc
 server/tokenizer/*.h server/tokenizer/*.cc"
-check "$core" "grpc|grpcpp|google/protobuf|encoder/v1" "gRPC/protobuf"
+check "$core server/core/*.h server/core/*.cc" "grpc|grpcpp|google/protobuf|encoder/v1" "gRPC/protobuf"
+check "server/core/*.h server/core/*.cc" "torch|ATen|c10|server/(service|http)/" \
+  "LibTorch or front (the core is front-neutral)"
+check "server/http/*.h server/http/*.cc" "grpc|grpcpp|google/protobuf|encoder/v1|server/service/" \
+  "gRPC (the HTTP front maps into server/core)"
 check "server/common/*.h server/batching/*.h server/batching/*.cc
 server/tokenizer/*.h server/tokenizer/*.cc server/diagnostics/report.h
 server/model/scheme_description.h server/model/config.h
@@ -32,7 +37,7 @@ server/http/http_session.cc server/http/http_internal.h server/http/gzip.h
 server/http/gzip.cc server/http/request_body.h server/http/request_body.cc" "grpc|grpcpp|google/protobuf|encoder/v1|torch|ATen|c10|server/(service|runner|model|batching|metrics)/" \
   "project or RPC (the HTTP server knows HTTP only)"
 # The RPC layer reaches the models through runner/served_model.h only.
-check "server/service/*.h server/service/*.cc server/http/*.h server/http/*.cc" \
+check "server/service/*.h server/service/*.cc server/http/*.h server/http/*.cc server/core/*.h server/core/*.cc" \
   "server/runner/(model_host|encoder_runner|precision_choice)|server/model/encoder\.h|torch|ATen|c10" \
   "model internals (the service uses runner/served_model.h)"
 files=$(cd "$root" && ls $core | wc -l)

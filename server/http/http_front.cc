@@ -1,7 +1,5 @@
 #include "server/http/http_front.h"
 
-#include <grpcpp/grpcpp.h>
-
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -11,24 +9,20 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "google/protobuf/stubs/common.h"
 #include "server/common/status_macros.h"
+#include "server/core/status.h"
+#include "server/http/http_status.h"
 #include "server/http/openai_embeddings.h"
 #include "server/logging/access_log.h"
 #include "server/model/config.h"
-#include "server/service/status_util.h"
 
 namespace encoder::http {
 namespace {
 
 using json = nlohmann::json;
-using service::EmbedCall;
-using service::EncoderServiceImpl;
-using service::GrpcCodeName;
-using service::HttpStatusFor;
-using service::OpenAiErrorType;
-using service::QuoteInput;
-using service::UnknownModelMessage;
+using core::QuoteInput;
+using core::StatusCodeName;
+using core::UnknownModelMessage;
 using X = std::shared_ptr<Exchange>;
 
 constexpr char kJson[] = "application/json";
@@ -64,8 +58,7 @@ Response ErrorResponse(const absl::Status& status,
                        const std::string& param = "", std::string code = "") {
   const int http_status = HttpStatusFor(status);
   if (code.empty()) {
-    code = absl::AsciiStrToLower(
-        GrpcCodeName(static_cast<grpc::StatusCode>(status.code())));
+    code = absl::AsciiStrToLower(StatusCodeName(status.code()));
   }
   Response r = JsonResponse(
       http_status,
@@ -112,24 +105,20 @@ Response RenderServerError(const Request* q, int status,
   return JsonResponse(status, ErrorBody(text, status, "", code));
 }
 
-// One POST /v1/embeddings between parsing and its answer.
-struct EmbeddingsCall {
+// One call between its opening and its answer: the access record, and
+// the headers echoed on the answer.
+struct CallLog {
   absl::Time start = absl::Now();
   logging::AccessRecord access;
   std::vector<Header> echo;  // X-Request-Id, traceparent
-  v1::EmbedRequest request;
-  v1::EmbedResponse response;
-  bool base64 = false;
 };
 
 }  // namespace
 
 class HttpFront::Handlers {
  public:
-  Handlers(HttpFrontOptions options, service::EncoderServer* server)
-      : options_(std::move(options)),
-        server_(server),
-        service_(server->service()) {}
+  Handlers(HttpFrontOptions options, core::Inference* core, core::EdgeAuth auth)
+      : options_(std::move(options)), core_(core), auth_(auth) {}
 
   void Register(Router& http) {
     http.Add("POST", "/v1/embeddings",
@@ -148,136 +137,140 @@ class HttpFront::Handlers {
   // OK, or UNAUTHENTICATED (counted) for a missing or refused bearer token.
   // `probe`: a health or readiness route, open unless --auth-health.
   absl::Status Authenticate(const Request& q, bool probe) const {
-    const service::EdgeAuth& edge = server_->edge_auth();
-    if (edge.tokens == nullptr || (probe && !edge.protect_health)) {
-      return absl::OkStatus();
-    }
-    const std::vector<std::string_view> values =
-        q.HeaderValues("Authorization");
+    if (probe && !auth_.protect_health) return absl::OkStatus();
     std::vector<absl::string_view> views;
-    for (std::string_view v : values) views.emplace_back(v.data(), v.size());
-    const auth::AuthResult result = edge.tokens->Check(views);
-    if (result == auth::AuthResult::kOk) return absl::OkStatus();
-    edge.metrics->AuthFailure(auth::AuthResultName(result));
-    return absl::UnauthenticatedError(
-        result == auth::AuthResult::kMissing
-            ? "missing \"Authorization: Bearer <token>\" header"
-            : "the bearer token is not accepted");
+    for (std::string_view v : q.HeaderValues("Authorization")) {
+      views.emplace_back(v.data(), v.size());
+    }
+    return core::CheckBearer(auth_, views,
+                             "\"Authorization: Bearer <token>\" header");
   }
 
-  // Counts a call answered here (not by SubmitEmbed) under `rpc`.
-  void Count(const char* rpc, const absl::Status& status) const {
-    service_->metrics()->RequestDone(
-        rpc, "", GrpcCodeName(static_cast<grpc::StatusCode>(status.code())),
-        0.0);
-  }
-
-  // One access-log line per call, as the gRPC front writes: the request id
+  // Every logged route's opening: an access record with the request id
   // from X-Request-Id (else a new one, sent back either way) and a valid
-  // traceparent echoed. The batcher's answer is rendered on an I/O thread.
-  void Embeddings(X x) {
+  // traceparent echoed, and the bearer token checked. A refused call is
+  // counted under `rpc` and answered here; then null.
+  std::shared_ptr<CallLog> Open(const X& x, const char* rpc,
+                                const char* method) {
     const Request& q = x->request();
-    auto call = std::make_shared<EmbeddingsCall>();
-    call->access = logging::BeginAccessRecord(
-        "http", "POST /v1/embeddings",
-        absl::StrCat(q.remote_address, ":", q.remote_port),
+    auto log = std::make_shared<CallLog>();
+    log->access = logging::BeginAccessRecord(
+        "http", method, absl::StrCat(q.remote_address, ":", q.remote_port),
         q.HeaderValue("X-Request-Id"), q.HeaderValue("traceparent"));
-    call->echo.push_back(
-        {"X-Request-Id", logging::EnsureRequestId(&call->access)});
-    if (!call->access.traceparent.empty()) {
-      call->echo.push_back({"traceparent", call->access.traceparent});
+    log->echo.push_back(
+        {"X-Request-Id", logging::EnsureRequestId(&log->access)});
+    if (!log->access.traceparent.empty()) {
+      log->echo.push_back({"traceparent", log->access.traceparent});
     }
-    absl::Status refused = Authenticate(q, false);
+    if (absl::Status auth = Authenticate(q, false); !auth.ok()) {
+      core_->RecordRejected(rpc, auth);
+      Finish(x, log.get(), auth, ErrorResponse(auth));
+      return nullptr;
+    }
+    return log;
+  }
+
+  // The core's description of the call: its connection, deadline and
+  // cancellation (a client that left stops its work).
+  static core::Call CallOf(const X& x, const char* rpc,
+                           logging::AccessRecord* access) {
+    const Request& q = x->request();
+    core::Call call;
+    call.rpc = rpc;
+    call.peer = absl::StrCat("http:", q.remote_address, ":", q.remote_port);
+    call.deadline = x->deadline();
+    call.is_cancelled = [x] { return x->cancelled(); };
+    call.access = access;
+    return call;
+  }
+
+  // The batcher's answer is rendered on an I/O thread.
+  void Embeddings(X x) {
+    std::shared_ptr<CallLog> log =
+        Open(x, kEmbeddingsRpc, "POST /v1/embeddings");
+    if (log == nullptr) return;
+    core::EmbedQuery query;
+    bool base64 = false;
     std::string param;
-    if (refused.ok()) {
-      refused =
-          ParseEmbeddingsBody(q.body, &call->request, &call->base64, &param);
+    if (absl::Status parsed =
+            ParseEmbeddingsBody(x->request().body, &query, &base64, &param);
+        !parsed.ok()) {
+      core_->RecordRejected(kEmbeddingsRpc, parsed);
+      return Finish(x, log.get(), parsed, ErrorResponse(parsed, param));
     }
-    if (!refused.ok()) {
-      Count(kEmbeddingsRpc, refused);
-      return Finish(x, call.get(), refused, ErrorResponse(refused, param));
-    }
-    EmbedCall embed;
-    embed.peer = absl::StrCat("http:", q.remote_address, ":", q.remote_port);
-    embed.deadline = x->deadline();
-    // Polled by the batcher: a client that left stops its work.
-    embed.is_cancelled = [x] { return x->cancelled(); };
-    EmbeddingsCall* raw = call.get();
-    service_->SubmitEmbed(
-        kEmbeddingsRpc, std::move(embed), &raw->request, &raw->response,
-        [x, call](const absl::Status& status) {
-          x->Post([x, call, status] {
-            if (!status.ok()) {
+    core_->Embed(
+        CallOf(x, kEmbeddingsRpc, &log->access), std::move(query),
+        [x, log, base64](absl::StatusOr<core::EmbedAnswer> answer) {
+          auto shared = std::make_shared<absl::StatusOr<core::EmbedAnswer>>(
+              std::move(answer));
+          x->Post([x, log, base64, shared] {
+            if (!shared->ok()) {
+              const absl::Status& status = shared->status();
               std::string code;
               const std::string param = EmbeddingsErrorParam(status, &code);
-              return Finish(x, call.get(), status,
+              return Finish(x, log.get(), status,
                             ErrorResponse(status, param, code));
             }
             Response r;
             r.content_type = kJson;
-            r.body = EmbeddingsResponseJson(call->response, call->base64);
-            Finish(x, call.get(), status, std::move(r));
+            r.body = EmbeddingsResponseJson(**shared, base64);
+            Finish(x, log.get(), absl::OkStatus(), std::move(r));
           });
-        },
-        &raw->access);
+        });
   }
 
-  static void Finish(const X& x, EmbeddingsCall* call,
-                     const absl::Status& status, Response response) {
-    for (Header& h : call->echo) response.headers.push_back(std::move(h));
-    logging::AccessRecord& access = call->access;
-    access.status = GrpcCodeName(static_cast<grpc::StatusCode>(status.code()));
+  static void Finish(const X& x, CallLog* log, const absl::Status& status,
+                     Response response) {
+    for (Header& h : log->echo) response.headers.push_back(std::move(h));
+    logging::AccessRecord& access = log->access;
+    access.status = StatusCodeName(status.code());
     if (!status.ok()) access.error = std::string(status.message());
     // A client that left gets nothing; the log says so (499).
     access.http_status =
         x->cancel_reason() == Exchange::CancelReason::kClientClosed
             ? 499
             : response.status;
-    access.total_ms = absl::ToDoubleMilliseconds(absl::Now() - call->start);
+    access.total_ms = absl::ToDoubleMilliseconds(absl::Now() - log->start);
     logging::LogAccess(access);
     x->Respond(std::move(response));
   }
 
   void Models(const X& x, const std::string& one) {
-    absl::Status status = Authenticate(x->request(), false);
-    runner::ModelCatalog* host = service_->host();
-    if (status.ok() && (host == nullptr || service_->draining())) {
-      status =
-          absl::UnavailableError(host == nullptr ? "models are still loading"
-                                                 : "server is shutting down");
-    }
-    if (!status.ok()) {
-      Count(kModelsRpc, status);
-      return x->Respond(ErrorResponse(status));
-    }
+    std::shared_ptr<CallLog> log = Open(x, kModelsRpc, "GET /v1/models");
+    if (log == nullptr) return;
+    core_->BeginCall(kModelsRpc);
+    auto answer = [&](const absl::Status& status, Response response) {
+      core_->EndCall(kModelsRpc, "", status, log->start);
+      Finish(x, log.get(), status, std::move(response));
+    };
+    absl::StatusOr<const runner::ModelCatalog*> host = core_->Admit();
+    if (!host.ok()) return answer(host.status(), ErrorResponse(host.status()));
     json data = json::array();
-    for (const auto& m : host->List()) {
+    for (const auto& m : (*host)->List()) {
       json entry = {{"id", m->name()},
                     {"object", "model"},
                     {"created", 0},
                     {"owned_by", "encoder-server"}};
       if (!one.empty() && m->name() == one) {
-        Count(kModelsRpc, absl::OkStatus());
-        return x->Respond(JsonResponse(200, entry));
+        return answer(absl::OkStatus(), JsonResponse(200, entry));
       }
       data.push_back(std::move(entry));
     }
     if (!one.empty()) {
       const absl::Status missing =
-          absl::NotFoundError(UnknownModelMessage(one, *host));
-      Count(kModelsRpc, missing);
-      return x->Respond(ErrorResponse(missing, "model", "model_not_found"));
+          absl::NotFoundError(UnknownModelMessage(one, **host));
+      return answer(missing,
+                    ErrorResponse(missing, "model", "model_not_found"));
     }
-    Count(kModelsRpc, absl::OkStatus());
-    x->Respond(
-        JsonResponse(200, {{"object", "list"}, {"data", std::move(data)}}));
+    answer(absl::OkStatus(),
+           JsonResponse(200, {{"object", "list"}, {"data", std::move(data)}}));
   }
 
   void Health(const X& x) {
     if (absl::Status auth = Authenticate(x->request(), true); !auth.ok()) {
       return x->Respond(ErrorResponse(auth));
     }
-    if (std::string why = service_->unhealthy(); !why.empty()) {
+    if (std::string why = core_->unhealthy(); !why.empty()) {
       return x->Respond(
           JsonResponse(503, {{"status", "unhealthy"}, {"reason", why}}));
     }
@@ -288,14 +281,14 @@ class HttpFront::Handlers {
     if (absl::Status auth = Authenticate(x->request(), true); !auth.ok()) {
       return x->Respond(ErrorResponse(auth));
     }
-    runner::ModelCatalog* host = service_->host();
+    const runner::ModelCatalog* host = core_->host();
     if (host == nullptr) {
       return x->Respond(JsonResponse(503, {{"status", "loading"}}));
     }
-    if (service_->draining()) {
+    if (core_->draining()) {
       return x->Respond(JsonResponse(503, {{"status", "draining"}}));
     }
-    if (std::string why = service_->unhealthy(); !why.empty()) {
+    if (std::string why = core_->unhealthy(); !why.empty()) {
       return x->Respond(
           JsonResponse(503, {{"status", "unhealthy"}, {"reason", why}}));
     }
@@ -314,11 +307,10 @@ class HttpFront::Handlers {
   }
 
   void Info(const X& x) {
-    if (absl::Status auth = Authenticate(x->request(), false); !auth.ok()) {
-      Count(kInfoRpc, auth);
-      return x->Respond(ErrorResponse(auth));
-    }
-    const service::ServiceLimits& limits = service_->limits();
+    std::shared_ptr<CallLog> log = Open(x, kInfoRpc, "GET /info");
+    if (log == nullptr) return;
+    core_->BeginCall(kInfoRpc);
+    const core::ServiceLimits& limits = core_->limits();
     const ServerOptions& http = options_.http;
     json info = {
         {"version", ENCODER_PROJECT_VERSION},
@@ -327,13 +319,12 @@ class HttpFront::Handlers {
           {"build_type", options_.build_type},
           {"libtorch", options_.libtorch_version},
           {"compiler", __VERSION__},
-          {"grpc", grpc::Version()},
-          {"protobuf",
-           google::protobuf::internal::VersionString(GOOGLE_PROTOBUF_VERSION)},
+          {"grpc", options_.grpc_version},
+          {"protobuf", options_.protobuf_version},
           {"boost", BoostVersion()}}},
-        {"state", service_->host() == nullptr
+        {"state", core_->host() == nullptr
                       ? "loading"
-                      : (service_->draining() ? "draining" : "ready")},
+                      : (core_->draining() ? "draining" : "ready")},
         {"limits",
          {{"max_inputs_per_request", limits.max_inputs_per_request},
           {"max_send_message_bytes", limits.max_send_message_bytes},
@@ -348,10 +339,10 @@ class HttpFront::Handlers {
            absl::ToDoubleSeconds(http.request_timeout)},
           {"http_keep_alive_seconds",
            absl::ToDoubleSeconds(http.keep_alive_timeout)},
-          {"max_diagnose_tokens", service_->diagnose_limits().max_tokens},
-          {"max_pending_diagnose", service_->diagnose_limits().max_pending}}},
+          {"max_diagnose_tokens", core_->diagnose_limits().max_tokens},
+          {"max_pending_diagnose", core_->diagnose_limits().max_pending}}},
         {"models", json::array()}};
-    if (runner::ModelCatalog* host = service_->host(); host != nullptr) {
+    if (const runner::ModelCatalog* host = core_->host(); host != nullptr) {
       info["default_model"] = host->default_model();
       info["limits"]["batch_memory_budget_bytes"] =
           host->batch_memory_budget_bytes();
@@ -384,20 +375,20 @@ class HttpFront::Handlers {
                    {"executions", d.batching.executions}}}});
       }
     }
-    Count(kInfoRpc, absl::OkStatus());
-    x->Respond(JsonResponse(200, info));
+    core_->EndCall(kInfoRpc, "", absl::OkStatus(), log->start);
+    Finish(x, log.get(), absl::OkStatus(), JsonResponse(200, info));
   }
 
   const HttpFrontOptions options_;
-  service::EncoderServer* server_;
-  EncoderServiceImpl* service_;
+  core::Inference* const core_;
+  const core::EdgeAuth auth_;
 };
 
 absl::StatusOr<std::unique_ptr<HttpFront>> HttpFront::Start(
-    HttpFrontOptions options, service::EncoderServer* server) {
+    HttpFrontOptions options, core::Inference* core, core::EdgeAuth auth) {
   std::unique_ptr<HttpFront> front(new HttpFront());
   options.http.render_error = RenderServerError;
-  front->handlers_ = std::make_unique<Handlers>(options, server);
+  front->handlers_ = std::make_unique<Handlers>(options, core, auth);
   Handlers* handlers = front->handlers_.get();
   options.http.routes = [handlers](Router& router) {
     handlers->Register(router);

@@ -11,7 +11,7 @@
 //   GET  /info            version, build, models and the limits in force
 //   GET  /metrics         Prometheus text (the same registry as gRPC's)
 //
-// Embeddings go through EncoderServiceImpl::SubmitEmbed: the same
+// Embeddings go through the core (core::Inference::Embed): the same
 // admission, validation, limits, batcher and metrics as gRPC Embed
 // (counted under rpc="http:/v1/embeddings"). No thread waits for a
 // result: the batcher's answer is rendered on an HTTP I/O thread. A client
@@ -30,8 +30,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "server/core/edge_auth.h"
+#include "server/core/inference.h"
 #include "server/metrics/metrics_http_server.h"
-#include "server/service/server.h"
 
 namespace encoder::http {
 
@@ -46,14 +47,17 @@ struct HttpFrontOptions {
   std::string git_commit;
   std::string build_type;
   std::string libtorch_version;
+  std::string grpc_version;
+  std::string protobuf_version;
 };
 
 class HttpFront {
  public:
-  // Binds and serves. `server` must outlive the front; its models may come
-  // later (EncoderServer::SetModels): until then /ready is 503.
+  // Binds and serves. `core` must outlive the front; its models may come
+  // later (Inference::SetHost): until then /ready is 503. `auth`'s
+  // pointers must outlive the front too.
   static absl::StatusOr<std::unique_ptr<HttpFront>> Start(
-      HttpFrontOptions options, service::EncoderServer* server);
+      HttpFrontOptions options, core::Inference* core, core::EdgeAuth auth);
   // Stops accepting, cancels the requests in progress and joins.
   ~HttpFront();
 

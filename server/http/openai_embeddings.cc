@@ -16,15 +16,16 @@ namespace {
 
 using json = nlohmann::json;
 
-// Little-endian float32 bytes to floats.
-std::vector<float> DecodeFloat32(const std::string& data) {
-  std::vector<float> out(data.size() / 4);
-  for (size_t i = 0; i < out.size(); ++i) {
-    const auto* p = reinterpret_cast<const unsigned char*>(data.data()) + 4 * i;
-    const uint32_t bits =
-        static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |
-        static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24;
-    std::memcpy(&out[i], &bits, 4);
+// Float32 values as little-endian bytes (what base64 encodes).
+std::string Float32Bytes(const float* values, size_t count) {
+  std::string out(4 * count, '\0');
+  for (size_t i = 0; i < count; ++i) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, &values[i], 4);
+    out[4 * i] = static_cast<char>(bits & 0xff);
+    out[4 * i + 1] = static_cast<char>((bits >> 8) & 0xff);
+    out[4 * i + 2] = static_cast<char>((bits >> 16) & 0xff);
+    out[4 * i + 3] = static_cast<char>(bits >> 24);
   }
   return out;
 }
@@ -53,13 +54,12 @@ absl::Status InvalidParam(const std::string& message, std::string* param,
 }
 
 // "hidden_states": {"layers": [int, ...], "pooled": bool}.
-absl::Status ParseHiddenStates(const json& value, v1::EmbedRequest* request,
+absl::Status ParseHiddenStates(const json& value, core::EmbedQuery* query,
                                std::string* param) {
   const char* kShape =
       "hidden_states must be an object such as {\"layers\": [-1], "
       "\"pooled\": false}";
   if (!value.is_object()) return InvalidParam(kShape, param, "hidden_states");
-  v1::HiddenStateSelection* selection = request->mutable_hidden_states();
   for (const auto& [key, item] : value.items()) {
     if (key == "layers") {
       if (!item.is_array()) {
@@ -75,14 +75,14 @@ absl::Status ParseHiddenStates(const json& value, v1::EmbedRequest* request,
                                            layer.dump(), ", not a layer index"),
                               param, "hidden_states");
         }
-        selection->add_layers(static_cast<int32_t>(layer.get<int64_t>()));
+        query->hidden_layers.push_back(layer.get<int64_t>());
       }
     } else if (key == "pooled") {
       if (!item.is_boolean()) {
         return InvalidParam("hidden_states.pooled must be true or false", param,
                             "hidden_states");
       }
-      selection->set_pooled(item.get<bool>());
+      query->pool_hidden = item.get<bool>();
     } else {
       return InvalidParam(absl::StrCat("hidden_states has an unknown key \"",
                                        key, "\"; ", kShape),
@@ -92,15 +92,17 @@ absl::Status ParseHiddenStates(const json& value, v1::EmbedRequest* request,
   return absl::OkStatus();
 }
 
-// Appends float32 tensor bytes as a JSON array of numbers or a base64
-// string.
-void AppendValues(const std::string& data, bool base64, std::string* out) {
+// Appends float32 values as a JSON array of numbers or a base64 string
+// of their little-endian bytes.
+void AppendValues(const std::vector<float>& values, bool base64,
+                  std::string* out) {
   if (base64) {
-    absl::StrAppend(out, "\"", absl::Base64Escape(data), "\"");
+    absl::StrAppend(
+        out, "\"",
+        absl::Base64Escape(Float32Bytes(values.data(), values.size())), "\"");
     return;
   }
   *out += '[';
-  const std::vector<float> values = DecodeFloat32(data);
   for (size_t k = 0; k < values.size(); ++k) {
     if (k > 0) *out += ',';
     // Shortest text that reads back as the same float32 (%.9g always
@@ -113,11 +115,10 @@ void AppendValues(const std::string& data, bool base64, std::string* out) {
   *out += ']';
 }
 
-template <typename Repeated>
-void AppendIntList(const Repeated& values, std::string* out) {
+void AppendIntList(const std::vector<int64_t>& values, std::string* out) {
   *out += '[';
-  for (int k = 0; k < values.size(); ++k) {
-    absl::StrAppend(out, k == 0 ? "" : ",", values.Get(k));
+  for (size_t k = 0; k < values.size(); ++k) {
+    absl::StrAppend(out, k == 0 ? "" : ",", values[k]);
   }
   *out += ']';
 }
@@ -125,7 +126,7 @@ void AppendIntList(const Repeated& values, std::string* out) {
 }  // namespace
 
 absl::Status ParseEmbeddingsBody(const std::string& body,
-                                 v1::EmbedRequest* request, bool* base64,
+                                 core::EmbedQuery* query, bool* base64,
                                  std::string* param) {
   const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
@@ -140,7 +141,7 @@ absl::Status ParseEmbeddingsBody(const std::string& body,
     if (!it->is_string()) {
       return InvalidParam("model must be a string", param, "model");
     }
-    request->set_model(it->get<std::string>());
+    query->model = it->get<std::string>();
   }
   *base64 = false;
   if (auto it = j.find("encoding_format"); it != j.end() && !it->is_null()) {
@@ -167,9 +168,9 @@ absl::Status ParseEmbeddingsBody(const std::string& body,
           "dimensions");
     }
     // The range the model allows is checked with the request (PrepareEmbed).
-    request->set_dimensions(static_cast<int32_t>(it->get<int64_t>()));
+    query->dimensions = it->get<int64_t>();
     // OpenAI's shortened embeddings are unit vectors.
-    request->set_normalize(true);
+    query->normalize = true;
   }
   // Extensions: the EmbedRequest fields of the same names.
   if (auto it = j.find("normalize"); it != j.end() && !it->is_null()) {
@@ -177,22 +178,22 @@ absl::Status ParseEmbeddingsBody(const std::string& body,
       return InvalidParam("normalize must be true or false", param,
                           "normalize");
     }
-    request->set_normalize(it->get<bool>());
+    query->normalize = it->get<bool>();
   }
   if (auto it = j.find("truncate"); it != j.end() && !it->is_null()) {
     if (!it->is_boolean()) {
       return InvalidParam("truncate must be true or false", param, "truncate");
     }
-    request->set_truncate(it->get<bool>());
+    query->truncate = it->get<bool>();
   }
   if (auto it = j.find("prompt_name"); it != j.end() && !it->is_null()) {
     if (!it->is_string()) {
       return InvalidParam("prompt_name must be a string", param, "prompt_name");
     }
-    request->set_prompt_name(it->get<std::string>());
+    query->prompt_name = it->get<std::string>();
   }
   if (auto it = j.find("hidden_states"); it != j.end() && !it->is_null()) {
-    RETURN_IF_ERROR(ParseHiddenStates(*it, request, param));
+    RETURN_IF_ERROR(ParseHiddenStates(*it, query, param));
   }
   // "user" (an end-user id for the provider's abuse monitoring) is
   // accepted and not used.
@@ -204,7 +205,7 @@ absl::Status ParseEmbeddingsBody(const std::string& body,
       "input must be a string, a list of strings, a list of token ids or "
       "a list of token-id lists";
   if (input->is_string()) {
-    request->add_inputs()->set_text(input->get<std::string>());
+    query->inputs.push_back(core::EmbedInput::Text(input->get<std::string>()));
     return absl::OkStatus();
   }
   if (!input->is_array()) return InvalidParam(kShape, param, "input");
@@ -214,7 +215,8 @@ absl::Status ParseEmbeddingsBody(const std::string& body,
   const json& first = input->front();
   if (first.is_number()) {
     // One input of token ids.
-    v1::TokenIds* ids = request->add_inputs()->mutable_token_ids();
+    std::vector<int64_t> ids;
+    ids.reserve(input->size());
     for (size_t k = 0; k < input->size(); ++k) {
       int64_t id = 0;
       if (!ReadTokenId((*input)[k], &id)) {
@@ -223,20 +225,22 @@ absl::Status ParseEmbeddingsBody(const std::string& body,
                          kShape),
             param, "input");
       }
-      ids->add_ids(id);
+      ids.push_back(id);
     }
+    query->inputs.push_back(core::EmbedInput::Ids(std::move(ids)));
     return absl::OkStatus();
   }
   for (size_t i = 0; i < input->size(); ++i) {
     const json& item = (*input)[i];
     if (item.is_string() && first.is_string()) {
-      request->add_inputs()->set_text(item.get<std::string>());
+      query->inputs.push_back(core::EmbedInput::Text(item.get<std::string>()));
     } else if (item.is_array() && first.is_array()) {
       if (item.empty()) {
         return InvalidParam(absl::StrCat("input[", i, "] has no token ids"),
                             param, "input");
       }
-      v1::TokenIds* ids = request->add_inputs()->mutable_token_ids();
+      std::vector<int64_t> ids;
+      ids.reserve(item.size());
       for (size_t k = 0; k < item.size(); ++k) {
         int64_t id = 0;
         if (!ReadTokenId(item[k], &id)) {
@@ -244,8 +248,9 @@ absl::Status ParseEmbeddingsBody(const std::string& body,
               absl::StrCat("input[", i, "][", k, "] is not a token id"), param,
               "input");
         }
-        ids->add_ids(id);
+        ids.push_back(id);
       }
+      query->inputs.push_back(core::EmbedInput::Ids(std::move(ids)));
     } else {
       return InvalidParam(
           absl::StrCat(kShape, "; input[", i, "] does not match input[0]"),
@@ -255,30 +260,31 @@ absl::Status ParseEmbeddingsBody(const std::string& body,
   return absl::OkStatus();
 }
 
-std::string EmbeddingsResponseJson(const v1::EmbedResponse& response,
+std::string EmbeddingsResponseJson(const core::EmbedAnswer& answer,
                                    bool base64) {
   // Written by hand: one float at a time through nlohmann::json would
   // allocate a node per value.
   std::string out = R"({"object":"list","data":[)";
   int64_t tokens = 0;
-  for (int i = 0; i < response.results_size(); ++i) {
-    const v1::EmbedResult& e = response.results(i);
-    tokens += e.num_tokens();
+  for (size_t i = 0; i < answer.inputs.size(); ++i) {
+    const core::EmbeddedInput& e = answer.inputs[i];
+    const runner::EmbedResult& r = e.result;
+    tokens += r.num_tokens;
     absl::StrAppend(&out, i == 0 ? "" : ",",
                     R"({"object":"embedding","index":)", i, R"(,"embedding":)");
-    AppendValues(e.pooled().data(), base64, &out);
-    if (e.hidden_state_layers_size() > 0) {
+    AppendValues(r.pooled, base64, &out);
+    if (!e.hidden_layers.empty()) {
       out += R"(,"hidden_states":{"layers":)";
-      AppendIntList(e.hidden_state_layers(), &out);
+      AppendIntList(e.hidden_layers, &out);
       out += R"(,"shape":)";
-      AppendIntList(e.hidden_states().shape(), &out);
+      AppendIntList(r.hidden_shape, &out);
       out += R"(,"data":)";
-      AppendValues(e.hidden_states().data(), base64, &out);
+      AppendValues(r.hidden, base64, &out);
       out += '}';
     }
     out += '}';
   }
-  absl::StrAppend(&out, R"(],"model":)", json(response.model()).dump(),
+  absl::StrAppend(&out, R"(],"model":)", json(answer.model).dump(),
                   R"(,"usage":{"prompt_tokens":)", tokens,
                   R"(,"total_tokens":)", tokens, "}}");
   return out;

@@ -1,27 +1,28 @@
 // The JSON of POST /v1/embeddings (OpenAI's embeddings API) to and from
-// the service's EmbedRequest and EmbedResponse. No HTTP here: the front
-// (http_front.h) owns the transport, authentication and error envelope.
+// the core's EmbedQuery and EmbedAnswer: the HTTP front's one conversion.
+// No HTTP here: the front (http_front.h) owns the transport,
+// authentication and error envelope.
 //
 // Request: input (a string, a list of strings, a list of token ids or a
 // list of token-id lists), model, encoding_format ("float" or "base64"),
 // dimensions (also turns normalization on, as OpenAI's shortened
 // embeddings are unit vectors) and user (accepted, not used); extensions
-// with the EmbedRequest fields' names: normalize, truncate, prompt_name and
-// hidden_states ({"layers": [...], "pooled": bool}).
+// with the names of the gRPC EmbedRequest's fields: normalize, truncate,
+// prompt_name and hidden_states ({"layers": [...], "pooled": bool}).
 #ifndef ENCODER_SERVER_HTTP_OPENAI_EMBEDDINGS_H_
 #define ENCODER_SERVER_HTTP_OPENAI_EMBEDDINGS_H_
 
 #include <string>
 
 #include "absl/status/status.h"
-#include "encoder/v1/encoder.pb.h"
+#include "server/core/embed_request.h"
 
 namespace encoder::http {
 
 // Parses `body` into `request`. On error `*param` names the offending
 // field (OpenAI's error "param"). `*base64` reports encoding_format.
 absl::Status ParseEmbeddingsBody(const std::string& body,
-                                 v1::EmbedRequest* request, bool* base64,
+                                 core::EmbedQuery* query, bool* base64,
                                  std::string* param);
 
 // The response object: {"object": "list", "data": [{"object":
@@ -29,7 +30,7 @@ absl::Status ParseEmbeddingsBody(const std::string& body,
 // "usage"}. Items whose result carries hidden states also have
 // "hidden_states": {"layers": [...], "shape": [...], "data": flat values
 // in the same encoding as the embedding}.
-std::string EmbeddingsResponseJson(const v1::EmbedResponse& response,
+std::string EmbeddingsResponseJson(const core::EmbedAnswer& answer,
                                    bool base64);
 
 // The request field a failed embeddings call points at ("" when none) and,

@@ -10,18 +10,15 @@
 
 #include "server/batching/types.h"
 #include "server/common/attention_stats.h"
+#include "server/model/config.h"
 
 namespace encoder::runner {
-
-// kFirst: the first token; kLastToken: the last real token; kWeightedMean:
-// token t (from 1) weighted by t.
-enum class PoolingMode { kMean, kFirst, kMax, kLastToken, kWeightedMean };
 
 // What to compute for one sequence. Validated by the caller (ids in the
 // vocabulary, layer/head indices in range) before it is queued.
 struct EmbedSpec {
   std::vector<int64_t> token_ids;
-  PoolingMode pooling = PoolingMode::kMean;
+  model::Pooling pooling = model::Pooling::kMean;  // see model/config.h
   bool normalize = false;
   bool want_tokens = false;               // per-token embeddings
   std::vector<int64_t> attention_layers;  // attention maps of these layers

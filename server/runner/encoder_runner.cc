@@ -29,22 +29,6 @@ std::vector<float> ToFloats(const at::Tensor& t) {
                             c.data_ptr<float>() + c.numel());
 }
 
-model::Pooling ToModelPooling(PoolingMode mode) {
-  switch (mode) {
-    case PoolingMode::kMean:
-      return model::Pooling::kMean;
-    case PoolingMode::kFirst:
-      return model::Pooling::kFirst;
-    case PoolingMode::kMax:
-      return model::Pooling::kMax;
-    case PoolingMode::kLastToken:
-      return model::Pooling::kLastToken;
-    case PoolingMode::kWeightedMean:
-      return model::Pooling::kWeightedMean;
-  }
-  return model::Pooling::kMean;
-}
-
 }  // namespace
 
 // Per-runner device resources: its own CUDA stream, so that several model
@@ -178,7 +162,7 @@ at::Tensor PoolBatch(const std::vector<const EmbedSpec*>& batch,
                      const model::Encoder& model, const at::Tensor& tokens,
                      const at::Tensor& mask) {
   const at::Tensor mask_dev = mask.to(model.device());
-  std::map<PoolingMode, std::vector<int64_t>> by_mode;
+  std::map<model::Pooling, std::vector<int64_t>> by_mode;
   std::vector<int64_t> normalize_rows;
   for (int64_t i = 0; i < static_cast<int64_t>(batch.size()); ++i) {
     by_mode[batch[i]->pooling].push_back(i);
@@ -189,7 +173,7 @@ at::Tensor PoolBatch(const std::vector<const EmbedSpec*>& batch,
   };
   at::Tensor pooled;
   for (const auto& [mode, members] : by_mode) {
-    at::Tensor all = model::Pool(tokens, mask_dev, ToModelPooling(mode),
+    at::Tensor all = model::Pool(tokens, mask_dev, mode,
                                  /*normalize=*/false);
     if (!pooled.defined()) {
       pooled = all.clone();  // kFirst pools to a view of the tokens
@@ -239,7 +223,7 @@ absl::Status SliceSequence(const EmbedSpec& spec, int64_t i,
       if (spec.pool_hidden) {
         h = model::Pool(h.unsqueeze(0),
                         at::ones({1, n}, h.options().dtype(at::kBool)),
-                        ToModelPooling(spec.pooling), /*normalize=*/false)[0];
+                        spec.pooling, /*normalize=*/false)[0];
       }
       states.push_back(h);
     }

@@ -54,14 +54,11 @@ grpc::Status CheckCallToken(
   for (auto it = begin; it != end; ++it) {
     values.emplace_back(it->second.data(), it->second.size());
   }
-  const auth::AuthResult result = edge.tokens->Check(values);
-  if (result == auth::AuthResult::kOk) return grpc::Status::OK;
-  edge.metrics->AuthFailure(auth::AuthResultName(result));
+  const absl::Status checked = core::CheckBearer(
+      edge, values, "\"authorization: Bearer <token>\" metadata");
+  if (checked.ok()) return grpc::Status::OK;
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                      result == auth::AuthResult::kMissing
-                          ? "missing \"authorization: Bearer <token>\" "
-                            "metadata"
-                          : "the bearer token is not accepted");
+                      std::string(checked.message()));
 }
 
 grpc::experimental::Interceptor*

@@ -16,16 +16,11 @@
 #include <map>
 #include <string>
 
-#include "server/auth/token_auth.h"
-#include "server/metrics/metrics.h"
+#include "server/core/edge_auth.h"
 
 namespace encoder::service {
 
-struct EdgeAuth {
-  const auth::TokenAuthenticator* tokens = nullptr;  // null: no authentication
-  bool protect_health = false;          // grpc.health.v1 needs a token
-  metrics::Metrics* metrics = nullptr;  // counts failures; not null
-};
+using core::EdgeAuth;
 
 // OK when `edge` has no tokens or `metadata` carries an accepted bearer
 // token; else UNAUTHENTICATED (counted under encoder_auth_failures_total).

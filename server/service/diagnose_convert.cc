@@ -4,10 +4,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
-#include "server/service/encoder_service.h"
+#include "server/core/inference.h"
+#include "server/core/text_input.h"
+#include "server/service/embed_proto.h"
 #include "server/service/extrapolation_convert.h"
 #include "server/service/tensor_proto.h"
-#include "server/service/text_input.h"
 
 namespace encoder::service {
 namespace {
@@ -21,7 +22,7 @@ void PackMatrix(const diagnostics::DenseArray<double>& m, v1::Tensor* out) {
 
 absl::StatusOr<diagnostics::DiagnoseOptions> BuildDiagnoseOptions(
     const v1::DiagnoseRequest& request, const runner::ServedModel& model,
-    const DiagnoseLimits& limits) {
+    const core::DiagnoseLimits& limits) {
   const model::ModelConfig& c = model.description().config;
   diagnostics::DiagnoseOptions o;
   switch (request.input_case()) {
@@ -33,9 +34,10 @@ absl::StatusOr<diagnostics::DiagnoseOptions> BuildDiagnoseOptions(
       if (request.text().empty()) {
         return absl::InvalidArgumentError("text is empty");
       }
-      ASSIGN_OR_RETURN(auto tokens, TokenizeText(model, request.text(),
-                                                 request.text_options(),
-                                                 /*truncate=*/false, 0));
+      ASSIGN_OR_RETURN(auto tokens,
+                       core::TokenizeText(model, request.text(),
+                                          ToTextOptions(request.text_options()),
+                                          /*truncate=*/false, 0));
       o.token_ids = std::move(tokens.encoding.ids);
       break;
     }

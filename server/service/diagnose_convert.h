@@ -7,9 +7,11 @@
 #include "server/diagnostics/report.h"
 #include "server/runner/served_model.h"
 
-namespace encoder::service {
-
+namespace encoder::core {
 struct DiagnoseLimits;
+}  // namespace encoder::core
+
+namespace encoder::service {
 
 // The largest |shift_offset| Diagnose accepts. Positions stay far from
 // int64 overflow, and float32 codes keep their precision well past it.
@@ -22,7 +24,7 @@ inline constexpr int64_t kMaxShiftOffset = int64_t{1} << 20;
 // limits.max_structure_positions (messages name the limit).
 absl::StatusOr<diagnostics::DiagnoseOptions> BuildDiagnoseOptions(
     const v1::DiagnoseRequest& request, const runner::ServedModel& model,
-    const DiagnoseLimits& limits);
+    const core::DiagnoseLimits& limits);
 
 void FillDiagnoseResponse(const diagnostics::DiagnoseReport& report,
                           const runner::ServedModel& model,

@@ -226,8 +226,7 @@ class RefusedStreamReactor
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 EncoderServiceImpl::EmbedStream(grpc::CallbackServerContext* context) {
   if (grpc::Status auth = Authenticate(context); !auth.ok()) {
-    metrics_->RequestDone("EmbedStream", "", GrpcCodeName(auth.error_code()),
-                          0);
+    RecordRejected("EmbedStream", auth);
     AccessRecord access = BeginAccess("EmbedStream", context);
     EchoCallMetadata(context, &access);
     LogCall(&access, auth, absl::Now());

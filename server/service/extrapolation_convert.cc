@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
+#include "server/core/inference.h"
 #include "server/diagnostics/scheme_reach.h"
-#include "server/service/encoder_service.h"
 
 namespace encoder::service {
 namespace {
@@ -60,13 +60,6 @@ absl::StatusOr<std::vector<int64_t>> Grid(const v1::ExtrapolationOptions& r,
 
 }  // namespace
 
-int64_t MaxExtrapolationTokens(const runner::ServedModel& model,
-                               const DiagnoseLimits& limits) {
-  return model.description().max_extrapolation_tokens > 0
-             ? model.description().max_extrapolation_tokens
-             : limits.max_extrapolation_tokens;
-}
-
 std::vector<int64_t> DefaultGrid(int64_t trained, double multiple,
                                  int32_t points, int64_t limit) {
   const double lo = std::max(1.0, static_cast<double>(trained) / 8);
@@ -91,11 +84,11 @@ std::vector<int64_t> SeededRandomIds(int64_t n, uint64_t seed, int64_t vocab) {
 
 absl::Status BuildExtrapolation(const v1::DiagnoseRequest& request,
                                 const runner::ServedModel& model,
-                                const DiagnoseLimits& limits,
+                                const core::DiagnoseLimits& limits,
                                 diagnostics::DiagnoseOptions* options) {
   const model::ModelConfig& c = model.description().config;
   const v1::ExtrapolationOptions& r = request.extrapolation_options();
-  const int64_t limit = MaxExtrapolationTokens(model, limits);
+  const int64_t limit = core::MaxExtrapolationTokens(model, limits);
   const diagnostics::SchemeReach reach = diagnostics::AnalyzeReach(c);
   ASSIGN_OR_RETURN(std::vector<int64_t> grid,
                    Grid(r, reach.trained_length, limit));
@@ -118,13 +111,6 @@ absl::Status BuildExtrapolation(const v1::DiagnoseRequest& request,
   }
   options->extrapolation = std::move(o);
   return absl::OkStatus();
-}
-
-int64_t LongestExtrapolationRun(const diagnostics::ExtrapolationOptions& o,
-                                const model::ModelConfig& config) {
-  const int64_t longest = o.lengths.empty() ? 0 : o.lengths.back();
-  const int64_t limit = diagnostics::AnalyzeReach(config).max_length;
-  return limit > 0 ? std::min(longest, limit) : longest;
 }
 
 void FillExtrapolation(const diagnostics::ExtrapolationResult& result,

@@ -11,20 +11,17 @@
 #include "server/diagnostics/report.h"
 #include "server/runner/served_model.h"
 
-namespace encoder::service {
-
+namespace encoder::core {
 struct DiagnoseLimits;
+}  // namespace encoder::core
+
+namespace encoder::service {
 
 // Defaults of an empty grid.
 inline constexpr int32_t kDefaultExtrapolationPoints = 6;
 inline constexpr double kDefaultExtrapolationMultiple = 2.0;
 inline constexpr double kMaxExtrapolationMultiple = 64.0;
 inline constexpr int64_t kDefaultExtrapolationPrefix = 8;
-
-// The longest input the probe runs on `model`: the repository entry's
-// max_extrapolation_tokens, else limits.max_extrapolation_tokens.
-int64_t MaxExtrapolationTokens(const runner::ServedModel& model,
-                               const DiagnoseLimits& limits);
 
 // The lengths of an empty grid: `points` lengths spaced geometrically from
 // trained/8 to multiple * trained, rounded, those over `limit` replaced by
@@ -40,13 +37,8 @@ std::vector<int64_t> DefaultGrid(int64_t trained, double multiple,
 // max_multiple or prefix_length.
 absl::Status BuildExtrapolation(const v1::DiagnoseRequest& request,
                                 const runner::ServedModel& model,
-                                const DiagnoseLimits& limits,
+                                const core::DiagnoseLimits& limits,
                                 diagnostics::DiagnoseOptions* options);
-
-// The longest length the probe will run (lengths past a learned table are
-// not run), for pricing.
-int64_t LongestExtrapolationRun(const diagnostics::ExtrapolationOptions& o,
-                                const model::ModelConfig& config);
 
 void FillExtrapolation(const diagnostics::ExtrapolationResult& result,
                        const diagnostics::ExtrapolationOptions& options,

@@ -44,8 +44,9 @@ absl::StatusOr<std::unique_ptr<EncoderServer>> EncoderServer::Start(
   limits.max_send_message_bytes = options.max_send_message_bytes;
   limits.max_inputs_per_request = options.max_inputs_per_request;
   limits.unread = options.unread;
-  s->service_ =
-      std::make_unique<EncoderServiceImpl>(metrics, limits, options.diagnose);
+  s->core_ =
+      std::make_unique<core::Inference>(metrics, limits, options.diagnose);
+  s->service_ = std::make_unique<EncoderServiceImpl>(s->core_.get());
   s->edge_auth_ = EdgeAuth{options.tokens, options.auth_health, metrics};
   s->service_->SetAuth(&s->edge_auth_);
   grpc::ServerBuilder builder;
@@ -123,13 +124,13 @@ void EncoderServer::SetHealth(bool serving) {
 
 void EncoderServer::SetModels(runner::ModelCatalog* host) {
   host_ = host;
-  service_->SetHost(host);
+  core_->SetHost(host);
   SetHealth(!unhealthy_.load());
 }
 
 void EncoderServer::MarkUnhealthy(const std::string& reason) {
   unhealthy_.store(true);
-  service_->MarkUnhealthy(reason);
+  core_->MarkUnhealthy(reason);
   SetHealth(false);
 }
 
@@ -137,7 +138,7 @@ bool EncoderServer::Drain(absl::Duration grace, absl::Duration unready) {
   const absl::Time start = absl::Now();
   const absl::Time deadline = start + grace;
   SetHealth(false);
-  service_->StartDraining();
+  core_->StartDraining();
   const bool drained = host_ == nullptr || host_->DrainAll(deadline);
   // Keep answering UNAVAILABLE (and health NOT_SERVING) for a while before
   // the transport closes: calls that reach a closing transport fail with

@@ -26,8 +26,8 @@ inline constexpr int64_t kDefaultMaxReceiveMessageBytes = int64_t{16} << 20;
 struct ServerOptions {
   std::string listen = "127.0.0.1:50051";  // port 0: pick a free port
   int64_t max_receive_message_bytes = kDefaultMaxReceiveMessageBytes;
-  int64_t max_send_message_bytes = kDefaultMaxSendMessageBytes;
-  int64_t max_inputs_per_request = kDefaultMaxInputsPerRequest;
+  int64_t max_send_message_bytes = core::kDefaultMaxSendMessageBytes;
+  int64_t max_inputs_per_request = core::kDefaultMaxInputsPerRequest;
   // gRPC's resource quota: memory for every connection's buffers.
   int64_t memory_quota_bytes = int64_t{1} << 30;
   // HTTP/2 streams (calls, health Watch streams included) in flight per
@@ -59,8 +59,8 @@ class EncoderServer {
   ~EncoderServer();
 
   int port() const { return port_; }
-  // The service behind the port, for other fronts (the HTTP front).
-  EncoderServiceImpl* service() const { return service_.get(); }
+  // The core behind the port, for other fronts (the HTTP front).
+  core::Inference* core() const { return core_.get(); }
   // The bearer-token check the port applies.
   const EdgeAuth& edge_auth() const { return edge_auth_; }
   // The health-only port (0 without ServerOptions::health_listen).
@@ -87,6 +87,7 @@ class EncoderServer {
   EncoderServer() = default;
   void SetHealth(bool serving);
 
+  std::unique_ptr<core::Inference> core_;
   std::unique_ptr<EncoderServiceImpl> service_;
   EdgeAuth edge_auth_;
   // grpc.health.v1 on the main port (closed with auth_health) and on the

@@ -2,8 +2,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
-#include "server/service/embed_request.h"
-#include "server/service/text_input.h"
+#include "server/core/embed_request.h"
+#include "server/core/text_input.h"
+#include "server/service/embed_proto.h"
 
 namespace encoder::service {
 namespace {
@@ -12,7 +13,7 @@ absl::Status Prefixed(const std::string& where, const absl::Status& s) {
   return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
 }
 
-void FillEncoding(const TokenizedText& t, v1::Encoding* out) {
+void FillEncoding(const core::TokenizedText& t, v1::Encoding* out) {
   const tokenizer::Encoding& e = t.encoding;
   out->mutable_ids()->Add(e.ids.begin(), e.ids.end());
   out->mutable_tokens()->Reserve(static_cast<int>(e.size()));
@@ -36,7 +37,8 @@ absl::Status RunTokenize(const v1::TokenizeRequest& request,
                          v1::TokenizeResponse* response) {
   const runner::ServedModel* model = host.Find(request.model());
   if (model == nullptr) {
-    return absl::NotFoundError(UnknownModelMessage(request.model(), host));
+    return absl::NotFoundError(
+        core::UnknownModelMessage(request.model(), host));
   }
   const int64_t n = request.texts_size() + request.texts_bytes_size();
   if (n == 0) {
@@ -59,8 +61,9 @@ absl::Status RunTokenize(const v1::TokenizeRequest& request,
   response->set_tokenizer(model->tokenizer()->kind());
   auto one = [&](const std::string& text,
                  const std::string& where) -> absl::Status {
-    auto t = TokenizeText(*model, text, request.text_options(),
-                          request.truncate(), max_length);
+    auto t =
+        core::TokenizeText(*model, text, ToTextOptions(request.text_options()),
+                           request.truncate(), max_length);
     if (!t.ok()) return Prefixed(where, t.status());
     FillEncoding(*t, response->add_encodings());
     return absl::OkStatus();
@@ -81,7 +84,8 @@ absl::Status RunDecode(const v1::DecodeRequest& request,
                        v1::DecodeResponse* response) {
   const runner::ServedModel* model = host.Find(request.model());
   if (model == nullptr) {
-    return absl::NotFoundError(UnknownModelMessage(request.model(), host));
+    return absl::NotFoundError(
+        core::UnknownModelMessage(request.model(), host));
   }
   if (request.inputs_size() == 0) {
     return absl::InvalidArgumentError("no inputs to decode");

@@ -10,10 +10,11 @@
 #include <memory>
 #include <string>
 
+#include "server/core/embed_request.h"
 #include "server/model/model_repository.h"
 #include "server/runner/model_host.h"
 #include "server/service/diagnose_convert.h"
-#include "server/service/embed_request.h"
+#include "server/service/embed_proto.h"
 #include "server/service/encoder_service.h"
 #include "server/service/request_parser.h"
 #include "server/service/tokenize_rpc.h"
@@ -77,8 +78,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 0: {
       v1::EmbedRequest request;
       if (!svc::ParseRequest(bytes, &request).ok()) break;
-      auto prepared = svc::PrepareEmbed(request, *host, limits);
-      if (prepared.ok()) (void)svc::EstimateResponseBytes(*prepared);
+      auto query = svc::ToEmbedQuery(&request);
+      if (!query.ok()) break;
+      auto prepared = encoder::core::PrepareEmbed(*query, *host, limits);
+      if (prepared.ok()) (void)encoder::core::EstimateResponseBytes(*prepared);
       break;
     }
     case 1: {

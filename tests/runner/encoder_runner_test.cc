@@ -48,7 +48,7 @@ TEST(EncoderRunner, MixedBatchEqualsEachSequenceAlone) {
   EncoderRunner runner(model.get());
   std::vector<EmbedSpec> specs(4);
   specs[0].token_ids = {1, 5, 6, 7, 2};
-  specs[0].pooling = PoolingMode::kFirst;
+  specs[0].pooling = model::Pooling::kFirst;
   specs[0].normalize = true;
   specs[1].token_ids = {1, 9, 2};
   specs[1].want_tokens = true;
@@ -59,7 +59,7 @@ TEST(EncoderRunner, MixedBatchEqualsEachSequenceAlone) {
   specs[2].attention_layers = {0, 1};
   specs[2].average_heads = true;
   specs[3].token_ids = {1, 2};
-  specs[3].pooling = PoolingMode::kFirst;
+  specs[3].pooling = model::Pooling::kFirst;
   specs[3].want_attention_stats = true;
   std::vector<const EmbedSpec*> batch;
   for (const auto& s : specs) batch.push_back(&s);

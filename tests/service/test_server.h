@@ -55,6 +55,8 @@ struct TestServerOptions {
   model::Repository repository = SmallRepository();
   bool set_models = true;
   int64_t batch_memory_budget_bytes = 0;  // 0: derived from the machine
+  // Null: metrics are dropped. Must outlive the server.
+  metrics::Metrics* metrics = nullptr;
 };
 
 class TestServer {
@@ -67,7 +69,8 @@ class TestServer {
     auto host = runner::ModelHost::Create(options.repository, host_options);
     EXPECT_TRUE(host.ok()) << host.status();
     host_ = std::move(host).value();
-    auto server = service::EncoderServer::Start(options.server, &metrics_);
+    auto server = service::EncoderServer::Start(
+        options.server, options.metrics ? options.metrics : &metrics_);
     EXPECT_TRUE(server.ok()) << server.status();
     server_ = std::move(server).value();
     if (options.set_models) server_->SetModels(host_.get());

@@ -1,4 +1,4 @@
-#include "server/service/text_input.h"
+#include "server/core/text_input.h"
 
 #include <string>
 #include <vector>
@@ -7,22 +7,19 @@
 #include "absl/strings/str_join.h"
 #include "server/common/status_macros.h"
 
-namespace encoder::service {
+namespace encoder::core {
 
 absl::StatusOr<TokenizedText> TokenizeText(const runner::ServedModel& model,
                                            std::string_view text,
-                                           const v1::TextOptions& options,
+                                           const TextOptions& options,
                                            bool truncate, int64_t max_length) {
   tokenizer::EncodeOptions o;
   // As transformers (and so sentence-transformers) tokenize: a
   // tokenizer.json's fixed padding (all-MiniLM-L6-v2 pads to 128) and
   // default truncation are not applied; truncation is the request's.
   o.file_settings = false;
-  o.add_special_tokens =
-      !options.has_add_special_tokens() || options.add_special_tokens();
-  o.side = options.truncation_side() == v1::TRUNCATION_SIDE_LEFT
-               ? tokenizer::TruncationSide::kLeft
-               : tokenizer::TruncationSide::kRight;
+  o.add_special_tokens = options.add_special_tokens;
+  o.side = options.truncation_side;
   const tokenizer::Tokenizer* tok = model.tokenizer();
   if (tok == nullptr) {
     return absl::InvalidArgumentError(model.description().no_tokenizer_reason);
@@ -69,11 +66,12 @@ absl::StatusOr<const std::string*> ResolvePrompt(
   return &it->second;
 }
 
-bool TruncateIds(const runner::ServedModel& model, v1::TruncationSide side,
-                 int64_t max_length, std::vector<int64_t>* ids) {
+bool TruncateIds(const runner::ServedModel& model,
+                 tokenizer::TruncationSide side, int64_t max_length,
+                 std::vector<int64_t>* ids) {
   const int64_t n = static_cast<int64_t>(ids->size());
   if (max_length <= 0 || n <= max_length) return false;
-  const bool left = side == v1::TRUNCATION_SIDE_LEFT;
+  const bool left = side == tokenizer::TruncationSide::kLeft;
   // The special token at the edge being cut: [SEP] on the right, [CLS] on
   // the left.
   const int64_t edge = left ? ids->front() : ids->back();
@@ -91,4 +89,4 @@ bool TruncateIds(const runner::ServedModel& model, v1::TruncationSide side,
   return true;
 }
 
-}  // namespace encoder::service
+}  // namespace encoder::core

@@ -1,11 +1,11 @@
-#include "server/service/unread_responses.h"
+#include "server/core/unread_responses.h"
 
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-namespace encoder::service {
+namespace encoder::core {
 namespace {
 
 std::string Mib(int64_t bytes) {
@@ -111,4 +111,4 @@ int64_t UnreadResponses::connection_bytes(const std::string& connection) const {
   return it == by_connection_.end() ? 0 : it->second;
 }
 
-}  // namespace encoder::service
+}  // namespace encoder::core

@@ -1,19 +1,26 @@
 // Text -> token ids with a hosted model's tokenizer, under the request's
 // text options (special tokens, truncation side) and the model's length
 // limit. Shared by Embed, Diagnose and Tokenize.
-#ifndef ENCODER_SERVER_SERVICE_TEXT_INPUT_H_
-#define ENCODER_SERVER_SERVICE_TEXT_INPUT_H_
+#ifndef ENCODER_SERVER_CORE_TEXT_INPUT_H_
+#define ENCODER_SERVER_CORE_TEXT_INPUT_H_
 
 #include <cstdint>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "encoder/v1/encoder.pb.h"
 #include "server/runner/served_model.h"
 #include "server/tokenizer/tokenizer.h"
 
-namespace encoder::service {
+namespace encoder::core {
+
+// How text becomes token ids.
+struct TextOptions {
+  bool add_special_tokens = true;  // the model's [CLS] ... [SEP] and kin
+  // Used when truncating, for text and for token-id inputs alike (ids keep
+  // the edge id when the model's tokenizer calls it special).
+  tokenizer::TruncationSide truncation_side = tokenizer::TruncationSide::kRight;
+};
 
 struct TokenizedText {
   tokenizer::Encoding encoding;
@@ -26,7 +33,7 @@ struct TokenizedText {
 // INVALID_ARGUMENT naming the byte offset.
 absl::StatusOr<TokenizedText> TokenizeText(const runner::ServedModel& model,
                                            std::string_view text,
-                                           const v1::TextOptions& options,
+                                           const TextOptions& options,
                                            bool truncate, int64_t max_length);
 
 // The prompt text to prepend to a request's text inputs: the model's
@@ -41,9 +48,10 @@ absl::StatusOr<const std::string*> ResolvePrompt(
 // edge stays when the model's tokenizer calls it special: right truncation
 // of [CLS] a b c [SEP] to 3 gives [CLS] a [SEP], left gives [CLS] c [SEP].
 // Without a tokenizer the ids are cut plainly. Returns whether it cut.
-bool TruncateIds(const runner::ServedModel& model, v1::TruncationSide side,
-                 int64_t max_length, std::vector<int64_t>* ids);
+bool TruncateIds(const runner::ServedModel& model,
+                 tokenizer::TruncationSide side, int64_t max_length,
+                 std::vector<int64_t>* ids);
 
-}  // namespace encoder::service
+}  // namespace encoder::core
 
-#endif  // ENCODER_SERVER_SERVICE_TEXT_INPUT_H_
+#endif  // ENCODER_SERVER_CORE_TEXT_INPUT_H_

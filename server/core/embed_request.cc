@@ -1,4 +1,4 @@
-#include "server/service/embed_request.h"
+#include "server/core/embed_request.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,11 +9,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "server/common/status_macros.h"
-#include "server/service/status_util.h"
-#include "server/service/tensor_proto.h"
-#include "server/service/text_input.h"
+#include "server/core/status.h"
+#include "server/core/text_input.h"
 
-namespace encoder::service {
+namespace encoder::core {
 namespace {
 
 std::string ModelNames(const runner::ModelCatalog& host) {
@@ -23,11 +22,10 @@ std::string ModelNames(const runner::ModelCatalog& host) {
 }
 
 // Checks indices are in [0, limit) without repeats.
-absl::Status CheckIndices(const google::protobuf::RepeatedField<int32_t>& v,
-                          int64_t limit, const char* what,
-                          const std::string& model) {
-  std::set<int32_t> seen;
-  for (int32_t i : v) {
+absl::Status CheckIndices(const std::vector<int64_t>& v, int64_t limit,
+                          const char* what, const std::string& model) {
+  std::set<int64_t> seen;
+  for (int64_t i : v) {
     if (i < 0 || i >= limit) {
       return absl::InvalidArgumentError(absl::StrCat(
           "attention ", what, " index ", i,
@@ -46,11 +44,10 @@ absl::Status CheckIndices(const google::protobuf::RepeatedField<int32_t>& v,
 // Hidden-state indices 0 .. layers, negative ones counted from the end
 // (-1 is `layers`), resolved and checked for range and repeats.
 absl::StatusOr<std::vector<int64_t>> ResolveHiddenLayers(
-    const google::protobuf::RepeatedField<int32_t>& v, int64_t layers,
-    const std::string& model) {
+    const std::vector<int64_t>& v, int64_t layers, const std::string& model) {
   std::vector<int64_t> out;
   std::set<int64_t> seen;
-  for (int32_t i : v) {
+  for (int64_t i : v) {
     const int64_t resolved = i < 0 ? layers + 1 + i : i;
     if (resolved < 0 || resolved > layers) {
       return absl::InvalidArgumentError(
@@ -67,40 +64,6 @@ absl::StatusOr<std::vector<int64_t>> ResolveHiddenLayers(
     out.push_back(resolved);
   }
   return out;
-}
-
-absl::StatusOr<runner::PoolingMode> ToPoolingMode(
-    v1::Pooling requested, model::Pooling model_default) {
-  switch (requested) {
-    case v1::POOLING_MEAN:
-      return runner::PoolingMode::kMean;
-    case v1::POOLING_FIRST:
-      return runner::PoolingMode::kFirst;
-    case v1::POOLING_MAX:
-      return runner::PoolingMode::kMax;
-    case v1::POOLING_LAST_TOKEN:
-      return runner::PoolingMode::kLastToken;
-    case v1::POOLING_WEIGHTED_MEAN:
-      return runner::PoolingMode::kWeightedMean;
-    case v1::POOLING_UNSPECIFIED:
-      break;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown pooling value ", static_cast<int>(requested)));
-  }
-  switch (model_default) {
-    case model::Pooling::kMean:
-      return runner::PoolingMode::kMean;
-    case model::Pooling::kFirst:
-      return runner::PoolingMode::kFirst;
-    case model::Pooling::kMax:
-      return runner::PoolingMode::kMax;
-    case model::Pooling::kLastToken:
-      return runner::PoolingMode::kLastToken;
-    case model::Pooling::kWeightedMean:
-      return runner::PoolingMode::kWeightedMean;
-  }
-  return runner::PoolingMode::kMean;
 }
 
 std::string LengthLimitReason(const model::ModelConfig& c) {
@@ -144,111 +107,94 @@ std::string UnknownModelMessage(const std::string& requested,
 
 namespace {
 
-// The checks of a request that do not depend on its inputs: how many there
-// are, attention indices, the pooling value, dimensions.
-absl::Status CheckRequestOptions(const v1::EmbedRequest& request,
-                                 const runner::ServedModel& model,
-                                 const ServiceLimits& limits) {
+// The checks of a query that do not depend on its inputs: how many there
+// are, attention indices, dimensions.
+absl::Status CheckQueryOptions(const EmbedQuery& query,
+                               const runner::ServedModel& model,
+                               const ServiceLimits& limits) {
   const model::ModelConfig& config = model.description().config;
   const std::string& name = model.name();
-  if (request.inputs_size() == 0) {
+  const int64_t inputs = static_cast<int64_t>(query.inputs.size());
+  if (inputs == 0) {
     return absl::InvalidArgumentError("request has no inputs");
   }
-  if (request.inputs_size() > limits.max_inputs_per_request) {
+  if (inputs > limits.max_inputs_per_request) {
     return absl::InvalidArgumentError(
-        absl::StrCat("request has ", request.inputs_size(), " inputs; at most ",
+        absl::StrCat("request has ", inputs, " inputs; at most ",
                      limits.max_inputs_per_request,
                      " per request (--max-inputs-per-request)"));
   }
-  const v1::AttentionSelection& attention = request.attention();
   RETURN_IF_ERROR(
-      CheckIndices(attention.layers(), config.num_layers, "layer", name));
+      CheckIndices(query.attention_layers, config.num_layers, "layer", name));
   RETURN_IF_ERROR(
-      CheckIndices(attention.heads(), config.num_heads, "head", name));
-  if (attention.layers().empty() &&
-      (!attention.heads().empty() || attention.average_heads())) {
+      CheckIndices(query.attention_heads, config.num_heads, "head", name));
+  if (query.attention_layers.empty() &&
+      (!query.attention_heads.empty() || query.average_heads)) {
     return absl::InvalidArgumentError(
         "attention heads or average_heads given without attention layers");
   }
-  if (!v1::Pooling_IsValid(request.pooling())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pooling ", request.pooling(),
-                     " is not a Pooling value (POOLING_UNSPECIFIED, "
-                     "POOLING_MEAN, POOLING_FIRST)"));
-  }
-  if (request.has_dimensions()) {
+  if (query.dimensions.has_value()) {
     const int64_t width = model.description().output_dim;
-    if (request.dimensions() < 1 || request.dimensions() > width) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("dimensions is ", request.dimensions(), "; model \"",
-                       name, "\" has embeddings of ", width,
-                       " values, so dimensions must be 1 to ", width));
+    const int64_t d = *query.dimensions;
+    if (d < 1 || d > width) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "dimensions is ", d, "; model \"", name, "\" has embeddings of ",
+          width, " values, so dimensions must be 1 to ", width));
     }
   }
   return absl::OkStatus();
 }
 
-// What every input of the request asks for (a spec without token ids).
-absl::StatusOr<runner::EmbedSpec> SharedSpec(const v1::EmbedRequest& request,
+// What every input of the query asks for (a spec without token ids).
+absl::StatusOr<runner::EmbedSpec> SharedSpec(const EmbedQuery& query,
                                              const runner::ServedModel& model) {
   const model::ModelConfig& config = model.description().config;
-  const v1::AttentionSelection& attention = request.attention();
   runner::EmbedSpec base;
-  ASSIGN_OR_RETURN(base.pooling,
-                   ToPoolingMode(request.pooling(), config.pooling));
-  base.normalize =
-      request.has_normalize() ? request.normalize() : config.normalize;
-  base.want_tokens = request.return_token_embeddings();
-  base.attention_layers.assign(attention.layers().begin(),
-                               attention.layers().end());
-  base.attention_heads.assign(attention.heads().begin(),
-                              attention.heads().end());
-  base.average_heads = attention.average_heads();
-  base.want_attention_stats = request.return_attention_stats();
+  base.pooling = query.pooling.value_or(config.pooling);
+  base.normalize = query.normalize.value_or(config.normalize);
+  base.want_tokens = query.token_embeddings;
+  base.attention_layers = query.attention_layers;
+  base.attention_heads = query.attention_heads;
+  base.average_heads = query.average_heads;
+  base.want_attention_stats = query.attention_stats;
   ASSIGN_OR_RETURN(base.hidden_layers,
-                   ResolveHiddenLayers(request.hidden_states().layers(),
-                                       config.num_layers, model.name()));
-  if (base.hidden_layers.empty() && request.hidden_states().pooled()) {
+                   ResolveHiddenLayers(query.hidden_layers, config.num_layers,
+                                       model.name()));
+  if (base.hidden_layers.empty() && query.pool_hidden) {
     return absl::InvalidArgumentError(
         "hidden_states.pooled given without hidden_states.layers");
   }
-  base.pool_hidden = request.hidden_states().pooled();
+  base.pool_hidden = query.pool_hidden;
   return base;
 }
 
 // inputs[i]'s token ids: as sent, or its text (after `prompt`, when
 // given) tokenized; checked against the vocabulary and the model's length
 // limit, and cut to it when the request says truncate (*truncated then).
-absl::StatusOr<std::vector<int64_t>> InputIds(const v1::EmbedRequest& request,
-                                              int i,
+absl::StatusOr<std::vector<int64_t>> InputIds(const EmbedQuery& query, int i,
                                               const runner::ServedModel& model,
                                               const std::string* prompt,
                                               bool* truncated) {
   const model::ModelConfig& config = model.description().config;
   const std::string& name = model.name();
   const int64_t max_len = config.max_length();
-  const v1::Input& input = request.inputs(i);
+  const EmbedInput& input = query.inputs[static_cast<size_t>(i)];
   std::vector<int64_t> ids;
   *truncated = false;
-  switch (input.content_case()) {
-    case v1::Input::kTokenIds:
-      ids.assign(input.token_ids().ids().begin(),
-                 input.token_ids().ids().end());
+  switch (input.kind) {
+    case EmbedInput::Kind::kTokenIds:
+      ids = input.token_ids;
       break;
-    case v1::Input::kText:
-    case v1::Input::kTextBytes: {
-      const std::string& text = input.content_case() == v1::Input::kText
-                                    ? input.text()
-                                    : input.text_bytes();
+    case EmbedInput::Kind::kText: {
+      const std::string& text = input.text;
       if (text.empty()) {
         return absl::InvalidArgumentError(
             absl::StrCat("inputs[", i, "] has empty text"));
       }
       const std::string prompted =
           prompt == nullptr ? std::string() : *prompt + text;
-      auto tokens =
-          TokenizeText(model, prompt == nullptr ? text : prompted,
-                       request.text_options(), request.truncate(), max_len);
+      auto tokens = TokenizeText(model, prompt == nullptr ? text : prompted,
+                                 query.text_options, query.truncate, max_len);
       if (!tokens.ok()) {
         return absl::InvalidArgumentError(
             absl::StrCat("inputs[", i, "]: ", tokens.status().message()));
@@ -257,7 +203,7 @@ absl::StatusOr<std::vector<int64_t>> InputIds(const v1::EmbedRequest& request,
       *truncated = tokens->truncated;
       break;
     }
-    default:
+    case EmbedInput::Kind::kNone:
       return absl::InvalidArgumentError(
           absl::StrCat("inputs[", i, "] is empty: set token_ids or text"));
   }
@@ -275,13 +221,13 @@ absl::StatusOr<std::vector<int64_t>> InputIds(const v1::EmbedRequest& request,
   }
   const int64_t n = static_cast<int64_t>(ids.size());
   if (n > max_len) {
-    if (!request.truncate()) {
+    if (!query.truncate) {
       return absl::InvalidArgumentError(absl::StrCat(
           "inputs[", i, "] has ", n, " tokens; model \"", name,
           "\" accepts at most ", max_len, " (", LengthLimitReason(config),
           "); shorten it or set truncate"));
     }
-    TruncateIds(model, request.text_options().truncation_side(), max_len, &ids);
+    TruncateIds(model, query.text_options.truncation_side, max_len, &ids);
     *truncated = true;
   }
   return ids;
@@ -289,24 +235,24 @@ absl::StatusOr<std::vector<int64_t>> InputIds(const v1::EmbedRequest& request,
 
 }  // namespace
 
-absl::StatusOr<PreparedEmbed> PrepareEmbed(const v1::EmbedRequest& request,
+absl::StatusOr<PreparedEmbed> PrepareEmbed(const EmbedQuery& query,
                                            const runner::ModelCatalog& host,
                                            const ServiceLimits& limits) {
   PreparedEmbed p;
-  p.model = host.Find(request.model());
+  p.model = host.Find(query.model);
   if (p.model == nullptr) {
-    return absl::NotFoundError(UnknownModelMessage(request.model(), host));
+    return absl::NotFoundError(UnknownModelMessage(query.model, host));
   }
-  RETURN_IF_ERROR(CheckRequestOptions(request, *p.model, limits));
-  if (request.has_dimensions()) p.dimensions = request.dimensions();
-  ASSIGN_OR_RETURN(const runner::EmbedSpec base, SharedSpec(request, *p.model));
+  RETURN_IF_ERROR(CheckQueryOptions(query, *p.model, limits));
+  p.dimensions = query.dimensions.value_or(0);
+  ASSIGN_OR_RETURN(const runner::EmbedSpec base, SharedSpec(query, *p.model));
   ASSIGN_OR_RETURN(const std::string* prompt,
-                   ResolvePrompt(*p.model, request.prompt_name()));
-  for (int i = 0; i < request.inputs_size(); ++i) {
+                   ResolvePrompt(*p.model, query.prompt_name));
+  for (int i = 0; i < static_cast<int>(query.inputs.size()); ++i) {
     runner::EmbedSpec spec = base;
     bool truncated = false;
     ASSIGN_OR_RETURN(spec.token_ids,
-                     InputIds(request, i, *p.model, prompt, &truncated));
+                     InputIds(query, i, *p.model, prompt, &truncated));
     spec.cost = p.model->Price(spec);
     RETURN_IF_ERROR(CheckCost(spec, *p.model, absl::StrCat("inputs[", i, "]")));
     p.total_tokens += static_cast<int64_t>(spec.token_ids.size());
@@ -360,63 +306,43 @@ void CutPooled(int64_t dimensions, bool normalize, std::vector<float>* pooled) {
   for (float& v : *pooled) v = static_cast<float>(v * scale);
 }
 
-void FillEmbedResponse(const v1::EmbedRequest& request,
-                       const PreparedEmbed& prepared,
-                       const std::vector<runner::EmbedResult>& results,
-                       double total_ms, v1::EmbedResponse* response) {
-  response->set_model(prepared.model->name());
-  response->set_request_id(request.request_id());
-  double queue_ms = 0, inference_ms = 0;
+EmbedAnswer BuildAnswer(std::string request_id, const PreparedEmbed& prepared,
+                        std::vector<runner::EmbedResult> results,
+                        double total_ms) {
+  EmbedAnswer answer;
+  answer.model = prepared.model->name();
+  answer.request_id = std::move(request_id);
+  answer.total_tokens = prepared.total_tokens;
+  answer.total_ms = total_ms;
+  const int64_t heads = prepared.model->description().config.num_heads;
+  answer.inputs.reserve(results.size());
   for (size_t i = 0; i < results.size(); ++i) {
-    const runner::EmbedResult& r = results[i];
-    v1::EmbedResult* out = response->add_results();
+    const runner::EmbedSpec& spec = prepared.sequences[i];
+    EmbeddedInput out;
+    out.result = std::move(results[i]);
+    runner::EmbedResult& r = out.result;
     if (prepared.dimensions > 0 && prepared.dimensions < r.pooled_dim) {
-      std::vector<float> cut = r.pooled;
-      CutPooled(prepared.dimensions, prepared.sequences[i].normalize, &cut);
-      PackFloat32(cut, {prepared.dimensions}, out->mutable_pooled());
-    } else {
-      PackFloat32(r.pooled, {r.pooled_dim}, out->mutable_pooled());
+      CutPooled(prepared.dimensions, spec.normalize, &r.pooled);
+      r.pooled_dim = prepared.dimensions;
     }
-    if (!r.tokens.empty()) {
-      PackFloat32(r.tokens, {r.num_tokens, r.dim},
-                  out->mutable_token_embeddings());
-    }
+    out.truncated = prepared.truncated[i];
     if (!r.attention_shape.empty()) {
-      PackFloat32(r.attention, r.attention_shape, out->mutable_attention());
-      const runner::EmbedSpec& spec = prepared.sequences[i];
-      for (int64_t l : spec.attention_layers) out->add_attention_layers(l);
+      out.attention_layers = spec.attention_layers;
       if (!spec.average_heads) {
-        const int64_t heads = prepared.model->description().config.num_heads;
         if (spec.attention_heads.empty()) {
-          for (int64_t h = 0; h < heads; ++h) out->add_attention_heads(h);
+          for (int64_t h = 0; h < heads; ++h) out.attention_heads.push_back(h);
         } else {
-          for (int64_t h : spec.attention_heads) out->add_attention_heads(h);
+          out.attention_heads = spec.attention_heads;
         }
       }
     }
-    if (!r.hidden_shape.empty()) {
-      PackFloat32(r.hidden, r.hidden_shape, out->mutable_hidden_states());
-      for (int64_t l : prepared.sequences[i].hidden_layers) {
-        out->add_hidden_state_layers(static_cast<int32_t>(l));
-      }
-    }
-    for (const AttentionHeadStats& s : r.attention_stats) {
-      PackAttentionStats(s, out->add_attention_stats());
-    }
-    out->set_num_tokens(r.num_tokens);
-    out->set_truncated(prepared.truncated[i]);
-    v1::BatchInfo* batch = out->mutable_batch();
-    batch->set_batch_size(r.batch.batch_size);
-    batch->set_padded_tokens(r.batch.padded_tokens);
-    batch->set_queue_ms(r.batch.queue_seconds * 1e3);
-    batch->set_inference_ms(r.batch.inference_seconds * 1e3);
-    queue_ms = std::max(queue_ms, r.batch.queue_seconds * 1e3);
-    inference_ms = std::max(inference_ms, r.batch.inference_seconds * 1e3);
+    if (!r.hidden_shape.empty()) out.hidden_layers = spec.hidden_layers;
+    answer.queue_ms = std::max(answer.queue_ms, r.batch.queue_seconds * 1e3);
+    answer.inference_ms =
+        std::max(answer.inference_ms, r.batch.inference_seconds * 1e3);
+    answer.inputs.push_back(std::move(out));
   }
-  v1::Timing* timing = response->mutable_timing();
-  timing->set_queue_ms(queue_ms);
-  timing->set_inference_ms(inference_ms);
-  timing->set_total_ms(total_ms);
+  return answer;
 }
 
-}  // namespace encoder::service
+}  // namespace encoder::core

@@ -10,8 +10,8 @@
 // A response is never dropped for the limits: they are checked when a call
 // is admitted. A call is always admitted when its connection (or the
 // server) holds nothing, so one response larger than a limit still runs.
-#ifndef ENCODER_SERVER_SERVICE_UNREAD_RESPONSES_H_
-#define ENCODER_SERVER_SERVICE_UNREAD_RESPONSES_H_
+#ifndef ENCODER_SERVER_CORE_UNREAD_RESPONSES_H_
+#define ENCODER_SERVER_CORE_UNREAD_RESPONSES_H_
 
 #include <cstdint>
 #include <functional>
@@ -23,7 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 
-namespace encoder::service {
+namespace encoder::core {
 
 struct UnreadLimits {
   int64_t total_bytes = int64_t{1} << 30;  // all connections
@@ -83,6 +83,6 @@ class UnreadResponses {
   int64_t total_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-}  // namespace encoder::service
+}  // namespace encoder::core
 
-#endif  // ENCODER_SERVER_SERVICE_UNREAD_RESPONSES_H_
+#endif  // ENCODER_SERVER_CORE_UNREAD_RESPONSES_H_

@@ -1,0 +1,156 @@
+// The front-neutral Embed: plain C++ types in (EmbedQuery) and out
+// (EmbedAnswer). Each front maps its own request (a protobuf message,
+// OpenAI's JSON) into an EmbedQuery and an EmbedAnswer back into its own
+// response; nothing else crosses the edge. PrepareEmbed turns a query into
+// validated, priced batcher work: every check that can fail a request
+// happens there, before any compute.
+#ifndef ENCODER_SERVER_CORE_EMBED_REQUEST_H_
+#define ENCODER_SERVER_CORE_EMBED_REQUEST_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/core/text_input.h"
+#include "server/core/unread_responses.h"
+#include "server/model/config.h"
+#include "server/runner/embed_types.h"
+#include "server/runner/served_model.h"
+
+namespace encoder::core {
+
+// The defaults of --max-inputs-per-request and --max-send-message-bytes.
+inline constexpr int64_t kDefaultMaxInputsPerRequest = 256;
+inline constexpr int64_t kDefaultMaxSendMessageBytes = int64_t{64} << 20;
+
+struct ServiceLimits {
+  int64_t max_inputs_per_request = kDefaultMaxInputsPerRequest;
+  // The largest response a front may send; Embed calls whose response is
+  // estimated above it are refused before they run.
+  int64_t max_send_message_bytes = kDefaultMaxSendMessageBytes;
+  // Responses produced and not yet read, per connection and in total.
+  UnreadLimits unread;
+};
+
+// One input: text (tokenized with the model's tokenizer, after the prompt)
+// or token ids as they are. kNone is an input that set neither.
+struct EmbedInput {
+  enum class Kind { kNone, kText, kTokenIds };
+  Kind kind = Kind::kNone;
+  std::string text;
+  std::vector<int64_t> token_ids;
+
+  static EmbedInput Text(std::string text) {
+    EmbedInput in;
+    in.kind = Kind::kText;
+    in.text = std::move(text);
+    return in;
+  }
+  static EmbedInput Ids(std::vector<int64_t> ids) {
+    EmbedInput in;
+    in.kind = Kind::kTokenIds;
+    in.token_ids = std::move(ids);
+    return in;
+  }
+};
+
+// What an Embed call asks for; every field but `inputs` has a default.
+struct EmbedQuery {
+  std::string model;       // empty: the default model
+  std::string request_id;  // echoed in the answer
+  std::vector<EmbedInput> inputs;
+  std::optional<model::Pooling> pooling;  // unset: the model's
+  std::optional<bool> normalize;          // unset: the model's
+  // Cut inputs longer than the model accepts (else INVALID_ARGUMENT).
+  bool truncate = false;
+  TextOptions text_options;
+  std::string prompt_name;            // empty: the model's default prompt
+  std::optional<int64_t> dimensions;  // pooled values kept (Matryoshka)
+  // Attention maps of these layers (none when empty), of these heads (all
+  // when empty), or averaged over the heads.
+  std::vector<int64_t> attention_layers;
+  std::vector<int64_t> attention_heads;
+  bool average_heads = false;
+  bool token_embeddings = false;
+  bool attention_stats = false;
+  // Hidden states after these layers (0 .. layers; negative: from the
+  // end), pooled with the call's pooling when pool_hidden.
+  std::vector<int64_t> hidden_layers;
+  bool pool_hidden = false;
+};
+
+// One input's result, in the order of the query's inputs.
+struct EmbeddedInput {
+  // `result.pooled` is already cut to the query's dimensions and
+  // normalized as asked (result.pooled_dim is its width).
+  runner::EmbedResult result;
+  bool truncated = false;
+  // What the attention maps and hidden states hold: the layers, the heads
+  // (empty when averaged) and the resolved hidden-state layers.
+  std::vector<int64_t> attention_layers;
+  std::vector<int64_t> attention_heads;
+  std::vector<int64_t> hidden_layers;
+};
+
+struct EmbedAnswer {
+  std::string model;  // the model that ran (the default's name when unnamed)
+  std::string request_id;
+  std::vector<EmbeddedInput> inputs;
+  int64_t total_tokens = 0;
+  // The slowest input's queue and inference times, and the call's time
+  // from admission to answer.
+  double queue_ms = 0;
+  double inference_ms = 0;
+  double total_ms = 0;
+};
+
+struct PreparedEmbed {
+  const runner::ServedModel* model = nullptr;
+  std::vector<runner::EmbedSpec> sequences;
+  std::vector<bool> truncated;
+  int64_t total_tokens = 0;
+  // Pooled values kept per input (EmbedQuery::dimensions); 0: all.
+  int64_t dimensions = 0;
+};
+
+// NOT_FOUND for an unknown model; INVALID_ARGUMENT for no inputs, an empty
+// input, ids outside the vocabulary, bad layer or head indices, an input
+// over the model's length limit without truncate, or dimensions outside 1
+// .. the pooled width; RESOURCE_EXHAUSTED (marked too large, see
+// core/status.h) when the response would exceed the send limit or an input
+// would not fit the batch memory budget. Messages name the input index and
+// the limit. Every sequence comes back priced.
+absl::StatusOr<PreparedEmbed> PrepareEmbed(const EmbedQuery& query,
+                                           const runner::ModelCatalog& host,
+                                           const ServiceLimits& limits);
+
+// RESOURCE_EXHAUSTED when `spec` (priced, see SequenceCost) cannot run
+// within the model's batch memory budget, naming the cost and the limit;
+// `what` names the input in the message ("inputs[3]").
+absl::Status CheckCost(const runner::EmbedSpec& spec,
+                       const runner::ServedModel& model,
+                       const std::string& what);
+
+// NOT_FOUND's message for a model name no model has: a short quote of the
+// name and the names that exist.
+std::string UnknownModelMessage(const std::string& requested,
+                                const runner::ModelCatalog& host);
+
+// Upper estimate of the response's size in bytes (float32 values plus
+// framing), for the send limit and the unread-response ledger.
+int64_t EstimateResponseBytes(const PreparedEmbed& prepared);
+
+// Keeps the first `dimensions` values of `pooled` and, when `normalize`,
+// scales them to unit L2 norm (left as they are when all zero).
+void CutPooled(int64_t dimensions, bool normalize, std::vector<float>* pooled);
+
+// The answer from the batcher's results, in input order.
+EmbedAnswer BuildAnswer(std::string request_id, const PreparedEmbed& prepared,
+                        std::vector<runner::EmbedResult> results,
+                        double total_ms);
+
+}  // namespace encoder::core
+
+#endif  // ENCODER_SERVER_CORE_EMBED_REQUEST_H_

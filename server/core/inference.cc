@@ -1,0 +1,276 @@
+#include "server/core/inference.h"
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/core/status.h"
+#include "server/diagnostics/scheme_reach.h"
+
+namespace encoder::core {
+namespace {
+
+constexpr char kDrainingMessage[] = "server is shutting down; retry elsewhere";
+constexpr char kLoadingMessage[] = "models are still loading; retry shortly";
+
+double MillisSince(absl::Time start) {
+  return absl::ToDoubleMilliseconds(absl::Now() - start);
+}
+
+// A model's refusal to queue: UNAVAILABLE means it is draining, said the
+// same way as the core's own refusal.
+absl::Status QueueRefusal(absl::Status submitted) {
+  if (submitted.code() == absl::StatusCode::kUnavailable) {
+    return absl::UnavailableError(kDrainingMessage);
+  }
+  return submitted;
+}
+
+// The extrapolation probe's longest forward pass: its longest length, cut
+// to what the scheme can run.
+int64_t LongestExtrapolationRun(const diagnostics::ExtrapolationOptions& o,
+                                const model::ModelConfig& config) {
+  const int64_t longest = o.lengths.empty() ? 0 : o.lengths.back();
+  const int64_t limit = diagnostics::AnalyzeReach(config).max_length;
+  return limit > 0 ? std::min(longest, limit) : longest;
+}
+
+}  // namespace
+
+int64_t MaxExtrapolationTokens(const runner::ServedModel& model,
+                               const DiagnoseLimits& limits) {
+  return model.description().max_extrapolation_tokens > 0
+             ? model.description().max_extrapolation_tokens
+             : limits.max_extrapolation_tokens;
+}
+
+Inference::Inference(metrics::Metrics* metrics, ServiceLimits limits,
+                     DiagnoseLimits diagnose_limits)
+    : metrics_(metrics),
+      limits_(limits),
+      diagnose_limits_(diagnose_limits),
+      unread_(limits.unread, [metrics](int64_t bytes) {
+        metrics->UnreadResponseBytes(bytes);
+      }) {}
+
+void Inference::MarkUnhealthy(std::string reason) {
+  absl::MutexLock lock(&unhealthy_mu_);
+  if (unhealthy_.empty()) unhealthy_ = std::move(reason);
+}
+
+std::string Inference::unhealthy() const {
+  absl::MutexLock lock(&unhealthy_mu_);
+  return unhealthy_;
+}
+
+absl::StatusOr<const runner::ModelCatalog*> Inference::Admit() const {
+  if (draining()) return absl::UnavailableError(kDrainingMessage);
+  const runner::ModelCatalog* host = host_.load();
+  if (host == nullptr) return absl::UnavailableError(kLoadingMessage);
+  return host;
+}
+
+absl::StatusOr<const runner::ModelCatalog*> Inference::Admit(
+    const std::string& peer) const {
+  absl::StatusOr<const runner::ModelCatalog*> host = Admit();
+  if (!host.ok()) return host;
+  if (absl::Status unread = unread_.Admit(peer); !unread.ok()) return unread;
+  return host;
+}
+
+void Inference::BeginCall(const char* rpc) { metrics_->InFlight(rpc, +1); }
+
+void Inference::EndCall(const char* rpc, const std::string& model,
+                        const absl::Status& status, absl::Time start) {
+  metrics_->RequestDone(rpc, model, StatusCodeName(status.code()),
+                        absl::ToDoubleSeconds(absl::Now() - start));
+  metrics_->InFlight(rpc, -1);
+}
+
+void Inference::RecordRejected(const char* rpc, const absl::Status& status) {
+  metrics_->RequestDone(rpc, "", StatusCodeName(status.code()), 0.0);
+}
+
+void Inference::Embed(Call call, EmbedQuery query,
+                      std::function<void(absl::StatusOr<EmbedAnswer>)> done) {
+  const absl::Time start = absl::Now();
+  const char* rpc = call.rpc;
+  logging::AccessRecord* access = call.access;
+  BeginCall(rpc);
+  if (access != nullptr) {
+    access->model = query.model;
+    access->inputs = static_cast<int64_t>(query.inputs.size());
+  }
+  // Records the call under `model` and hands its outcome to the front.
+  auto finish =
+      [this, rpc, start, access](
+          const std::string& model, absl::StatusOr<EmbedAnswer> outcome,
+          const std::function<void(absl::StatusOr<EmbedAnswer>)>& done) {
+        EndCall(rpc, model, outcome.status(), start);
+        if (access != nullptr && !model.empty()) access->model = model;
+        done(std::move(outcome));
+      };
+  absl::StatusOr<const runner::ModelCatalog*> admitted = Admit();
+  if (!admitted.ok()) {
+    // Refusals while draining count under the model they named.
+    const runner::ModelCatalog* host = host_.load();
+    const runner::ServedModel* m =
+        host == nullptr ? nullptr : host->Find(query.model);
+    return finish(m == nullptr ? "" : m->name(), admitted.status(), done);
+  }
+  const runner::ModelCatalog& host = **admitted;
+  absl::StatusOr<PreparedEmbed> prepared = PrepareEmbed(query, host, limits_);
+  if (!prepared.ok()) {
+    const runner::ServedModel* m = host.Find(query.model);
+    return finish(m ? m->name() : "", prepared.status(), done);
+  }
+  // The response is counted as owed to this connection from now on.
+  auto reserved = unread_.Reserve(call.peer, EstimateResponseBytes(*prepared));
+  if (!reserved.ok()) {
+    return finish(prepared->model->name(), reserved.status(), done);
+  }
+  auto reservation =
+      std::make_shared<UnreadResponses::Hold>(*std::move(reserved));
+  auto shared = std::make_shared<PreparedEmbed>(*std::move(prepared));
+  const std::string model = shared->model->name();
+  for (const auto& sequence : shared->sequences) {
+    metrics_->InputTokens(model,
+                          static_cast<int64_t>(sequence.token_ids.size()));
+  }
+  if (access != nullptr) access->tokens = shared->total_tokens;
+  runner::EmbedWork work;
+  work.sequences = shared->sequences;
+  work.deadline = call.deadline;
+  work.is_cancelled = std::move(call.is_cancelled);
+  auto shared_done =
+      std::make_shared<std::function<void(absl::StatusOr<EmbedAnswer>)>>(
+          std::move(done));
+  work.done = [this, shared, request_id = std::move(query.request_id), start,
+               model, finish, reservation, access,
+               shared_done](absl::Status status,
+                            std::vector<runner::EmbedResult> results) {
+    // The front counts what it serializes instead.
+    reservation->Reset();
+    if (!status.ok()) return finish(model, status, *shared_done);
+    for (const auto& r : results) {
+      metrics_->SequenceTimes(model, r.batch.queue_seconds,
+                              r.batch.inference_seconds);
+    }
+    EmbedAnswer answer = BuildAnswer(request_id, *shared, std::move(results),
+                                     MillisSince(start));
+    if (access != nullptr) {
+      access->queue_ms = answer.queue_ms;
+      access->inference_ms = answer.inference_ms;
+    }
+    finish(model, std::move(answer), *shared_done);
+  };
+  absl::Status submitted = shared->model->Embed(std::move(work));
+  if (!submitted.ok()) {
+    reservation->Reset();
+    finish(model, QueueRefusal(submitted), *shared_done);
+  }
+}
+
+void Inference::Diagnose(Call call, const std::string& model_name,
+                         DiagnoseBuilder build,
+                         std::function<absl::Status(DiagnoseAnswer)> render,
+                         std::function<void(const absl::Status&)> done) {
+  const absl::Time start = absl::Now();
+  const char* rpc = call.rpc;
+  logging::AccessRecord* access = call.access;
+  BeginCall(rpc);
+  if (access != nullptr) access->model = model_name;
+  auto finish = [this, rpc, start, access](
+                    const std::string& model, const absl::Status& status,
+                    const std::function<void(const absl::Status&)>& done) {
+    EndCall(rpc, model, status, start);
+    if (access != nullptr && !model.empty()) access->model = model;
+    done(status);
+  };
+  absl::StatusOr<const runner::ModelCatalog*> host = Admit(call.peer);
+  if (!host.ok()) return finish("", host.status(), done);
+  const runner::ServedModel* model = (*host)->Find(model_name);
+  if (model == nullptr) {
+    return finish(
+        "", absl::NotFoundError(UnknownModelMessage(model_name, **host)), done);
+  }
+  absl::StatusOr<diagnostics::DiagnoseOptions> options = build(*model);
+  if (!options.ok()) return finish(model->name(), options.status(), done);
+  // Diagnose runs forward passes with every layer's attention: priced and
+  // budgeted like an Embed input that asks for statistics. The
+  // extrapolation probe's longest run is the call's largest pass.
+  runner::EmbedSpec priced;
+  priced.token_ids = options->token_ids;
+  if (options->extrapolation) {
+    priced.token_ids.resize(std::max<int64_t>(
+        static_cast<int64_t>(priced.token_ids.size()),
+        LongestExtrapolationRun(*options->extrapolation,
+                                model->description().config)));
+  }
+  priced.want_attention_stats = true;
+  priced.attention_layers = {0};
+  priced.cost = model->Price(priced);
+  if (absl::Status s = CheckCost(priced, *model,
+                                 options->extrapolation
+                                     ? "the extrapolation probe's longest run"
+                                     : "the Diagnose input");
+      !s.ok()) {
+    return finish(model->name(), s, done);
+  }
+  if (access != nullptr) {
+    access->inputs = 1;
+    access->tokens = static_cast<int64_t>(options->token_ids.size());
+  }
+  // Waiting or running, across models.
+  if (diagnose_pending_.fetch_add(1) >= diagnose_limits_.max_pending) {
+    diagnose_pending_.fetch_sub(1);
+    return finish(model->name(),
+                  absl::ResourceExhaustedError(absl::StrCat(
+                      "too many Diagnose calls waiting or running (",
+                      "--max-pending-diagnose=", diagnose_limits_.max_pending,
+                      "); retry later")),
+                  done);
+  }
+  runner::DiagnoseWork work;
+  work.options = *options;
+  if (work.options.extrapolation) {
+    work.options.extrapolation->is_cancelled = call.is_cancelled;
+  }
+  work.length = static_cast<int64_t>(priced.token_ids.size());
+  work.cost = priced.cost;
+  work.deadline = call.deadline;
+  work.is_cancelled = call.is_cancelled;
+  auto shared_done = std::make_shared<std::function<void(const absl::Status&)>>(
+      std::move(done));
+  const int64_t max_tokens = MaxExtrapolationTokens(*model, diagnose_limits_);
+  work.done = [this, model, finish, access, max_tokens, shared_done,
+               render = std::move(render), opts = *std::move(options)](
+                  absl::StatusOr<diagnostics::DiagnoseReport> report,
+                  const batching::BatchStats& ran) {
+    if (access != nullptr) {
+      access->queue_ms = ran.queue_seconds * 1e3;
+      access->inference_ms = ran.inference_seconds * 1e3;
+    }
+    absl::Status status = report.status();
+    if (report.ok()) {
+      DiagnoseAnswer answer;
+      answer.model = model;
+      answer.options = opts;
+      answer.report = *std::move(report);
+      answer.max_extrapolation_tokens = max_tokens;
+      status = render(std::move(answer));
+    }
+    diagnose_pending_.fetch_sub(1);
+    finish(model->name(), status, *shared_done);
+  };
+  if (absl::Status submitted = model->Diagnose(std::move(work));
+      !submitted.ok()) {
+    diagnose_pending_.fetch_sub(1);
+    finish(model->name(), QueueRefusal(submitted), *shared_done);
+  }
+}
+
+}  // namespace encoder::core

@@ -1,0 +1,131 @@
+#include "server/service/embed_proto.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/service/tensor_proto.h"
+
+namespace encoder::service {
+namespace {
+
+absl::StatusOr<std::optional<model::Pooling>> ToPooling(int value) {
+  switch (value) {
+    case v1::POOLING_UNSPECIFIED:
+      return std::nullopt;
+    case v1::POOLING_MEAN:
+      return model::Pooling::kMean;
+    case v1::POOLING_FIRST:
+      return model::Pooling::kFirst;
+    case v1::POOLING_MAX:
+      return model::Pooling::kMax;
+    case v1::POOLING_LAST_TOKEN:
+      return model::Pooling::kLastToken;
+    case v1::POOLING_WEIGHTED_MEAN:
+      return model::Pooling::kWeightedMean;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pooling ", value,
+          " is not a Pooling value (POOLING_UNSPECIFIED, POOLING_MEAN, "
+          "POOLING_FIRST, POOLING_MAX, POOLING_LAST_TOKEN, "
+          "POOLING_WEIGHTED_MEAN)"));
+  }
+}
+
+}  // namespace
+
+core::TextOptions ToTextOptions(const v1::TextOptions& options) {
+  core::TextOptions out;
+  out.add_special_tokens =
+      !options.has_add_special_tokens() || options.add_special_tokens();
+  out.truncation_side = options.truncation_side() == v1::TRUNCATION_SIDE_LEFT
+                            ? tokenizer::TruncationSide::kLeft
+                            : tokenizer::TruncationSide::kRight;
+  return out;
+}
+
+absl::StatusOr<core::EmbedQuery> ToEmbedQuery(v1::EmbedRequest* request) {
+  core::EmbedQuery q;
+  auto pooling = ToPooling(request->pooling());
+  if (!pooling.ok()) return pooling.status();
+  q.pooling = *pooling;
+  q.model = request->model();
+  q.request_id = request->request_id();
+  q.inputs.reserve(static_cast<size_t>(request->inputs_size()));
+  for (v1::Input& input : *request->mutable_inputs()) {
+    switch (input.content_case()) {
+      case v1::Input::kText:
+        q.inputs.push_back(
+            core::EmbedInput::Text(std::move(*input.mutable_text())));
+        break;
+      case v1::Input::kTextBytes:
+        q.inputs.push_back(
+            core::EmbedInput::Text(std::move(*input.mutable_text_bytes())));
+        break;
+      case v1::Input::kTokenIds:
+        q.inputs.push_back(core::EmbedInput::Ids(
+            {input.token_ids().ids().begin(), input.token_ids().ids().end()}));
+        break;
+      default:
+        q.inputs.emplace_back();  // kNone: refused naming its index
+        break;
+    }
+  }
+  if (request->has_normalize()) q.normalize = request->normalize();
+  q.truncate = request->truncate();
+  q.text_options = ToTextOptions(request->text_options());
+  q.prompt_name = request->prompt_name();
+  if (request->has_dimensions()) q.dimensions = request->dimensions();
+  const v1::AttentionSelection& attention = request->attention();
+  q.attention_layers.assign(attention.layers().begin(),
+                            attention.layers().end());
+  q.attention_heads.assign(attention.heads().begin(), attention.heads().end());
+  q.average_heads = attention.average_heads();
+  q.token_embeddings = request->return_token_embeddings();
+  q.attention_stats = request->return_attention_stats();
+  q.hidden_layers.assign(request->hidden_states().layers().begin(),
+                         request->hidden_states().layers().end());
+  q.pool_hidden = request->hidden_states().pooled();
+  return q;
+}
+
+void FillEmbedResponse(const core::EmbedAnswer& answer,
+                       v1::EmbedResponse* response) {
+  response->set_model(answer.model);
+  response->set_request_id(answer.request_id);
+  for (const core::EmbeddedInput& in : answer.inputs) {
+    const runner::EmbedResult& r = in.result;
+    v1::EmbedResult* out = response->add_results();
+    PackFloat32(r.pooled, {r.pooled_dim}, out->mutable_pooled());
+    if (!r.tokens.empty()) {
+      PackFloat32(r.tokens, {r.num_tokens, r.dim},
+                  out->mutable_token_embeddings());
+    }
+    if (!r.attention_shape.empty()) {
+      PackFloat32(r.attention, r.attention_shape, out->mutable_attention());
+      for (int64_t l : in.attention_layers) out->add_attention_layers(l);
+      for (int64_t h : in.attention_heads) out->add_attention_heads(h);
+    }
+    if (!r.hidden_shape.empty()) {
+      PackFloat32(r.hidden, r.hidden_shape, out->mutable_hidden_states());
+      for (int64_t l : in.hidden_layers) {
+        out->add_hidden_state_layers(static_cast<int32_t>(l));
+      }
+    }
+    for (const AttentionHeadStats& s : r.attention_stats) {
+      PackAttentionStats(s, out->add_attention_stats());
+    }
+    out->set_num_tokens(r.num_tokens);
+    out->set_truncated(in.truncated);
+    v1::BatchInfo* batch = out->mutable_batch();
+    batch->set_batch_size(r.batch.batch_size);
+    batch->set_padded_tokens(r.batch.padded_tokens);
+    batch->set_queue_ms(r.batch.queue_seconds * 1e3);
+    batch->set_inference_ms(r.batch.inference_seconds * 1e3);
+  }
+  v1::Timing* timing = response->mutable_timing();
+  timing->set_queue_ms(answer.queue_ms);
+  timing->set_inference_ms(answer.inference_ms);
+  timing->set_total_ms(answer.total_ms);
+}
+
+}  // namespace encoder::service
