@@ -69,6 +69,15 @@ Command AddEmbed(CLI::App* app, ConnectionOptions* connection) {
                     "instead of [layers, S, D]");
   command->add_flag("--truncate", options->truncate,
                     "Cut inputs longer than the model's limit");
+  CLI::Option* prompt_name = command->add_option(
+      "--prompt-name", options->prompt_name,
+      "Prepend the model's prompt of this name to every text (see "
+      "'models'; default: the model's default prompt)");
+  command
+      ->add_option("--prompt", options->prompt,
+                   "Prepend this text to every text input instead of a "
+                   "prompt of the model's ('' for none)")
+      ->excludes(prompt_name);
   CLI::Option* input =
       command
           ->add_option("--input", bulk->input_path,

@@ -44,6 +44,8 @@ encoder::v1::EmbedRequest BuildEmbedRequest(const EmbedOptions& options) {
     hidden->set_pooled(options.pool_hidden_states);
   }
   request.set_truncate(options.truncate);
+  request.set_prompt_name(options.prompt_name);
+  if (options.prompt) request.set_prompt(*options.prompt);
   return request;
 }
 

@@ -27,6 +27,8 @@ struct EmbedOptions {
   std::vector<int32_t> hidden_states;  // layers; negative from the end
   bool pool_hidden_states = false;
   bool truncate = false;
+  std::string prompt_name;            // one of the model's prompts
+  std::optional<std::string> prompt;  // a prompt text of the caller's
 };
 
 // The EmbedRequest `options` describe.

@@ -27,6 +27,8 @@ encoder::v1::EmbedRequest BatchRequest(const EmbedOptions& embed,
   options.pooling = embed.pooling;
   options.normalize = embed.normalize;
   options.truncate = embed.truncate;
+  options.prompt_name = embed.prompt_name;
+  options.prompt = embed.prompt;
   encoder::v1::EmbedRequest request = BuildEmbedRequest(options);
   request.clear_attention();
   for (size_t i = begin; i < end; ++i) {

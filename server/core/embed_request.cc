@@ -173,7 +173,7 @@ absl::StatusOr<runner::EmbedSpec> SharedSpec(const EmbedQuery& query,
 // limit, and cut to it when the request says truncate (*truncated then).
 absl::StatusOr<std::vector<int64_t>> InputIds(const EmbedQuery& query, int i,
                                               const runner::ServedModel& model,
-                                              const std::string* prompt,
+                                              const std::string& prompt,
                                               bool* truncated) {
   const model::ModelConfig& config = model.description().config;
   const std::string& name = model.name();
@@ -192,8 +192,8 @@ absl::StatusOr<std::vector<int64_t>> InputIds(const EmbedQuery& query, int i,
             absl::StrCat("inputs[", i, "] has empty text"));
       }
       const std::string prompted =
-          prompt == nullptr ? std::string() : *prompt + text;
-      auto tokens = TokenizeText(model, prompt == nullptr ? text : prompted,
+          prompt.empty() ? std::string() : prompt + text;
+      auto tokens = TokenizeText(model, prompt.empty() ? text : prompted,
                                  query.text_options, query.truncate, max_len);
       if (!tokens.ok()) {
         return absl::InvalidArgumentError(
@@ -246,13 +246,20 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const EmbedQuery& query,
   RETURN_IF_ERROR(CheckQueryOptions(query, *p.model, limits));
   p.dimensions = query.dimensions.value_or(0);
   ASSIGN_OR_RETURN(const runner::EmbedSpec base, SharedSpec(query, *p.model));
-  ASSIGN_OR_RETURN(const std::string* prompt,
-                   ResolvePrompt(*p.model, query.prompt_name));
+  ASSIGN_OR_RETURN(const std::string prompt,
+                   ResolvePrompt(*p.model, query.prompt_name, query.prompt));
+  ASSIGN_OR_RETURN(const int64_t prompt_skip,
+                   PromptPoolSkip(*p.model, prompt, query.text_options));
   for (int i = 0; i < static_cast<int>(query.inputs.size()); ++i) {
     runner::EmbedSpec spec = base;
     bool truncated = false;
     ASSIGN_OR_RETURN(spec.token_ids,
                      InputIds(query, i, *p.model, prompt, &truncated));
+    if (query.inputs[static_cast<size_t>(i)].kind == EmbedInput::Kind::kText) {
+      // At least the last token is pooled, whatever truncation left.
+      spec.pool_skip = std::min<int64_t>(
+          prompt_skip, static_cast<int64_t>(spec.token_ids.size()) - 1);
+    }
     spec.cost = p.model->Price(spec);
     RETURN_IF_ERROR(CheckCost(spec, *p.model, absl::StrCat("inputs[", i, "]")));
     p.total_tokens += static_cast<int64_t>(spec.token_ids.size());

@@ -66,7 +66,10 @@ struct EmbedQuery {
   // Cut inputs longer than the model accepts (else INVALID_ARGUMENT).
   bool truncate = false;
   TextOptions text_options;
-  std::string prompt_name;            // empty: the model's default prompt
+  std::string prompt_name;  // empty: the model's default prompt
+  // The caller's own prompt text; set (even to "") it replaces the
+  // model's default prompt. Not with prompt_name.
+  std::optional<std::string> prompt;
   std::optional<int64_t> dimensions;  // pooled values kept (Matryoshka)
   // Attention maps of these layers (none when empty), of these heads (all
   // when empty), or averaged over the heads.

@@ -39,12 +39,21 @@ absl::StatusOr<TokenizedText> TokenizeText(const runner::ServedModel& model,
   return out;
 }
 
-absl::StatusOr<const std::string*> ResolvePrompt(
-    const runner::ServedModel& model, const std::string& prompt_name) {
+absl::StatusOr<std::string> ResolvePrompt(
+    const runner::ServedModel& model, const std::string& prompt_name,
+    const std::optional<std::string>& prompt) {
   const runner::ModelDescription& spec = model.description();
+  if (prompt.has_value()) {
+    if (!prompt_name.empty()) {
+      return absl::InvalidArgumentError(
+          "set prompt or prompt_name, not both: prompt is a text of its own, "
+          "prompt_name names one of the model's prompts");
+    }
+    return *prompt;
+  }
   const std::string& name =
       prompt_name.empty() ? spec.default_prompt_name : prompt_name;
-  if (name.empty()) return nullptr;
+  if (name.empty()) return std::string();
   auto it = spec.prompts.find(name);
   if (it == spec.prompts.end()) {
     std::vector<std::string> names;
@@ -56,14 +65,18 @@ absl::StatusOr<const std::string*> ResolvePrompt(
             ? " (it has none)"
             : absl::StrCat("; its prompts: ", absl::StrJoin(names, ", "))));
   }
-  if (!spec.include_prompt) {
-    return absl::UnimplementedError(absl::StrCat(
-        "model \"", spec.name,
-        "\" pools without its prompt tokens (include_prompt false in its "
-        "Pooling config), which this server does not do; send the text "
-        "without a prompt"));
-  }
-  return &it->second;
+  return it->second;
+}
+
+absl::StatusOr<int64_t> PromptPoolSkip(const runner::ServedModel& model,
+                                       const std::string& prompt,
+                                       const TextOptions& options) {
+  if (prompt.empty() || model.description().include_prompt) return 0;
+  ASSIGN_OR_RETURN(TokenizedText t,
+                   TokenizeText(model, prompt, options, /*truncate=*/false, 0));
+  int64_t n = static_cast<int64_t>(t.encoding.ids.size());
+  if (n > 0 && model.tokenizer()->IsSpecial(t.encoding.ids.back())) --n;
+  return n;
 }
 
 bool TruncateIds(const runner::ServedModel& model,

@@ -5,6 +5,8 @@
 #define ENCODER_SERVER_CORE_TEXT_INPUT_H_
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -36,13 +38,21 @@ absl::StatusOr<TokenizedText> TokenizeText(const runner::ServedModel& model,
                                            const TextOptions& options,
                                            bool truncate, int64_t max_length);
 
-// The prompt text to prepend to a request's text inputs: the model's
-// prompt named `prompt_name`, else its default prompt; null for none.
-// INVALID_ARGUMENT for a name the model lacks (listing its prompts);
-// UNIMPLEMENTED for a checkpoint that pools without its prompt tokens
-// (sentence-transformers' include_prompt false).
-absl::StatusOr<const std::string*> ResolvePrompt(
-    const runner::ServedModel& model, const std::string& prompt_name);
+// The prompt text to prepend to a request's text inputs: `prompt` when
+// given (even empty), else the model's prompt named `prompt_name`, else its
+// default prompt; empty for none. INVALID_ARGUMENT for a name the model
+// lacks (listing its prompts) and for both a prompt and a prompt_name.
+absl::StatusOr<std::string> ResolvePrompt(
+    const runner::ServedModel& model, const std::string& prompt_name,
+    const std::optional<std::string>& prompt);
+
+// The tokens of `prompt` that a model pooling without its prompt
+// (include_prompt false) leaves out, as sentence-transformers counts them:
+// the prompt tokenized alone under `options`, less a trailing special
+// token ([SEP], </s>). 0 for an empty prompt or a model that pools with it.
+absl::StatusOr<int64_t> PromptPoolSkip(const runner::ServedModel& model,
+                                       const std::string& prompt,
+                                       const TextOptions& options);
 
 // Cuts token ids longer than max_length (> 0) on `side`. The id at the kept
 // edge stays when the model's tokenizer calls it special: right truncation

@@ -192,6 +192,12 @@ absl::Status ParseEmbeddingsBody(const std::string& body,
     }
     query->prompt_name = it->get<std::string>();
   }
+  if (auto it = j.find("prompt"); it != j.end() && !it->is_null()) {
+    if (!it->is_string()) {
+      return InvalidParam("prompt must be a string", param, "prompt");
+    }
+    query->prompt = it->get<std::string>();
+  }
   if (auto it = j.find("hidden_states"); it != j.end() && !it->is_null()) {
     RETURN_IF_ERROR(ParseHiddenStates(*it, query, param));
   }

@@ -66,8 +66,8 @@ struct ModelSpec {
   std::map<std::string, std::string> prompts;
   std::string default_prompt_name;
   // False: the checkpoint pools without its prompt tokens
-  // (sentence-transformers' include_prompt), which the server does not do,
-  // so prompts are refused for it rather than pooled differently.
+  // (sentence-transformers' include_prompt); the prompt's tokens are then
+  // left out of the pooling.
   bool include_prompt = true;
   bool prompts_set = false;  // the repository entry gave "prompts"
 };

@@ -29,6 +29,11 @@ struct EmbedSpec {
   // embedding output), pooled with `pooling` when pool_hidden is set.
   std::vector<int64_t> hidden_layers;
   bool pool_hidden = false;
+  // Leading tokens left out of the pooling (a prompt the model pools
+  // without; sentence-transformers' include_prompt false): mean, max and
+  // weighted mean skip them, first-token pooling takes the token after
+  // them. Less than the sequence's length.
+  int64_t pool_skip = 0;
   batching::SequenceCost cost;  // ServedModel::Price; zero: free (tests)
 };
 

@@ -157,6 +157,21 @@ PaddedBatch PadBatch(const std::vector<const EmbedSpec*>& batch,
 
 // Every row's pooled output on the host as float32 [B, pooled_dim]: each
 // pooling mode present once for the whole batch, then each row's choice,
+// One sequence's real tokens [n, D] pooled with its first `skip` tokens
+// left out, as sentence-transformers pools without a prompt: mean, max and
+// weighted mean (weights still counted from the first token) over the rest,
+// the first token after them, the last token as ever.
+at::Tensor PoolSkipping(const at::Tensor& tokens, model::Pooling pooling,
+                        int64_t skip) {
+  const int64_t n = tokens.size(0);
+  if (pooling == model::Pooling::kFirst) return tokens[skip];
+  if (pooling == model::Pooling::kLastToken) return tokens[n - 1];
+  at::Tensor mask = at::ones({1, n}, tokens.options().dtype(at::kBool));
+  mask.narrow(1, 0, skip).fill_(false);
+  return model::Pool(tokens.unsqueeze(0), mask, pooling,
+                     /*normalize=*/false)[0];
+}
+
 // the model's dense layers, normalization where asked, one copy.
 at::Tensor PoolBatch(const std::vector<const EmbedSpec*>& batch,
                      const model::Encoder& model, const at::Tensor& tokens,
@@ -181,6 +196,13 @@ at::Tensor PoolBatch(const std::vector<const EmbedSpec*>& batch,
       at::Tensor index = rows(members);
       pooled.index_copy_(0, index, all.index_select(0, index));
     }
+  }
+  for (int64_t i = 0; i < static_cast<int64_t>(batch.size()); ++i) {
+    const EmbedSpec& spec = *batch[i];
+    if (spec.pool_skip <= 0) continue;
+    const int64_t n = static_cast<int64_t>(spec.token_ids.size());
+    pooled[i].copy_(
+        PoolSkipping(tokens[i].narrow(0, 0, n), spec.pooling, spec.pool_skip));
   }
   pooled = model.ProjectPooled(pooled);
   if (!normalize_rows.empty()) {
@@ -221,9 +243,11 @@ absl::Status SliceSequence(const EmbedSpec& spec, int64_t i,
     for (int64_t l : spec.hidden_layers) {
       at::Tensor h = out.hidden.at(l)[i].narrow(0, 0, n);  // [n, D]
       if (spec.pool_hidden) {
-        h = model::Pool(h.unsqueeze(0),
-                        at::ones({1, n}, h.options().dtype(at::kBool)),
-                        spec.pooling, /*normalize=*/false)[0];
+        h = spec.pool_skip > 0
+                ? PoolSkipping(h, spec.pooling, spec.pool_skip)
+                : model::Pool(h.unsqueeze(0),
+                              at::ones({1, n}, h.options().dtype(at::kBool)),
+                              spec.pooling, /*normalize=*/false)[0];
       }
       states.push_back(h);
     }

@@ -74,6 +74,7 @@ absl::StatusOr<core::EmbedQuery> ToEmbedQuery(v1::EmbedRequest* request) {
   q.truncate = request->truncate();
   q.text_options = ToTextOptions(request->text_options());
   q.prompt_name = request->prompt_name();
+  if (request->has_prompt()) q.prompt = request->prompt();
   if (request->has_dimensions()) q.dimensions = request->dimensions();
   const v1::AttentionSelection& attention = request->attention();
   q.attention_layers.assign(attention.layers().begin(),

@@ -47,6 +47,7 @@ void FillModelInfo(const runner::ModelDescription& model, bool is_default,
     (*info->mutable_prompts())[name] = text;
   }
   info->set_default_prompt_name(model.default_prompt_name);
+  info->set_include_prompt(model.include_prompt);
   const batching::BatchOptions& o = model.batching;
   v1::BatchingInfo* b = info->mutable_batching();
   b->set_max_batch_sequences(o.max_batch_sequences);

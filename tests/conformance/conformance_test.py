@@ -29,6 +29,10 @@ Errors: pooled vectors, max |a - b|; hidden states and attentions,
 max |a - b| / max(1, max |reference|). Tolerances (float32): pooled 1e-5,
 states and attentions 1e-4, batch 1e-5.
 
+Prompts (all-MiniLM-L6-v2 and copies that pool without the prompt, in
+each pooling mode; prompts.py): prompt_name and prompt= against
+sentence-transformers' encode, tolerance 1e-5.
+
 Quality (real models only, quality.py): see there.
 
 Usage: conformance_test.py --binary build/encoder-server [--work DIR]
@@ -55,6 +59,7 @@ sys.path.insert(0, str(ROOT / "client" / "python"))
 
 import corpus  # noqa: E402
 import family_models  # noqa: E402
+import prompts  # noqa: E402
 import quality  # noqa: E402
 import real_models  # noqa: E402
 from server_process import ServerProcess  # noqa: E402
@@ -377,9 +382,15 @@ def main():
             entries.append((name, family, path, None, None))
     if not entries:
         sys.exit("no models selected")
+    # Copies of all-MiniLM-L6-v2 that pool without their prompts
+    # (prompts.py), when the real models are checked.
+    minilm = [e for e in entries if e[0] == "all-MiniLM-L6-v2"]
+    prompted = (prompts.variants(minilm[0][2], work / "prompted")
+                if minilm else [])
 
     report = Report()
-    served = Served(args.binary, [(e[0], e[2]) for e in entries],
+    served = Served(args.binary,
+                    [(e[0], e[2]) for e in entries] + prompted,
                     work / "server")
     pooled = {}
     try:
@@ -399,6 +410,12 @@ def main():
                                       served, report)
             except Exception as e:  # one model's failure is reported
                 report.fail(f"{name}: {type(e).__name__}: {e}")
+        if prompted:
+            try:
+                prompts.check(served, (minilm[0][0], minilm[0][2]), prompted,
+                              corpus.TEXTS, report)
+            except Exception as e:
+                report.fail(f"prompts: {type(e).__name__}: {e}")
     finally:
         code = served.stop()
         if code not in (0, None):

@@ -362,6 +362,17 @@ class HttpFrontTest(Fixture):
                           "it has none")
         self.assert_error({"model": "prompted", "input": "x",
                            "prompt_name": 3}, 400, "prompt_name")
+        # A caller's own prompt text, as prompt_name's would be.
+        own, _ = self.embeddings({"model": "unit", "input": TEXTS,
+                                  "prompt": "query: "})
+        for i in range(len(TEXTS)):
+            np.testing.assert_allclose(own["data"][i]["embedding"],
+                                       expected[i], rtol=0, atol=1e-6)
+        self.assert_error({"model": "prompted", "input": "x",
+                           "prompt": "query: ", "prompt_name": "query"},
+                          400, "prompt_name", "not both")
+        self.assert_error({"model": "unit", "input": "x", "prompt": 3},
+                          400, "prompt")
         code, _, text = self.http("GET", "/info")
         self.assertEqual(code, 200, text)
         models = {m["name"]: m for m in json.loads(text)["models"]}

@@ -257,6 +257,33 @@ TEST_F(TokenizeTest, PromptsArePrependedToTextInputsOnly) {
   EXPECT_NE(s.error_message().find("(it has none)"), std::string::npos)
       << s.error_message();
 
+  // A caller's own prompt text: prepended like a named one, replacing the
+  // model's default (an empty one means none); not with prompt_name.
+  auto own = [&](const std::string& model, const std::string& prompt,
+                 const std::string& prompt_name, v1::EmbedResponse* out) {
+    v1::EmbedRequest r;
+    r.set_model(model);
+    r.add_inputs()->set_text("a");
+    r.set_prompt(prompt);
+    r.set_prompt_name(prompt_name);
+    return Call(server_->stub(), r, out);
+  };
+  for (const Case& c : {Case{"wp", "unaffable ", "unaffable a"},
+                        Case{"wp_default", "unaffable ", "unaffable a"},
+                        Case{"wp_default", "", "a"}}) {
+    v1::EmbedResponse with_prompt, whole;
+    ASSERT_TRUE(own(c.model, c.prompt_name, "", &with_prompt).ok())
+        << c.model << " " << c.prompt_name;
+    ASSERT_TRUE(embed("wp", c.whole_text, "", &whole).ok());
+    EXPECT_EQ(Floats(with_prompt.results(0).pooled()),
+              Floats(whole.results(0).pooled()))
+        << c.model << " " << c.prompt_name;
+  }
+  s = own("wp_prompts", "unaffable ", "query", &out);
+  EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("not both"), std::string::npos)
+      << s.error_message();
+
   // ListModels reports them.
   v1::ListModelsResponse listed;
   grpc::ClientContext context;

@@ -113,8 +113,11 @@ class EncoderClient:
     def embed_response(self, inputs, *, model="", pooling=None, normalize=None,
                        tokens=False, attention_layers=(), attention_heads=(),
                        average_heads=False, hidden_layers=(),
-                       pool_hidden=False, truncate=False):
-        """The raw EmbedResponse of one Embed call."""
+                       pool_hidden=False, truncate=False, prompt_name="",
+                       prompt=None):
+        """The raw EmbedResponse of one Embed call. `prompt_name` names one
+        of the model's prompts, `prompt` is a text of the caller's
+        (sentence-transformers' encode(prompt_name=..., prompt=...))."""
         if isinstance(inputs, (str, bytes)):
             raise TypeError("inputs is a list of texts or id lists")
         if pooling not in _POOLING:
@@ -130,14 +133,19 @@ class EncoderClient:
                 layers=list(hidden_layers), pooled=pool_hidden))
         if normalize is not None:
             request.normalize = normalize
+        request.prompt_name = prompt_name
+        if prompt is not None:
+            request.prompt = prompt
         return self._call(self._stub.Embed, request)
 
     def embed(self, inputs, *, model="", pooling=None, normalize=None,
-              truncate=False):
+              truncate=False, prompt_name="", prompt=None):
         """Pooled embeddings [N, D] (float32) of `inputs`: texts (str) or
-        token-id lists, in order."""
+        token-id lists, in order; texts after the prompt named
+        `prompt_name` or the text `prompt`."""
         response = self.embed_response(inputs, model=model, pooling=pooling,
-                                       normalize=normalize, truncate=truncate)
+                                       normalize=normalize, truncate=truncate,
+                                       prompt_name=prompt_name, prompt=prompt)
         return np.stack([tensor_to_numpy(r.pooled) for r in response.results])
 
     def token_embeddings(self, text=None, *, ids=None, model=""):
