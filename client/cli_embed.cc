@@ -78,6 +78,20 @@ Command AddEmbed(CLI::App* app, ConnectionOptions* connection) {
                    "Prepend this text to every text input instead of a "
                    "prompt of the model's ('' for none)")
       ->excludes(prompt_name);
+  CLI::Option* chunk = command->add_flag(
+      "--chunk", options->chunk,
+      "Embed inputs longer than the model accepts in windows of its length "
+      "and aggregate them (instead of refusing or --truncate)");
+  command
+      ->add_option("--chunk-overlap", options->chunk_overlap,
+                   "Tokens each window repeats from the one before")
+      ->check(CLI::Range(0, 1 << 20))
+      ->needs(chunk);
+  command
+      ->add_option("--chunk-aggregation", options->chunk_aggregation,
+                   "mean (weighted by each window's tokens) or max")
+      ->check(CLI::IsMember({"mean", "max"}))
+      ->needs(chunk);
   CLI::Option* input =
       command
           ->add_option("--input", bulk->input_path,

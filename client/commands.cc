@@ -46,6 +46,14 @@ encoder::v1::EmbedRequest BuildEmbedRequest(const EmbedOptions& options) {
   request.set_truncate(options.truncate);
   request.set_prompt_name(options.prompt_name);
   if (options.prompt) request.set_prompt(*options.prompt);
+  if (options.chunk) {
+    auto* long_input = request.mutable_long_input();
+    long_input->set_policy(encoder::v1::LongInput::POLICY_CHUNK);
+    long_input->set_overlap_tokens(options.chunk_overlap);
+    long_input->set_aggregation(options.chunk_aggregation == "max"
+                                    ? encoder::v1::LongInput::AGGREGATION_MAX
+                                    : encoder::v1::LongInput::AGGREGATION_MEAN);
+  }
   return request;
 }
 

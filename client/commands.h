@@ -29,6 +29,10 @@ struct EmbedOptions {
   bool truncate = false;
   std::string prompt_name;            // one of the model's prompts
   std::optional<std::string> prompt;  // a prompt text of the caller's
+  // Long inputs in windows (LongInput chunking).
+  bool chunk = false;
+  int32_t chunk_overlap = 0;
+  std::string chunk_aggregation = "mean";  // or "max"
 };
 
 // The EmbedRequest `options` describe.

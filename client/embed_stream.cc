@@ -29,6 +29,9 @@ encoder::v1::EmbedRequest BatchRequest(const EmbedOptions& embed,
   options.truncate = embed.truncate;
   options.prompt_name = embed.prompt_name;
   options.prompt = embed.prompt;
+  options.chunk = embed.chunk;
+  options.chunk_overlap = embed.chunk_overlap;
+  options.chunk_aggregation = embed.chunk_aggregation;
   encoder::v1::EmbedRequest request = BuildEmbedRequest(options);
   request.clear_attention();
   for (size_t i = begin; i < end; ++i) {

@@ -123,6 +123,11 @@ void DefineLimitFlags(CLI::App& app, ServeFlags& f) {
   app.add_option("--max-inputs-per-request", f.server.max_inputs_per_request,
                  "inputs per Embed request")
       ->capture_default_str();
+  app.add_option("--max-chunks-per-input", f.server.max_chunks_per_input,
+                 "windows one input may be embedded in when a request chunks "
+                 "long inputs (long_input)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
   app.add_option("--memory-limit-bytes", f.host.memory_limit_bytes,
                  "memory the process may use; 0: the cgroup limit, else the "
                  "machine's RAM. The defaults below derive from it")

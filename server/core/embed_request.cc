@@ -174,7 +174,8 @@ absl::StatusOr<runner::EmbedSpec> SharedSpec(const EmbedQuery& query,
 absl::StatusOr<std::vector<int64_t>> InputIds(const EmbedQuery& query, int i,
                                               const runner::ServedModel& model,
                                               const std::string& prompt,
-                                              bool* truncated) {
+                                              bool* truncated,
+                                              bool keep_long = false) {
   const model::ModelConfig& config = model.description().config;
   const std::string& name = model.name();
   const int64_t max_len = config.max_length();
@@ -220,17 +221,100 @@ absl::StatusOr<std::vector<int64_t>> InputIds(const EmbedQuery& query, int i,
     }
   }
   const int64_t n = static_cast<int64_t>(ids.size());
-  if (n > max_len) {
+  if (n > max_len && !keep_long) {
     if (!query.truncate) {
       return absl::InvalidArgumentError(absl::StrCat(
           "inputs[", i, "] has ", n, " tokens; model \"", name,
           "\" accepts at most ", max_len, " (", LengthLimitReason(config),
-          "); shorten it or set truncate"));
+          "); shorten it, set truncate or chunk it (long_input)"));
     }
     TruncateIds(model, query.text_options.truncation_side, max_len, &ids);
     *truncated = true;
   }
   return ids;
+}
+
+struct Window {
+  std::vector<int64_t> ids;
+  int64_t tokens = 0;  // input tokens it covers
+};
+
+// inputs[i]'s windows when its `whole` ids are longer than the model
+// accepts: the input's own tokens in windows that, with the model's special
+// tokens around them for text, fill the model's length, each repeating
+// chunk_overlap tokens of the one before, the last ending at the input's
+// end.
+absl::StatusOr<std::vector<Window>> Windows(const EmbedQuery& query, int i,
+                                            const runner::ServedModel& model,
+                                            const std::vector<int64_t>& whole,
+                                            const ServiceLimits& limits) {
+  const int64_t max_len = model.description().config.max_length();
+  const EmbedInput& input = query.inputs[static_cast<size_t>(i)];
+  size_t prefix = 0, suffix = 0;
+  if (input.kind == EmbedInput::Kind::kText &&
+      query.text_options.add_special_tokens) {
+    // The special tokens are what the whole encoding has around the
+    // text's own tokens ([CLS] ... [SEP], <s> ... </s>).
+    TextOptions plain = query.text_options;
+    plain.add_special_tokens = false;
+    ASSIGN_OR_RETURN(TokenizedText body,
+                     TokenizeText(model, input.text, plain, false, 0));
+    const std::vector<int64_t>& b = body.encoding.ids;
+    bool framed = false;
+    for (size_t at = 0; at + b.size() <= whole.size(); ++at) {
+      if (std::equal(b.begin(), b.end(), whole.begin() + at)) {
+        prefix = at;
+        suffix = whole.size() - at - b.size();
+        framed = true;
+        break;
+      }
+    }
+    if (!framed) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "inputs[", i, "] cannot be chunked: model \"", model.name(),
+          "\"'s tokenizer does not keep the text's tokens whole between its "
+          "special tokens; truncate it instead"));
+    }
+  }
+  const int64_t width =
+      max_len - static_cast<int64_t>(prefix) - static_cast<int64_t>(suffix);
+  if (width < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model \"", model.name(), "\" accepts ", max_len,
+                     " tokens, too few to chunk with its special tokens"));
+  }
+  if (query.chunk_overlap < 0 || 2 * query.chunk_overlap > width) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("overlap_tokens is ", query.chunk_overlap, "; model \"",
+                     model.name(), "\"'s windows hold ", width,
+                     " input tokens, so it must be 0 to ", width / 2));
+  }
+  const std::vector<int64_t> head(whole.begin(), whole.begin() + prefix);
+  const std::vector<int64_t> tail(whole.end() - suffix, whole.end());
+  const int64_t body = static_cast<int64_t>(whole.size() - prefix - suffix);
+  const int64_t step = width - query.chunk_overlap;
+  const int64_t count =
+      body <= width ? 1 : 1 + (body - width + step - 1) / step;
+  if (count > limits.max_chunks_per_input) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("inputs[", i, "] has ", body, " tokens, ", count,
+                     " windows of ", width, " on model \"", model.name(),
+                     "\"; at most ", limits.max_chunks_per_input,
+                     " windows per input (--max-chunks-per-input)"));
+  }
+  std::vector<Window> out;
+  for (int64_t start = 0;; start += step) {
+    const int64_t end = std::min(start + width, body);
+    Window w;
+    w.ids = head;
+    w.ids.insert(w.ids.end(), whole.begin() + prefix + start,
+                 whole.begin() + prefix + end);
+    w.ids.insert(w.ids.end(), tail.begin(), tail.end());
+    w.tokens = end - start;
+    out.push_back(std::move(w));
+    if (end == body) break;
+  }
+  return out;
 }
 
 }  // namespace
@@ -250,21 +334,62 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const EmbedQuery& query,
                    ResolvePrompt(*p.model, query.prompt_name, query.prompt));
   ASSIGN_OR_RETURN(const int64_t prompt_skip,
                    PromptPoolSkip(*p.model, prompt, query.text_options));
-  for (int i = 0; i < static_cast<int>(query.inputs.size()); ++i) {
-    runner::EmbedSpec spec = base;
-    bool truncated = false;
-    ASSIGN_OR_RETURN(spec.token_ids,
-                     InputIds(query, i, *p.model, prompt, &truncated));
-    if (query.inputs[static_cast<size_t>(i)].kind == EmbedInput::Kind::kText) {
-      // At least the last token is pooled, whatever truncation left.
-      spec.pool_skip = std::min<int64_t>(
-          prompt_skip, static_cast<int64_t>(spec.token_ids.size()) - 1);
+  if (query.chunk) {
+    if (query.truncate) {
+      return absl::InvalidArgumentError(
+          "set truncate or chunk long inputs (long_input), not both");
     }
-    spec.cost = p.model->Price(spec);
-    RETURN_IF_ERROR(CheckCost(spec, *p.model, absl::StrCat("inputs[", i, "]")));
-    p.total_tokens += static_cast<int64_t>(spec.token_ids.size());
-    p.truncated.push_back(truncated);
-    p.sequences.push_back(std::move(spec));
+    if (!prompt.empty()) {
+      return absl::InvalidArgumentError(
+          "chunked inputs take no prompt: the prompt would be in the first "
+          "window only");
+    }
+    if (base.want_tokens || !base.attention_layers.empty() ||
+        base.want_attention_stats || !base.hidden_layers.empty()) {
+      return absl::InvalidArgumentError(
+          "chunking (long_input) returns pooled embeddings only: ask for no "
+          "token embeddings, attention or hidden states");
+    }
+  }
+  p.chunk_max = query.chunk_max;
+  const int64_t max_len = p.model->description().config.max_length();
+  for (int i = 0; i < static_cast<int>(query.inputs.size()); ++i) {
+    bool truncated = false;
+    ASSIGN_OR_RETURN(std::vector<int64_t> ids,
+                     InputIds(query, i, *p.model, prompt, &truncated,
+                              /*keep_long=*/query.chunk));
+    std::vector<Window> windows;
+    if (query.chunk && static_cast<int64_t>(ids.size()) > max_len) {
+      ASSIGN_OR_RETURN(windows, Windows(query, i, *p.model, ids, limits));
+    } else {
+      windows.push_back(Window{std::move(ids), 0});
+    }
+    PreparedEmbed::Input plan;
+    plan.first = p.sequences.size();
+    plan.count = windows.size();
+    plan.truncated = truncated;
+    plan.normalize = base.normalize;
+    for (Window& w : windows) {
+      runner::EmbedSpec spec = base;
+      spec.token_ids = std::move(w.ids);
+      // Windows are aggregated first, then normalized.
+      if (plan.count > 1) spec.normalize = false;
+      if (query.inputs[static_cast<size_t>(i)].kind ==
+          EmbedInput::Kind::kText) {
+        // At least the last token is pooled, whatever truncation left.
+        spec.pool_skip = std::min<int64_t>(
+            prompt_skip, static_cast<int64_t>(spec.token_ids.size()) - 1);
+      }
+      spec.cost = p.model->Price(spec);
+      RETURN_IF_ERROR(
+          CheckCost(spec, *p.model,
+                    plan.count > 1 ? absl::StrCat("a window of inputs[", i, "]")
+                                   : absl::StrCat("inputs[", i, "]")));
+      p.total_tokens += static_cast<int64_t>(spec.token_ids.size());
+      p.window_tokens.push_back(w.tokens);
+      p.sequences.push_back(std::move(spec));
+    }
+    p.inputs.push_back(plan);
   }
   const int64_t bytes = EstimateResponseBytes(p);
   if (bytes > limits.max_send_message_bytes) {
@@ -313,6 +438,48 @@ void CutPooled(int64_t dimensions, bool normalize, std::vector<float>* pooled) {
   for (float& v : *pooled) v = static_cast<float>(v * scale);
 }
 
+namespace {
+
+// One input's windows aggregated into its first window's result: the
+// pooled vectors weighted by the input tokens each covers, or their
+// element-wise max; tokens and batch times summed and maxed.
+runner::EmbedResult Aggregate(const PreparedEmbed& prepared,
+                              const PreparedEmbed::Input& plan,
+                              std::vector<runner::EmbedResult>* results) {
+  runner::EmbedResult out = std::move((*results)[plan.first]);
+  const size_t width = out.pooled.size();
+  std::vector<double> acc(width, 0.0);
+  double weights = 0;
+  for (size_t k = 0; k < plan.count; ++k) {
+    const size_t s = plan.first + k;
+    const runner::EmbedResult& r = k == 0 ? out : (*results)[s];
+    const double w = static_cast<double>(prepared.window_tokens[s]);
+    for (size_t d = 0; d < width; ++d) {
+      const double v = r.pooled[d];
+      if (prepared.chunk_max) {
+        acc[d] = k == 0 ? v : std::max(acc[d], v);
+      } else {
+        acc[d] += w * v;
+      }
+    }
+    weights += w;
+    if (k > 0) {
+      out.num_tokens += r.num_tokens;
+      out.batch.queue_seconds =
+          std::max(out.batch.queue_seconds, r.batch.queue_seconds);
+      out.batch.inference_seconds =
+          std::max(out.batch.inference_seconds, r.batch.inference_seconds);
+    }
+  }
+  for (size_t d = 0; d < width; ++d) {
+    out.pooled[d] = static_cast<float>(
+        prepared.chunk_max || weights <= 0 ? acc[d] : acc[d] / weights);
+  }
+  return out;
+}
+
+}  // namespace
+
 EmbedAnswer BuildAnswer(std::string request_id, const PreparedEmbed& prepared,
                         std::vector<runner::EmbedResult> results,
                         double total_ms) {
@@ -322,17 +489,23 @@ EmbedAnswer BuildAnswer(std::string request_id, const PreparedEmbed& prepared,
   answer.total_tokens = prepared.total_tokens;
   answer.total_ms = total_ms;
   const int64_t heads = prepared.model->description().config.num_heads;
-  answer.inputs.reserve(results.size());
-  for (size_t i = 0; i < results.size(); ++i) {
-    const runner::EmbedSpec& spec = prepared.sequences[i];
+  answer.inputs.reserve(prepared.inputs.size());
+  for (const PreparedEmbed::Input& plan : prepared.inputs) {
+    const runner::EmbedSpec& spec = prepared.sequences[plan.first];
     EmbeddedInput out;
-    out.result = std::move(results[i]);
+    out.chunks = static_cast<int64_t>(plan.count);
+    out.result = plan.count > 1 ? Aggregate(prepared, plan, &results)
+                                : std::move(results[plan.first]);
     runner::EmbedResult& r = out.result;
-    if (prepared.dimensions > 0 && prepared.dimensions < r.pooled_dim) {
-      CutPooled(prepared.dimensions, spec.normalize, &r.pooled);
-      r.pooled_dim = prepared.dimensions;
+    // Cut to `dimensions` and normalized again; windows' aggregates are
+    // normalized here in any case (their windows were pooled without).
+    const bool cut =
+        prepared.dimensions > 0 && prepared.dimensions < r.pooled_dim;
+    if (cut || (plan.count > 1 && plan.normalize)) {
+      CutPooled(cut ? prepared.dimensions : 0, plan.normalize, &r.pooled);
+      if (cut) r.pooled_dim = prepared.dimensions;
     }
-    out.truncated = prepared.truncated[i];
+    out.truncated = plan.truncated;
     if (!r.attention_shape.empty()) {
       out.attention_layers = spec.attention_layers;
       if (!spec.average_heads) {

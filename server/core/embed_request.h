@@ -32,6 +32,8 @@ struct ServiceLimits {
   int64_t max_send_message_bytes = kDefaultMaxSendMessageBytes;
   // Responses produced and not yet read, per connection and in total.
   UnreadLimits unread;
+  // Windows one chunked input may become (--max-chunks-per-input).
+  int64_t max_chunks_per_input = 64;
 };
 
 // One input: text (tokenized with the model's tokenizer, after the prompt)
@@ -65,6 +67,13 @@ struct EmbedQuery {
   std::optional<bool> normalize;          // unset: the model's
   // Cut inputs longer than the model accepts (else INVALID_ARGUMENT).
   bool truncate = false;
+  // Or embed them in windows of the model's length and aggregate the
+  // windows' pooled vectors: weighted by each window's input tokens, or
+  // element-wise max (chunk_max). Pooled embeddings only; not with a
+  // prompt or truncate.
+  bool chunk = false;
+  int64_t chunk_overlap = 0;  // tokens each window repeats, <= half a window
+  bool chunk_max = false;
   TextOptions text_options;
   std::string prompt_name;  // empty: the model's default prompt
   // The caller's own prompt text; set (even to "") it replaces the
@@ -90,6 +99,7 @@ struct EmbeddedInput {
   // normalized as asked (result.pooled_dim is its width).
   runner::EmbedResult result;
   bool truncated = false;
+  int64_t chunks = 1;  // windows it was embedded in
   // What the attention maps and hidden states hold: the layers, the heads
   // (empty when averaged) and the resolved hidden-state layers.
   std::vector<int64_t> attention_layers;
@@ -111,8 +121,21 @@ struct EmbedAnswer {
 
 struct PreparedEmbed {
   const runner::ServedModel* model = nullptr;
+  // One per input, or one per window of a chunked input.
   std::vector<runner::EmbedSpec> sequences;
-  std::vector<bool> truncated;
+  // Per input: its first sequence, how many, whether it was cut, and
+  // whether its aggregate is normalized (windows are pooled unnormalized).
+  struct Input {
+    size_t first = 0;
+    size_t count = 1;
+    bool truncated = false;
+    bool normalize = false;
+  };
+  std::vector<Input> inputs;
+  // Per sequence: the input tokens a window covers (its aggregation
+  // weight); 0 for sequences that are not windows.
+  std::vector<int64_t> window_tokens;
+  bool chunk_max = false;
   int64_t total_tokens = 0;
   // Pooled values kept per input (EmbedQuery::dimensions); 0: all.
   int64_t dimensions = 0;

@@ -327,6 +327,7 @@ class HttpFront::Handlers {
                       : (core_->draining() ? "draining" : "ready")},
         {"limits",
          {{"max_inputs_per_request", limits.max_inputs_per_request},
+          {"max_chunks_per_input", limits.max_chunks_per_input},
           {"max_send_message_bytes", limits.max_send_message_bytes},
           {"max_unread_response_bytes", limits.unread.total_bytes},
           {"max_unread_response_bytes_per_connection",

@@ -53,6 +53,33 @@ absl::Status InvalidParam(const std::string& message, std::string* param,
   return absl::InvalidArgumentError(message);
 }
 
+// "long_input": {"policy": "truncate" | "chunk", "overlap_tokens": int,
+// "aggregation": "mean" | "max"}.
+absl::Status ParseLongInput(const json& value, core::EmbedQuery* query,
+                            std::string* param) {
+  const char* kShape =
+      "long_input must be an object such as {\"policy\": \"chunk\", "
+      "\"overlap_tokens\": 32, \"aggregation\": \"mean\"}";
+  if (!value.is_object()) return InvalidParam(kShape, param, "long_input");
+  for (const auto& [key, item] : value.items()) {
+    const std::string text = item.is_string() ? item.get<std::string>() : "";
+    if (key == "policy" && (text == "truncate" || text == "chunk")) {
+      query->truncate = text == "truncate";
+      query->chunk = text == "chunk";
+    } else if (key == "aggregation" && (text == "mean" || text == "max")) {
+      query->chunk_max = text == "max";
+    } else if (key == "overlap_tokens" && item.is_number_integer() &&
+               item.get<int64_t>() >= 0 && item.get<int64_t>() <= (1 << 20)) {
+      query->chunk_overlap = item.get<int64_t>();
+    } else {
+      return InvalidParam(absl::StrCat("long_input.", key, " ", item.dump(),
+                                       " is not accepted; ", kShape),
+                          param, "long_input");
+    }
+  }
+  return absl::OkStatus();
+}
+
 // "hidden_states": {"layers": [int, ...], "pooled": bool}.
 absl::Status ParseHiddenStates(const json& value, core::EmbedQuery* query,
                                std::string* param) {
@@ -197,6 +224,9 @@ absl::Status ParseEmbeddingsBody(const std::string& body,
       return InvalidParam("prompt must be a string", param, "prompt");
     }
     query->prompt = it->get<std::string>();
+  }
+  if (auto it = j.find("long_input"); it != j.end() && !it->is_null()) {
+    RETURN_IF_ERROR(ParseLongInput(*it, query, param));
   }
   if (auto it = j.find("hidden_states"); it != j.end() && !it->is_null()) {
     RETURN_IF_ERROR(ParseHiddenStates(*it, query, param));

@@ -8,7 +8,9 @@
 // dimensions (also turns normalization on, as OpenAI's shortened
 // embeddings are unit vectors) and user (accepted, not used); extensions
 // with the names of the gRPC EmbedRequest's fields: normalize, truncate,
-// prompt_name, prompt and hidden_states ({"layers": [...], "pooled": bool}).
+// prompt_name, prompt, long_input ({"policy": "chunk", "overlap_tokens":
+// 32, "aggregation": "mean"}) and hidden_states ({"layers": [...],
+// "pooled": bool}).
 #ifndef ENCODER_SERVER_HTTP_OPENAI_EMBEDDINGS_H_
 #define ENCODER_SERVER_HTTP_OPENAI_EMBEDDINGS_H_
 

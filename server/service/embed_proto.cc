@@ -75,6 +75,28 @@ absl::StatusOr<core::EmbedQuery> ToEmbedQuery(v1::EmbedRequest* request) {
   q.text_options = ToTextOptions(request->text_options());
   q.prompt_name = request->prompt_name();
   if (request->has_prompt()) q.prompt = request->prompt();
+  const v1::LongInput& long_input = request->long_input();
+  switch (long_input.policy()) {
+    case v1::LongInput::POLICY_UNSPECIFIED:
+      break;
+    case v1::LongInput::POLICY_TRUNCATE:
+      q.truncate = true;
+      break;
+    case v1::LongInput::POLICY_CHUNK:
+      q.chunk = true;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("long_input.policy ", long_input.policy(),
+                       " is not a LongInput.Policy value"));
+  }
+  if (!v1::LongInput::Aggregation_IsValid(long_input.aggregation())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("long_input.aggregation ", long_input.aggregation(),
+                     " is not a LongInput.Aggregation value"));
+  }
+  q.chunk_overlap = long_input.overlap_tokens();
+  q.chunk_max = long_input.aggregation() == v1::LongInput::AGGREGATION_MAX;
   if (request->has_dimensions()) q.dimensions = request->dimensions();
   const v1::AttentionSelection& attention = request->attention();
   q.attention_layers.assign(attention.layers().begin(),
@@ -117,6 +139,7 @@ void FillEmbedResponse(const core::EmbedAnswer& answer,
     }
     out->set_num_tokens(r.num_tokens);
     out->set_truncated(in.truncated);
+    out->set_chunks(static_cast<int32_t>(in.chunks));
     v1::BatchInfo* batch = out->mutable_batch();
     batch->set_batch_size(r.batch.batch_size);
     batch->set_padded_tokens(r.batch.padded_tokens);

@@ -43,6 +43,7 @@ absl::StatusOr<std::unique_ptr<EncoderServer>> EncoderServer::Start(
   ServiceLimits limits;
   limits.max_send_message_bytes = options.max_send_message_bytes;
   limits.max_inputs_per_request = options.max_inputs_per_request;
+  limits.max_chunks_per_input = options.max_chunks_per_input;
   limits.unread = options.unread;
   s->core_ =
       std::make_unique<core::Inference>(metrics, limits, options.diagnose);

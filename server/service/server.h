@@ -28,6 +28,8 @@ struct ServerOptions {
   int64_t max_receive_message_bytes = kDefaultMaxReceiveMessageBytes;
   int64_t max_send_message_bytes = core::kDefaultMaxSendMessageBytes;
   int64_t max_inputs_per_request = core::kDefaultMaxInputsPerRequest;
+  // Windows one chunked input may become (EmbedRequest.long_input).
+  int64_t max_chunks_per_input = 64;
   // gRPC's resource quota: memory for every connection's buffers.
   int64_t memory_quota_bytes = int64_t{1} << 30;
   // HTTP/2 streams (calls, health Watch streams included) in flight per

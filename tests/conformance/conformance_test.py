@@ -33,6 +33,10 @@ Prompts (all-MiniLM-L6-v2 and copies that pool without the prompt, in
 each pooling mode; prompts.py): prompt_name and prompt= against
 sentence-transformers' encode, tolerance 1e-5.
 
+Long inputs in windows (all-MiniLM-L6-v2; chunking.py): chunked vectors
+against the same policy computed with transformers, tolerance 1e-5, and a
+retrieval check where only chunking finds facts past the first window.
+
 Quality (real models only, quality.py): see there.
 
 Usage: conformance_test.py --binary build/encoder-server [--work DIR]
@@ -57,6 +61,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 sys.path.insert(0, str(ROOT / "client" / "python"))
 
+import chunking  # noqa: E402
 import corpus  # noqa: E402
 import family_models  # noqa: E402
 import prompts  # noqa: E402
@@ -410,6 +415,12 @@ def main():
                                       served, report)
             except Exception as e:  # one model's failure is reported
                 report.fail(f"{name}: {type(e).__name__}: {e}")
+        if minilm:
+            try:
+                chunking.check(served, minilm[0][0], minilm[0][2],
+                               corpus.SENTENCES, report)
+            except Exception as e:
+                report.fail(f"chunking: {type(e).__name__}: {e}")
         if prompted:
             try:
                 prompts.check(served, (minilm[0][0], minilm[0][2]), prompted,

@@ -114,10 +114,14 @@ class EncoderClient:
                        tokens=False, attention_layers=(), attention_heads=(),
                        average_heads=False, hidden_layers=(),
                        pool_hidden=False, truncate=False, prompt_name="",
-                       prompt=None):
+                       prompt=None, chunk=False, chunk_overlap=0,
+                       chunk_aggregation="mean"):
         """The raw EmbedResponse of one Embed call. `prompt_name` names one
         of the model's prompts, `prompt` is a text of the caller's
-        (sentence-transformers' encode(prompt_name=..., prompt=...))."""
+        (sentence-transformers' encode(prompt_name=..., prompt=...)).
+        `chunk`: inputs over the model's length are embedded in windows
+        repeating `chunk_overlap` tokens, aggregated by "mean" (weighted by
+        tokens) or "max"."""
         if isinstance(inputs, (str, bytes)):
             raise TypeError("inputs is a list of texts or id lists")
         if pooling not in _POOLING:
@@ -136,16 +140,28 @@ class EncoderClient:
         request.prompt_name = prompt_name
         if prompt is not None:
             request.prompt = prompt
+        if chunk:
+            if chunk_aggregation not in ("mean", "max"):
+                raise ValueError('chunk_aggregation is "mean" or "max"')
+            request.long_input.policy = pb2.LongInput.POLICY_CHUNK
+            request.long_input.overlap_tokens = chunk_overlap
+            request.long_input.aggregation = (
+                pb2.LongInput.AGGREGATION_MAX if chunk_aggregation == "max"
+                else pb2.LongInput.AGGREGATION_MEAN)
         return self._call(self._stub.Embed, request)
 
     def embed(self, inputs, *, model="", pooling=None, normalize=None,
-              truncate=False, prompt_name="", prompt=None):
+              truncate=False, prompt_name="", prompt=None, chunk=False,
+              chunk_overlap=0, chunk_aggregation="mean"):
         """Pooled embeddings [N, D] (float32) of `inputs`: texts (str) or
         token-id lists, in order; texts after the prompt named
         `prompt_name` or the text `prompt`."""
         response = self.embed_response(inputs, model=model, pooling=pooling,
                                        normalize=normalize, truncate=truncate,
-                                       prompt_name=prompt_name, prompt=prompt)
+                                       prompt_name=prompt_name, prompt=prompt,
+                                       chunk=chunk,
+                                       chunk_overlap=chunk_overlap,
+                                       chunk_aggregation=chunk_aggregation)
         return np.stack([tensor_to_numpy(r.pooled) for r in response.results])
 
     def token_embeddings(self, text=None, *, ids=None, model=""):
