@@ -92,6 +92,11 @@ Command AddEmbed(CLI::App* app, ConnectionOptions* connection) {
                    "mean (weighted by each window's tokens) or max")
       ->check(CLI::IsMember({"mean", "max"}))
       ->needs(chunk);
+  command
+      ->add_flag("--extrapolate", options->extrapolate,
+                 "Run inputs longer than the model's length whole, past it, "
+                 "where its positional scheme allows (not a learned table)")
+      ->excludes(chunk);
   CLI::Option* input =
       command
           ->add_option("--input", bulk->input_path,

@@ -46,6 +46,10 @@ encoder::v1::EmbedRequest BuildEmbedRequest(const EmbedOptions& options) {
   request.set_truncate(options.truncate);
   request.set_prompt_name(options.prompt_name);
   if (options.prompt) request.set_prompt(*options.prompt);
+  if (options.extrapolate) {
+    request.mutable_long_input()->set_policy(
+        encoder::v1::LongInput::POLICY_EXTRAPOLATE);
+  }
   if (options.chunk) {
     auto* long_input = request.mutable_long_input();
     long_input->set_policy(encoder::v1::LongInput::POLICY_CHUNK);

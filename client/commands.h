@@ -33,6 +33,7 @@ struct EmbedOptions {
   bool chunk = false;
   int32_t chunk_overlap = 0;
   std::string chunk_aggregation = "mean";  // or "max"
+  bool extrapolate = false;  // run them whole past the model's length
 };
 
 // The EmbedRequest `options` describe.

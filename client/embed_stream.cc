@@ -32,6 +32,7 @@ encoder::v1::EmbedRequest BatchRequest(const EmbedOptions& embed,
   options.chunk = embed.chunk;
   options.chunk_overlap = embed.chunk_overlap;
   options.chunk_aggregation = embed.chunk_aggregation;
+  options.extrapolate = embed.extrapolate;
   encoder::v1::EmbedRequest request = BuildEmbedRequest(options);
   request.clear_attention();
   for (size_t i = begin; i < end; ++i) {

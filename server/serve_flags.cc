@@ -243,8 +243,9 @@ void DefineDiagnoseFlags(CLI::App& app, ServeFlags& f) {
       ->capture_default_str();
   app.add_option("--max-extrapolation-tokens",
                  f.server.diagnose.max_extrapolation_tokens,
-                 "longest input Diagnose's extrapolation probe runs (a "
-                 "repository entry's max_extrapolation_tokens overrides it)")
+                 "longest input Diagnose's extrapolation probe runs, and an "
+                 "Embed that extrapolates long inputs (a repository entry's "
+                 "max_extrapolation_tokens overrides it)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
 }

@@ -11,6 +11,7 @@
 #include "server/common/status_macros.h"
 #include "server/core/status.h"
 #include "server/core/text_input.h"
+#include "server/diagnostics/scheme_reach.h"
 
 namespace encoder::core {
 namespace {
@@ -351,13 +352,29 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const EmbedQuery& query,
           "token embeddings, attention or hidden states");
     }
   }
+  if (query.extrapolate && (query.truncate || query.chunk)) {
+    return absl::InvalidArgumentError(
+        "set one way to treat long inputs: truncate, chunk or extrapolate");
+  }
   p.chunk_max = query.chunk_max;
   const int64_t max_len = p.model->description().config.max_length();
+  int64_t extrapolation_limit = 0;
+  if (query.extrapolate) {
+    ASSIGN_OR_RETURN(extrapolation_limit, ExtrapolationLimit(*p.model, limits));
+  }
   for (int i = 0; i < static_cast<int>(query.inputs.size()); ++i) {
     bool truncated = false;
     ASSIGN_OR_RETURN(std::vector<int64_t> ids,
                      InputIds(query, i, *p.model, prompt, &truncated,
-                              /*keep_long=*/query.chunk));
+                              /*keep_long=*/query.chunk || query.extrapolate));
+    if (query.extrapolate &&
+        static_cast<int64_t>(ids.size()) > extrapolation_limit) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "inputs[", i, "] has ", ids.size(), " tokens; model \"",
+          p.model->name(), "\" extrapolates to at most ", extrapolation_limit,
+          " (its max_extrapolation_tokens, else "
+          "--max-extrapolation-tokens); chunk it instead"));
+    }
     std::vector<Window> windows;
     if (query.chunk && static_cast<int64_t>(ids.size()) > max_len) {
       ASSIGN_OR_RETURN(windows, Windows(query, i, *p.model, ids, limits));
@@ -402,6 +419,27 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const EmbedQuery& query,
         "or send fewer or shorter inputs per request")));
   }
   return p;
+}
+
+absl::StatusOr<int64_t> ExtrapolationLimit(const runner::ServedModel& model,
+                                           const ServiceLimits& limits) {
+  const runner::ModelDescription& d = model.description();
+  int64_t limit = d.max_extrapolation_tokens > 0
+                      ? d.max_extrapolation_tokens
+                      : limits.max_extrapolation_tokens;
+  const diagnostics::SchemeReach reach = diagnostics::AnalyzeReach(d.config);
+  if (reach.max_length > 0) limit = std::min(limit, reach.max_length);
+  if (limit <= d.config.max_length()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "model \"", model.name(), "\" (", d.scheme.name,
+        ") cannot run inputs past its ", d.config.max_length(), " tokens",
+        reach.max_length > 0
+            ? absl::StrCat(": its learned position table ends at ",
+                           reach.max_length)
+            : absl::StrCat(": its extrapolation limit is ", limit),
+        "; chunk or truncate long inputs instead"));
+  }
+  return limit;
 }
 
 int64_t EstimateResponseBytes(const PreparedEmbed& p) {

@@ -34,6 +34,9 @@ struct ServiceLimits {
   UnreadLimits unread;
   // Windows one chunked input may become (--max-chunks-per-input).
   int64_t max_chunks_per_input = 64;
+  // Longest input an extrapolating request may run, unless the model's
+  // repository entry sets its own (--max-extrapolation-tokens).
+  int64_t max_extrapolation_tokens = 2048;
 };
 
 // One input: text (tokenized with the model's tokenizer, after the prompt)
@@ -74,6 +77,10 @@ struct EmbedQuery {
   bool chunk = false;
   int64_t chunk_overlap = 0;  // tokens each window repeats, <= half a window
   bool chunk_max = false;
+  // Or run them whole past the model's length, where its positional scheme
+  // can (not a learned table: FAILED_PRECONDITION), up to the model's
+  // extrapolation limit (ExtrapolationLimit).
+  bool extrapolate = false;
   TextOptions text_options;
   std::string prompt_name;  // empty: the model's default prompt
   // The caller's own prompt text; set (even to "") it replaces the
@@ -163,6 +170,13 @@ absl::Status CheckCost(const runner::EmbedSpec& spec,
 // name and the names that exist.
 std::string UnknownModelMessage(const std::string& requested,
                                 const runner::ModelCatalog& host);
+
+// The longest input `model` runs when a request extrapolates: the model's
+// max_extrapolation_tokens, else the server's, within what its positional
+// scheme can represent; FAILED_PRECONDITION when that is no more than its
+// max_length (a learned position table).
+absl::StatusOr<int64_t> ExtrapolationLimit(const runner::ServedModel& model,
+                                           const ServiceLimits& limits);
 
 // Upper estimate of the response's size in bytes (float32 values plus
 // framing), for the send limit and the unread-response ledger.

@@ -53,19 +53,23 @@ absl::Status InvalidParam(const std::string& message, std::string* param,
   return absl::InvalidArgumentError(message);
 }
 
-// "long_input": {"policy": "truncate" | "chunk", "overlap_tokens": int,
+// "long_input": {"policy": "truncate" | "chunk" | "extrapolate",
+// "overlap_tokens": int,
 // "aggregation": "mean" | "max"}.
 absl::Status ParseLongInput(const json& value, core::EmbedQuery* query,
                             std::string* param) {
   const char* kShape =
-      "long_input must be an object such as {\"policy\": \"chunk\", "
+      "long_input must be an object such as {\"policy\": \"chunk\" (or "
+      "\"truncate\", \"extrapolate\"), "
       "\"overlap_tokens\": 32, \"aggregation\": \"mean\"}";
   if (!value.is_object()) return InvalidParam(kShape, param, "long_input");
   for (const auto& [key, item] : value.items()) {
     const std::string text = item.is_string() ? item.get<std::string>() : "";
-    if (key == "policy" && (text == "truncate" || text == "chunk")) {
+    if (key == "policy" &&
+        (text == "truncate" || text == "chunk" || text == "extrapolate")) {
       query->truncate = text == "truncate";
       query->chunk = text == "chunk";
+      query->extrapolate = text == "extrapolate";
     } else if (key == "aggregation" && (text == "mean" || text == "max")) {
       query->chunk_max = text == "max";
     } else if (key == "overlap_tokens" && item.is_number_integer() &&

@@ -85,6 +85,9 @@ absl::StatusOr<core::EmbedQuery> ToEmbedQuery(v1::EmbedRequest* request) {
     case v1::LongInput::POLICY_CHUNK:
       q.chunk = true;
       break;
+    case v1::LongInput::POLICY_EXTRAPOLATE:
+      q.extrapolate = true;
+      break;
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("long_input.policy ", long_input.policy(),

@@ -37,6 +37,10 @@ Long inputs in windows (all-MiniLM-L6-v2; chunking.py): chunked vectors
 against the same policy computed with transformers, tolerance 1e-5, and a
 retrieval check where only chunking finds facts past the first window.
 
+Extrapolation (the ModernBERT and T5 family models): an input 64 tokens
+past the model's length run whole (long_input extrapolate), last hidden
+state against transformers on the same ids, tolerance 1e-4.
+
 Quality (real models only, quality.py): see there.
 
 Usage: conformance_test.py --binary build/encoder-server [--work DIR]
@@ -284,6 +288,30 @@ def check_diagnostics(name, scheme, served, report):
           flush=True)
 
 
+# Families whose positional scheme runs past the trained length in
+# transformers too (ModernBERT's rotary, T5's relative buckets).
+EXTRAPOLATING = ("modernbert", "t5")
+
+
+def check_extrapolation(name, family, path, served, report):
+    """An input 64 tokens past the model's length, run whole
+    (long_input extrapolate), against transformers on the same ids."""
+    from encoderclient import tensor_to_numpy
+    ref = Reference(path, family)
+    n = served.models()[name].max_input_tokens + 64
+    rng = np.random.default_rng(11)
+    ids = [int(i) for i in rng.integers(4, ref.model.config.vocab_size, n)]
+    last, _, _ = ref.states(ids)
+    r = served.client.embed_response([ids], model=name, tokens=True,
+                                     extrapolate=True).results[0]
+    if r.num_tokens != n:
+        report.fail(f"{name}: extrapolated input ran {r.num_tokens} of {n} "
+                    "tokens")
+    report.add(name, f"extrapolated {n} tokens",
+               scaled(tensor_to_numpy(r.token_embeddings), last), STATE_TOL,
+               1)
+
+
 def check_model(name, family, path, max_length, texts, served, report,
                 subset_max=SUBSET_MAX_TOKENS):
     t0 = time.monotonic()
@@ -413,6 +441,8 @@ def main():
                 if texts is corpus.TEXTS:  # a real model
                     check_diagnostics(name, real_models.SCHEMES[family],
                                       served, report)
+                if family in EXTRAPOLATING:
+                    check_extrapolation(name, family, path, served, report)
             except Exception as e:  # one model's failure is reported
                 report.fail(f"{name}: {type(e).__name__}: {e}")
         if minilm:

@@ -33,11 +33,22 @@ v1::EmbedRequest Chunked(const std::vector<std::vector<int64_t>>& inputs,
   return r;
 }
 
+// The same input in another batch: equal up to float32 rounding (the
+// batch's padding and kernels may differ).
+void ExpectClose(const std::vector<float>& got, const std::vector<float>& want,
+                 const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t d = 0; d < got.size(); ++d) {
+    EXPECT_NEAR(got[d], want[d], 1e-5) << what << " value " << d;
+  }
+}
+
 class LongInputTest : public ::testing::Test {
  protected:
   void SetUp() override {
     TestServerOptions options;
     options.server.max_chunks_per_input = 4;
+    options.server.diagnose.max_extrapolation_tokens = 500;
     server_ = std::make_unique<TestServer>(options);
   }
   std::vector<float> Pooled(const std::vector<int64_t>& ids) {
@@ -66,7 +77,8 @@ TEST_F(LongInputTest, WindowsAreAggregatedByTheirTokens) {
             .ok());
     EXPECT_EQ(out.results(0).chunks(), 3);
     EXPECT_EQ(out.results(1).chunks(), 1);
-    EXPECT_EQ(Floats(out.results(1).pooled()), Pooled(Ids(30)));
+    ExpectClose(Floats(out.results(1).pooled()), Pooled(Ids(30)),
+                "a short input beside windows");
     std::vector<double> want;
     double weights = 0;
     for (const auto& [a, b] : c.windows) {
@@ -134,6 +146,42 @@ TEST_F(LongInputTest, RefusalsNameWhatToChange) {
   ASSERT_TRUE(Call(server_->stub(), cut, &out).ok());
   EXPECT_TRUE(out.results(0).truncated());
   EXPECT_EQ(out.results(0).num_tokens(), 200);
+}
+
+// Extrapolating runs the whole input where the scheme allows, up to the
+// extrapolation limit (here 500), and refuses a learned position table.
+TEST_F(LongInputTest, ExtrapolationRunsTheWholeInputWhereTheSchemeAllows) {
+  auto extrapolated = [](const std::string& model, int64_t n) {
+    v1::EmbedRequest r = IdsRequest(model, {Ids(n)});
+    r.mutable_long_input()->set_policy(v1::LongInput::POLICY_EXTRAPOLATE);
+    return r;
+  };
+  for (const std::string model : {"rope", "alibi", "relative", "none"}) {
+    v1::EmbedResponse out;
+    const grpc::Status s =
+        Call(server_->stub(), extrapolated(model, 450), &out);
+    ASSERT_TRUE(s.ok()) << model << ": " << s.error_message();
+    EXPECT_EQ(out.results(0).num_tokens(), 450) << model;
+    EXPECT_FALSE(out.results(0).truncated()) << model;
+    EXPECT_EQ(out.results(0).chunks(), 1) << model;
+  }
+  // An input within the length is embedded as ever.
+  v1::EmbedResponse short_out;
+  ASSERT_TRUE(Call(server_->stub(), extrapolated("rope", 30), &short_out).ok());
+  ExpectClose(Floats(short_out.results(0).pooled()), Pooled(Ids(30)),
+              "a short input, extrapolating");
+
+  v1::EmbedResponse out;
+  grpc::Status s = Call(server_->stub(), extrapolated("rope", 501), &out);
+  EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("extrapolates to at most 500"),
+            std::string::npos)
+      << s.error_message();
+  s = Call(server_->stub(), extrapolated("learned", 30), &out);
+  EXPECT_EQ(s.error_code(), StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("learned position table ends at 24"),
+            std::string::npos)
+      << s.error_message();
 }
 
 }  // namespace

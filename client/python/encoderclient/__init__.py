@@ -115,13 +115,14 @@ class EncoderClient:
                        average_heads=False, hidden_layers=(),
                        pool_hidden=False, truncate=False, prompt_name="",
                        prompt=None, chunk=False, chunk_overlap=0,
-                       chunk_aggregation="mean"):
+                       chunk_aggregation="mean", extrapolate=False):
         """The raw EmbedResponse of one Embed call. `prompt_name` names one
         of the model's prompts, `prompt` is a text of the caller's
         (sentence-transformers' encode(prompt_name=..., prompt=...)).
         `chunk`: inputs over the model's length are embedded in windows
         repeating `chunk_overlap` tokens, aggregated by "mean" (weighted by
-        tokens) or "max"."""
+        tokens) or "max". `extrapolate`: they run whole past the model's
+        length where its positional scheme allows."""
         if isinstance(inputs, (str, bytes)):
             raise TypeError("inputs is a list of texts or id lists")
         if pooling not in _POOLING:
@@ -140,6 +141,8 @@ class EncoderClient:
         request.prompt_name = prompt_name
         if prompt is not None:
             request.prompt = prompt
+        if extrapolate:
+            request.long_input.policy = pb2.LongInput.POLICY_EXTRAPOLATE
         if chunk:
             if chunk_aggregation not in ("mean", "max"):
                 raise ValueError('chunk_aggregation is "mean" or "max"')
@@ -152,7 +155,7 @@ class EncoderClient:
 
     def embed(self, inputs, *, model="", pooling=None, normalize=None,
               truncate=False, prompt_name="", prompt=None, chunk=False,
-              chunk_overlap=0, chunk_aggregation="mean"):
+              chunk_overlap=0, chunk_aggregation="mean", extrapolate=False):
         """Pooled embeddings [N, D] (float32) of `inputs`: texts (str) or
         token-id lists, in order; texts after the prompt named
         `prompt_name` or the text `prompt`."""
@@ -161,7 +164,8 @@ class EncoderClient:
                                        prompt_name=prompt_name, prompt=prompt,
                                        chunk=chunk,
                                        chunk_overlap=chunk_overlap,
-                                       chunk_aggregation=chunk_aggregation)
+                                       chunk_aggregation=chunk_aggregation,
+                                       extrapolate=extrapolate)
         return np.stack([tensor_to_numpy(r.pooled) for r in response.results])
 
     def token_embeddings(self, text=None, *, ids=None, model=""):
