@@ -421,12 +421,17 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const EmbedQuery& query,
   return p;
 }
 
+int64_t ModelExtrapolationTokens(const runner::ServedModel& model,
+                                 int64_t server_default) {
+  const int64_t own = model.description().max_extrapolation_tokens;
+  return own > 0 ? own : server_default;
+}
+
 absl::StatusOr<int64_t> ExtrapolationLimit(const runner::ServedModel& model,
                                            const ServiceLimits& limits) {
   const runner::ModelDescription& d = model.description();
-  int64_t limit = d.max_extrapolation_tokens > 0
-                      ? d.max_extrapolation_tokens
-                      : limits.max_extrapolation_tokens;
+  int64_t limit =
+      ModelExtrapolationTokens(model, limits.max_extrapolation_tokens);
   const diagnostics::SchemeReach reach = diagnostics::AnalyzeReach(d.config);
   if (reach.max_length > 0) limit = std::min(limit, reach.max_length);
   if (limit <= d.config.max_length()) {

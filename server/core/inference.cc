@@ -42,9 +42,7 @@ int64_t LongestExtrapolationRun(const diagnostics::ExtrapolationOptions& o,
 
 int64_t MaxExtrapolationTokens(const runner::ServedModel& model,
                                const DiagnoseLimits& limits) {
-  return model.description().max_extrapolation_tokens > 0
-             ? model.description().max_extrapolation_tokens
-             : limits.max_extrapolation_tokens;
+  return ModelExtrapolationTokens(model, limits.max_extrapolation_tokens);
 }
 
 Inference::Inference(metrics::Metrics* metrics, ServiceLimits limits,
