@@ -608,7 +608,7 @@ do_build() {
 
 do_parity() {
   local rc log_file="$out/parity.log"
-  [ -x "$build/reference_test" ] || { note "no reference_test"; return 1; }
+  [ -x "$build/tests/reference/reference_test" ] || { note "no tests/reference/reference_test"; return 1; }
   (cd "$build" && run 240 ctest -R "${CHECK_PARITY_REGEX:-^reference}" -j 8 --timeout 200 --output-on-failure) > "$log_file" 2>&1
   rc=$?
   grep -E 'Test +#|tests passed|tests failed|Failed|\*\*\*' "$log_file" | grep -vE 'reference\.[A-Za-z]+.*Passed' | tail -n 40
@@ -782,23 +782,28 @@ EOF
   return $rc
 }
 
-# One benchmark cell: the server at 32 callers for DTYPE and LENGTH.
+# One benchmark cell: the server at 32 callers for DTYPE and LENGTH; a
+# third argument, a server flag, makes it a variant (bench/server_DTYPE_
+# LLENGTH_FLAG.json, which check.json's "bench" leaves out).
 do_bench_server() {
-  local dt="$1" len="$2" rc
+  local dt="$1" len="$2" rc variant="" extra=()
+  if [ $# -ge 3 ]; then
+    extra=("$3"); variant="_$(printf '%s' "$3" | tr -c 'a-z0-9\n' '_' | sed 's/^_*//')"
+  fi
+  local file="$out/bench/server_${dt}_L${len}${variant}.json"
   [ -x "$build/encoder-server" ] || return 1
   cat > "$out/bench_repository.json" <<'EOF'
 {"models": [{"name": "bench", "seed": 1,
   "config": {"positional": {"type": "sinusoidal"}}}]}
 EOF
-  start_server "bench_$dt" --device="$device" --dtype="$dt" \
-    --models "$out/bench_repository.json" --log-level=warn || return 1
+  start_server "bench_$dt$variant" --device="$device" --dtype="$dt" \
+    --models "$out/bench_repository.json" --log-level=warn "${extra[@]}" || return 1
   client 60 bench --model bench --concurrency 32 --length "$len" \
-    --duration-s "$bench_s" --warmup-requests 64 --json \
-    > "$out/bench/server_${dt}_L${len}.json"
+    --duration-s "$bench_s" --warmup-requests 64 --json > "$file"
   rc=$?
   stop_server
-  [ "$rc" -eq 0 ] || { rm -f "$out/bench/server_${dt}_L${len}.json"; return 1; }
-  "$json_python" -c 'import json,sys; d=json.load(open(sys.argv[1])); print("   %.0f tok/s, %.0f seq/s, p50 %.2f ms, p99 %.2f ms, mean batch %.1f, failed %d" % (d["throughput"]["tokens_per_s"], d["throughput"]["sequences_per_s"], d["latency_ms"]["p50"], d["latency_ms"]["p99"], d["batch_size"]["mean"], d["failed_requests"]))' "$out/bench/server_${dt}_L${len}.json"
+  [ "$rc" -eq 0 ] || { rm -f "$file"; return 1; }
+  "$json_python" -c 'import json,sys; d=json.load(open(sys.argv[1])); print("   %.0f tok/s, %.0f seq/s, p50 %.2f ms, p99 %.2f ms, mean batch %.1f, failed %d" % (d["throughput"]["tokens_per_s"], d["throughput"]["sequences_per_s"], d["latency_ms"]["p50"], d["latency_ms"]["p99"], d["batch_size"]["mean"], d["failed_requests"]))' "$file"
 }
 
 # encoder-bench-forward and PyTorch eager on the same weights
@@ -869,6 +874,13 @@ if [ "$configure_only" = 0 ]; then
       step "bench_server_${dt}_L$len" 25 do_bench_server "$dt" "$len"
       step "bench_eager_${dt}_L$len" 30 do_bench_eager "$dt" "$len"
     done
+  done
+  # The half-precision servers again with cuDNN's attention allowed (off by
+  # default), to see what the fused kernel's choice costs.
+  for dt in $bench_dtypes; do
+    [ "$dt" = float32 ] && continue
+    case " $bench_lengths " in *" 128 "*) ;; *) continue ;; esac
+    step "bench_server_${dt}_L128_cudnn" 25 do_bench_server "$dt" 128 --cudnn-attention
   done
 fi
 

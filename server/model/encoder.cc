@@ -229,9 +229,11 @@ std::vector<int64_t> Encoder::ExactLengths(const at::Tensor& mask, bool int8,
   // paths run attention on each sequence's own length. A batch with enough
   // padding to skip it in the token-wise work skips it in attention too:
   // on the CPU, per-sequence products cost no more than batched ones at 16
-  // tokens and save the padded scores at long lengths (BENCHMARKS.md).
+  // tokens and save the padded scores at long lengths (BENCHMARKS.md). On
+  // a GPU each sequence's products would be a launch of their own, so
+  // bfloat16 there batches as float16 does.
   const bool per_sequence =
-      int8 || dtype_ == at::kBFloat16 || (packed && device_.is_cpu());
+      int8 || (device_.is_cpu() && (dtype_ == at::kBFloat16 || packed));
   if (!per_sequence) return {};
   const at::Tensor cpu = mask.to(at::kCPU);
   const at::Tensor counts = cpu.sum(1);

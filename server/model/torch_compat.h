@@ -40,6 +40,18 @@ inline at::Tensor FusedAttention(const at::Tensor& q, const at::Tensor& k,
 #endif
 }
 
+// Whether the fused kernel may pick cuDNN's attention on CUDA (LibTorch
+// 2.4 and later have it; a no-op before). Process-wide: LibTorch keeps the
+// choice in its global context.
+inline void SetCudnnAttention(bool enabled) {
+#if TORCH_VERSION_MAJOR > 2 || \
+    (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  at::globalContext().setSDPUseCuDNN(enabled);
+#else
+  (void)enabled;
+#endif
+}
+
 // Index of the all-pools entry in the CUDA caching allocator's statistics
 // arrays (StatType::AGGREGATE: in c10::CachingAllocator since 2.x, in
 // c10::cuda::CUDACachingAllocator before; 0 in both).

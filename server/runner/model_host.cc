@@ -261,6 +261,8 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Create(
   std::unique_ptr<ModelHost> host(new ModelHost());
   host->options_ = options;
   host->default_model_ = repository.default_model;
+  if (options.device.is_cuda())
+    model::SetCudnnAttention(options.cudnn_attention);
   for (const model::ModelSpec& spec : repository.models) {
     auto hosted = std::make_unique<HostedModel>();
     ASSIGN_OR_RETURN(auto encoder, LoadPrecision(spec, options, hosted.get()));

@@ -40,6 +40,11 @@ struct HostOptions {
   // Attention without maps through the fused kernel where the LibTorch has
   // it (model::ForwardOptions::fused_attention).
   bool fused_attention = true;
+  // On CUDA, whether the fused kernel may choose cuDNN's attention
+  // (model::SetCudnnAttention). Off by default: on an H100 with LibTorch
+  // 2.11, half-precision serving at 32 callers ran 1.7-5.9x slower with it
+  // and p99 went from 16 ms to 126-154 ms (BENCHMARKS.md, "GPU").
+  bool cudnn_attention = false;
   // Wall time each distinct model shape may spend measuring its throughput
   // by batch size and length at start-up (batching::MeasureBatchProfile);
   // the batch-size caps it finds join the model's batching options. Zero

@@ -4,8 +4,8 @@
 // error max|ours - ref| / max|ref| below 1e-5 for token outputs, pooled
 // outputs and every layer's attention map.
 //
-// The reference directory comes from ENCODER_REFERENCE_DIR; its absence is a
-// failure, never a skip.
+// The reference directory comes from ENCODER_REFERENCE_DIR, else the build's
+// (ENCODER_REFERENCE_DIR_DEFAULT); missing data is a failure, never a skip.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -97,7 +97,12 @@ constexpr const char* kCases[] = {
 // The reference directory, or "" when the environment does not name one.
 std::string ReferenceDir() {
   const char* dir = std::getenv("ENCODER_REFERENCE_DIR");
-  return dir == nullptr ? "" : dir;
+  if (dir != nullptr && *dir != '\0') return dir;
+#ifdef ENCODER_REFERENCE_DIR_DEFAULT
+  return ENCODER_REFERENCE_DIR_DEFAULT;
+#else
+  return "";
+#endif
 }
 
 // Reads a whole file; false when it cannot be opened.

@@ -80,6 +80,7 @@ TEST(ServeFlags, EachFlagSetsItsStructField) {
                               "--log-rate-limit-keys=100",
                               "--max-request-id-bytes=64",
                               "--skip-padding-min-share=0.25",
+                              "--cudnn-attention",
                               "--executions-per-model=3"});
   EXPECT_EQ(f.server.listen, "0.0.0.0:9000");
   EXPECT_EQ(f.host.batching.max_batch_sequences, 7);
@@ -105,6 +106,8 @@ TEST(ServeFlags, EachFlagSetsItsStructField) {
   EXPECT_EQ(f.log.rate_limit_keys, 100);
   EXPECT_EQ(f.max_request_id_bytes, 64);
   EXPECT_EQ(f.host.skip_padding_min_share, 0.25);
+  EXPECT_TRUE(f.host.cudnn_attention);
+  EXPECT_FALSE(Parse({}).host.cudnn_attention);
   EXPECT_EQ(f.executions_per_model, 3);
 }
 
