@@ -171,19 +171,6 @@ absl::Status CheckCost(const runner::EmbedSpec& spec,
 std::string UnknownModelMessage(const std::string& requested,
                                 const runner::ModelCatalog& host);
 
-// The longest input `model` may run past its length (Diagnose's
-// extrapolation probe, an extrapolating Embed): its repository entry's
-// max_extrapolation_tokens, else `server_default`.
-int64_t ModelExtrapolationTokens(const runner::ServedModel& model,
-                                 int64_t server_default);
-
-// The longest input `model` runs when a request extrapolates: the model's
-// max_extrapolation_tokens, else the server's, within what its positional
-// scheme can represent; FAILED_PRECONDITION when that is no more than its
-// max_length (a learned position table).
-absl::StatusOr<int64_t> ExtrapolationLimit(const runner::ServedModel& model,
-                                           const ServiceLimits& limits);
-
 // Upper estimate of the response's size in bytes (float32 values plus
 // framing), for the send limit and the unread-response ledger.
 int64_t EstimateResponseBytes(const PreparedEmbed& prepared);

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/core/long_input.h"
 #include "server/core/status.h"
 #include "server/diagnostics/scheme_reach.h"
 
