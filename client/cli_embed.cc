@@ -82,21 +82,34 @@ Command AddEmbed(CLI::App* app, ConnectionOptions* connection) {
       "--chunk", options->chunk,
       "Embed inputs longer than the model accepts in windows of its length "
       "and aggregate them (instead of refusing or --truncate)");
+  CLI::Option* late =
+      command
+          ->add_flag(
+              "--late-chunk", options->late_chunk,
+              "Run each input whole (past the model's length where its scheme "
+              "allows) and pool every window from that one run")
+          ->excludes(chunk);
   command
       ->add_option("--chunk-overlap", options->chunk_overlap,
                    "Tokens each window repeats from the one before")
-      ->check(CLI::Range(0, 1 << 20))
-      ->needs(chunk);
+      ->check(CLI::Range(0, 1 << 20));
   command
       ->add_option("--chunk-aggregation", options->chunk_aggregation,
                    "mean (weighted by each window's tokens) or max")
-      ->check(CLI::IsMember({"mean", "max"}))
-      ->needs(chunk);
+      ->check(CLI::IsMember({"mean", "max"}));
+  command
+      ->add_option("--chunk-tokens", options->chunk_tokens,
+                   "Input tokens per window (0: the model's length)")
+      ->check(CLI::Range(0, 1 << 20));
+  command->add_flag("--return-chunks", options->return_chunks,
+                    "Also print every window's vector with its token and "
+                    "character spans (chunkVectors)");
   command
       ->add_flag("--extrapolate", options->extrapolate,
                  "Run inputs longer than the model's length whole, past it, "
                  "where its positional scheme allows (not a learned table)")
-      ->excludes(chunk);
+      ->excludes(chunk)
+      ->excludes(late);
   CLI::Option* input =
       command
           ->add_option("--input", bulk->input_path,

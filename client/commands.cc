@@ -50,10 +50,14 @@ encoder::v1::EmbedRequest BuildEmbedRequest(const EmbedOptions& options) {
     request.mutable_long_input()->set_policy(
         encoder::v1::LongInput::POLICY_EXTRAPOLATE);
   }
-  if (options.chunk) {
+  if (options.chunk || options.late_chunk) {
     auto* long_input = request.mutable_long_input();
-    long_input->set_policy(encoder::v1::LongInput::POLICY_CHUNK);
+    long_input->set_policy(options.late_chunk
+                               ? encoder::v1::LongInput::POLICY_LATE_CHUNK
+                               : encoder::v1::LongInput::POLICY_CHUNK);
     long_input->set_overlap_tokens(options.chunk_overlap);
+    long_input->set_chunk_tokens(options.chunk_tokens);
+    long_input->set_return_chunks(options.return_chunks);
     long_input->set_aggregation(options.chunk_aggregation == "max"
                                     ? encoder::v1::LongInput::AGGREGATION_MAX
                                     : encoder::v1::LongInput::AGGREGATION_MEAN);

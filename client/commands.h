@@ -31,8 +31,11 @@ struct EmbedOptions {
   std::optional<std::string> prompt;  // a prompt text of the caller's
   // Long inputs in windows (LongInput chunking).
   bool chunk = false;
+  bool late_chunk = false;  // the whole input run once, windows pooled
   int32_t chunk_overlap = 0;
   std::string chunk_aggregation = "mean";  // or "max"
+  int32_t chunk_tokens = 0;                // 0: the model's length
+  bool return_chunks = false;
   bool extrapolate = false;  // run them whole past the model's length
 };
 

@@ -32,6 +32,8 @@ encoder::v1::EmbedRequest BatchRequest(const EmbedOptions& embed,
   options.chunk = embed.chunk;
   options.chunk_overlap = embed.chunk_overlap;
   options.chunk_aggregation = embed.chunk_aggregation;
+  options.late_chunk = embed.late_chunk;
+  options.chunk_tokens = embed.chunk_tokens;
   options.extrapolate = embed.extrapolate;
   encoder::v1::EmbedRequest request = BuildEmbedRequest(options);
   request.clear_attention();

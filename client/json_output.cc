@@ -129,6 +129,15 @@ nlohmann::ordered_json EmbedResponseToJson(
         result[name] = std::move(values);
       }
     }
+    const char* chunks = camel_case ? "chunkVectors" : "chunk_vectors";
+    if (!result.contains(chunks)) continue;
+    for (nlohmann::ordered_json& chunk : result[chunks]) {
+      if (chunk.contains("embedding") &&
+          chunk["embedding"].contains("values")) {
+        nlohmann::ordered_json values = std::move(chunk["embedding"]["values"]);
+        chunk["embedding"] = std::move(values);
+      }
+    }
   }
   return out;
 }

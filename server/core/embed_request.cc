@@ -252,11 +252,15 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const EmbedQuery& query,
                    ResolvePrompt(*p.model, query.prompt_name, query.prompt));
   ASSIGN_OR_RETURN(const int64_t prompt_skip,
                    PromptPoolSkip(*p.model, prompt, query.text_options));
-  if (query.chunk) {
-    if (query.truncate) {
-      return absl::InvalidArgumentError(
-          "set truncate or chunk long inputs (long_input), not both");
-    }
+  const bool windowed = query.chunk || query.late_chunk;
+  if (int{query.truncate} + int{query.chunk} + int{query.late_chunk} +
+          int{query.extrapolate} >
+      1) {
+    return absl::InvalidArgumentError(
+        "set one way to treat long inputs (long_input): truncate, chunk, "
+        "late_chunk or extrapolate");
+  }
+  if (windowed) {
     if (!prompt.empty()) {
       return absl::InvalidArgumentError(
           "chunked inputs take no prompt: the prompt would be in the first "
@@ -268,12 +272,24 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const EmbedQuery& query,
           "chunking (long_input) returns pooled embeddings only: ask for no "
           "token embeddings, attention or hidden states");
     }
-  }
-  if (query.extrapolate && (query.truncate || query.chunk)) {
+  } else if (query.chunk_tokens != 0 || query.return_chunks) {
     return absl::InvalidArgumentError(
-        "set one way to treat long inputs: truncate, chunk or extrapolate");
+        "chunk_tokens and return_chunks apply to the chunk and late_chunk "
+        "policies (long_input)");
+  }
+  if (query.chunk_tokens < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chunk_tokens is ", query.chunk_tokens, "; it must be 0 or more"));
+  }
+  if (query.late_chunk && (base.pooling == model::Pooling::kFirst ||
+                           base.pooling == model::Pooling::kLastToken)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "late chunking pools each window's tokens, and this call pools ",
+        model::PoolingName(base.pooling),
+        "; ask for mean, max or weighted_mean pooling"));
   }
   p.chunk_max = query.chunk_max;
+  p.return_chunks = query.return_chunks;
   const int64_t max_len = p.model->description().config.max_length();
   int64_t extrapolation_limit = 0;
   if (query.extrapolate) {
@@ -283,31 +299,56 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const EmbedQuery& query,
     bool truncated = false;
     ASSIGN_OR_RETURN(std::vector<int64_t> ids,
                      InputIds(query, i, *p.model, prompt, &truncated,
-                              /*keep_long=*/query.chunk || query.extrapolate));
-    if (query.extrapolate &&
-        static_cast<int64_t>(ids.size()) > extrapolation_limit) {
+                              /*keep_long=*/windowed || query.extrapolate));
+    const int64_t n = static_cast<int64_t>(ids.size());
+    if (query.late_chunk && n > max_len && extrapolation_limit == 0) {
+      // Late chunking runs the input whole, as extrapolation does.
+      ASSIGN_OR_RETURN(extrapolation_limit,
+                       ExtrapolationLimit(*p.model, limits));
+    }
+    if ((query.extrapolate || query.late_chunk) && n > max_len &&
+        n > extrapolation_limit) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "inputs[", i, "] has ", ids.size(), " tokens; model \"",
-          p.model->name(), "\" extrapolates to at most ", extrapolation_limit,
-          " (its max_extrapolation_tokens, else "
-          "--max-extrapolation-tokens); chunk it instead"));
+          "inputs[", i, "] has ", n, " tokens; model \"", p.model->name(),
+          "\" runs at most ", extrapolation_limit,
+          " tokens whole (the lowest of its position table's end, its "
+          "max_extrapolation_tokens or --max-extrapolation-tokens); chunk "
+          "it instead"));
     }
     std::vector<Window> windows;
-    if (query.chunk && static_cast<int64_t>(ids.size()) > max_len) {
+    if (query.late_chunk ||
+        (query.chunk &&
+         (n > max_len || query.chunk_tokens > 0 || query.return_chunks))) {
       ASSIGN_OR_RETURN(windows, Windows(query, i, *p.model, ids, limits));
-    } else {
-      windows.push_back(Window{std::move(ids), 0});
     }
     PreparedEmbed::Input plan;
     plan.first = p.sequences.size();
-    plan.count = windows.size();
     plan.truncated = truncated;
     plan.normalize = base.normalize;
+    plan.late = query.late_chunk;
+    for (const Window& w : windows) plan.spans.push_back(w.span);
+    // Late chunking: one sequence, the whole input, each window pooled
+    // from it.
+    std::vector<std::pair<int64_t, int64_t>> late_spans;
+    if (query.late_chunk) {
+      for (const Window& w : windows) {
+        late_spans.emplace_back(w.whole_begin, w.whole_begin + w.tokens);
+      }
+      windows.assign(1, Window{});
+    }
+    if (windows.size() == 1 && windows[0].ids.empty()) {
+      windows[0].ids = std::move(ids);
+    } else if (windows.empty()) {
+      windows.push_back(Window{});
+      windows[0].ids = std::move(ids);
+    }
+    plan.count = windows.size();
     for (Window& w : windows) {
       runner::EmbedSpec spec = base;
       spec.token_ids = std::move(w.ids);
+      spec.pool_spans = late_spans;
       // Windows are aggregated first, then normalized.
-      if (plan.count > 1) spec.normalize = false;
+      if (!plan.spans.empty()) spec.normalize = false;
       if (query.inputs[static_cast<size_t>(i)].kind ==
           EmbedInput::Kind::kText) {
         // At least the last token is pooled, whatever truncation left.
@@ -320,7 +361,6 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const EmbedQuery& query,
                     plan.count > 1 ? absl::StrCat("a window of inputs[", i, "]")
                                    : absl::StrCat("inputs[", i, "]")));
       p.total_tokens += static_cast<int64_t>(spec.token_ids.size());
-      p.window_tokens.push_back(w.tokens);
       p.sequences.push_back(std::move(spec));
     }
     p.inputs.push_back(plan);
@@ -357,6 +397,11 @@ int64_t EstimateResponseBytes(const PreparedEmbed& p) {
     bytes += 4 * static_cast<int64_t>(s.hidden_layers.size()) *
              (s.pool_hidden ? 1 : n) * c.d_model;
   }
+  if (p.return_chunks) {
+    for (const PreparedEmbed::Input& in : p.inputs) {
+      bytes += static_cast<int64_t>(in.spans.size()) * (48 + 4 * c.d_model);
+    }
+  }
   return bytes;
 }
 
@@ -385,18 +430,18 @@ EmbedAnswer BuildAnswer(std::string request_id, const PreparedEmbed& prepared,
   for (const PreparedEmbed::Input& plan : prepared.inputs) {
     const runner::EmbedSpec& spec = prepared.sequences[plan.first];
     EmbeddedInput out;
-    out.chunks = static_cast<int64_t>(plan.count);
-    out.result = plan.count > 1 ? Aggregate(prepared, plan, &results)
-                                : std::move(results[plan.first]);
-    runner::EmbedResult& r = out.result;
-    // Cut to `dimensions` and normalized again; windows' aggregates are
-    // normalized here in any case (their windows were pooled without).
-    const bool cut =
-        prepared.dimensions > 0 && prepared.dimensions < r.pooled_dim;
-    if (cut || (plan.count > 1 && plan.normalize)) {
-      CutPooled(cut ? prepared.dimensions : 0, plan.normalize, &r.pooled);
-      if (cut) r.pooled_dim = prepared.dimensions;
+    if (!plan.spans.empty()) {
+      JoinWindows(prepared, plan, &results, &out);
+    } else {
+      out.result = std::move(results[plan.first]);
+      // Cut to `dimensions` and normalized again.
+      runner::EmbedResult& r = out.result;
+      if (prepared.dimensions > 0 && prepared.dimensions < r.pooled_dim) {
+        CutPooled(prepared.dimensions, plan.normalize, &r.pooled);
+        r.pooled_dim = prepared.dimensions;
+      }
     }
+    runner::EmbedResult& r = out.result;
     out.truncated = plan.truncated;
     if (!r.attention_shape.empty()) {
       out.attention_layers = spec.attention_layers;

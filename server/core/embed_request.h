@@ -77,6 +77,17 @@ struct EmbedQuery {
   bool chunk = false;
   int64_t chunk_overlap = 0;  // tokens each window repeats, <= half a window
   bool chunk_max = false;
+  // Or run each input whole (extrapolating past the model's length where
+  // it must, as `extrapolate`) and pool every window's tokens from the
+  // full-context token states (late chunking), then aggregate as `chunk`.
+  // The call's pooling must pool tokens (mean, max, weighted mean).
+  bool late_chunk = false;
+  // Input tokens per window (chunk, late_chunk); 0: the model's length less
+  // its special tokens.
+  int64_t chunk_tokens = 0;
+  // Also return every window's vector with its spans (EmbeddedInput::
+  // chunk_vectors).
+  bool return_chunks = false;
   // Or run them whole past the model's length, where its positional scheme
   // can (not a learned table: FAILED_PRECONDITION), up to the model's
   // extrapolation limit (ExtrapolationLimit).
@@ -100,13 +111,30 @@ struct EmbedQuery {
   bool pool_hidden = false;
 };
 
+// Where a window lies in its input: the input's own tokens [token_begin,
+// token_end) (special tokens not counted) and, for text, the code points
+// [char_begin, char_end) they came from (-1 for token ids).
+struct ChunkSpan {
+  int64_t token_begin = 0;
+  int64_t token_end = 0;
+  int64_t char_begin = -1;
+  int64_t char_end = -1;
+};
+
+// One window's vector (cut and normalized as the input's pooled one).
+struct ChunkVector {
+  std::vector<float> embedding;
+  ChunkSpan span;
+};
+
 // One input's result, in the order of the query's inputs.
 struct EmbeddedInput {
   // `result.pooled` is already cut to the query's dimensions and
   // normalized as asked (result.pooled_dim is its width).
   runner::EmbedResult result;
   bool truncated = false;
-  int64_t chunks = 1;  // windows it was embedded in
+  int64_t chunks = 1;                      // windows it was embedded in
+  std::vector<ChunkVector> chunk_vectors;  // EmbedQuery::return_chunks
   // What the attention maps and hidden states hold: the layers, the heads
   // (empty when averaged) and the resolved hidden-state layers.
   std::vector<int64_t> attention_layers;
@@ -137,12 +165,15 @@ struct PreparedEmbed {
     size_t count = 1;
     bool truncated = false;
     bool normalize = false;
+    // Late chunking: one sequence whose pool_spans are the windows.
+    bool late = false;
+    // Its windows' spans (chunked, late-chunked or return_chunks); empty
+    // otherwise.
+    std::vector<ChunkSpan> spans;
   };
   std::vector<Input> inputs;
-  // Per sequence: the input tokens a window covers (its aggregation
-  // weight); 0 for sequences that are not windows.
-  std::vector<int64_t> window_tokens;
   bool chunk_max = false;
+  bool return_chunks = false;
   int64_t total_tokens = 0;
   // Pooled values kept per input (EmbedQuery::dimensions); 0: all.
   int64_t dimensions = 0;

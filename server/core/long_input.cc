@@ -7,14 +7,10 @@
 #include "server/common/status_macros.h"
 #include "server/core/text_input.h"
 #include "server/diagnostics/scheme_reach.h"
+#include "server/tokenizer/tokenizer.h"
 
 namespace encoder::core {
 
-// inputs[i]'s windows when its `whole` ids are longer than the model
-// accepts: the input's own tokens in windows that, with the model's special
-// tokens around them for text, fill the model's length, each repeating
-// chunk_overlap tokens of the one before, the last ending at the input's
-// end.
 absl::StatusOr<std::vector<Window>> Windows(const EmbedQuery& query, int i,
                                             const runner::ServedModel& model,
                                             const std::vector<int64_t>& whole,
@@ -22,10 +18,10 @@ absl::StatusOr<std::vector<Window>> Windows(const EmbedQuery& query, int i,
   const int64_t max_len = model.description().config.max_length();
   const EmbedInput& input = query.inputs[static_cast<size_t>(i)];
   size_t prefix = 0, suffix = 0;
-  if (input.kind == EmbedInput::Kind::kText &&
-      query.text_options.add_special_tokens) {
-    // The special tokens are what the whole encoding has around the
-    // text's own tokens ([CLS] ... [SEP], <s> ... </s>).
+  std::vector<tokenizer::Offsets> chars;  // per input token, for text
+  if (input.kind == EmbedInput::Kind::kText) {
+    // The text's own tokens, and where they sit in the whole encoding
+    // (between the special tokens: [CLS] ... [SEP], <s> ... </s>).
     TextOptions plain = query.text_options;
     plain.add_special_tokens = false;
     ASSIGN_OR_RETURN(TokenizedText body,
@@ -46,13 +42,20 @@ absl::StatusOr<std::vector<Window>> Windows(const EmbedQuery& query, int i,
           "\"'s tokenizer does not keep the text's tokens whole between its "
           "special tokens; truncate it instead"));
     }
+    chars = std::move(body.encoding.char_offsets);
   }
-  const int64_t width =
-      max_len - static_cast<int64_t>(prefix) - static_cast<int64_t>(suffix);
+  // Late chunking runs the whole input: its windows need not fit the model.
+  int64_t width = query.late_chunk ? static_cast<int64_t>(whole.size())
+                                   : max_len - static_cast<int64_t>(prefix) -
+                                         static_cast<int64_t>(suffix);
+  if (query.chunk_tokens > 0) width = std::min(width, query.chunk_tokens);
   if (width < 2) {
     return absl::InvalidArgumentError(
-        absl::StrCat("model \"", model.name(), "\" accepts ", max_len,
-                     " tokens, too few to chunk with its special tokens"));
+        query.chunk_tokens > 0 && query.chunk_tokens < 2
+            ? std::string("chunk_tokens must be at least 2")
+            : absl::StrCat("model \"", model.name(), "\" accepts ", max_len,
+                           " tokens, too few to chunk with its special "
+                           "tokens"));
   }
   if (query.chunk_overlap < 0 || 2 * query.chunk_overlap > width) {
     return absl::InvalidArgumentError(
@@ -77,11 +80,20 @@ absl::StatusOr<std::vector<Window>> Windows(const EmbedQuery& query, int i,
   for (int64_t start = 0;; start += step) {
     const int64_t end = std::min(start + width, body);
     Window w;
-    w.ids = head;
-    w.ids.insert(w.ids.end(), whole.begin() + prefix + start,
-                 whole.begin() + prefix + end);
-    w.ids.insert(w.ids.end(), tail.begin(), tail.end());
+    if (!query.late_chunk) {
+      w.ids = head;
+      w.ids.insert(w.ids.end(), whole.begin() + prefix + start,
+                   whole.begin() + prefix + end);
+      w.ids.insert(w.ids.end(), tail.begin(), tail.end());
+    }
     w.tokens = end - start;
+    w.span.token_begin = start;
+    w.span.token_end = end;
+    if (!chars.empty() && end > start) {
+      w.span.char_begin = chars[static_cast<size_t>(start)].start;
+      w.span.char_end = chars[static_cast<size_t>(end - 1)].end;
+    }
+    w.whole_begin = static_cast<int64_t>(prefix) + start;
     out.push_back(std::move(w));
     if (end == body) break;
   }
@@ -114,42 +126,66 @@ absl::StatusOr<int64_t> ExtrapolationLimit(const runner::ServedModel& model,
   return limit;
 }
 
-// One input's windows aggregated into its first window's result: the
-// pooled vectors weighted by the input tokens each covers, or their
-// element-wise max; tokens and batch times summed and maxed.
-runner::EmbedResult Aggregate(const PreparedEmbed& prepared,
-                              const PreparedEmbed::Input& plan,
-                              std::vector<runner::EmbedResult>* results) {
-  runner::EmbedResult out = std::move((*results)[plan.first]);
-  const size_t width = out.pooled.size();
+void JoinWindows(const PreparedEmbed& prepared,
+                 const PreparedEmbed::Input& plan,
+                 std::vector<runner::EmbedResult>* results,
+                 EmbeddedInput* out) {
+  runner::EmbedResult& r = out->result;
+  r = std::move((*results)[plan.first]);
+  // Each window's vector, unnormalized, as the runner pooled it.
+  std::vector<std::vector<float>> vectors;
+  if (plan.late) {
+    const size_t width = static_cast<size_t>(r.pooled_dim);
+    for (size_t k = 0; k < plan.spans.size(); ++k) {
+      vectors.emplace_back(r.span_pooled.begin() + k * width,
+                           r.span_pooled.begin() + (k + 1) * width);
+    }
+    r.span_pooled.clear();
+  } else {
+    vectors.push_back(r.pooled);
+    for (size_t k = 1; k < plan.count; ++k) {
+      runner::EmbedResult& w = (*results)[plan.first + k];
+      vectors.push_back(std::move(w.pooled));
+      r.num_tokens += w.num_tokens;
+      r.batch.queue_seconds =
+          std::max(r.batch.queue_seconds, w.batch.queue_seconds);
+      r.batch.inference_seconds =
+          std::max(r.batch.inference_seconds, w.batch.inference_seconds);
+    }
+  }
+  // Weighted by the input tokens each window covers, or element-wise max.
+  const size_t width = vectors[0].size();
   std::vector<double> acc(width, 0.0);
   double weights = 0;
-  for (size_t k = 0; k < plan.count; ++k) {
-    const size_t s = plan.first + k;
-    const runner::EmbedResult& r = k == 0 ? out : (*results)[s];
-    const double w = static_cast<double>(prepared.window_tokens[s]);
+  for (size_t k = 0; k < vectors.size(); ++k) {
+    const ChunkSpan& span = plan.spans[k];
+    const double w = static_cast<double>(span.token_end - span.token_begin);
     for (size_t d = 0; d < width; ++d) {
-      const double v = r.pooled[d];
-      if (prepared.chunk_max) {
-        acc[d] = k == 0 ? v : std::max(acc[d], v);
-      } else {
-        acc[d] += w * v;
-      }
+      const double v = vectors[k][d];
+      acc[d] = prepared.chunk_max ? (k == 0 ? v : std::max(acc[d], v))
+                                  : acc[d] + w * v;
     }
     weights += w;
-    if (k > 0) {
-      out.num_tokens += r.num_tokens;
-      out.batch.queue_seconds =
-          std::max(out.batch.queue_seconds, r.batch.queue_seconds);
-      out.batch.inference_seconds =
-          std::max(out.batch.inference_seconds, r.batch.inference_seconds);
-    }
   }
+  r.pooled.assign(width, 0.0f);
   for (size_t d = 0; d < width; ++d) {
-    out.pooled[d] = static_cast<float>(
+    r.pooled[d] = static_cast<float>(
         prepared.chunk_max || weights <= 0 ? acc[d] : acc[d] / weights);
   }
-  return out;
+  const bool cut =
+      prepared.dimensions > 0 && prepared.dimensions < r.pooled_dim;
+  const int64_t keep = cut ? prepared.dimensions : 0;
+  CutPooled(keep, plan.normalize, &r.pooled);
+  if (cut) r.pooled_dim = prepared.dimensions;
+  out->chunks = static_cast<int64_t>(plan.spans.size());
+  if (!prepared.return_chunks) return;
+  for (size_t k = 0; k < vectors.size(); ++k) {
+    ChunkVector c;
+    c.embedding = std::move(vectors[k]);
+    CutPooled(keep, plan.normalize, &c.embedding);
+    c.span = plan.spans[k];
+    out->chunk_vectors.push_back(std::move(c));
+  }
 }
 
 }  // namespace encoder::core

@@ -17,15 +17,19 @@ namespace encoder::core {
 // tokens around a stretch of the input's own) and how many of the input's
 // tokens it covers.
 struct Window {
-  std::vector<int64_t> ids;
-  int64_t tokens = 0;  // input tokens it covers
+  std::vector<int64_t> ids;  // empty for late chunking (the whole runs)
+  int64_t tokens = 0;        // input tokens it covers
+  ChunkSpan span;
+  int64_t whole_begin = 0;  // where span.token_begin sits in the whole ids
 };
 
-// inputs[i]'s windows when its `whole` ids are longer than the model
-// accepts: the input's own tokens in windows that, with the model's special
-// tokens around them for text, fill the model's length, each repeating
-// chunk_overlap tokens of the one before, the last ending at the input's
-// end.
+// inputs[i]'s windows: the input's own tokens in windows of
+// query.chunk_tokens, else (chunk) as many as fill the model's length with
+// its special tokens around them or (late_chunk) the whole input, each
+// repeating chunk_overlap tokens of the one before, the last ending at the
+// input's end. For chunk, each window's ids are framed by the special
+// tokens; for late_chunk they stay empty. INVALID_ARGUMENT past
+// limits.max_chunks_per_input windows, or for bad sizes.
 absl::StatusOr<std::vector<Window>> Windows(const EmbedQuery& query, int i,
                                             const runner::ServedModel& model,
                                             const std::vector<int64_t>& whole,
@@ -44,12 +48,15 @@ int64_t ModelExtrapolationTokens(const runner::ServedModel& model,
 absl::StatusOr<int64_t> ExtrapolationLimit(const runner::ServedModel& model,
                                            const ServiceLimits& limits);
 
-// One input's windows aggregated into its first window's result: the
-// pooled vectors weighted by the input tokens each covers, or their
-// element-wise max; tokens and batch times summed and maxed.
-runner::EmbedResult Aggregate(const PreparedEmbed& prepared,
-                              const PreparedEmbed::Input& plan,
-                              std::vector<runner::EmbedResult>* results);
+// A windowed input's answer (plan.spans set): its windows' vectors
+// (separate results, or the late-chunked sequence's span_pooled) weighted
+// by the input tokens each covers, or their element-wise max, cut and
+// normalized as the query asks, into out->result.pooled; tokens summed and
+// batch times maxed over the windows; every window's vector in
+// out->chunk_vectors when the query returns them.
+void JoinWindows(const PreparedEmbed& prepared,
+                 const PreparedEmbed::Input& plan,
+                 std::vector<runner::EmbedResult>* results, EmbeddedInput* out);
 
 }  // namespace encoder::core
 

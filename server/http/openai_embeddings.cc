@@ -53,28 +53,37 @@ absl::Status InvalidParam(const std::string& message, std::string* param,
   return absl::InvalidArgumentError(message);
 }
 
-// "long_input": {"policy": "truncate" | "chunk" | "extrapolate",
-// "overlap_tokens": int,
-// "aggregation": "mean" | "max"}.
+// "long_input": {"policy": "truncate" | "chunk" | "late_chunk" |
+// "extrapolate", "overlap_tokens": int, "chunk_tokens": int,
+// "aggregation": "mean" | "max", "return_chunks": bool}.
 absl::Status ParseLongInput(const json& value, core::EmbedQuery* query,
                             std::string* param) {
   const char* kShape =
       "long_input must be an object such as {\"policy\": \"chunk\" (or "
-      "\"truncate\", \"extrapolate\"), "
-      "\"overlap_tokens\": 32, \"aggregation\": \"mean\"}";
+      "\"truncate\", \"late_chunk\", \"extrapolate\"), "
+      "\"overlap_tokens\": 32, \"chunk_tokens\": 256, \"aggregation\": "
+      "\"mean\", \"return_chunks\": false}";
   if (!value.is_object()) return InvalidParam(kShape, param, "long_input");
+  auto count = [](const json& item) {
+    return item.is_number_integer() && item.get<int64_t>() >= 0 &&
+           item.get<int64_t>() <= (1 << 20);
+  };
   for (const auto& [key, item] : value.items()) {
     const std::string text = item.is_string() ? item.get<std::string>() : "";
-    if (key == "policy" &&
-        (text == "truncate" || text == "chunk" || text == "extrapolate")) {
+    if (key == "policy" && (text == "truncate" || text == "chunk" ||
+                            text == "late_chunk" || text == "extrapolate")) {
       query->truncate = text == "truncate";
       query->chunk = text == "chunk";
+      query->late_chunk = text == "late_chunk";
       query->extrapolate = text == "extrapolate";
     } else if (key == "aggregation" && (text == "mean" || text == "max")) {
       query->chunk_max = text == "max";
-    } else if (key == "overlap_tokens" && item.is_number_integer() &&
-               item.get<int64_t>() >= 0 && item.get<int64_t>() <= (1 << 20)) {
+    } else if (key == "overlap_tokens" && count(item)) {
       query->chunk_overlap = item.get<int64_t>();
+    } else if (key == "chunk_tokens" && count(item)) {
+      query->chunk_tokens = item.get<int64_t>();
+    } else if (key == "return_chunks" && item.is_boolean()) {
+      query->return_chunks = item.get<bool>();
     } else {
       return InvalidParam(absl::StrCat("long_input.", key, " ", item.dump(),
                                        " is not accepted; ", kShape),
@@ -313,6 +322,19 @@ std::string EmbeddingsResponseJson(const core::EmbedAnswer& answer,
     absl::StrAppend(&out, i == 0 ? "" : ",",
                     R"({"object":"embedding","index":)", i, R"(,"embedding":)");
     AppendValues(r.pooled, base64, &out);
+    if (!e.chunk_vectors.empty()) {
+      out += R"(,"chunks":[)";
+      for (size_t k = 0; k < e.chunk_vectors.size(); ++k) {
+        const core::ChunkVector& c = e.chunk_vectors[k];
+        absl::StrAppend(&out, k == 0 ? "" : ",", R"({"tokens":[)",
+                        c.span.token_begin, ",", c.span.token_end,
+                        R"(],"chars":[)", c.span.char_begin, ",",
+                        c.span.char_end, R"(],"embedding":)");
+        AppendValues(c.embedding, base64, &out);
+        out += '}';
+      }
+      out += ']';
+    }
     if (!e.hidden_layers.empty()) {
       out += R"(,"hidden_states":{"layers":)";
       AppendIntList(e.hidden_layers, &out);

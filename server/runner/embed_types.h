@@ -34,13 +34,20 @@ struct EmbedSpec {
   // weighted mean skip them, first-token pooling takes the token after
   // them. Less than the sequence's length.
   int64_t pool_skip = 0;
+  // Spans [begin, end) of the sequence's positions, each pooled on its own
+  // with `pooling` (and the model's dense layers, never normalized) into
+  // EmbedResult::span_pooled: late chunking, whose chunks see the whole
+  // sequence's context. First-token and last-token pooling take the span's
+  // first and last token.
+  std::vector<std::pair<int64_t, int64_t>> pool_spans;
   batching::SequenceCost cost;  // ServedModel::Price; zero: free (tests)
 };
 
 struct EmbedResult {
-  std::vector<float> pooled;     // [pooled_dim]
-  std::vector<float> tokens;     // [seq, D], when wanted
-  std::vector<float> attention;  // see attention_shape
+  std::vector<float> pooled;       // [pooled_dim]
+  std::vector<float> span_pooled;  // [spans, pooled_dim] (pool_spans)
+  std::vector<float> tokens;       // [seq, D], when wanted
+  std::vector<float> attention;    // see attention_shape
   // [layers, heads, seq, seq], or [layers, seq, seq] when averaged.
   std::vector<int64_t> attention_shape;
   std::vector<AttentionHeadStats> attention_stats;  // layer-major
@@ -54,9 +61,10 @@ struct EmbedResult {
 
   // Bytes of values it carries.
   int64_t ValueBytes() const {
-    return static_cast<int64_t>(
-        (pooled.size() + tokens.size() + attention.size() + hidden.size()) *
-        sizeof(float));
+    return static_cast<int64_t>((pooled.size() + span_pooled.size() +
+                                 tokens.size() + attention.size() +
+                                 hidden.size()) *
+                                sizeof(float));
   }
 };
 

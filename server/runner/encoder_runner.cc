@@ -172,6 +172,29 @@ at::Tensor PoolSkipping(const at::Tensor& tokens, model::Pooling pooling,
                      /*normalize=*/false)[0];
 }
 
+// Each of `spec`'s pool_spans of row `i` pooled with its pooling and
+// projected by the model's dense layers: [spans, pooled_dim] on the CPU.
+std::vector<float> PoolSpans(const EmbedSpec& spec, int64_t i,
+                             const model::Encoder& model,
+                             const at::Tensor& tokens) {
+  std::vector<at::Tensor> rows;
+  rows.reserve(spec.pool_spans.size());
+  for (const auto& [begin, end] : spec.pool_spans) {
+    const at::Tensor span = tokens[i].narrow(0, begin, end - begin);
+    if (spec.pooling == model::Pooling::kFirst) {
+      rows.push_back(span[0]);
+    } else if (spec.pooling == model::Pooling::kLastToken) {
+      rows.push_back(span[end - begin - 1]);
+    } else {
+      const at::Tensor mask =
+          at::ones({1, end - begin}, span.options().dtype(at::kBool));
+      rows.push_back(model::Pool(span.unsqueeze(0), mask, spec.pooling,
+                                 /*normalize=*/false)[0]);
+    }
+  }
+  return ToFloats(model.ProjectPooled(at::stack(rows)));
+}
+
 // the model's dense layers, normalization where asked, one copy.
 at::Tensor PoolBatch(const std::vector<const EmbedSpec*>& batch,
                      const model::Encoder& model, const at::Tensor& tokens,
@@ -291,6 +314,9 @@ absl::Status EncoderRunner::RunImpl(const std::vector<const EmbedSpec*>& batch,
     r.num_tokens = static_cast<int64_t>(batch[i]->token_ids.size());
     r.dim = model_->config().d_model;
     r.pooled_dim = pooled_dim;
+    if (!batch[i]->pool_spans.empty()) {
+      r.span_pooled = PoolSpans(*batch[i], i, *model_, out.tokens);
+    }
     RETURN_IF_ERROR(SliceSequence(*batch[i], i, out,
                                   model_->config().num_layers, context, &r));
   }

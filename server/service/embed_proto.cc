@@ -88,6 +88,9 @@ absl::StatusOr<core::EmbedQuery> ToEmbedQuery(v1::EmbedRequest* request) {
     case v1::LongInput::POLICY_EXTRAPOLATE:
       q.extrapolate = true;
       break;
+    case v1::LongInput::POLICY_LATE_CHUNK:
+      q.late_chunk = true;
+      break;
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("long_input.policy ", long_input.policy(),
@@ -100,6 +103,8 @@ absl::StatusOr<core::EmbedQuery> ToEmbedQuery(v1::EmbedRequest* request) {
   }
   q.chunk_overlap = long_input.overlap_tokens();
   q.chunk_max = long_input.aggregation() == v1::LongInput::AGGREGATION_MAX;
+  q.chunk_tokens = long_input.chunk_tokens();
+  q.return_chunks = long_input.return_chunks();
   if (request->has_dimensions()) q.dimensions = request->dimensions();
   const v1::AttentionSelection& attention = request->attention();
   q.attention_layers.assign(attention.layers().begin(),
@@ -143,6 +148,15 @@ void FillEmbedResponse(const core::EmbedAnswer& answer,
     out->set_num_tokens(r.num_tokens);
     out->set_truncated(in.truncated);
     out->set_chunks(static_cast<int32_t>(in.chunks));
+    for (const core::ChunkVector& c : in.chunk_vectors) {
+      v1::ChunkVector* v = out->add_chunk_vectors();
+      PackFloat32(c.embedding, {static_cast<int64_t>(c.embedding.size())},
+                  v->mutable_embedding());
+      v->set_token_begin(static_cast<int32_t>(c.span.token_begin));
+      v->set_token_end(static_cast<int32_t>(c.span.token_end));
+      v->set_char_begin(static_cast<int32_t>(c.span.char_begin));
+      v->set_char_end(static_cast<int32_t>(c.span.char_end));
+    }
     v1::BatchInfo* batch = out->mutable_batch();
     batch->set_batch_size(r.batch.batch_size);
     batch->set_padded_tokens(r.batch.padded_tokens);

@@ -11,6 +11,16 @@ tokens each window holds, or their element-wise max; then normalized as
 the model does. The reference computes that with AutoTokenizer and
 AutoModel (all-MiniLM-L6-v2: mean pooling, Normalize).
 
+Late chunking (long_input late_chunk): the text runs whole once, framed
+by its special tokens; each window of its own tokens (chunk_tokens wide,
+repeating `overlap`) is the mean of the last hidden state over the
+window's positions of that one run; the windows' vectors are aggregated
+and normalized as above. Every window's vector (return_chunks) is checked
+too, with the tokens it covers and the characters of the text they came
+from (the tokenizer's offset mapping). A text past the model's length
+late-chunks as far as its learned position table reaches, and is refused
+(INVALID_ARGUMENT, "chunk it instead") beyond.
+
 A retrieval check shows the policy matters: documents share a long opening
 and differ only in a sentence past the first window; a query about that
 sentence finds its document when the documents are chunked and not when
@@ -86,6 +96,59 @@ class Policy:
                 return out
             start += step
 
+    def body(self, text):
+        """The text's own ids, their character offsets, the whole encoding
+        and where the own ids start in it."""
+        enc = self.tok(text, add_special_tokens=False,
+                       return_offsets_mapping=True)
+        body = enc["input_ids"]
+        whole = self.tok(text)["input_ids"]
+        at = next(k for k in range(len(whole) - len(body) + 1)
+                  if whole[k:k + len(body)] == body)
+        return body, enc["offset_mapping"], whole, at
+
+    @staticmethod
+    def spans(n, width, overlap):
+        out, start = [], 0
+        while True:
+            end = min(start + width, n)
+            out.append((start, end))
+            if end == n:
+                return out
+            start += width - overlap
+
+    @torch.no_grad()
+    def late(self, text, chunk_tokens, overlap):
+        """Late chunking: (aggregate, [(vector, tokens, chars)])."""
+        body, offsets, whole, at = self.body(text)
+        hidden = self.model(
+            input_ids=torch.tensor([whole]),
+            attention_mask=torch.ones(1, len(whole), dtype=torch.long)
+        ).last_hidden_state[0].double().numpy()
+        width = min(chunk_tokens, len(body)) if chunk_tokens else len(body)
+        chunks = []
+        for b, e in self.spans(len(body), width, overlap):
+            v = hidden[at + b:at + e].mean(0)
+            chunks.append((v, (b, e), (offsets[b][0], offsets[e - 1][1])))
+        weights = np.array([e - b for _, (b, e), _ in chunks], np.float64)
+        agg = (np.stack([v for v, _, _ in chunks]) * weights[:, None]).sum(0)
+        agg /= weights.sum()
+        unit = lambda v: v / max(np.linalg.norm(v), 1e-12)  # noqa: E731
+        return unit(agg), [(unit(v), t, c) for v, t, c in chunks]
+
+    def chunk_spans(self, text, overlap):
+        """The chunk policy's windows of a long text with their spans:
+        [(vector, tokens, chars)], each vector normalized."""
+        body, offsets, whole, at = self.body(text)
+        head, tail = whole[:at], whole[at + len(body):]
+        width = self.max_length - len(head) - len(tail)
+        out = []
+        for b, e in self.spans(len(body), width, overlap):
+            v = self.pooled(head + body[b:e] + tail)
+            out.append((v / max(np.linalg.norm(v), 1e-12), (b, e),
+                        (offsets[b][0], offsets[e - 1][1])))
+        return out
+
     def embed(self, text, overlap=0, aggregation="mean"):
         wins = self.windows(text, overlap)
         vecs = np.stack([self.pooled(ids) for ids, _ in wins])
@@ -138,6 +201,8 @@ def check(served, name, path, sentences, report):
         report.add(name, label + " (http)", _max_abs(http, np.stack(want)),
                    TOL, len(texts))
 
+    check_windows(served, name, policy, sentences, texts, report)
+
     # Retrieval: the fact sits past the first window of its document.
     opening = " ".join(sentences[j % len(sentences)] for j in range(24))
     documents = [opening + " " + fact for fact, _ in FACTS]
@@ -159,3 +224,93 @@ def check(served, name, path, sentences, report):
     if found["truncate"] > 3:
         report.fail(f"{name}: truncated documents found {found['truncate']} "
                     f"of {len(FACTS)}: the facts are not past the window")
+
+
+def _compare_chunks(report, name, label, got, want):
+    """got: the client's embed_chunks rows of one input; want: the
+    reference's (vector, tokens, chars)."""
+    spans_got = [(t, c) for _, t, c in got]
+    spans_want = [(tuple(t), tuple(c)) for _, t, c in want]
+    if spans_got != spans_want:
+        report.fail(f"{name}: {label}: spans {spans_got[:3]}..., the "
+                    f"reference gives {spans_want[:3]}...")
+        return 0.0
+    return _max_abs(np.stack([v for v, _, _ in got]),
+                    np.stack([v for v, _, _ in want]))
+
+
+def check_windows(served, name, policy, sentences, long_ones, report):
+    """Late chunking and every window's vector, against transformers."""
+    import grpc
+    from encoderclient import tensor_to_numpy
+    # Texts within the model's length, late-chunked in small windows.
+    short = [" ".join(sentences[(k + j) % len(sentences)] for j in range(6))
+             for k in range(4)]
+    for chunk_tokens, overlap in ((32, 0), (48, 8)):
+        want = [policy.late(t, chunk_tokens, overlap) for t in short]
+        response = served.client.embed_response(
+            short, model=name, late_chunk=True, chunk_tokens=chunk_tokens,
+            chunk_overlap=overlap, return_chunks=True)
+        got = np.stack([tensor_to_numpy(r.pooled) for r in response.results])
+        label = f"late chunk {chunk_tokens} overlap {overlap}"
+        report.add(name, label, _max_abs(got, np.stack([w[0] for w in want])),
+                   TOL, len(short))
+        worst = 0.0
+        rows = served.client.embed_chunks(
+            short, model=name, late_chunk=True, chunk_tokens=chunk_tokens,
+            chunk_overlap=overlap)
+        for g, w in zip(rows, want):
+            worst = max(worst, _compare_chunks(report, name, label, g, w[1]))
+        report.add(name, label + ", every window", worst, TOL,
+                   sum(len(w[1]) for w in want))
+        http = served.post_embeddings(
+            {"model": name, "input": short, "long_input": {
+                "policy": "late_chunk", "chunk_tokens": chunk_tokens,
+                "overlap_tokens": overlap, "return_chunks": True}})["data"]
+        http_spans = [[(tuple(c["tokens"]), tuple(c["chars"]))
+                       for c in d["chunks"]] for d in http]
+        want_spans = [[(t, c) for _, t, c in w[1]] for w in want]
+        if http_spans != want_spans:
+            report.fail(f"{name}: {label} (http): spans differ")
+        report.add(name, label + " (http)",
+                   _max_abs(np.stack([d["embedding"] for d in http]),
+                            np.stack([w[0] for w in want])), TOL, len(short))
+    # Every window of the chunk policy on long texts.
+    rows = served.client.embed_chunks(long_ones[:3], model=name,
+                                      chunk_overlap=16)
+    worst = 0.0
+    for text, got in zip(long_ones[:3], rows):
+        worst = max(worst, _compare_chunks(report, name, "chunk windows", got,
+                                           policy.chunk_spans(text, 16)))
+    report.add(name, "chunk overlap 16, every window", worst, TOL,
+               sum(len(r) for r in rows))
+    # Past the model's length, as far as its learned table reaches (512
+    # positions for a 256-token model), late chunking runs the text whole.
+    table = policy.model.config.max_position_embeddings
+    text, n = "", 0
+    for k in range(4 * len(sentences)):
+        if n > (policy.max_length + table) // 2:
+            break
+        text = (text + " " + sentences[k % len(sentences)]).strip()
+        n = len(policy.tok(text)["input_ids"])
+    if policy.max_length < n <= table:
+        agg, chunks = policy.late(text, 64, 0)
+        rows = served.client.embed_chunks([text], model=name,
+                                          late_chunk=True, chunk_tokens=64)
+        report.add(name, f"late chunk 64 of {n} tokens, every window",
+                   _compare_chunks(report, name, "late past the length",
+                                   rows[0], chunks), TOL, len(chunks))
+    else:
+        report.fail(f"{name}: the text past the length has {n} tokens, "
+                    f"not between {policy.max_length} and {table}")
+    # Beyond the table: refused, naming the way out.
+    try:
+        served.client.embed_response(long_ones[-1:], model=name,
+                                     late_chunk=True, chunk_tokens=64)
+        report.fail(f"{name}: a late-chunked text past the learned table "
+                    "was accepted")
+    except grpc.RpcError as e:
+        if (e.code() != grpc.StatusCode.INVALID_ARGUMENT
+                or "chunk it instead" not in e.details()):
+            report.fail(f"{name}: late chunk past the table: {e.code()} "
+                        f"{e.details()}")

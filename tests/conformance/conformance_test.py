@@ -33,13 +33,17 @@ Prompts (all-MiniLM-L6-v2 and copies that pool without the prompt, in
 each pooling mode; prompts.py): prompt_name and prompt= against
 sentence-transformers' encode, tolerance 1e-5.
 
-Long inputs in windows (all-MiniLM-L6-v2; chunking.py): chunked vectors
-against the same policy computed with transformers, tolerance 1e-5, and a
-retrieval check where only chunking finds facts past the first window.
+Long inputs in windows (all-MiniLM-L6-v2; chunking.py): chunked and
+late-chunked vectors, and every window's vector with its token and
+character spans, against the same policy computed with transformers,
+tolerance 1e-5, and a retrieval check where only chunking finds facts past
+the first window.
 
 Extrapolation (the ModernBERT and T5 family models): an input 64 tokens
 past the model's length run whole (long_input extrapolate), last hidden
-state against transformers on the same ids, tolerance 1e-4.
+state against transformers on the same ids, tolerance 1e-4; the same ids
+late-chunked in windows of 64 repeating 16, each window's mean against the
+mean of transformers' last hidden state over it, tolerance 1e-4.
 
 Quality (real models only, quality.py): see there.
 
@@ -310,6 +314,29 @@ def check_extrapolation(name, family, path, served, report):
     report.add(name, f"extrapolated {n} tokens",
                scaled(tensor_to_numpy(r.token_embeddings), last), STATE_TOL,
                1)
+    # Late chunking of the same ids: windows of 64 tokens repeating 16,
+    # each the mean of the one whole run's last hidden state over it.
+    r = served.client.embed_response(
+        [ids], model=name, pooling="mean", normalize=False, late_chunk=True,
+        chunk_tokens=64, chunk_overlap=16, return_chunks=True).results[0]
+    want, spans, start = [], [], 0
+    while True:
+        end = min(start + 64, n)
+        want.append(np.asarray(last[start:end], np.float64).mean(0))
+        spans.append((start, end, -1, -1))
+        if end == n:
+            break
+        start += 48
+    got_spans = [(c.token_begin, c.token_end, c.char_begin, c.char_end)
+                 for c in r.chunk_vectors]
+    if got_spans != spans:
+        report.fail(f"{name}: late chunk spans {got_spans[:3]}..., want "
+                    f"{spans[:3]}...")
+    got = np.stack([tensor_to_numpy(c.embedding) for c in r.chunk_vectors]) \
+        if r.chunk_vectors else np.zeros((0,))
+    report.add(name, f"late chunk 64/16 of {n} tokens, every window",
+               scaled(got, np.stack(want)) if got.shape[0] == len(want)
+               else float("inf"), STATE_TOL, len(want))
 
 
 def check_model(name, family, path, max_length, texts, served, report,

@@ -122,7 +122,7 @@ TEST_F(LongInputTest, RefusalsNameWhatToChange) {
                    "must be 0 to 100"});
   v1::EmbedRequest both = Chunked({Ids(450)});
   both.set_truncate(true);
-  cases.push_back({both, StatusCode::INVALID_ARGUMENT, "not both"});
+  cases.push_back({both, StatusCode::INVALID_ARGUMENT, "one way"});
   v1::EmbedRequest tokens = Chunked({Ids(450)});
   tokens.set_return_token_embeddings(true);
   cases.push_back({tokens, StatusCode::INVALID_ARGUMENT, "pooled embeddings"});
@@ -174,7 +174,7 @@ TEST_F(LongInputTest, ExtrapolationRunsTheWholeInputWhereTheSchemeAllows) {
   v1::EmbedResponse out;
   grpc::Status s = Call(server_->stub(), extrapolated("rope", 501), &out);
   EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(s.error_message().find("extrapolates to at most 500"),
+  EXPECT_NE(s.error_message().find("runs at most 500 tokens whole"),
             std::string::npos)
       << s.error_message();
   s = Call(server_->stub(), extrapolated("learned", 30), &out);
@@ -182,6 +182,136 @@ TEST_F(LongInputTest, ExtrapolationRunsTheWholeInputWhereTheSchemeAllows) {
   EXPECT_NE(s.error_message().find("learned position table ends at 24"),
             std::string::npos)
       << s.error_message();
+}
+
+v1::EmbedRequest Windowed(const std::vector<int64_t>& ids,
+                          v1::LongInput::Policy policy, int32_t chunk_tokens,
+                          int32_t overlap = 0) {
+  v1::EmbedRequest r = IdsRequest("rope", {ids});
+  r.set_pooling(v1::POOLING_MEAN);
+  r.set_normalize(false);
+  v1::LongInput* l = r.mutable_long_input();
+  l->set_policy(policy);
+  l->set_chunk_tokens(chunk_tokens);
+  l->set_overlap_tokens(overlap);
+  l->set_return_chunks(true);
+  return r;
+}
+
+// Late chunking runs the input once (past the model's 200 tokens here) and
+// pools each window from that run: every window's vector is the mean of
+// the whole run's token embeddings over it, and without overlap the
+// token-weighted aggregate is the mean over all tokens.
+TEST_F(LongInputTest, LateChunksPoolWindowsOfOneWholeRun) {
+  const std::vector<int64_t> ids = Ids(450);
+  v1::EmbedRequest whole = IdsRequest("rope", {ids});
+  whole.set_pooling(v1::POOLING_MEAN);
+  whole.set_normalize(false);
+  whole.set_return_token_embeddings(true);
+  whole.mutable_long_input()->set_policy(v1::LongInput::POLICY_EXTRAPOLATE);
+  v1::EmbedResponse ran;
+  ASSERT_TRUE(Call(server_->stub(), whole, &ran).ok());
+  const std::vector<float> tokens = Floats(ran.results(0).token_embeddings());
+  const size_t dim = tokens.size() / ids.size();
+
+  for (const int32_t overlap : {0, 20}) {
+    v1::EmbedResponse out;
+    const grpc::Status s = Call(
+        server_->stub(),
+        Windowed(ids, v1::LongInput::POLICY_LATE_CHUNK, 150, overlap), &out);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    const v1::EmbedResult& r = out.results(0);
+    EXPECT_EQ(r.num_tokens(), 450);
+    std::vector<std::pair<int, int>> want_spans;
+    for (int start = 0;; start += 150 - overlap) {
+      const int end = std::min(start + 150, 450);
+      want_spans.emplace_back(start, end);
+      if (end == 450) break;
+    }
+    ASSERT_EQ(r.chunk_vectors_size(), static_cast<int>(want_spans.size()));
+    EXPECT_EQ(r.chunks(), r.chunk_vectors_size());
+    for (int k = 0; k < r.chunk_vectors_size(); ++k) {
+      const v1::ChunkVector& c = r.chunk_vectors(k);
+      const auto [b, e] = want_spans[static_cast<size_t>(k)];
+      EXPECT_EQ(c.token_begin(), b);
+      EXPECT_EQ(c.token_end(), e);
+      EXPECT_EQ(c.char_begin(), -1) << "token ids have no characters";
+      std::vector<float> mean(dim, 0.0f);
+      for (size_t d = 0; d < dim; ++d) {
+        double sum = 0;
+        for (int t = b; t < e; ++t) sum += tokens[t * dim + d];
+        mean[d] = static_cast<float>(sum / (e - b));
+      }
+      ExpectClose(Floats(c.embedding()), mean,
+                  "window " + std::to_string(k) + " overlap " +
+                      std::to_string(overlap));
+    }
+    if (overlap == 0) {
+      ExpectClose(Floats(r.pooled()), Floats(ran.results(0).pooled()),
+                  "the aggregate of windows that do not overlap");
+    }
+  }
+}
+
+// chunk_tokens cuts an input that fits into smaller windows, each embedded
+// alone; return_chunks gives each one's vector.
+TEST_F(LongInputTest, SmallerWindowsOnRequest) {
+  const std::vector<int64_t> ids = Ids(120);
+  v1::EmbedResponse out;
+  ASSERT_TRUE(Call(server_->stub(),
+                   Windowed(ids, v1::LongInput::POLICY_CHUNK, 50), &out)
+                  .ok());
+  const v1::EmbedResult& r = out.results(0);
+  ASSERT_EQ(r.chunk_vectors_size(), 3);
+  const std::pair<int, int> spans[] = {{0, 50}, {50, 100}, {100, 120}};
+  for (int k = 0; k < 3; ++k) {
+    const auto [b, e] = spans[k];
+    EXPECT_EQ(r.chunk_vectors(k).token_begin(), b);
+    EXPECT_EQ(r.chunk_vectors(k).token_end(), e);
+    v1::EmbedRequest alone = IdsRequest(
+        "rope", {std::vector<int64_t>(ids.begin() + b, ids.begin() + e)});
+    alone.set_pooling(v1::POOLING_MEAN);
+    alone.set_normalize(false);
+    v1::EmbedResponse one;
+    ASSERT_TRUE(Call(server_->stub(), alone, &one).ok());
+    ExpectClose(Floats(r.chunk_vectors(k).embedding()),
+                Floats(one.results(0).pooled()), "window " + std::to_string(k));
+  }
+}
+
+TEST_F(LongInputTest, LateChunkingRefusals) {
+  struct Case {
+    v1::EmbedRequest request;
+    StatusCode code;
+    std::string says;
+  };
+  std::vector<Case> cases;
+  v1::EmbedRequest first =
+      Windowed(Ids(300), v1::LongInput::POLICY_LATE_CHUNK, 50);
+  first.set_pooling(v1::POOLING_FIRST);
+  cases.push_back({first, StatusCode::INVALID_ARGUMENT, "pools each window"});
+  v1::EmbedRequest plain = IdsRequest("rope", {Ids(30)});
+  plain.mutable_long_input()->set_chunk_tokens(10);
+  cases.push_back({plain, StatusCode::INVALID_ARGUMENT,
+                   "apply to the chunk and late_chunk"});
+  v1::EmbedRequest learned =
+      Windowed(Ids(30), v1::LongInput::POLICY_LATE_CHUNK, 10);
+  learned.set_model("learned");
+  cases.push_back({learned, StatusCode::FAILED_PRECONDITION,
+                   "learned position table ends at 24"});
+  cases.push_back({Windowed(Ids(501), v1::LongInput::POLICY_LATE_CHUNK, 100),
+                   StatusCode::INVALID_ARGUMENT, "chunk it instead"});
+  cases.push_back({Windowed(Ids(450), v1::LongInput::POLICY_LATE_CHUNK, 50),
+                   StatusCode::INVALID_ARGUMENT, "--max-chunks-per-input"});
+  cases.push_back({Windowed(Ids(100), v1::LongInput::POLICY_CHUNK, 1),
+                   StatusCode::INVALID_ARGUMENT, "at least 2"});
+  for (const Case& c : cases) {
+    v1::EmbedResponse out;
+    const grpc::Status s = Call(server_->stub(), c.request, &out);
+    EXPECT_EQ(s.error_code(), c.code) << s.error_message();
+    EXPECT_NE(s.error_message().find(c.says), std::string::npos)
+        << s.error_message();
+  }
 }
 
 }  // namespace

@@ -115,14 +115,19 @@ class EncoderClient:
                        average_heads=False, hidden_layers=(),
                        pool_hidden=False, truncate=False, prompt_name="",
                        prompt=None, chunk=False, chunk_overlap=0,
-                       chunk_aggregation="mean", extrapolate=False):
+                       chunk_aggregation="mean", extrapolate=False,
+                       late_chunk=False, chunk_tokens=0, return_chunks=False):
         """The raw EmbedResponse of one Embed call. `prompt_name` names one
         of the model's prompts, `prompt` is a text of the caller's
         (sentence-transformers' encode(prompt_name=..., prompt=...)).
         `chunk`: inputs over the model's length are embedded in windows
         repeating `chunk_overlap` tokens, aggregated by "mean" (weighted by
-        tokens) or "max". `extrapolate`: they run whole past the model's
-        length where its positional scheme allows."""
+        tokens) or "max". `late_chunk`: each input runs whole and every
+        window is pooled from the full-context token states. `chunk_tokens`
+        sets the windows' size (0: the model's length); `return_chunks`
+        returns each window's vector and spans (result.chunk_vectors).
+        `extrapolate`: they run whole past the model's length where its
+        positional scheme allows."""
         if isinstance(inputs, (str, bytes)):
             raise TypeError("inputs is a list of texts or id lists")
         if pooling not in _POOLING:
@@ -143,11 +148,15 @@ class EncoderClient:
             request.prompt = prompt
         if extrapolate:
             request.long_input.policy = pb2.LongInput.POLICY_EXTRAPOLATE
-        if chunk:
+        if chunk or late_chunk:
             if chunk_aggregation not in ("mean", "max"):
                 raise ValueError('chunk_aggregation is "mean" or "max"')
-            request.long_input.policy = pb2.LongInput.POLICY_CHUNK
+            request.long_input.policy = (
+                pb2.LongInput.POLICY_LATE_CHUNK if late_chunk
+                else pb2.LongInput.POLICY_CHUNK)
             request.long_input.overlap_tokens = chunk_overlap
+            request.long_input.chunk_tokens = chunk_tokens
+            request.long_input.return_chunks = return_chunks
             request.long_input.aggregation = (
                 pb2.LongInput.AGGREGATION_MAX if chunk_aggregation == "max"
                 else pb2.LongInput.AGGREGATION_MEAN)
@@ -167,6 +176,19 @@ class EncoderClient:
                                        chunk_aggregation=chunk_aggregation,
                                        extrapolate=extrapolate)
         return np.stack([tensor_to_numpy(r.pooled) for r in response.results])
+
+    def embed_chunks(self, inputs, *, model="", late_chunk=False,
+                     chunk_tokens=0, chunk_overlap=0):
+        """Every window's vector of each input: per input a list of
+        (vector [D], (token_begin, token_end), (char_begin, char_end)),
+        with chunking, or late chunking when `late_chunk`."""
+        response = self.embed_response(
+            inputs, model=model, chunk=not late_chunk, late_chunk=late_chunk,
+            chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap,
+            return_chunks=True)
+        return [[(tensor_to_numpy(c.embedding),
+                  (c.token_begin, c.token_end), (c.char_begin, c.char_end))
+                 for c in r.chunk_vectors] for r in response.results]
 
     def token_embeddings(self, text=None, *, ids=None, model=""):
         """Token embeddings [S, D] of one input."""
