@@ -128,6 +128,16 @@ void DefineLimitFlags(CLI::App& app, ServeFlags& f) {
                  "long inputs (long_input)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
+  app.add_option("--long-input", f.server.long_input,
+                 "what an input past its model's length gets when the "
+                 "request names no long_input policy and the model's "
+                 "repository entry none: refuse, truncate, chunk, late_chunk, "
+                 "extrapolate, or auto (extrapolate for ALiBi and relative "
+                 "buckets within the extrapolation limit, else chunk; "
+                 "ListModels says which and why)")
+      ->check(CLI::IsMember(
+          {"refuse", "truncate", "chunk", "late_chunk", "extrapolate", "auto"}))
+      ->capture_default_str();
   app.add_option("--memory-limit-bytes", f.host.memory_limit_bytes,
                  "memory the process may use; 0: the cgroup limit, else the "
                  "machine's RAM. The defaults below derive from it")

@@ -172,11 +172,29 @@ absl::StatusOr<runner::EmbedSpec> SharedSpec(const EmbedQuery& query,
 // inputs[i]'s token ids: as sent, or its text (after `prompt`, when
 // given) tokenized; checked against the vocabulary and the model's length
 // limit, and cut to it when the request says truncate (*truncated then).
+// How one input past its model's length is treated (the request's
+// policy, else the model's default).
+struct Treatment {
+  bool chunk = false;
+  bool late = false;
+  bool extrapolate = false;
+};
+
+// INVALID_ARGUMENT's message for inputs[i] of n tokens past `model`'s
+// length, refused (no policy named, the model's default refuse).
+std::string TooLongMessage(int i, const runner::ServedModel& model, int64_t n) {
+  const model::ModelConfig& config = model.description().config;
+  return absl::StrCat("inputs[", i, "] has ", n, " tokens; model \"",
+                      model.name(), "\" accepts at most ", config.max_length(),
+                      " (", LengthLimitReason(config),
+                      "); shorten it, set truncate or chunk it (long_input)");
+}
+
 absl::StatusOr<std::vector<int64_t>> InputIds(const EmbedQuery& query, int i,
                                               const runner::ServedModel& model,
                                               const std::string& prompt,
-                                              bool* truncated,
-                                              bool keep_long = false) {
+                                              bool* truncated, bool truncate,
+                                              bool keep_long) {
   const model::ModelConfig& config = model.description().config;
   const std::string& name = model.name();
   const int64_t max_len = config.max_length();
@@ -196,7 +214,7 @@ absl::StatusOr<std::vector<int64_t>> InputIds(const EmbedQuery& query, int i,
       const std::string prompted =
           prompt.empty() ? std::string() : prompt + text;
       auto tokens = TokenizeText(model, prompt.empty() ? text : prompted,
-                                 query.text_options, query.truncate, max_len);
+                                 query.text_options, truncate, max_len);
       if (!tokens.ok()) {
         return absl::InvalidArgumentError(
             absl::StrCat("inputs[", i, "]: ", tokens.status().message()));
@@ -222,12 +240,9 @@ absl::StatusOr<std::vector<int64_t>> InputIds(const EmbedQuery& query, int i,
     }
   }
   const int64_t n = static_cast<int64_t>(ids.size());
-  if (n > max_len && !keep_long) {
-    if (!query.truncate) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "inputs[", i, "] has ", n, " tokens; model \"", name,
-          "\" accepts at most ", max_len, " (", LengthLimitReason(config),
-          "); shorten it, set truncate or chunk it (long_input)"));
+  if (n > max_len && (truncate || !keep_long)) {
+    if (!truncate) {
+      return absl::InvalidArgumentError(TooLongMessage(i, model, n));
     }
     TruncateIds(model, query.text_options.truncation_side, max_len, &ids);
     *truncated = true;
@@ -252,7 +267,6 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const EmbedQuery& query,
                    ResolvePrompt(*p.model, query.prompt_name, query.prompt));
   ASSIGN_OR_RETURN(const int64_t prompt_skip,
                    PromptPoolSkip(*p.model, prompt, query.text_options));
-  const bool windowed = query.chunk || query.late_chunk;
   if (int{query.truncate} + int{query.chunk} + int{query.late_chunk} +
           int{query.extrapolate} >
       1) {
@@ -260,19 +274,34 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const EmbedQuery& query,
         "set one way to treat long inputs (long_input): truncate, chunk, "
         "late_chunk or extrapolate");
   }
-  if (windowed) {
+  // Where a policy cannot serve this call, as a reason; "" where it can.
+  const bool per_token = base.want_tokens || !base.attention_layers.empty() ||
+                         base.want_attention_stats ||
+                         !base.hidden_layers.empty();
+  auto unfit = [&](bool windows, bool late) -> std::string {
+    if (!windows) return "";
     if (!prompt.empty()) {
-      return absl::InvalidArgumentError(
-          "chunked inputs take no prompt: the prompt would be in the first "
-          "window only");
+      return "chunked inputs take no prompt: the prompt would be in the "
+             "first window only";
     }
-    if (base.want_tokens || !base.attention_layers.empty() ||
-        base.want_attention_stats || !base.hidden_layers.empty()) {
-      return absl::InvalidArgumentError(
-          "chunking (long_input) returns pooled embeddings only: ask for no "
-          "token embeddings, attention or hidden states");
+    if (per_token) {
+      return "chunking (long_input) returns pooled embeddings only: ask for "
+             "no token embeddings, attention or hidden states";
     }
-  } else if (query.chunk_tokens != 0 || query.return_chunks) {
+    if (late && (base.pooling == model::Pooling::kFirst ||
+                 base.pooling == model::Pooling::kLastToken)) {
+      return absl::StrCat(
+          "late chunking pools each window's tokens, and this call pools ",
+          model::PoolingName(base.pooling),
+          "; ask for mean, max or weighted_mean pooling");
+    }
+    return "";
+  };
+  const bool windowed = query.chunk || query.late_chunk;
+  if (const std::string why = unfit(windowed, query.late_chunk); !why.empty()) {
+    return absl::InvalidArgumentError(why);
+  }
+  if (!windowed && (query.chunk_tokens != 0 || query.return_chunks)) {
     return absl::InvalidArgumentError(
         "chunk_tokens and return_chunks apply to the chunk and late_chunk "
         "policies (long_input)");
@@ -281,13 +310,12 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const EmbedQuery& query,
     return absl::InvalidArgumentError(absl::StrCat(
         "chunk_tokens is ", query.chunk_tokens, "; it must be 0 or more"));
   }
-  if (query.late_chunk && (base.pooling == model::Pooling::kFirst ||
-                           base.pooling == model::Pooling::kLastToken)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "late chunking pools each window's tokens, and this call pools ",
-        model::PoolingName(base.pooling),
-        "; ask for mean, max or weighted_mean pooling"));
-  }
+  // A request that names no policy: the model's default, for the inputs
+  // past its length only.
+  const bool named = query.truncate || windowed || query.extrapolate;
+  const LongInputDefault fallback = named
+                                        ? LongInputDefault{"refuse", "", false}
+                                        : DefaultLongInput(*p.model, limits);
   p.chunk_max = query.chunk_max;
   p.return_chunks = query.return_chunks;
   const int64_t max_len = p.model->description().config.max_length();
@@ -297,40 +325,62 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const EmbedQuery& query,
   }
   for (int i = 0; i < static_cast<int>(query.inputs.size()); ++i) {
     bool truncated = false;
-    ASSIGN_OR_RETURN(std::vector<int64_t> ids,
-                     InputIds(query, i, *p.model, prompt, &truncated,
-                              /*keep_long=*/windowed || query.extrapolate));
+    ASSIGN_OR_RETURN(
+        std::vector<int64_t> ids,
+        InputIds(query, i, *p.model, prompt, &truncated,
+                 /*truncate=*/query.truncate || fallback.policy == "truncate",
+                 /*keep_long=*/named || fallback.policy != "refuse"));
     const int64_t n = static_cast<int64_t>(ids.size());
-    if (query.late_chunk && n > max_len && extrapolation_limit == 0) {
-      // Late chunking runs the input whole, as extrapolation does.
-      ASSIGN_OR_RETURN(extrapolation_limit,
-                       ExtrapolationLimit(*p.model, limits));
+    Treatment t{windowed && !query.late_chunk, query.late_chunk,
+                query.extrapolate};
+    if (!named && n > max_len && fallback.policy != "truncate") {
+      t.chunk = fallback.policy == "chunk";
+      t.late = fallback.policy == "late_chunk";
+      t.extrapolate = fallback.policy == "extrapolate";
+      if (t.extrapolate && fallback.chunk_past_limit) {
+        const auto limit = ExtrapolationLimit(*p.model, limits);
+        if (!limit.ok() || n > *limit) t = Treatment{true, false, false};
+      }
+      if (const std::string why = unfit(t.chunk || t.late, t.late);
+          !why.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "inputs[", i, "] has ", n, " tokens, past model \"",
+            p.model->name(), "\"'s ", max_len, "; its long-input default (",
+            fallback.reason, ") is ", t.chunk ? "chunk" : "late_chunk",
+            ", and ", why, "; or name a policy (long_input)"));
+      }
     }
-    if ((query.extrapolate || query.late_chunk) && n > max_len &&
-        n > extrapolation_limit) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "inputs[", i, "] has ", n, " tokens; model \"", p.model->name(),
-          "\" runs at most ", extrapolation_limit,
-          " tokens whole (the lowest of its position table's end, its "
-          "max_extrapolation_tokens or --max-extrapolation-tokens); chunk "
-          "it instead"));
+    if ((t.extrapolate || t.late) && n > max_len) {
+      if (extrapolation_limit == 0) {
+        // Late chunking runs the input whole, as extrapolation does.
+        ASSIGN_OR_RETURN(extrapolation_limit,
+                         ExtrapolationLimit(*p.model, limits));
+      }
+      if (n > extrapolation_limit) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "inputs[", i, "] has ", n, " tokens; model \"", p.model->name(),
+            "\" runs at most ", extrapolation_limit,
+            " tokens whole (the lowest of its position table's end, its "
+            "max_extrapolation_tokens or --max-extrapolation-tokens); chunk "
+            "it instead"));
+      }
     }
     std::vector<Window> windows;
-    if (query.late_chunk ||
-        (query.chunk &&
-         (n > max_len || query.chunk_tokens > 0 || query.return_chunks))) {
-      ASSIGN_OR_RETURN(windows, Windows(query, i, *p.model, ids, limits));
+    if (t.late || (t.chunk && (n > max_len || query.chunk_tokens > 0 ||
+                               query.return_chunks))) {
+      ASSIGN_OR_RETURN(windows,
+                       Windows(query, i, *p.model, ids, t.late, limits));
     }
     PreparedEmbed::Input plan;
     plan.first = p.sequences.size();
     plan.truncated = truncated;
     plan.normalize = base.normalize;
-    plan.late = query.late_chunk;
+    plan.late = t.late;
     for (const Window& w : windows) plan.spans.push_back(w.span);
     // Late chunking: one sequence, the whole input, each window pooled
     // from it.
     std::vector<std::pair<int64_t, int64_t>> late_spans;
-    if (query.late_chunk) {
+    if (t.late) {
       for (const Window& w : windows) {
         late_spans.emplace_back(w.whole_begin, w.whole_begin + w.tokens);
       }

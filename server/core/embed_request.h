@@ -37,6 +37,11 @@ struct ServiceLimits {
   // Longest input an extrapolating request may run, unless the model's
   // repository entry sets its own (--max-extrapolation-tokens).
   int64_t max_extrapolation_tokens = 2048;
+  // What an input past its model's length gets when the request names no
+  // policy and the model's repository entry none either (--long-input):
+  // "refuse", "truncate", "chunk", "late_chunk", "extrapolate" or "auto"
+  // (DefaultLongInput).
+  std::string long_input = "refuse";
 };
 
 // One input: text (tokenized with the model's tokenizer, after the prompt)

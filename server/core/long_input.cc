@@ -14,6 +14,7 @@ namespace encoder::core {
 absl::StatusOr<std::vector<Window>> Windows(const EmbedQuery& query, int i,
                                             const runner::ServedModel& model,
                                             const std::vector<int64_t>& whole,
+                                            bool late,
                                             const ServiceLimits& limits) {
   const int64_t max_len = model.description().config.max_length();
   const EmbedInput& input = query.inputs[static_cast<size_t>(i)];
@@ -45,9 +46,9 @@ absl::StatusOr<std::vector<Window>> Windows(const EmbedQuery& query, int i,
     chars = std::move(body.encoding.char_offsets);
   }
   // Late chunking runs the whole input: its windows need not fit the model.
-  int64_t width = query.late_chunk ? static_cast<int64_t>(whole.size())
-                                   : max_len - static_cast<int64_t>(prefix) -
-                                         static_cast<int64_t>(suffix);
+  int64_t width = late ? static_cast<int64_t>(whole.size())
+                       : max_len - static_cast<int64_t>(prefix) -
+                             static_cast<int64_t>(suffix);
   if (query.chunk_tokens > 0) width = std::min(width, query.chunk_tokens);
   if (width < 2) {
     return absl::InvalidArgumentError(
@@ -80,7 +81,7 @@ absl::StatusOr<std::vector<Window>> Windows(const EmbedQuery& query, int i,
   for (int64_t start = 0;; start += step) {
     const int64_t end = std::min(start + width, body);
     Window w;
-    if (!query.late_chunk) {
+    if (!late) {
       w.ids = head;
       w.ids.insert(w.ids.end(), whole.begin() + prefix + start,
                    whole.begin() + prefix + end);
@@ -186,6 +187,62 @@ void JoinWindows(const PreparedEmbed& prepared,
     c.span = plan.spans[k];
     out->chunk_vectors.push_back(std::move(c));
   }
+}
+
+bool IsLongInputPolicy(const std::string& name) {
+  return name == "refuse" || name == "truncate" || name == "chunk" ||
+         name == "late_chunk" || name == "extrapolate" || name == "auto";
+}
+
+LongInputDefault DefaultLongInput(const runner::ServedModel& model,
+                                  const ServiceLimits& limits) {
+  const runner::ModelDescription& d = model.description();
+  LongInputDefault out;
+  const bool own = !d.long_input.empty();
+  out.policy = own ? d.long_input : limits.long_input;
+  const std::string from =
+      own ? "the model's repository entry" : "the server's --long-input";
+  if (out.policy != "auto") {
+    out.reason = absl::StrCat("set by ", from);
+    return out;
+  }
+  // auto: run whole where the scheme's bias depends on distance alone and
+  // stops changing with it (ALiBi's linear penalty, relative buckets that
+  // saturate), so no position past the trained length is new to the
+  // model; else windows of the model's length, in which every position
+  // was seen in training.
+  const int64_t max_len = d.config.max_length();
+  const diagnostics::SchemeReach reach = diagnostics::AnalyzeReach(d.config);
+  const model::SchemeType type = d.config.positional.type;
+  const int64_t limit =
+      ModelExtrapolationTokens(model, limits.max_extrapolation_tokens);
+  if ((type == model::SchemeType::kAlibi ||
+       type == model::SchemeType::kRelative) &&
+      reach.max_length == 0 && limit > max_len) {
+    out.policy = "extrapolate";
+    out.chunk_past_limit = true;
+    out.reason = absl::StrCat(
+        "auto (", from, "): ",
+        type == model::SchemeType::kAlibi
+            ? "ALiBi's bias grows linearly with distance"
+            : absl::StrCat("relative buckets saturate from distance ",
+                           reach.bucket_saturation_distance),
+        ", so no position past ", max_len,
+        " tokens is new to the model: inputs run whole up to ", limit,
+        " tokens, in windows beyond");
+    return out;
+  }
+  out.policy = "chunk";
+  out.reason = absl::StrCat(
+      "auto (", from, "): ",
+      reach.max_length > 0
+          ? absl::StrCat("its learned position table ends at ",
+                         reach.max_length)
+          : absl::StrCat(d.scheme.name, " positions past ", max_len,
+                         " tokens were not seen in training"),
+      ": inputs past ", max_len,
+      " tokens run in windows of the model's length");
+  return out;
 }
 
 }  // namespace encoder::core

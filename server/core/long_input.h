@@ -5,6 +5,7 @@
 #define ENCODER_SERVER_CORE_LONG_INPUT_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -24,15 +25,16 @@ struct Window {
 };
 
 // inputs[i]'s windows: the input's own tokens in windows of
-// query.chunk_tokens, else (chunk) as many as fill the model's length with
-// its special tokens around them or (late_chunk) the whole input, each
+// query.chunk_tokens, else as many as fill the model's length with its
+// special tokens around them or (`late`: late chunking) the whole input, each
 // repeating chunk_overlap tokens of the one before, the last ending at the
-// input's end. For chunk, each window's ids are framed by the special
-// tokens; for late_chunk they stay empty. INVALID_ARGUMENT past
+// input's end. Each window's ids are framed by the special tokens; late
+// chunking leaves them empty. INVALID_ARGUMENT past
 // limits.max_chunks_per_input windows, or for bad sizes.
 absl::StatusOr<std::vector<Window>> Windows(const EmbedQuery& query, int i,
                                             const runner::ServedModel& model,
                                             const std::vector<int64_t>& whole,
+                                            bool late,
                                             const ServiceLimits& limits);
 
 // The longest input `model` may run past its length (Diagnose's
@@ -57,6 +59,24 @@ absl::StatusOr<int64_t> ExtrapolationLimit(const runner::ServedModel& model,
 void JoinWindows(const PreparedEmbed& prepared,
                  const PreparedEmbed::Input& plan,
                  std::vector<runner::EmbedResult>* results, EmbeddedInput* out);
+
+// The policy an input past `model`'s length gets when its request names
+// none: the model's repository entry's long_input, else limits.long_input;
+// "auto" resolved from the positional scheme. `reason` says why, in a
+// sentence (ListModels shows both).
+struct LongInputDefault {
+  std::string policy;  // refuse, truncate, chunk, late_chunk, extrapolate
+  std::string reason;
+  // auto's extrapolation: inputs past the extrapolation limit are chunked
+  // instead of refused.
+  bool chunk_past_limit = false;
+};
+LongInputDefault DefaultLongInput(const runner::ServedModel& model,
+                                  const ServiceLimits& limits);
+
+// Whether `name` is a long-input policy a repository entry or
+// --long-input may name (auto included).
+bool IsLongInputPolicy(const std::string& name);
 
 }  // namespace encoder::core
 

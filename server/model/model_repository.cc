@@ -78,6 +78,21 @@ absl::Status ParseExtrapolationLimit(const json& m, ModelSpec* spec) {
   return absl::OkStatus();
 }
 
+// The optional "long_input" of either entry form: a policy name.
+absl::Status ParseLongInputPolicy(const json& m, ModelSpec* spec) {
+  if (!m.contains("long_input")) return absl::OkStatus();
+  const json& v = m["long_input"];
+  static const std::set<std::string> kPolicies = {
+      "refuse", "truncate", "chunk", "late_chunk", "extrapolate", "auto"};
+  if (!v.is_string() || kPolicies.count(v.get<std::string>()) == 0) {
+    return ModelError(spec->name,
+                      "long_input must be one of refuse, truncate, chunk, "
+                      "late_chunk, extrapolate, auto");
+  }
+  spec->long_input = v.get<std::string>();
+  return absl::OkStatus();
+}
+
 // "prompts": {name: text} and "default_prompt_name" (one of them), when
 // present.
 absl::Status ParsePrompts(const json& m, ModelSpec* spec) {
@@ -138,16 +153,18 @@ absl::StatusOr<ModelSpec> ParseCheckpointEntry(const json& m,
                                               "batching",
                                               "quantize",
                                               "max_extrapolation_tokens",
+                                              "long_input",
                                               "prompts",
                                               "default_prompt_name"};
   for (const auto& item : m.items()) {
     if (kKeys.count(item.key()) == 0) {
-      return ModelError(spec.name,
-                        absl::StrCat("unknown key \"", item.key(),
-                                     "\" for a checkpoint entry (name, path, "
-                                     "pooling, normalize, batching, "
-                                     "quantize, max_extrapolation_tokens, "
-                                     "prompts, default_prompt_name)"));
+      return ModelError(
+          spec.name,
+          absl::StrCat("unknown key \"", item.key(),
+                       "\" for a checkpoint entry (name, path, "
+                       "pooling, normalize, batching, "
+                       "quantize, max_extrapolation_tokens, long_input, "
+                       "prompts, default_prompt_name)"));
     }
   }
   if (!m["path"].is_string() || m["path"].get<std::string>().empty()) {
@@ -174,6 +191,7 @@ absl::StatusOr<ModelSpec> ParseCheckpointEntry(const json& m,
     spec.batching = std::move(b);
   }
   RETURN_IF_ERROR(ParseExtrapolationLimit(m, &spec));
+  RETURN_IF_ERROR(ParseLongInputPolicy(m, &spec));
   RETURN_IF_ERROR(ParseQuantize(m, &spec));
   RETURN_IF_ERROR(ParsePrompts(m, &spec));
   return spec;
@@ -189,17 +207,11 @@ absl::StatusOr<ModelSpec> ParseModel(const json& m,
   if (m.contains("path")) return ParseCheckpointEntry(m, base_dir);
   ModelSpec spec;
   spec.name = m["name"].get<std::string>();
-  static const std::set<std::string> kKeys = {"name",
-                                              "config",
-                                              "config_file",
-                                              "weights",
-                                              "seed",
-                                              "batching",
-                                              "tokenizer",
-                                              "quantize",
-                                              "max_extrapolation_tokens",
-                                              "prompts",
-                                              "default_prompt_name"};
+  static const std::set<std::string> kKeys = {
+      "name",       "config",   "config_file",
+      "weights",    "seed",     "batching",
+      "tokenizer",  "quantize", "max_extrapolation_tokens",
+      "long_input", "prompts",  "default_prompt_name"};
   for (const auto& item : m.items()) {
     if (kKeys.count(item.key()) == 0) {
       return ModelError(spec.name,
@@ -255,6 +267,7 @@ absl::StatusOr<ModelSpec> ParseModel(const json& m,
     spec.batching = std::move(b);
   }
   RETURN_IF_ERROR(ParseExtrapolationLimit(m, &spec));
+  RETURN_IF_ERROR(ParseLongInputPolicy(m, &spec));
   RETURN_IF_ERROR(ParseQuantize(m, &spec));
   RETURN_IF_ERROR(ParsePrompts(m, &spec));
   return spec;

@@ -56,6 +56,10 @@ struct ModelSpec {
   // The longest input Diagnose's extrapolation probe runs on this model;
   // 0: the server's --max-extrapolation-tokens.
   int64_t max_extrapolation_tokens = 0;
+  // What inputs past the model's length get when a request names no
+  // policy: refuse, truncate, chunk, late_chunk, extrapolate or auto;
+  // empty: the server's --long-input.
+  std::string long_input;
   // "int8" or "none"; empty: the server's --quantize.
   std::string quantize;
   // Text prompts by name, prepended to text inputs that ask for one
@@ -93,6 +97,7 @@ Repository BuiltinRepository();
 //              "tokenizer": "tokenizer.json",   // optional (or a directory)
 //              "batching": {"max_batch_sequences": 16, ...},
 //              "max_extrapolation_tokens": 4096,  // optional
+//              "long_input": "auto",              // optional
 //              "quantize": "int8"},               // optional: or "none"
 //             {"name": "...", "path": "hf-checkpoint-dir",
 //              "pooling": "cls", "normalize": true,     // optional

@@ -123,6 +123,7 @@ void Describe(const batching::BatchOptions& batching, HostedModel* hosted) {
   d.default_prompt_name = spec.default_prompt_name;
   d.include_prompt = spec.include_prompt;
   d.max_extrapolation_tokens = spec.max_extrapolation_tokens;
+  d.long_input = spec.long_input;
   d.batching = batching;
 }
 

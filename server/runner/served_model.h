@@ -48,6 +48,8 @@ struct ModelDescription {
   std::string default_prompt_name;
   bool include_prompt = true;
   int64_t max_extrapolation_tokens = 0;  // 0: the server's default
+  // The repository entry's long-input policy; empty: the server's.
+  std::string long_input;
   // Padding share from which the token-wise work skips padded positions.
   double skip_padding_min_share = 0;
   // How attention without maps runs: "fused" (scaled_dot_product_attention)

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "server/core/long_input.h"
 #include "server/service/diagnose_convert.h"
 #include "server/service/embed_proto.h"
 #include "server/service/extrapolation_convert.h"
@@ -233,6 +234,10 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::ListModels(
                         info);
           info->set_max_extrapolation_tokens(static_cast<int32_t>(
               core::MaxExtrapolationTokens(*m, core_->diagnose_limits())));
+          const core::LongInputDefault long_input =
+              core::DefaultLongInput(*m, core_->limits());
+          info->set_long_input_policy(long_input.policy);
+          info->set_long_input_reason(long_input.reason);
         }
         return absl::OkStatus();
       });

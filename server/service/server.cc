@@ -44,6 +44,7 @@ absl::StatusOr<std::unique_ptr<EncoderServer>> EncoderServer::Start(
   limits.max_send_message_bytes = options.max_send_message_bytes;
   limits.max_inputs_per_request = options.max_inputs_per_request;
   limits.max_chunks_per_input = options.max_chunks_per_input;
+  limits.long_input = options.long_input;
   limits.max_extrapolation_tokens = options.diagnose.max_extrapolation_tokens;
   limits.unread = options.unread;
   s->core_ =

@@ -88,6 +88,27 @@ TEST(Repository, ExtrapolationLimitPerModel) {
   }
 }
 
+TEST(Repository, LongInputPolicyPerModel) {
+  auto ok = ParseRepository(
+      R"({"models": [{"name": "a", "long_input": "auto"},
+                     {"name": "b"},
+                     {"name": "c", "path": "ckpt", "long_input": "late_chunk"}]})",
+      "/base");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->models[0].long_input, "auto");
+  EXPECT_EQ(ok->models[1].long_input, "");  // the flag's
+  EXPECT_EQ(ok->models[2].long_input, "late_chunk");
+  for (const char* bad :
+       {R"({"models": [{"name": "a", "long_input": "window"}]})",
+        R"({"models": [{"name": "a", "path": "p", "long_input": true}]})"}) {
+    auto r = ParseRepository(bad, "");
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(std::string(r.status().message()).find("long_input must be"),
+              std::string::npos)
+        << r.status();
+  }
+}
+
 TEST(Repository, PromptsPerModel) {
   auto ok = ParseRepository(
       R"({"models": [{"name": "a", "prompts": {"query": "q: "},

@@ -81,6 +81,7 @@ TEST(ServeFlags, EachFlagSetsItsStructField) {
                               "--max-request-id-bytes=64",
                               "--skip-padding-min-share=0.25",
                               "--cudnn-attention",
+                              "--long-input=auto",
                               "--executions-per-model=3"});
   EXPECT_EQ(f.server.listen, "0.0.0.0:9000");
   EXPECT_EQ(f.host.batching.max_batch_sequences, 7);
@@ -107,6 +108,8 @@ TEST(ServeFlags, EachFlagSetsItsStructField) {
   EXPECT_EQ(f.max_request_id_bytes, 64);
   EXPECT_EQ(f.host.skip_padding_min_share, 0.25);
   EXPECT_TRUE(f.host.cudnn_attention);
+  EXPECT_EQ(f.server.long_input, "auto");
+  EXPECT_EQ(Parse({}).server.long_input, "refuse");
   EXPECT_FALSE(Parse({}).host.cudnn_attention);
   EXPECT_EQ(f.executions_per_model, 3);
 }
@@ -126,6 +129,7 @@ TEST(ServeFlags, OutOfRangeValuesAreRefused) {
   EXPECT_THROW(Parse({"--max-pending-diagnose=0"}), CLI::ValidationError);
   EXPECT_THROW(Parse({"--batch-profile-ms=700000"}), CLI::ValidationError);
   EXPECT_THROW(Parse({"--skip-padding-min-share=1.5"}), CLI::ValidationError);
+  EXPECT_THROW(Parse({"--long-input=window"}), CLI::ValidationError);
   EXPECT_THROW(Parse({"--executions-per-model=-1"}), CLI::ValidationError);
   EXPECT_THROW(Parse({"--executions-per-model=65"}), CLI::ValidationError);
 }

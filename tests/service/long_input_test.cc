@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -312,6 +313,93 @@ TEST_F(LongInputTest, LateChunkingRefusals) {
     EXPECT_NE(s.error_message().find(c.says), std::string::npos)
         << s.error_message();
   }
+}
+
+// A request that names no policy gets the model's default for the inputs
+// past its length only; with --long-input auto that is extrapolation for
+// ALiBi and relative buckets (windows past the extrapolation limit) and
+// windows for the rest. ListModels says which and why.
+class LongInputDefaultTest : public LongInputTest {
+ protected:
+  void SetUp() override {
+    TestServerOptions options;
+    options.server.max_chunks_per_input = 4;
+    options.server.diagnose.max_extrapolation_tokens = 500;
+    options.server.long_input = "auto";
+    server_ = std::make_unique<TestServer>(options);
+  }
+  v1::EmbedResponse Embed(v1::EmbedRequest r) {
+    v1::EmbedResponse out;
+    const grpc::Status s = Call(server_->stub(), r, &out);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return out;
+  }
+};
+
+TEST_F(LongInputDefaultTest, AutoPicksByTheSchemeAndSaysWhy) {
+  grpc::ClientContext context;
+  v1::ListModelsResponse models;
+  ASSERT_TRUE(server_->stub().ListModels(&context, {}, &models).ok());
+  std::map<std::string, std::pair<std::string, std::string>> got;
+  for (const v1::ModelInfo& m : models.models()) {
+    got[m.name()] = {m.long_input_policy(), m.long_input_reason()};
+  }
+  const std::pair<const char*, const char*> want[] = {
+      {"alibi", "extrapolate"}, {"relative", "extrapolate"}, {"rope", "chunk"},
+      {"learned", "chunk"},     {"sinusoidal", "chunk"},     {"none", "chunk"}};
+  for (const auto& [model, policy] : want) {
+    ASSERT_EQ(got.count(model), 1u) << model;
+    EXPECT_EQ(got[model].first, policy) << model;
+    EXPECT_NE(got[model].second.find("auto"), std::string::npos)
+        << got[model].second;
+  }
+  EXPECT_NE(got["learned"].second.find("learned position table ends at"),
+            std::string::npos)
+      << got["learned"].second;
+  EXPECT_NE(got["alibi"].second.find("up to 500 tokens"), std::string::npos)
+      << got["alibi"].second;
+}
+
+TEST_F(LongInputDefaultTest, TheDefaultAppliesToLongInputsAsIfNamed) {
+  auto named = [](const std::string& model, int64_t n,
+                  v1::LongInput::Policy policy) {
+    v1::EmbedRequest r = IdsRequest(model, {Ids(n)});
+    r.mutable_long_input()->set_policy(policy);
+    return r;
+  };
+  struct Case {
+    std::string model;
+    int64_t n;
+    v1::LongInput::Policy as;
+    int chunks;
+  };
+  for (const Case& c :
+       {Case{"rope", 450, v1::LongInput::POLICY_CHUNK, 3},
+        Case{"alibi", 450, v1::LongInput::POLICY_EXTRAPOLATE, 1},
+        Case{"alibi", 600, v1::LongInput::POLICY_CHUNK, 3},
+        Case{"rope", 30, v1::LongInput::POLICY_CHUNK, 1}}) {
+    const v1::EmbedResponse plain = Embed(IdsRequest(c.model, {Ids(c.n)}));
+    const v1::EmbedResponse as = Embed(named(c.model, c.n, c.as));
+    const std::string what = c.model + " " + std::to_string(c.n);
+    ASSERT_EQ(plain.results_size(), 1) << what;
+    EXPECT_EQ(plain.results(0).chunks(), c.chunks) << what;
+    ExpectClose(Floats(plain.results(0).pooled()),
+                Floats(as.results(0).pooled()), what);
+  }
+  // Short inputs keep everything a call may ask for; a long one that the
+  // default would chunk is refused with the reason and the way out.
+  v1::EmbedRequest tokens = IdsRequest("rope", {Ids(30)});
+  tokens.set_return_token_embeddings(true);
+  EXPECT_EQ(Embed(tokens).results(0).token_embeddings().shape(0), 30);
+  v1::EmbedRequest long_tokens = IdsRequest("rope", {Ids(450)});
+  long_tokens.set_return_token_embeddings(true);
+  v1::EmbedResponse out;
+  const grpc::Status s = Call(server_->stub(), long_tokens, &out);
+  EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("long-input default"), std::string::npos)
+      << s.error_message();
+  EXPECT_NE(s.error_message().find("pooled embeddings only"), std::string::npos)
+      << s.error_message();
 }
 
 }  // namespace
