@@ -101,6 +101,11 @@ Command AddEmbed(CLI::App* app, ConnectionOptions* connection) {
       ->add_option("--chunk-tokens", options->chunk_tokens,
                    "Input tokens per window (0: the model's length)")
       ->check(CLI::Range(0, 1 << 20));
+  command
+      ->add_option("--embedding-type", options->embedding_type,
+                   "float, or binary / ubinary: pooled vectors as their sign "
+                   "bits packed eight to a byte (int8 / uint8)")
+      ->check(CLI::IsMember({"float", "binary", "ubinary"}));
   command->add_flag("--return-chunks", options->return_chunks,
                     "Also print every window's vector with its token and "
                     "character spans (chunkVectors)");

@@ -50,6 +50,11 @@ encoder::v1::EmbedRequest BuildEmbedRequest(const EmbedOptions& options) {
     request.mutable_long_input()->set_policy(
         encoder::v1::LongInput::POLICY_EXTRAPOLATE);
   }
+  if (options.embedding_type == "binary") {
+    request.set_embedding_type(encoder::v1::EMBEDDING_TYPE_BINARY);
+  } else if (options.embedding_type == "ubinary") {
+    request.set_embedding_type(encoder::v1::EMBEDDING_TYPE_UBINARY);
+  }
   if (options.chunk || options.late_chunk) {
     auto* long_input = request.mutable_long_input();
     long_input->set_policy(options.late_chunk

@@ -36,6 +36,7 @@ struct EmbedOptions {
   std::string chunk_aggregation = "mean";  // or "max"
   int32_t chunk_tokens = 0;                // 0: the model's length
   bool return_chunks = false;
+  std::string embedding_type = "float";  // or "binary", "ubinary"
   bool extrapolate = false;  // run them whole past the model's length
 };
 

@@ -45,6 +45,10 @@ double DecodeOne(const unsigned char* p, DType dtype) {
       return BFloat16BitsToFloat(static_cast<uint16_t>(LoadLittleEndian(p, 2)));
     case encoder::v1::DTYPE_INT64:
       return static_cast<double>(static_cast<int64_t>(LoadLittleEndian(p, 8)));
+    case encoder::v1::DTYPE_INT8:
+      return static_cast<double>(static_cast<int8_t>(p[0]));
+    case encoder::v1::DTYPE_UINT8:
+      return static_cast<double>(p[0]);
     case encoder::v1::DTYPE_FLOAT64: {
       uint64_t bits = LoadLittleEndian(p, 8);
       double value;
@@ -66,6 +70,10 @@ uint64_t EncodeOne(double value, DType dtype) {
       return FloatToBFloat16Bits(static_cast<float>(value));
     case encoder::v1::DTYPE_INT64:
       return static_cast<uint64_t>(static_cast<int64_t>(value));
+    case encoder::v1::DTYPE_INT8:
+      return static_cast<uint8_t>(static_cast<int8_t>(value));
+    case encoder::v1::DTYPE_UINT8:
+      return static_cast<uint8_t>(value);
     case encoder::v1::DTYPE_FLOAT64: {
       uint64_t bits;
       std::memcpy(&bits, &value, sizeof(bits));
@@ -97,6 +105,9 @@ int ElementSize(DType dtype) {
     case encoder::v1::DTYPE_INT64:
     case encoder::v1::DTYPE_FLOAT64:
       return 8;
+    case encoder::v1::DTYPE_INT8:
+    case encoder::v1::DTYPE_UINT8:
+      return 1;
     default:
       return 0;
   }
@@ -114,6 +125,10 @@ std::string DTypeName(DType dtype) {
       return "int64";
     case encoder::v1::DTYPE_FLOAT64:
       return "float64";
+    case encoder::v1::DTYPE_INT8:
+      return "int8";
+    case encoder::v1::DTYPE_UINT8:
+      return "uint8";
     default:
       return "unspecified";
   }

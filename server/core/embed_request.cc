@@ -318,6 +318,7 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const EmbedQuery& query,
                                         : DefaultLongInput(*p.model, limits);
   p.chunk_max = query.chunk_max;
   p.return_chunks = query.return_chunks;
+  p.packing = query.packing;
   const int64_t max_len = p.model->description().config.max_length();
   int64_t extrapolation_limit = 0;
   if (query.extrapolate) {
@@ -455,6 +456,18 @@ int64_t EstimateResponseBytes(const PreparedEmbed& p) {
   return bytes;
 }
 
+std::vector<uint8_t> PackSignBits(const std::vector<float>& values,
+                                  bool binary) {
+  std::vector<uint8_t> out((values.size() + 7) / 8, 0);
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (values[i] > 0) out[i / 8] |= static_cast<uint8_t>(0x80u >> (i % 8));
+  }
+  if (binary) {
+    for (uint8_t& b : out) b = static_cast<uint8_t>(b - 128);  // int8 bits
+  }
+  return out;
+}
+
 void CutPooled(int64_t dimensions, bool normalize, std::vector<float>* pooled) {
   if (dimensions > 0 && dimensions < static_cast<int64_t>(pooled->size())) {
     pooled->resize(static_cast<size_t>(dimensions));
@@ -493,6 +506,12 @@ EmbedAnswer BuildAnswer(std::string request_id, const PreparedEmbed& prepared,
     }
     runner::EmbedResult& r = out.result;
     out.truncated = plan.truncated;
+    out.packing = prepared.packing;
+    if (prepared.packing != EmbedQuery::Packing::kFloat) {
+      out.packed = PackSignBits(
+          r.pooled, prepared.packing == EmbedQuery::Packing::kBinary);
+      r.pooled.clear();
+    }
     if (!r.attention_shape.empty()) {
       out.attention_layers = spec.attention_layers;
       if (!spec.average_heads) {

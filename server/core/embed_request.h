@@ -103,6 +103,10 @@ struct EmbedQuery {
   // model's default prompt. Not with prompt_name.
   std::optional<std::string> prompt;
   std::optional<int64_t> dimensions;  // pooled values kept (Matryoshka)
+  // The pooled vectors as floats, or their sign bits packed eight to a
+  // byte (EmbeddedInput::packed).
+  enum class Packing { kFloat, kBinary, kUbinary };
+  Packing packing = Packing::kFloat;
   // Attention maps of these layers (none when empty), of these heads (all
   // when empty), or averaged over the heads.
   std::vector<int64_t> attention_layers;
@@ -140,6 +144,11 @@ struct EmbeddedInput {
   bool truncated = false;
   int64_t chunks = 1;                      // windows it was embedded in
   std::vector<ChunkVector> chunk_vectors;  // EmbedQuery::return_chunks
+  // With EmbedQuery::Packing binary or ubinary: the pooled vector's bits
+  // (1 where > 0), first value in the high bit of byte 0; binary stores
+  // each byte minus 128 (as int8). result.pooled then holds nothing.
+  std::vector<uint8_t> packed;
+  EmbedQuery::Packing packing = EmbedQuery::Packing::kFloat;
   // What the attention maps and hidden states hold: the layers, the heads
   // (empty when averaged) and the resolved hidden-state layers.
   std::vector<int64_t> attention_layers;
@@ -179,6 +188,7 @@ struct PreparedEmbed {
   std::vector<Input> inputs;
   bool chunk_max = false;
   bool return_chunks = false;
+  EmbedQuery::Packing packing = EmbedQuery::Packing::kFloat;
   int64_t total_tokens = 0;
   // Pooled values kept per input (EmbedQuery::dimensions); 0: all.
   int64_t dimensions = 0;
@@ -213,6 +223,13 @@ int64_t EstimateResponseBytes(const PreparedEmbed& prepared);
 
 // Keeps the first `dimensions` values of `pooled` and, when `normalize`,
 // scales them to unit L2 norm (left as they are when all zero).
+// `values`' sign bits (1 where > 0) packed eight to a byte, the first in
+// the high bit (numpy's packbits), zero-padded to a whole byte; binary
+// shifts each byte by -128 (int8), as sentence-transformers'
+// quantize_embeddings.
+std::vector<uint8_t> PackSignBits(const std::vector<float>& values,
+                                  bool binary);
+
 void CutPooled(int64_t dimensions, bool normalize, std::vector<float>* pooled);
 
 // The answer from the batcher's results, in input order.

@@ -155,6 +155,28 @@ void AppendValues(const std::vector<float>& values, bool base64,
   *out += ']';
 }
 
+// Packed sign bits: int8 (binary) or uint8 numbers, or base64 of the
+// bytes.
+void AppendPacked(const core::EmbeddedInput& e, bool base64, std::string* out) {
+  if (base64) {
+    absl::StrAppend(
+        out, "\"",
+        absl::Base64Escape(absl::string_view(
+            reinterpret_cast<const char*>(e.packed.data()), e.packed.size())),
+        "\"");
+    return;
+  }
+  const bool binary = e.packing == core::EmbedQuery::Packing::kBinary;
+  *out += '[';
+  for (size_t k = 0; k < e.packed.size(); ++k) {
+    const int value = binary
+                          ? static_cast<int>(static_cast<int8_t>(e.packed[k]))
+                          : static_cast<int>(e.packed[k]);
+    absl::StrAppend(out, k == 0 ? "" : ",", value);
+  }
+  *out += ']';
+}
+
 void AppendIntList(const std::vector<int64_t>& values, std::string* out) {
   *out += '[';
   for (size_t k = 0; k < values.size(); ++k) {
@@ -244,6 +266,20 @@ absl::Status ParseEmbeddingsBody(const std::string& body,
   if (auto it = j.find("hidden_states"); it != j.end() && !it->is_null()) {
     RETURN_IF_ERROR(ParseHiddenStates(*it, query, param));
   }
+  // "embedding_type": "float" | "binary" | "ubinary" (sign bits packed
+  // eight to a byte: int8 or uint8 numbers, or base64 of the bytes).
+  if (auto it = j.find("embedding_type"); it != j.end() && !it->is_null()) {
+    const std::string type = it->is_string() ? it->get<std::string>() : "";
+    if (type == "binary") {
+      query->packing = core::EmbedQuery::Packing::kBinary;
+    } else if (type == "ubinary") {
+      query->packing = core::EmbedQuery::Packing::kUbinary;
+    } else if (type != "float") {
+      return InvalidParam(
+          "embedding_type must be \"float\", \"binary\" or \"ubinary\"", param,
+          "embedding_type");
+    }
+  }
   // "user" (an end-user id for the provider's abuse monitoring) is
   // accepted and not used.
   const auto input = j.find("input");
@@ -321,7 +357,11 @@ std::string EmbeddingsResponseJson(const core::EmbedAnswer& answer,
     tokens += r.num_tokens;
     absl::StrAppend(&out, i == 0 ? "" : ",",
                     R"({"object":"embedding","index":)", i, R"(,"embedding":)");
-    AppendValues(r.pooled, base64, &out);
+    if (e.packing == core::EmbedQuery::Packing::kFloat) {
+      AppendValues(r.pooled, base64, &out);
+    } else {
+      AppendPacked(e, base64, &out);
+    }
     if (!e.chunk_vectors.empty()) {
       out += R"(,"chunks":[)";
       for (size_t k = 0; k < e.chunk_vectors.size(); ++k) {

@@ -106,6 +106,20 @@ absl::StatusOr<core::EmbedQuery> ToEmbedQuery(v1::EmbedRequest* request) {
   q.chunk_tokens = long_input.chunk_tokens();
   q.return_chunks = long_input.return_chunks();
   if (request->has_dimensions()) q.dimensions = request->dimensions();
+  switch (request->embedding_type()) {
+    case v1::EMBEDDING_TYPE_FLOAT:
+      break;
+    case v1::EMBEDDING_TYPE_BINARY:
+      q.packing = core::EmbedQuery::Packing::kBinary;
+      break;
+    case v1::EMBEDDING_TYPE_UBINARY:
+      q.packing = core::EmbedQuery::Packing::kUbinary;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("embedding_type ", request->embedding_type(),
+                       " is not an EmbeddingType value"));
+  }
   const v1::AttentionSelection& attention = request->attention();
   q.attention_layers.assign(attention.layers().begin(),
                             attention.layers().end());
@@ -126,7 +140,16 @@ void FillEmbedResponse(const core::EmbedAnswer& answer,
   for (const core::EmbeddedInput& in : answer.inputs) {
     const runner::EmbedResult& r = in.result;
     v1::EmbedResult* out = response->add_results();
-    PackFloat32(r.pooled, {r.pooled_dim}, out->mutable_pooled());
+    if (in.packing == core::EmbedQuery::Packing::kFloat) {
+      PackFloat32(r.pooled, {r.pooled_dim}, out->mutable_pooled());
+    } else {
+      v1::Tensor* pooled = out->mutable_pooled();
+      pooled->add_shape(static_cast<int64_t>(in.packed.size()));
+      pooled->set_dtype(in.packing == core::EmbedQuery::Packing::kBinary
+                            ? v1::DTYPE_INT8
+                            : v1::DTYPE_UINT8);
+      pooled->set_data(in.packed.data(), in.packed.size());
+    }
     if (!r.tokens.empty()) {
       PackFloat32(r.tokens, {r.num_tokens, r.dim},
                   out->mutable_token_embeddings());

@@ -39,6 +39,12 @@ character spans, against the same policy computed with transformers,
 tolerance 1e-5, and a retrieval check where only chunking finds facts past
 the first window.
 
+Packed binary embeddings (all-MiniLM-L6-v2; quantized.py): "binary" and
+"ubinary" byte for byte against sentence-transformers'
+quantize_embeddings of the same floats, bit for bit against it on
+encode's floats (values within 1e-5 of zero excepted), through gRPC and
+/v1/embeddings.
+
 Extrapolation (the ModernBERT and T5 family models): an input 64 tokens
 past the model's length run whole (long_input extrapolate), last hidden
 state against transformers on the same ids, tolerance 1e-4; the same ids
@@ -73,6 +79,7 @@ import chunking  # noqa: E402
 import corpus  # noqa: E402
 import family_models  # noqa: E402
 import prompts  # noqa: E402
+import quantized  # noqa: E402
 import quality  # noqa: E402
 import real_models  # noqa: E402
 from server_process import ServerProcess  # noqa: E402
@@ -478,6 +485,12 @@ def main():
                                corpus.SENTENCES, report)
             except Exception as e:
                 report.fail(f"chunking: {type(e).__name__}: {e}")
+        if minilm:
+            try:
+                quantized.check(served, minilm[0][0], minilm[0][2],
+                                corpus.TEXTS, report)
+            except Exception as e:
+                report.fail(f"quantized: {type(e).__name__}: {e}")
         if prompted:
             try:
                 prompts.check(served, (minilm[0][0], minilm[0][2]), prompted,

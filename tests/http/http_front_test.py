@@ -373,6 +373,16 @@ class HttpFrontTest(Fixture):
                           400, "prompt_name", "not both")
         self.assert_error({"model": "unit", "input": "x", "prompt": 3},
                           400, "prompt")
+        # Packed sign bits: one bit per value, eight to a byte.
+        floats, _ = self.embeddings({"model": "unit", "input": TEXTS})
+        packed, _ = self.embeddings({"model": "unit", "input": TEXTS,
+                                     "embedding_type": "ubinary"})
+        for i in range(len(TEXTS)):
+            bits = np.packbits(np.asarray(floats["data"][i]["embedding"]) > 0)
+            self.assertEqual(packed["data"][i]["embedding"], bits.tolist())
+        self.assert_error({"model": "unit", "input": "x",
+                           "embedding_type": "int4"}, 400, "embedding_type",
+                          "binary")
         code, _, text = self.http("GET", "/info")
         self.assertEqual(code, 200, text)
         models = {m["name"]: m for m in json.loads(text)["models"]}

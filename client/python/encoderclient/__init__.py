@@ -25,6 +25,9 @@ _POOLING = {None: 0, "mean": 1, "first": 2, "max": 3, "last_token": 4,
             "weighted_mean": 5}
 
 
+_EMBEDDING_TYPES = {"float": 0, "binary": 1, "ubinary": 2}
+
+
 def tensor_to_numpy(tensor):
     """An encoder.v1.Tensor as a numpy array of its shape. ValueError when
     the dtype is unspecified or the bytes do not fill the shape."""
@@ -35,7 +38,8 @@ def tensor_to_numpy(tensor):
         values = (halves.astype(np.uint32) << 16).view(np.float32)
     else:
         dtypes = {pb2.DTYPE_FLOAT32: "<f4", pb2.DTYPE_FLOAT16: "<f2",
-                  pb2.DTYPE_FLOAT64: "<f8", pb2.DTYPE_INT64: "<i8"}
+                  pb2.DTYPE_FLOAT64: "<f8", pb2.DTYPE_INT64: "<i8",
+                  pb2.DTYPE_INT8: "i1", pb2.DTYPE_UINT8: "u1"}
         if tensor.dtype not in dtypes:
             raise ValueError(f"tensor dtype {tensor.dtype} is unspecified or "
                              "unknown")
@@ -116,7 +120,8 @@ class EncoderClient:
                        pool_hidden=False, truncate=False, prompt_name="",
                        prompt=None, chunk=False, chunk_overlap=0,
                        chunk_aggregation="mean", extrapolate=False,
-                       late_chunk=False, chunk_tokens=0, return_chunks=False):
+                       late_chunk=False, chunk_tokens=0, return_chunks=False,
+                       embedding_type="float"):
         """The raw EmbedResponse of one Embed call. `prompt_name` names one
         of the model's prompts, `prompt` is a text of the caller's
         (sentence-transformers' encode(prompt_name=..., prompt=...)).
@@ -127,7 +132,9 @@ class EncoderClient:
         sets the windows' size (0: the model's length); `return_chunks`
         returns each window's vector and spans (result.chunk_vectors).
         `extrapolate`: they run whole past the model's length where its
-        positional scheme allows."""
+        positional scheme allows. `embedding_type` "binary" or "ubinary":
+        pooled vectors as packed sign bits (int8 / uint8), as
+        sentence-transformers' quantize_embeddings."""
         if isinstance(inputs, (str, bytes)):
             raise TypeError("inputs is a list of texts or id lists")
         if pooling not in _POOLING:
@@ -143,6 +150,10 @@ class EncoderClient:
                 layers=list(hidden_layers), pooled=pool_hidden))
         if normalize is not None:
             request.normalize = normalize
+        if embedding_type not in _EMBEDDING_TYPES:
+            raise ValueError("embedding_type must be one of "
+                             f"{sorted(_EMBEDDING_TYPES)}")
+        request.embedding_type = _EMBEDDING_TYPES[embedding_type]
         request.prompt_name = prompt_name
         if prompt is not None:
             request.prompt = prompt
@@ -164,17 +175,20 @@ class EncoderClient:
 
     def embed(self, inputs, *, model="", pooling=None, normalize=None,
               truncate=False, prompt_name="", prompt=None, chunk=False,
-              chunk_overlap=0, chunk_aggregation="mean", extrapolate=False):
+              chunk_overlap=0, chunk_aggregation="mean", extrapolate=False,
+              embedding_type="float"):
         """Pooled embeddings [N, D] (float32) of `inputs`: texts (str) or
         token-id lists, in order; texts after the prompt named
-        `prompt_name` or the text `prompt`."""
+        `prompt_name` or the text `prompt`. `embedding_type` "binary" /
+        "ubinary": [N, ceil(D / 8)] int8 / uint8 packed sign bits."""
         response = self.embed_response(inputs, model=model, pooling=pooling,
                                        normalize=normalize, truncate=truncate,
                                        prompt_name=prompt_name, prompt=prompt,
                                        chunk=chunk,
                                        chunk_overlap=chunk_overlap,
                                        chunk_aggregation=chunk_aggregation,
-                                       extrapolate=extrapolate)
+                                       extrapolate=extrapolate,
+                                       embedding_type=embedding_type)
         return np.stack([tensor_to_numpy(r.pooled) for r in response.results])
 
     def embed_chunks(self, inputs, *, model="", late_chunk=False,
