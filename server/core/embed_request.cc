@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -169,9 +170,6 @@ absl::StatusOr<runner::EmbedSpec> SharedSpec(const EmbedQuery& query,
   return base;
 }
 
-// inputs[i]'s token ids: as sent, or its text (after `prompt`, when
-// given) tokenized; checked against the vocabulary and the model's length
-// limit, and cut to it when the request says truncate (*truncated then).
 // How one input past its model's length is treated (the request's
 // policy, else the model's default).
 struct Treatment {
@@ -190,6 +188,10 @@ std::string TooLongMessage(int i, const runner::ServedModel& model, int64_t n) {
                       "); shorten it, set truncate or chunk it (long_input)");
 }
 
+// inputs[i]'s token ids: as sent, or its text (after `prompt`, when
+// given) tokenized; checked against the vocabulary and the model's length
+// limit (unless keep_long), and cut to it when `truncate` (*truncated
+// then).
 absl::StatusOr<std::vector<int64_t>> InputIds(const EmbedQuery& query, int i,
                                               const runner::ServedModel& model,
                                               const std::string& prompt,
@@ -311,56 +313,60 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const EmbedQuery& query,
         "chunk_tokens is ", query.chunk_tokens, "; it must be 0 or more"));
   }
   // A request that names no policy: the model's default, for the inputs
-  // past its length only.
+  // past its length only (auto is resolved once one is).
   const bool named = query.truncate || windowed || query.extrapolate;
-  const LongInputDefault fallback = named
-                                        ? LongInputDefault{"refuse", "", false}
-                                        : DefaultLongInput(*p.model, limits);
+  static const std::string kRefuse = "refuse";
+  const std::string& configured =
+      named ? kRefuse : ConfiguredLongInput(*p.model, limits);
+  std::optional<LongInputDefault> fallback;
   p.chunk_max = query.chunk_max;
   p.return_chunks = query.return_chunks;
   p.packing = query.packing;
   const int64_t max_len = p.model->description().config.max_length();
-  int64_t extrapolation_limit = 0;
-  if (query.extrapolate) {
-    ASSIGN_OR_RETURN(extrapolation_limit, ExtrapolationLimit(*p.model, limits));
-  }
+  // The model's extrapolation limit, computed once it is needed.
+  std::optional<absl::StatusOr<int64_t>> extrapolation_limit;
+  auto limit = [&]() -> const absl::StatusOr<int64_t>& {
+    if (!extrapolation_limit) {
+      extrapolation_limit = ExtrapolationLimit(*p.model, limits);
+    }
+    return *extrapolation_limit;
+  };
+  if (query.extrapolate) RETURN_IF_ERROR(limit().status());
   for (int i = 0; i < static_cast<int>(query.inputs.size()); ++i) {
     bool truncated = false;
     ASSIGN_OR_RETURN(
         std::vector<int64_t> ids,
         InputIds(query, i, *p.model, prompt, &truncated,
-                 /*truncate=*/query.truncate || fallback.policy == "truncate",
-                 /*keep_long=*/named || fallback.policy != "refuse"));
+                 /*truncate=*/query.truncate || configured == "truncate",
+                 /*keep_long=*/named || configured != "refuse"));
     const int64_t n = static_cast<int64_t>(ids.size());
     Treatment t{windowed && !query.late_chunk, query.late_chunk,
                 query.extrapolate};
-    if (!named && n > max_len && fallback.policy != "truncate") {
-      t.chunk = fallback.policy == "chunk";
-      t.late = fallback.policy == "late_chunk";
-      t.extrapolate = fallback.policy == "extrapolate";
-      if (t.extrapolate && fallback.chunk_past_limit) {
-        const auto limit = ExtrapolationLimit(*p.model, limits);
-        if (!limit.ok() || n > *limit) t = Treatment{true, false, false};
+    if (!named && n > max_len && configured != "truncate") {
+      if (!fallback) fallback = DefaultLongInput(*p.model, limits);
+      t.chunk = fallback->policy == "chunk";
+      t.late = fallback->policy == "late_chunk";
+      t.extrapolate = fallback->policy == "extrapolate";
+      if (t.extrapolate && fallback->chunk_past_limit &&
+          (!limit().ok() || n > *limit())) {
+        t = Treatment{true, false, false};
       }
       if (const std::string why = unfit(t.chunk || t.late, t.late);
           !why.empty()) {
         return absl::InvalidArgumentError(absl::StrCat(
             "inputs[", i, "] has ", n, " tokens, past model \"",
             p.model->name(), "\"'s ", max_len, "; its long-input default (",
-            fallback.reason, ") is ", t.chunk ? "chunk" : "late_chunk",
+            fallback->reason, ") is ", t.chunk ? "chunk" : "late_chunk",
             ", and ", why, "; or name a policy (long_input)"));
       }
     }
+    // Late chunking runs the input whole, as extrapolation does.
     if ((t.extrapolate || t.late) && n > max_len) {
-      if (extrapolation_limit == 0) {
-        // Late chunking runs the input whole, as extrapolation does.
-        ASSIGN_OR_RETURN(extrapolation_limit,
-                         ExtrapolationLimit(*p.model, limits));
-      }
-      if (n > extrapolation_limit) {
+      RETURN_IF_ERROR(limit().status());
+      if (n > *limit()) {
         return absl::InvalidArgumentError(absl::StrCat(
             "inputs[", i, "] has ", n, " tokens; model \"", p.model->name(),
-            "\" runs at most ", extrapolation_limit,
+            "\" runs at most ", *limit(),
             " tokens whole (the lowest of its position table's end, its "
             "max_extrapolation_tokens or --max-extrapolation-tokens); chunk "
             "it instead"));
@@ -378,25 +384,24 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const EmbedQuery& query,
     plan.normalize = base.normalize;
     plan.late = t.late;
     for (const Window& w : windows) plan.spans.push_back(w.span);
-    // Late chunking: one sequence, the whole input, each window pooled
-    // from it.
+    // The sequences to run: each chunked window, else the whole input (for
+    // late chunking, with every window pooled from it).
+    std::vector<std::vector<int64_t>> runs;
     std::vector<std::pair<int64_t, int64_t>> late_spans;
-    if (t.late) {
+    if (t.late || windows.empty()) {
       for (const Window& w : windows) {
-        late_spans.emplace_back(w.whole_begin, w.whole_begin + w.tokens);
+        late_spans.emplace_back(
+            w.whole_begin,
+            w.whole_begin + w.span.token_end - w.span.token_begin);
       }
-      windows.assign(1, Window{});
+      runs.push_back(std::move(ids));
+    } else {
+      for (Window& w : windows) runs.push_back(std::move(w.ids));
     }
-    if (windows.size() == 1 && windows[0].ids.empty()) {
-      windows[0].ids = std::move(ids);
-    } else if (windows.empty()) {
-      windows.push_back(Window{});
-      windows[0].ids = std::move(ids);
-    }
-    plan.count = windows.size();
-    for (Window& w : windows) {
+    plan.count = runs.size();
+    for (std::vector<int64_t>& run : runs) {
       runner::EmbedSpec spec = base;
-      spec.token_ids = std::move(w.ids);
+      spec.token_ids = std::move(run);
       spec.pool_spans = late_spans;
       // Windows are aggregated first, then normalized.
       if (!plan.spans.empty()) spec.normalize = false;

@@ -87,7 +87,6 @@ absl::StatusOr<std::vector<Window>> Windows(const EmbedQuery& query, int i,
                    whole.begin() + prefix + end);
       w.ids.insert(w.ids.end(), tail.begin(), tail.end());
     }
-    w.tokens = end - start;
     w.span.token_begin = start;
     w.span.token_end = end;
     if (!chars.empty() && end > start) {
@@ -194,12 +193,18 @@ bool IsLongInputPolicy(const std::string& name) {
          name == "late_chunk" || name == "extrapolate" || name == "auto";
 }
 
+const std::string& ConfiguredLongInput(const runner::ServedModel& model,
+                                       const ServiceLimits& limits) {
+  const std::string& own = model.description().long_input;
+  return own.empty() ? limits.long_input : own;
+}
+
 LongInputDefault DefaultLongInput(const runner::ServedModel& model,
                                   const ServiceLimits& limits) {
   const runner::ModelDescription& d = model.description();
   LongInputDefault out;
   const bool own = !d.long_input.empty();
-  out.policy = own ? d.long_input : limits.long_input;
+  out.policy = ConfiguredLongInput(model, limits);
   const std::string from =
       own ? "the model's repository entry" : "the server's --long-input";
   if (out.policy != "auto") {

@@ -15,11 +15,10 @@
 namespace encoder::core {
 
 // One window of a chunked input: the ids it runs (the model's special
-// tokens around a stretch of the input's own) and how many of the input's
-// tokens it covers.
+// tokens around a stretch of the input's own) and the input tokens it
+// covers.
 struct Window {
   std::vector<int64_t> ids;  // empty for late chunking (the whole runs)
-  int64_t tokens = 0;        // input tokens it covers
   ChunkSpan span;
   int64_t whole_begin = 0;  // where span.token_begin sits in the whole ids
 };
@@ -73,6 +72,11 @@ struct LongInputDefault {
 };
 LongInputDefault DefaultLongInput(const runner::ServedModel& model,
                                   const ServiceLimits& limits);
+
+// The policy as configured, before auto is resolved: the model's
+// repository entry's long_input, else limits.long_input.
+const std::string& ConfiguredLongInput(const runner::ServedModel& model,
+                                       const ServiceLimits& limits);
 
 // Whether `name` is a long-input policy a repository entry or
 // --long-input may name (auto included).
