@@ -358,6 +358,8 @@ class HttpFront::Handlers {
                  {"d_model", c.d_model},
                  {"num_layers", c.num_layers},
                  {"num_heads", c.num_heads},
+                 {"num_kv_heads", c.kv_heads()},
+                 {"causal", c.arch.causal},
                  {"max_input_tokens", c.max_length()},
                  {"pooling", model::PoolingName(c.pooling)},
                  {"normalize", c.normalize},

@@ -127,6 +127,10 @@ absl::Status ValidateConfig(const ModelConfig& c) {
         "d_model ", c.d_model, " is not divisible by num_heads ", c.num_heads));
   }
   if (!(c.layer_norm_eps > 0)) return Invalid("layer_norm_eps must be > 0");
+  if (c.arch.num_kv_heads < 0 || c.num_heads % c.kv_heads() != 0) {
+    return Invalid(absl::StrCat("num_kv_heads ", c.arch.num_kv_heads,
+                                " must divide num_heads ", c.num_heads));
+  }
   if (!c.arch.layer_window.empty() &&
       static_cast<int64_t>(c.arch.layer_window.size()) != c.num_layers) {
     return Invalid("layer_window needs one entry per layer");
@@ -176,12 +180,13 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text) {
   json obj = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (obj.is_discarded()) return Invalid("not valid JSON");
   if (!obj.is_object()) return Invalid("must be a JSON object");
-  RETURN_IF_ERROR(CheckKeys(
-      obj,
-      {"vocab_size", "d_model", "num_heads", "num_layers", "d_ff", "activation",
-       "norm_first", "layer_norm_eps", "max_positions", "max_input_tokens",
-       "pooling", "normalize", "embedding_scale", "positional"},
-      "config"));
+  RETURN_IF_ERROR(
+      CheckKeys(obj,
+                {"vocab_size", "d_model", "num_heads", "num_layers", "d_ff",
+                 "activation", "norm_first", "layer_norm_eps", "max_positions",
+                 "max_input_tokens", "pooling", "normalize", "embedding_scale",
+                 "causal", "num_kv_heads", "positional"},
+                "config"));
   ModelConfig c;
   RETURN_IF_ERROR(Read(obj, "vocab_size", &c.vocab_size));
   RETURN_IF_ERROR(Read(obj, "d_model", &c.d_model));
@@ -194,6 +199,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text) {
   RETURN_IF_ERROR(Read(obj, "max_input_tokens", &c.max_input_tokens));
   RETURN_IF_ERROR(Read(obj, "normalize", &c.normalize));
   RETURN_IF_ERROR(Read(obj, "embedding_scale", &c.embedding_scale));
+  RETURN_IF_ERROR(Read(obj, "causal", &c.arch.causal));
+  RETURN_IF_ERROR(Read(obj, "num_kv_heads", &c.arch.num_kv_heads));
   std::string activation = ActivationName(c.activation);
   RETURN_IF_ERROR(Read(obj, "activation", &activation));
   if (activation == "relu") {

@@ -79,6 +79,18 @@ struct ArchOptions {
   std::vector<double> layer_rope_base;
   PositionIdRule position_ids = PositionIdRule::kFromZero;
   int64_t padding_idx = 0;  // for kAfterPadding
+  // Key and value heads (grouped-query attention): query head j reads
+  // key/value head j / (num_heads / num_kv_heads). 0: num_heads.
+  int64_t num_kv_heads = 0;
+  // Queries and keys go through a per-head RMSNorm (gain [head_dim]) before
+  // the rotary codes (Qwen3).
+  bool qk_norm = false;
+  // Token i attends to the tokens at and before it only (decoder-style
+  // embedders): the order is seen even without positions.
+  bool causal = false;
+  // With attention_bias: whether the output projection has one too (Qwen2
+  // biases q, k and v only).
+  bool attention_out_bias = true;
 };
 
 struct ModelConfig {
@@ -106,6 +118,11 @@ struct ModelConfig {
   }
   // Width of the concatenated heads (d_model unless head_dim is set).
   int64_t attention_dim() const { return head_dim() * num_heads; }
+  int64_t kv_heads() const {
+    return arch.num_kv_heads > 0 ? arch.num_kv_heads : num_heads;
+  }
+  // Width of the concatenated key (or value) heads.
+  int64_t kv_dim() const { return head_dim() * kv_heads(); }
   // The first default position id (padding_idx + 1 for kAfterPadding).
   int64_t first_position() const {
     return arch.position_ids == PositionIdRule::kAfterPadding
@@ -135,7 +152,8 @@ absl::Status ValidateConfig(const ModelConfig& config);
 // {"vocab_size", "d_model", "num_heads", "num_layers", "d_ff",
 //  "activation": "relu"|"gelu", "norm_first": bool, "layer_norm_eps",
 //  "max_positions", "max_input_tokens", "pooling": "mean"|"first",
-//  "normalize": bool, "embedding_scale": bool,
+//  "normalize": bool, "embedding_scale": bool, "causal": bool,
+//  "num_kv_heads" (0: num_heads),
 //  "positional": {"type": "none"|"sinusoidal"|"learned"|"rope"|"alibi"|
 //                         "relative"|"learned_relative",
 //                 "base", "layout": "interleaved"|"concat"|"half",

@@ -55,17 +55,22 @@ at::Tensor PackedRows(const at::Tensor& flat_mask, int64_t real) {
       {rows, flat_mask.logical_not().nonzero().squeeze(1).narrow(0, 0, extra)});
 }
 
+// RMSNorm over the last dimension, as T5 and Qwen compute it: the mean of
+// squares in float32, no centering, no bias.
+at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  at::Tensor xf = x.to(at::kFloat);
+  at::Tensor scaled =
+      xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return weight * scaled.to(x.scalar_type());
+}
+
 }  // namespace
 
 at::Tensor Encoder::Norm(const at::Tensor& x, const at::Tensor& weight,
                          const at::Tensor& bias) const {
   if (!weight.defined()) return x;
   if (config_.arch.norm == NormKind::kRmsNorm) {
-    // T5: mean of squares in float32, no centering, no bias.
-    at::Tensor xf = x.to(at::kFloat);
-    at::Tensor scaled = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) +
-                                       config_.layer_norm_eps);
-    return weight * scaled.to(x.scalar_type());
+    return RmsNorm(x, weight, config_.layer_norm_eps);
   }
   return at::layer_norm(x, {config_.d_model}, weight, bias,
                         config_.layer_norm_eps);
@@ -96,19 +101,27 @@ at::Tensor Encoder::Attention(int64_t index, const at::Tensor& x,
   const LayerWeights& w = layers_[index];
   const int64_t b = pass.batch, s = pass.seq;
   const int64_t h = config_.num_heads, d = config_.head_dim();
+  const int64_t kvh = config_.kv_heads();
   // Projected on the real tokens' rows, then onto the padded grid:
-  // [B, S, 3A] -> three [B, H, S, d].
+  // [B, S, A + 2K] -> [B, H, S, d] queries, [B, KV, S, d] keys and values.
   std::vector<at::Tensor> qkv =
       pass.Unpack(
               Project(x, w.in_proj_weight, w.in_proj_bias, w.in_proj_q, pass))
-          .chunk(3, -1);
-  auto heads = [&](const at::Tensor& t) {
-    return t.view({b, s, h, d}).transpose(1, 2);
+          .split_with_sizes({h * d, kvh * d, kvh * d}, -1);
+  auto heads = [&](const at::Tensor& t, int64_t n, const at::Tensor& gain) {
+    at::Tensor split = t.view({b, s, n, d});
+    if (gain.defined()) split = RmsNorm(split, gain, config_.layer_norm_eps);
+    return split.transpose(1, 2);
   };
-  at::Tensor q = heads(qkv[0]);
-  at::Tensor k = heads(qkv[1]);
-  at::Tensor v = heads(qkv[2]);
+  at::Tensor q = heads(qkv[0], h, w.q_norm_weight);
+  at::Tensor k = heads(qkv[1], kvh, w.k_norm_weight);
+  at::Tensor v = heads(qkv[2], kvh, at::Tensor());
   scheme_->RotateQk(q, k, positions, index);
+  if (kvh != h) {
+    // Each key/value head serves h / kvh consecutive query heads.
+    k = k.repeat_interleave(h / kvh, 1);
+    v = v.repeat_interleave(h / kvh, 1);
+  }
   at::Tensor out =
       pass.lengths.empty()
           ? Mix(q, k, v, bias,
@@ -338,6 +351,15 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
     at::Tensor scheme_bias =
         scheme_->AttentionBias(positions, positions, dtype_);
     if (scheme_bias.defined()) bias = bias + scheme_bias;
+    if (config_.arch.causal) {
+      // Keys after the query, by place in the sequence (not by position
+      // id). The lowest finite value, not -inf: a padded query row whose
+      // earlier keys are all padding still gets finite probabilities, so
+      // no NaN reaches the real rows through it.
+      at::Tensor later = at::ones({s, s}, mask.options()).triu(1);
+      bias = bias.masked_fill(later.view({1, 1, s, s}),
+                              LowestFinite(bias.scalar_type()));
+    }
     const std::vector<at::Tensor> biases = LayerBiases(bias, positions);
     Pass pass;
     pass.int8 = quantized_ && !options.full_precision;
@@ -347,7 +369,7 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
     const int64_t real = mask.sum().item<int64_t>();
     pass.has_padding = real < b * s;
     pass.bias_only_padding =
-        !scheme_bias.defined() &&
+        !scheme_bias.defined() && !config_.arch.causal &&
         std::all_of(config_.arch.layer_window.begin(),
                     config_.arch.layer_window.end(),
                     [](int64_t window) { return window <= 0; });

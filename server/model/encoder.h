@@ -24,9 +24,11 @@ namespace encoder::model {
 // A = heads x head_dim (D unless the config sets head_dim); F' = F, or 2F
 // for a gated feed-forward. Biases are undefined when the architecture has
 // none; norm1 is undefined where a layer has no attention norm.
+// With grouped-query attention the key and value rows are K = kv_heads x
+// head_dim wide (K = A otherwise).
 struct LayerWeights {
-  at::Tensor in_proj_weight;   // [3A, D], rows [W_q; W_k; W_v]
-  at::Tensor in_proj_bias;     // [3A]
+  at::Tensor in_proj_weight;   // [A + 2K, D], rows [W_q; W_k; W_v]
+  at::Tensor in_proj_bias;     // [A + 2K]
   at::Tensor out_proj_weight;  // [D, A]
   at::Tensor out_proj_bias;    // [D]
   at::Tensor linear1_weight;   // [F', D]
@@ -34,6 +36,8 @@ struct LayerWeights {
   at::Tensor linear2_weight;   // [D, F]
   at::Tensor linear2_bias;     // [D]
   at::Tensor norm1_weight, norm1_bias, norm2_weight, norm2_bias;  // [D]
+  // Per-head RMSNorm gains of queries and keys (ArchOptions::qk_norm).
+  at::Tensor q_norm_weight, k_norm_weight;  // [head_dim]
   // The four projections in int8, once Encoder::QuantizeInt8 has run.
   std::optional<Int8Linear> in_proj_q, out_proj_q, linear1_q, linear2_q;
 };

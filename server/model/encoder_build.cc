@@ -36,6 +36,7 @@ void AddNorm(const ModelConfig& c, const std::string& prefix,
 std::map<std::string, std::vector<int64_t>> Encoder::ExpectedShapes(
     const ModelConfig& c) {
   const int64_t d = c.d_model, f = c.d_ff, a = c.attention_dim();
+  const int64_t kv = c.kv_dim();
   const int64_t f_in = c.arch.gated_ffn ? 2 * f : f;
   std::map<std::string, std::vector<int64_t>> shapes = {
       {"embedding.weight", {c.vocab_size, d}}};
@@ -44,11 +45,17 @@ std::map<std::string, std::vector<int64_t>> Encoder::ExpectedShapes(
   }
   if (c.arch.embedding_norm) AddNorm(c, "embedding_norm", &shapes);
   for (int64_t i = 0; i < c.num_layers; ++i) {
-    shapes[LayerName(i, "self_attn.in_proj_weight")] = {3 * a, d};
+    shapes[LayerName(i, "self_attn.in_proj_weight")] = {a + 2 * kv, d};
     shapes[LayerName(i, "self_attn.out_proj.weight")] = {d, a};
     if (c.arch.attention_bias) {
-      shapes[LayerName(i, "self_attn.in_proj_bias")] = {3 * a};
-      shapes[LayerName(i, "self_attn.out_proj.bias")] = {d};
+      shapes[LayerName(i, "self_attn.in_proj_bias")] = {a + 2 * kv};
+      if (c.arch.attention_out_bias) {
+        shapes[LayerName(i, "self_attn.out_proj.bias")] = {d};
+      }
+    }
+    if (c.arch.qk_norm) {
+      shapes[LayerName(i, "self_attn.q_norm.weight")] = {c.head_dim()};
+      shapes[LayerName(i, "self_attn.k_norm.weight")] = {c.head_dim()};
     }
     shapes[LayerName(i, "linear1.weight")] = {f_in, d};
     shapes[LayerName(i, "linear2.weight")] = {d, f};
@@ -149,6 +156,8 @@ absl::StatusOr<std::unique_ptr<Encoder>> Encoder::Create(
       w.norm1_bias = get(LayerName(i, "norm1.bias"));
       w.norm2_weight = get(LayerName(i, "norm2.weight"));
       w.norm2_bias = get(LayerName(i, "norm2.bias"));
+      w.q_norm_weight = get(LayerName(i, "self_attn.q_norm.weight"));
+      w.k_norm_weight = get(LayerName(i, "self_attn.k_norm.weight"));
       enc->layers_.push_back(std::move(w));
     }
     if (config.norm_first) {
@@ -215,7 +224,7 @@ int64_t Encoder::parameter_count() const {
          {&w.in_proj_weight, &w.in_proj_bias, &w.out_proj_weight,
           &w.out_proj_bias, &w.linear1_weight, &w.linear1_bias,
           &w.linear2_weight, &w.linear2_bias, &w.norm1_weight, &w.norm1_bias,
-          &w.norm2_weight, &w.norm2_bias}) {
+          &w.norm2_weight, &w.norm2_bias, &w.q_norm_weight, &w.k_norm_weight}) {
       add(*t);
     }
   }

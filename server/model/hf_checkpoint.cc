@@ -34,6 +34,8 @@ const std::map<std::string, Importer>& Importers() {
                                           {"distilbert", &hf::ImportDistilBert},
                                           {"roformer", &hf::ImportRoformer},
                                           {"modernbert", &hf::ImportModernBert},
+                                          {"qwen2", &hf::ImportQwen2},
+                                          {"qwen3", &hf::ImportQwen3},
                                           {"t5", &hf::ImportT5},
                                           {"marian", &hf::ImportMarian}};
   return *importers;
@@ -129,7 +131,10 @@ absl::Status Settle(const std::string& dir, const CheckpointOverrides& o,
                     ModelConfig* config, std::vector<DenseLayer>* dense,
                     LoadedCheckpoint* out) {
   ASSIGN_OR_RETURN(auto st, ReadSentenceTransformers(dir, config->d_model));
-  config->pooling = o.pooling.value_or(st.pooling);
+  // Without sentence-transformers files the family's pooling stands
+  // (mean for most; the last token for causal embedders).
+  config->pooling =
+      o.pooling.value_or(st.present ? st.pooling : config->pooling);
   config->normalize = o.normalize.value_or(st.normalize);
   if (st.max_seq_length > 0) {
     config->max_input_tokens =

@@ -105,6 +105,11 @@ absl::StatusOr<Import> ImportT5(const nlohmann::json& config,
                                 const WeightSource& source);
 absl::StatusOr<Import> ImportMarian(const nlohmann::json& config,
                                     const WeightSource& source);
+// Causal decoder embedders (hf_qwen.cc).
+absl::StatusOr<Import> ImportQwen2(const nlohmann::json& config,
+                                   const WeightSource& source);
+absl::StatusOr<Import> ImportQwen3(const nlohmann::json& config,
+                                   const WeightSource& source);
 
 // The sizes every BERT-shaped config.json has (vocab_size, hidden_size,
 // num_attention_heads, num_hidden_layers, intermediate_size,

@@ -28,6 +28,9 @@ void FillModelInfo(const runner::ModelDescription& model, bool is_default,
   pos->set_max_positions(c.max_positions);
   info->set_d_model(c.d_model);
   info->set_num_heads(c.num_heads);
+  info->set_num_kv_heads(c.kv_heads());
+  info->set_causal(c.arch.causal);
+  info->set_qk_norm(c.arch.qk_norm);
   info->set_num_layers(c.num_layers);
   info->set_d_ff(c.d_ff);
   info->set_vocab_size(c.vocab_size);

@@ -45,7 +45,14 @@ quantize_embeddings of the same floats, bit for bit against it on
 encode's floats (values within 1e-5 of zero excepted), through gRPC and
 /v1/embeddings.
 
-Extrapolation (the ModernBERT and T5 family models): an input 64 tokens
+Causal embedders (the Qwen2 and Qwen3 family models: last-token pooling,
+sentence-transformers' reference padding on the left for Qwen3, the
+server on the right): ListModels' causal and key/value heads; each prompt
+of the model (Qwen3-Embedding's instruction layout) against encode with
+prompt_name, tolerance 1e-5; Diagnose's permutation probe must see order
+and its shift probe relative-only dependence.
+
+Extrapolation (the ModernBERT, T5, Qwen2 and Qwen3 family models): an input 64 tokens
 past the model's length run whole (long_input extrapolate), last hidden
 state against transformers on the same ids, tolerance 1e-4; the same ids
 late-chunked in windows of 64 repeating 16, each window's mean against the
@@ -301,7 +308,7 @@ def check_diagnostics(name, scheme, served, report):
 
 # Families whose positional scheme runs past the trained length in
 # transformers too (ModernBERT's rotary, T5's relative buckets).
-EXTRAPOLATING = ("modernbert", "t5")
+EXTRAPOLATING = ("modernbert", "t5", "qwen2", "qwen3")
 
 
 def check_extrapolation(name, family, path, served, report):
@@ -344,6 +351,51 @@ def check_extrapolation(name, family, path, served, report):
     report.add(name, f"late chunk 64/16 of {n} tokens, every window",
                scaled(got, np.stack(want)) if got.shape[0] == len(want)
                else float("inf"), STATE_TOL, len(want))
+
+
+CAUSAL_FAMILIES = ("qwen2", "qwen3")
+
+
+def check_causal(name, path, texts, served, report):
+    """A causal embedder (Qwen2/Qwen3 layouts): ListModels says causal
+    with its key/value heads; the model's prompts (Qwen3-Embedding's
+    instruction layout) against sentence-transformers' encode with
+    prompt_name; Diagnose: the causal mask orders the tokens (not
+    permutation-equivariant) while RoPE keeps it relative-only."""
+    info = served.models()[name]
+    config = json.loads((pathlib.Path(path) / "config.json").read_text())
+    want_kv = config.get("num_key_value_heads") or config["num_attention_heads"]
+    if not info.causal or info.num_kv_heads != want_kv:
+        report.fail(f"{name}: ListModels causal={info.causal} "
+                    f"num_kv_heads={info.num_kv_heads}, want True {want_kv}")
+    st_config = pathlib.Path(path) / "config_sentence_transformers.json"
+    prompts = (json.loads(st_config.read_text()).get("prompts") or {}
+               if st_config.is_file() else {})
+    texts = [t for t in texts if t]  # empty text is refused (check_model)
+    if prompts:
+        ref = Reference(path, config["model_type"])
+        if dict(info.prompts) != prompts:
+            report.fail(f"{name}: ListModels prompts {dict(info.prompts)}")
+        for prompt_name in prompts:
+            got = np.concatenate([
+                served.client.embed(texts[i:i + CHUNK], model=name,
+                                    truncate=True, prompt_name=prompt_name)
+                for i in range(0, len(texts), CHUNK)])
+            want = ref.st.encode(texts, batch_size=CHUNK,
+                                 prompt_name=prompt_name,
+                                 convert_to_numpy=True,
+                                 show_progress_bar=False)
+            report.add(name, f"prompt {prompt_name!r}", max_abs(got, want),
+                       POOLED_TOL, len(texts))
+    response, _ = served.client.diagnose(
+        DIAGNOSE_TEXT, model=name, probes=("permutation", "shift"))
+    problems = []
+    if response.permutation.equivariant:
+        problems.append("permutation probe says a causal model ignores order")
+    if not response.shift.relative_only:
+        problems.append(f"shift probe: {response.shift.verdict}")
+    report.add(name, "diagnose verdicts (causal)", len(problems), 0, 1,
+               "; ".join(problems))
 
 
 def check_model(name, family, path, max_length, texts, served, report,
@@ -477,6 +529,8 @@ def main():
                                       served, report)
                 if family in EXTRAPOLATING:
                     check_extrapolation(name, family, path, served, report)
+                if family in CAUSAL_FAMILIES:
+                    check_causal(name, path, texts, served, report)
             except Exception as e:  # one model's failure is reported
                 report.fail(f"{name}: {type(e).__name__}: {e}")
         if minilm:

@@ -17,12 +17,15 @@ import sys
 
 import torch
 import transformers
-from tokenizers import Tokenizer, decoders, models, normalizers
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers
 from tokenizers import pre_tokenizers, processors, trainers
 
 import corpus
 
 VOCAB = 700
+# transformers' Qwen2Tokenizer pre-tokenizing pattern.
+QWEN_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|"
+              r"\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 CONVERT = (pathlib.Path(__file__).resolve().parents[2] / "scripts" /
            "convert_to_safetensors.py")
 
@@ -61,6 +64,28 @@ def _train(kind):
         names = dict(bos_token="<s>", eos_token="</s>", unk_token="<unk>",
                      pad_token="<pad>", cls_token="<s>", sep_token="</s>",
                      mask_token="<mask>")
+    elif kind == "qwen":
+        # Qwen's byte-level BPE: NFC, its split pattern (single digits),
+        # then bytes; the end-of-text token appended, as Qwen3-Embedding's
+        # tokenizer does. transformers' Qwen2Tokenizer rebuilds this same
+        # pipeline whatever tokenizer.json says.
+        specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+        tok = Tokenizer(models.BPE())
+        tok.normalizer = normalizers.NFC()
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(QWEN_SPLIT), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False,
+                                     use_regex=False)])
+        tok.decoder = decoders.ByteLevel()
+        tok.train_from_iterator(texts, trainers.BpeTrainer(
+            vocab_size=VOCAB, special_tokens=specials,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+        tok.post_processor = processors.TemplateProcessing(
+            single="$A <|endoftext|>", pair="$A <|endoftext|> $B:1",
+            special_tokens=[("<|endoftext|>",
+                             tok.token_to_id("<|endoftext|>"))])
+        names = dict(eos_token="<|endoftext|>", pad_token="<|endoftext|>",
+                     unk_token="<|endoftext|>")
     else:  # unigram
         specials = ["<pad>", "</s>", "<unk>"]
         tok = Tokenizer(models.Unigram())
@@ -150,6 +175,92 @@ def _marian():
         scale_embedding=True, activation_function="swish")
 
 
+def _qwen2():
+    # Grouped-query attention (6 query heads over 2 key/value heads),
+    # biased q, k and v, a rotary base of 50000.
+    return transformers.Qwen2Config(
+        vocab_size=VOCAB, hidden_size=48, intermediate_size=76,
+        num_hidden_layers=3, num_attention_heads=6, num_key_value_heads=2,
+        max_position_embeddings=300, rms_norm_eps=1e-6,
+        rope_parameters={"rope_type": "default", "rope_theta": 50000.0},
+        tie_word_embeddings=True)
+
+
+def _qwen3():
+    # head_dim 12 with 4 heads over a width of 40 (the heads are wider than
+    # the model), 2 key/value heads, per-head q/k norms.
+    return transformers.Qwen3Config(
+        vocab_size=VOCAB, hidden_size=40, intermediate_size=52,
+        num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=12, max_position_embeddings=300, rms_norm_eps=1e-6,
+        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+        tie_word_embeddings=False)
+
+
+# Qwen3-Embedding's instruction prompt layout (its
+# config_sentence_transformers.json): queries carry an instruction,
+# documents nothing.
+QWEN_PROMPTS = {
+    "query": "Instruct: Given a question, retrieve passages that answer "
+             "it\nQuery:",
+    "document": "",
+}
+
+
+def _sentence_transformers_files(path, normalize, prompts=None):
+    """modules.json with last-token pooling (and Normalize), as the Qwen3
+    embedders ship them: without them sentence-transformers would mean-pool."""
+    import json
+    modules = [{"idx": 0, "name": "0", "path": "",
+                "type": "sentence_transformers.models.Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling",
+                "type": "sentence_transformers.models.Pooling"}]
+    if normalize:
+        modules.append({"idx": 2, "name": "2", "path": "2_Normalize",
+                        "type": "sentence_transformers.models.Normalize"})
+        (path / "2_Normalize").mkdir(exist_ok=True)
+    (path / "modules.json").write_text(json.dumps(modules, indent=2))
+    (path / "1_Pooling").mkdir(exist_ok=True)
+    hidden = json.loads((path / "config.json").read_text())["hidden_size"]
+    (path / "1_Pooling" / "config.json").write_text(json.dumps({
+        "word_embedding_dimension": hidden,
+        "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": False,
+        "pooling_mode_max_tokens": False,
+        "pooling_mode_mean_sqrt_len_tokens": False,
+        "pooling_mode_weightedmean_tokens": False,
+        "pooling_mode_lasttoken": True, "include_prompt": True}))
+    (path / "sentence_bert_config.json").write_text(json.dumps({
+        "max_seq_length": 300, "do_lower_case": False}))
+    if prompts:
+        (path / "config_sentence_transformers.json").write_text(json.dumps({
+            "prompts": prompts, "default_prompt_name": None,
+            "similarity_fn_name": "cosine"}))
+
+
+@torch.no_grad()
+def _sharpen(model):
+    """transformers initializes norm gains to 1, biases to 0 and weights
+    at std 0.02, which leaves attention nearly uniform: gains and biases
+    get noise and the query and key projections std 0.2, so that the q/k
+    norms, the biases and the rotary codes all show in the outputs."""
+    for name, p in model.named_parameters():
+        if p.dim() == 1:
+            p.add_(0.3 * torch.randn_like(p))
+        elif name.endswith(("q_proj.weight", "k_proj.weight")):
+            p.mul_(10.0)
+
+
+# Causal embedders: sentence-transformers files (pooling, normalize,
+# prompts) and the tokenizer's padding side, per entry.
+CAUSAL = {
+    "tf-qwen2": dict(normalize=False, prompts=None, padding_side="right"),
+    "tf-qwen3": dict(normalize=True, prompts=QWEN_PROMPTS,
+                     padding_side="left"),
+    "tf-qwen3-lm-bf16": dict(normalize=True, prompts=None,
+                             padding_side="left"),
+}
+
+
 # name -> (family the server reports, config, model class, tokenizer kind,
 #          save: "float32" | "float16" | "bfloat16" | "sharded" | "bin")
 FAMILIES = {
@@ -186,6 +297,12 @@ FAMILIES = {
                    "float32"),
     "tf-marian": ("marian", _marian, transformers.MarianMTModel, "unigram",
                   "float32"),
+    "tf-qwen2": ("qwen2", _qwen2, transformers.Qwen2Model, "qwen",
+                 "float32"),
+    "tf-qwen3": ("qwen3", _qwen3, transformers.Qwen3Model, "qwen",
+                 "float32"),
+    "tf-qwen3-lm-bf16": ("qwen3", _qwen3, transformers.Qwen3ForCausalLM,
+                         "qwen", "bfloat16"),
 }
 
 
@@ -205,6 +322,8 @@ def build(out_dir, names=None):
         config.vocab_size = len(tok)
         torch.manual_seed(1000 + i)
         model = cls(config).eval()
+        if name in CAUSAL:
+            _sharpen(model)
         path = out_dir / name
         kwargs = {"safe_serialization": True}
         if save in ("float16", "bfloat16"):
@@ -212,7 +331,15 @@ def build(out_dir, names=None):
         if save == "sharded":
             kwargs["max_shard_size"] = "100KB"
         model.save_pretrained(path, **kwargs)
+        causal = CAUSAL.get(name)
+        side = tok.padding_side
+        if causal:
+            tok.padding_side = causal["padding_side"]
         tok.save_pretrained(path)
+        tok.padding_side = side
+        if causal:
+            _sentence_transformers_files(path, causal["normalize"],
+                                         causal["prompts"])
         if save == "bin":
             (path / "model.safetensors").unlink()
             torch.save(model.state_dict(), path / "pytorch_model.bin")

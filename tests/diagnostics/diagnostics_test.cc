@@ -146,6 +146,30 @@ TEST(Diagnostics, SmallModelsFollowTheProbeTheory) {
   }
 }
 
+// A causal mask orders the tokens by itself: without positions the model
+// is no longer permutation-equivariant, yet it stays relative-only (the
+// mask depends on the place in the sequence, not on the position ids), and
+// with RoPE too.
+TEST(Diagnostics, CausalModelsSeeOrderWithoutPositions) {
+  for (SchemeType type : {SchemeType::kNone, SchemeType::kRope}) {
+    ModelConfig c = SmallConfig(type);
+    c.arch.causal = true;
+    auto enc = Make(c);
+    ASSERT_NE(enc, nullptr);
+    DiagnoseOptions o = Options(kIds);
+    o.structure = false;
+    o.attention_stats = false;
+    DiagnoseReport r = MustDiagnose(*enc, o);
+    const std::string name = model::SchemeName(type);
+    ASSERT_TRUE(r.permutation.has_value());
+    EXPECT_FALSE(r.permutation->equivariant) << name;
+    EXPECT_GT(r.permutation->max_pooled_error, 1e-4) << name;
+    EXPECT_THAT(r.permutation->verdict, StartsWith("not equivariant"));
+    ASSERT_TRUE(r.shift.has_value());
+    EXPECT_TRUE(r.shift->relative_only) << name << ": " << r.shift->verdict;
+  }
+}
+
 TEST(Diagnostics, DefaultSizeModelsFollowTheProbeTheory) {
   const model::Repository repo = model::BuiltinRepository();
   ASSERT_EQ(repo.models.size(), kAllSchemes.size());

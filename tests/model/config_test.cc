@@ -15,6 +15,7 @@ TEST(Config, ParsesEveryField) {
     "d_ff": 128, "activation": "gelu", "norm_first": true,
     "layer_norm_eps": 1e-6, "max_positions": 77, "max_input_tokens": 99,
     "pooling": "first", "normalize": true, "embedding_scale": true,
+    "causal": true, "num_kv_heads": 2,
     "positional": {"type": "sinusoidal", "base": 500, "layout": "concat",
                    "denominator": "half_minus_one", "offset": 2}})");
   ASSERT_TRUE(c.ok()) << c.status();
@@ -26,6 +27,9 @@ TEST(Config, ParsesEveryField) {
   EXPECT_EQ(c->max_length(), 99);
   EXPECT_EQ(c->pooling, Pooling::kFirst);
   EXPECT_TRUE(c->normalize && c->embedding_scale);
+  EXPECT_TRUE(c->arch.causal);
+  EXPECT_EQ(c->kv_heads(), 2);
+  EXPECT_EQ(c->kv_dim(), 32);
   EXPECT_EQ(c->positional.sinusoidal_layout, SinusoidalLayout::kConcat);
   EXPECT_EQ(c->positional.sinusoidal_denominator,
             SinusoidalDenominator::kHalfMinusOne);
@@ -68,6 +72,9 @@ TEST(Config, ErrorsNameTheField) {
       {R"({"d_model": 12, "num_heads": 4, "positional": {"type": "rope"}})",
        "even head dim"},
       {R"({"vocab_size": 0})", "vocab_size must be > 0"},
+      {R"({"num_heads": 8, "num_kv_heads": 3})",
+       "num_kv_heads 3 must divide num_heads 8"},
+      {R"({"causal": 1})", "causal must be bool"},
   };
   for (const auto& [json, needle] : cases) {
     auto c = ParseModelConfig(json);

