@@ -221,8 +221,11 @@ LongInputDefault DefaultLongInput(const runner::ServedModel& model,
   const model::SchemeType type = d.config.positional.type;
   const int64_t limit =
       ModelExtrapolationTokens(model, limits.max_extrapolation_tokens);
-  if ((type == model::SchemeType::kAlibi ||
-       type == model::SchemeType::kRelative) &&
+  const bool saturates =
+      type == model::SchemeType::kRelative ||
+      (type == model::SchemeType::kDisentangled && reach.max_length == 0 &&
+       reach.bucket_saturation_distance < max_len);
+  if ((type == model::SchemeType::kAlibi || saturates) &&
       reach.max_length == 0 && limit > max_len) {
     out.policy = "extrapolate";
     out.chunk_past_limit = true;
@@ -230,7 +233,10 @@ LongInputDefault DefaultLongInput(const runner::ServedModel& model,
         "auto (", from, "): ",
         type == model::SchemeType::kAlibi
             ? "ALiBi's bias grows linearly with distance"
-            : absl::StrCat("relative buckets saturate from distance ",
+            : absl::StrCat(type == model::SchemeType::kDisentangled
+                               ? "disentangled attention's relative "
+                                 "positions saturate from distance "
+                               : "relative buckets saturate from distance ",
                            reach.bucket_saturation_distance),
         ", so no position past ", max_len,
         " tokens is new to the model: inputs run whole up to ", limit,

@@ -63,6 +63,14 @@ SchemeReach AnalyzeReach(const model::ModelConfig& config) {
       r.bucket_saturation_distance =
           BucketSaturation(p.num_buckets, p.max_distance);
       break;
+    case model::SchemeType::kDisentangled:
+      // idx = clamp(bucket(i - j) + span, 0, 2 span - 1) stops changing
+      // once bucket(r) reaches span - 1, at r = max_relative_positions - 1
+      // (both with and without log buckets).
+      if (!p.absolute_input) {
+        r.bucket_saturation_distance = p.max_relative_positions - 1;
+      }
+      break;
     case model::SchemeType::kRope:
       r.wavelengths =
           Wavelengths(model::RopeFrequencies(config.head_dim(), p.base));

@@ -72,6 +72,39 @@ StructureResult AnalyzeBias(const model::Encoder& model, int64_t n) {
   return result;
 }
 
+// Disentangled attention: the position terms of layer 0 for one seeded
+// random query and key content [head_dim] per head, at every pair of
+// positions 0..N-1: bias[h][i][j] = (q_h . P_k[idx(i, j)] +
+// k_h . P_q[idx(i, j)]) / scale, which depends on i - j alone.
+StructureResult AnalyzeDisentangled(const model::Encoder& model, int64_t n) {
+  const model::ModelConfig& config = model.config();
+  const int64_t h = config.num_heads, d = config.head_dim();
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(kRotarySeed);
+  const auto options =
+      at::TensorOptions().dtype(model.dtype()).device(model.device());
+  auto content = [&]() {
+    return at::randn({1, h, 1, d}, gen, at::TensorOptions().dtype(at::kFloat))
+        .to(options)
+        .expand({1, h, n, d});
+  };
+  const at::Tensor q = content(), k = content();
+  const at::Tensor positions =
+      at::arange(n, options.dtype(at::kLong)).unsqueeze(0);
+  const at::Tensor bias = model.scheme()
+                              .ContentBias(q, k, positions, /*layer=*/0)
+                              .select(0, 0)
+                              .to(at::kCPU, at::kDouble);  // [H, N, N]
+  StructureResult result;
+  result.kind = "bias";
+  result.positions = n;
+  result.bias = ToDense<double>(bias);
+  result.symmetry_deviation = SymmetryDeviation(bias);
+  result.symmetric = result.symmetry_deviation < kExactTolerance;
+  result.toeplitz_deviation = ToeplitzDeviation(bias);
+  result.toeplitz = result.toeplitz_deviation <= kExactTolerance;
+  return result;
+}
+
 }  // namespace
 
 StructureResult AnalyzeStructure(const model::Encoder& model,
@@ -94,6 +127,8 @@ StructureResult AnalyzeStructure(const model::Encoder& model,
       result.symmetry_deviation = bias.symmetry_deviation;
       return result;
     }
+    case model::SchemeType::kDisentangled:
+      return AnalyzeDisentangled(model, positions);
     case model::SchemeType::kNone:
       break;
   }

@@ -59,7 +59,8 @@ absl::Status ParsePositional(const json& obj, ModelConfig* config) {
   if (!obj.is_object()) return Invalid("positional must be an object");
   RETURN_IF_ERROR(CheckKeys(obj,
                             {"type", "base", "layout", "denominator", "offset",
-                             "num_buckets", "max_distance"},
+                             "num_buckets", "max_distance", "position_buckets",
+                             "max_relative_positions", "absolute"},
                             "positional"));
   PositionalConfig& pc = config->positional;
   std::string type = SchemeName(pc.type);
@@ -70,6 +71,10 @@ absl::Status ParsePositional(const json& obj, ModelConfig* config) {
   RETURN_IF_ERROR(Read(obj, "offset", &pc.sinusoidal_offset));
   RETURN_IF_ERROR(Read(obj, "num_buckets", &pc.num_buckets));
   RETURN_IF_ERROR(Read(obj, "max_distance", &pc.max_distance));
+  RETURN_IF_ERROR(Read(obj, "position_buckets", &pc.position_buckets));
+  RETURN_IF_ERROR(
+      Read(obj, "max_relative_positions", &pc.max_relative_positions));
+  RETURN_IF_ERROR(Read(obj, "absolute", &pc.absolute_input));
   std::string layout;
   RETURN_IF_ERROR(Read(obj, "layout", &layout));
   if (!layout.empty()) {
@@ -165,6 +170,22 @@ absl::Status ValidateConfig(const ModelConfig& c) {
     return Invalid(
         absl::StrCat("rope needs an even head dim, got ", c.head_dim()));
   }
+  if (pc.type == SchemeType::kDisentangled) {
+    if (c.kv_heads() != c.num_heads) {
+      return Invalid("disentangled attention needs a key head per query head");
+    }
+    if (pc.max_relative_positions < 1) {
+      return Invalid("positional.max_relative_positions must be >= 1");
+    }
+    if (pc.position_buckets < 0 ||
+        (pc.position_buckets > 0 &&
+         (pc.position_buckets < 2 ||
+          pc.max_relative_positions - 1 <= pc.position_buckets / 2))) {
+      return Invalid(
+          "positional.position_buckets must be 0, or >= 2 with "
+          "max_relative_positions - 1 above position_buckets / 2");
+    }
+  }
   if (c.has_relative_buckets()) {
     if (pc.num_buckets < 4 || pc.num_buckets % 2 != 0) {
       return Invalid("positional.num_buckets must be even and >= 4");
@@ -238,6 +259,8 @@ std::string SchemeName(SchemeType type) {
       return "relative";
     case SchemeType::kLearnedRelative:
       return "learned_relative";
+    case SchemeType::kDisentangled:
+      return "disentangled";
   }
   return "unknown";
 }
@@ -246,12 +269,13 @@ absl::StatusOr<SchemeType> ParseSchemeName(const std::string& name) {
   for (SchemeType t :
        {SchemeType::kNone, SchemeType::kSinusoidal, SchemeType::kLearned,
         SchemeType::kRope, SchemeType::kAlibi, SchemeType::kRelative,
-        SchemeType::kLearnedRelative}) {
+        SchemeType::kLearnedRelative, SchemeType::kDisentangled}) {
     if (SchemeName(t) == name) return t;
   }
-  return Invalid(absl::StrCat("positional type \"", name,
-                              "\" must be one of none, sinusoidal, learned, ",
-                              "rope, alibi, relative, learned_relative"));
+  return Invalid(
+      absl::StrCat("positional type \"", name,
+                   "\" must be one of none, sinusoidal, learned, ",
+                   "rope, alibi, relative, learned_relative, disentangled"));
 }
 
 std::string ActivationName(Activation a) {

@@ -22,7 +22,12 @@ enum class SchemeType {
   kRelative,
   // A learned table at the input plus T5 relative buckets on the logits,
   // one bias table shared by every layer (MPNet).
-  kLearnedRelative
+  kLearnedRelative,
+  // DeBERTa-v2/v3 disentangled attention: content-to-position and
+  // position-to-content scores against relative position embeddings
+  // (log-bucketed), projected by each layer; optionally a learned table at
+  // the input too.
+  kDisentangled
 };
 // kGelu is the exact erf form; kGeluTanh the tanh approximation ("gelu_new").
 enum class Activation { kRelu, kGelu, kGeluTanh, kSilu };
@@ -53,6 +58,24 @@ struct PositionalConfig {
   // relative and learned_relative (T5 buckets, bidirectional).
   int64_t num_buckets = 32;
   int64_t max_distance = 128;
+  // disentangled: relative distances i - j, log-bucketed into
+  // position_buckets (0: not bucketed, clamped to max_relative_positions);
+  // the embedding table has 2 x span rows, span = position_buckets or
+  // max_relative_positions.
+  int64_t position_buckets = 256;
+  int64_t max_relative_positions = 512;
+  // The layer's own query/key projections make the position keys and
+  // queries (share_att_key), else pos_key_proj / pos_query_proj per layer.
+  bool share_att_key = true;
+  bool c2p = true;  // content-to-position term
+  bool p2c = true;  // position-to-content term
+  // A LayerNorm over the relative embeddings (norm_rel_ebd "layer_norm").
+  bool relative_norm = true;
+  // Also a learned absolute table at the input (position_biased_input).
+  bool absolute_input = false;
+  int64_t relative_span() const {
+    return position_buckets > 0 ? position_buckets : max_relative_positions;
+  }
 };
 
 // Architecture variations used by imported checkpoint families. The defaults
@@ -132,7 +155,15 @@ struct ModelConfig {
   // True when inputs longer than max_positions cannot be represented.
   bool rejects_beyond_max_positions() const {
     return positional.type == SchemeType::kLearned ||
-           positional.type == SchemeType::kLearnedRelative;
+           positional.type == SchemeType::kLearnedRelative ||
+           (positional.type == SchemeType::kDisentangled &&
+            positional.absolute_input);
+  }
+  // The scores are divided by sqrt(head_dim x this): 1, or for disentangled
+  // attention 1 + the number of position terms (DeBERTa's scale_factor).
+  int64_t score_scale_factor() const {
+    if (positional.type != SchemeType::kDisentangled) return 1;
+    return 1 + (positional.c2p ? 1 : 0) + (positional.p2c ? 1 : 0);
   }
   // True when the scheme adds a T5 bucket bias to the attention logits.
   bool has_relative_buckets() const {
@@ -158,7 +189,9 @@ absl::Status ValidateConfig(const ModelConfig& config);
 //                         "relative"|"learned_relative",
 //                 "base", "layout": "interleaved"|"concat"|"half",
 //                 "denominator": "d_model"|"half_minus_one", "offset",
-//                 "num_buckets", "max_distance"}}
+//                 "num_buckets", "max_distance",
+//                 "position_buckets", "max_relative_positions",
+//                 "absolute"}}
 absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text);
 
 std::string SchemeName(SchemeType type);

@@ -122,12 +122,16 @@ at::Tensor Encoder::Attention(int64_t index, const at::Tensor& x,
     k = k.repeat_interleave(h / kvh, 1);
     v = v.repeat_interleave(h / kvh, 1);
   }
+  // Disentangled attention: the position terms of this layer's queries and
+  // keys join the padding (and any other) bias.
+  at::Tensor content = scheme_->ContentBias(q, k, positions, index);
+  const at::Tensor layer_bias = content.defined() ? bias + content : bias;
   at::Tensor out =
       pass.lengths.empty()
-          ? Mix(q, k, v, bias,
+          ? Mix(q, k, v, layer_bias,
                 /*use_bias=*/!pass.bias_only_padding || pass.has_padding,
                 pass.fused, attention)
-          : MixEach(q, k, v, bias, pass.lengths, pass, attention);
+          : MixEach(q, k, v, layer_bias, pass.lengths, pass, attention);
   return Project(pass.Pack(out), w.out_proj_weight, w.out_proj_bias,
                  w.out_proj_q, pass);
 }
@@ -137,19 +141,19 @@ at::Tensor Encoder::Mix(const at::Tensor& q, const at::Tensor& k,
                         bool use_bias, bool fused,
                         at::Tensor* attention) const {
   const int64_t b = q.size(0), h = q.size(1), s = q.size(2), d = q.size(3);
+  // sqrt(d), or sqrt(d x (1 + position terms)) for disentangled attention.
+  const double root =
+      std::sqrt(static_cast<double>(d) *
+                static_cast<double>(config_.score_scale_factor()));
   if (fused && attention == nullptr) {
-    const double scale = config_.arch.attention_scale
-                             ? 1.0 / std::sqrt(static_cast<double>(d))
-                             : 1.0;
+    const double scale = config_.arch.attention_scale ? 1.0 / root : 1.0;
     return FusedAttention(q, k, v, use_bias ? bias : at::Tensor(), scale)
         .transpose(1, 2)
         .reshape({b, s, h * d});
   }
   // scores [B, H, S, S] = q k^T / sqrt(d) + positional bias + padding mask.
   at::Tensor scores = at::matmul(q, k.transpose(-2, -1));
-  if (config_.arch.attention_scale) {
-    scores = scores / std::sqrt(static_cast<double>(d));
-  }
+  if (config_.arch.attention_scale) scores = scores / root;
   scores = scores + bias;
   // Accumulated in float32 whatever the serving dtype.
   at::Tensor probs = scores.scalar_type() == at::kBFloat16
@@ -370,6 +374,7 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
     pass.has_padding = real < b * s;
     pass.bias_only_padding =
         !scheme_bias.defined() && !config_.arch.causal &&
+        !scheme_->has_content_bias() &&
         std::all_of(config_.arch.layer_window.begin(),
                     config_.arch.layer_window.end(),
                     [](int64_t window) { return window <= 0; });

@@ -30,6 +30,7 @@ const std::map<std::string, Importer>& Importers() {
                                           {"xlm-roberta", &hf::ImportBert},
                                           {"camembert", &hf::ImportBert},
                                           {"electra", &hf::ImportBert},
+                                          {"deberta-v2", &hf::ImportDebertaV2},
                                           {"mpnet", &hf::ImportMpnet},
                                           {"distilbert", &hf::ImportDistilBert},
                                           {"roformer", &hf::ImportRoformer},

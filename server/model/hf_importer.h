@@ -105,6 +105,9 @@ absl::StatusOr<Import> ImportT5(const nlohmann::json& config,
                                 const WeightSource& source);
 absl::StatusOr<Import> ImportMarian(const nlohmann::json& config,
                                     const WeightSource& source);
+// DeBERTa-v2/v3 with disentangled attention (hf_deberta.cc).
+absl::StatusOr<Import> ImportDebertaV2(const nlohmann::json& config,
+                                       const WeightSource& source);
 // Causal decoder embedders (hf_qwen.cc).
 absl::StatusOr<Import> ImportQwen2(const nlohmann::json& config,
                                    const WeightSource& source);

@@ -114,6 +114,25 @@ at::Tensor RelativeBuckets(const at::Tensor& relative_positions,
   return out + at::where(a < exact, a, large);
 }
 
+at::Tensor DebertaLogBuckets(const at::Tensor& relative_positions,
+                             int64_t bucket_size, int64_t max_position) {
+  const int64_t mid = bucket_size / 2;
+  at::Tensor r = relative_positions.to(at::kLong);
+  // |r| below mid is replaced by mid - 1 so the log is finite; those
+  // entries keep r itself below.
+  at::Tensor a = at::where(r.lt(mid).logical_and(r.gt(-mid)),
+                           at::full_like(r, mid - 1), r.abs());
+  const at::Tensor denominator = at::log(at::scalar_tensor(
+      static_cast<double>(max_position - 1) / static_cast<double>(mid),
+      r.options().dtype(at::kFloat)));
+  at::Tensor log_pos =
+      at::ceil(at::log(a.to(at::kFloat) / static_cast<double>(mid)) /
+               denominator * static_cast<double>(mid - 1)) +
+      static_cast<double>(mid);
+  return at::where(a.le(mid), r.to(at::kFloat), log_pos * r.sign())
+      .to(at::kLong);
+}
+
 int64_t RelativeBucket(int64_t relative_position, int64_t num_buckets,
                        int64_t max_distance) {
   return RelativeBuckets(at::tensor({relative_position}, at::kLong),

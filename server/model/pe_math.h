@@ -48,6 +48,14 @@ int64_t RelativeBucket(int64_t relative_position, int64_t num_buckets,
 at::Tensor RelativeBuckets(const at::Tensor& relative_positions,
                            int64_t num_buckets, int64_t max_distance);
 
+// DeBERTa-v2's log bucket of relative distance r = query - key: r itself
+// for |r| <= bucket_size / 2, else sign(r) (mid + ceil(log(|r| / mid) /
+// log((max_position - 1) / mid) (mid - 1))), mid = bucket_size / 2, in
+// float32 as transformers' make_log_bucket_position computes it.
+// Elementwise on an int64 tensor (any device).
+at::Tensor DebertaLogBuckets(const at::Tensor& relative_positions,
+                             int64_t bucket_size, int64_t max_position);
+
 }  // namespace encoder::model
 
 #endif  // ENCODER_SERVER_MODEL_PE_MATH_H_

@@ -33,6 +33,17 @@ at::Tensor PositionalScheme::AttentionBias(const at::Tensor& query_positions,
   return {};
 }
 
+at::Tensor PositionalScheme::ContentBias(const at::Tensor& q,
+                                         const at::Tensor& k,
+                                         const at::Tensor& positions,
+                                         int64_t layer) const {
+  (void)q;
+  (void)k;
+  (void)positions;
+  (void)layer;
+  return {};
+}
+
 namespace {
 
 std::string Num(double v) {
@@ -294,6 +305,178 @@ class LearnedRelativeScheme : public PositionalScheme {
   RelativeScheme relative_;
 };
 
+// The layer's projection names of disentangled attention without shared
+// keys.
+std::string PosProjName(int64_t layer, const char* which, const char* leaf) {
+  return absl::StrCat("encoder.layers.", layer, ".self_attn.", which, ".",
+                      leaf);
+}
+
+// DeBERTa-v2/v3 disentangled attention (transformers' modeling_deberta_v2):
+// with R the relative embeddings [2 span, D] (LayerNorm'd), each layer's
+// position keys P_k = R W_k^T + b_k and queries P_q = R W_q^T + b_q (its own
+// projections when share_att_key, else pos_key_proj / pos_query_proj),
+// idx(i, j) = clamp(bucket(p_i - p_j) + span, 0, 2 span - 1), and
+//   c2p(i, j) = q_i . P_k[idx(i, j)],  p2c(i, j) = k_j . P_q[idx(i, j)],
+// both added to q_i . k_j and divided by sqrt(head_dim x (1 + terms)).
+// P_k and P_q depend on weights only: computed once per layer at load.
+class DisentangledScheme : public PositionalScheme {
+ public:
+  static absl::StatusOr<std::unique_ptr<DisentangledScheme>> Create(
+      const ModelConfig& config,
+      const std::map<std::string, at::Tensor>& params, at::Device device,
+      at::ScalarType dtype) {
+    const PositionalConfig& pc = config.positional;
+    std::unique_ptr<DisentangledScheme> s(new DisentangledScheme(config));
+    auto find = [&](const std::string& name) -> absl::StatusOr<at::Tensor> {
+      auto it = params.find(name);
+      if (it == params.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "missing tensor \"", name, "\" for scheme disentangled"));
+      }
+      return it->second.to(at::kFloat);
+    };
+    auto optional = [&](const std::string& name) -> at::Tensor {
+      auto it = params.find(name);
+      return it == params.end() ? at::Tensor() : it->second.to(at::kFloat);
+    };
+    ASSIGN_OR_RETURN(at::Tensor rel, find("rel_embeddings.weight"));
+    s->own_["rel_embeddings.weight"] = rel;
+    if (pc.relative_norm) {
+      ASSIGN_OR_RETURN(at::Tensor g, find("rel_embeddings_norm.weight"));
+      ASSIGN_OR_RETURN(at::Tensor b, find("rel_embeddings_norm.bias"));
+      s->own_["rel_embeddings_norm.weight"] = g;
+      s->own_["rel_embeddings_norm.bias"] = b;
+      rel = at::layer_norm(rel, {config.d_model}, g, b, config.layer_norm_eps);
+    }
+    if (pc.absolute_input) {
+      ASSIGN_OR_RETURN(at::Tensor table, find("pos_embedding.weight"));
+      s->own_["pos_embedding.weight"] = table;
+      s->table_ = table.to(device, dtype).contiguous();
+    }
+    const int64_t a = config.attention_dim(), kv = config.kv_dim();
+    const int64_t h = config.num_heads, d = config.head_dim();
+    // [2 span, A] -> [H, 2 span, d], in the serving dtype.
+    auto heads = [&](const at::Tensor& rows) {
+      return rows.view({rows.size(0), h, d})
+          .permute({1, 0, 2})
+          .to(device, dtype)
+          .contiguous();
+    };
+    for (int64_t i = 0; i < config.num_layers; ++i) {
+      at::Tensor wq, bq, wk, bk;
+      if (pc.share_att_key) {
+        const std::string attn =
+            absl::StrCat("encoder.layers.", i, ".self_attn.");
+        ASSIGN_OR_RETURN(at::Tensor w, find(attn + "in_proj_weight"));
+        at::Tensor b = optional(attn + "in_proj_bias");
+        wq = w.narrow(0, 0, a);
+        wk = w.narrow(0, a, kv);
+        if (b.defined()) {
+          bq = b.narrow(0, 0, a);
+          bk = b.narrow(0, a, kv);
+        }
+      } else {
+        if (pc.c2p) {
+          ASSIGN_OR_RETURN(wk, find(PosProjName(i, "pos_key_proj", "weight")));
+          bk = optional(PosProjName(i, "pos_key_proj", "bias"));
+        }
+        if (pc.p2c) {
+          ASSIGN_OR_RETURN(wq,
+                           find(PosProjName(i, "pos_query_proj", "weight")));
+          bq = optional(PosProjName(i, "pos_query_proj", "bias"));
+        }
+        for (const char* which : {"pos_key_proj", "pos_query_proj"}) {
+          for (const char* leaf : {"weight", "bias"}) {
+            at::Tensor t = optional(PosProjName(i, which, leaf));
+            if (t.defined()) s->own_[PosProjName(i, which, leaf)] = t;
+          }
+        }
+      }
+      s->pos_key_.push_back(pc.c2p ? heads(at::linear(rel, wk, bk))
+                                   : at::Tensor());
+      s->pos_query_.push_back(pc.p2c ? heads(at::linear(rel, wq, bq))
+                                     : at::Tensor());
+    }
+    return s;
+  }
+
+  at::Tensor AddToInput(const at::Tensor& x,
+                        const at::Tensor& positions) const override {
+    return table_.defined() ? x + at::embedding(table_, positions) : x;
+  }
+  at::Tensor InputCode(const at::Tensor& positions) const override {
+    return table_.defined() ? at::embedding(table_, positions) : at::Tensor();
+  }
+
+  bool has_content_bias() const override { return true; }
+
+  at::Tensor ContentBias(const at::Tensor& q, const at::Tensor& k,
+                         const at::Tensor& positions,
+                         int64_t layer) const override {
+    const PositionalConfig& pc = config_.positional;
+    const int64_t b = q.size(0), h = q.size(1), s = q.size(2);
+    const int64_t span = pc.relative_span();
+    // [B, S, S]: query position minus key position, bucketed.
+    at::Tensor rel = positions.unsqueeze(2) - positions.unsqueeze(1);
+    if (pc.position_buckets > 0) {
+      rel = DebertaLogBuckets(rel, pc.position_buckets,
+                              pc.max_relative_positions);
+    }
+    const at::Tensor idx = (rel + span).clamp(0, 2 * span - 1);
+    const double scale = std::sqrt(
+        static_cast<double>(q.size(-1) * config_.score_scale_factor()));
+    at::Tensor out;
+    if (pc.c2p) {
+      // [B, H, S, 2 span] -> [B, H, S, S]
+      out = at::matmul(q, pos_key_[layer].transpose(-1, -2))
+                .gather(-1, idx.unsqueeze(1).expand({b, h, s, s}));
+    }
+    if (pc.p2c) {
+      // Row j of k against every position query, read at idx(i, j).
+      at::Tensor p2c =
+          at::matmul(k, pos_query_[layer].transpose(-1, -2))
+              .gather(-1, idx.transpose(1, 2).unsqueeze(1).expand({b, h, s, s}))
+              .transpose(-1, -2);
+      out = out.defined() ? out + p2c : p2c;
+    }
+    return out.defined() ? out / scale : at::zeros({b, h, s, s}, q.options());
+  }
+
+  std::map<std::string, at::Tensor> Parameters() const override { return own_; }
+
+  SchemeDescription Describe() const override {
+    const PositionalConfig& pc = config_.positional;
+    std::string terms = pc.c2p ? "c2p" : "";
+    if (pc.p2c) absl::StrAppend(&terms, terms.empty() ? "" : "|", "p2c");
+    SchemeDescription d = {
+        "disentangled",
+        {{"position_buckets", absl::StrCat(pc.position_buckets)},
+         {"max_relative_positions", absl::StrCat(pc.max_relative_positions)},
+         {"share_att_key", pc.share_att_key ? "true" : "false"},
+         {"pos_att_type", terms},
+         {"relative_norm", pc.relative_norm ? "true" : "false"},
+         {"absolute_input", pc.absolute_input ? "true" : "false"},
+         {"scale_factor", absl::StrCat(config_.score_scale_factor())}},
+        {},
+        /*extrapolates=*/!pc.absolute_input,
+        config_.max_positions,
+        {"logits"}};
+    if (pc.absolute_input) d.hooks.insert(d.hooks.begin(), "input");
+    return d;
+  }
+
+ private:
+  explicit DisentangledScheme(const ModelConfig& config) : config_(config) {}
+
+  ModelConfig config_;
+  at::Tensor table_;  // [P, D] or undefined
+  // Per layer [H, 2 span, d]; undefined without the term.
+  std::vector<at::Tensor> pos_key_, pos_query_;
+  // The scheme's own trained tensors (float32, as loaded).
+  std::map<std::string, at::Tensor> own_;
+};
+
 }  // namespace
 
 std::map<std::string, std::vector<int64_t>> SchemeParameterShapes(
@@ -308,6 +491,29 @@ std::map<std::string, std::vector<int64_t>> SchemeParameterShapes(
       return {{"pos_embedding.weight", {config.max_positions, config.d_model}},
               {"relative_attention_bias.weight",
                {config.positional.num_buckets, config.num_heads}}};
+    case SchemeType::kDisentangled: {
+      const PositionalConfig& pc = config.positional;
+      const int64_t d = config.d_model, a = config.attention_dim();
+      std::map<std::string, std::vector<int64_t>> shapes = {
+          {"rel_embeddings.weight", {2 * pc.relative_span(), d}}};
+      if (pc.relative_norm) {
+        shapes["rel_embeddings_norm.weight"] = {d};
+        shapes["rel_embeddings_norm.bias"] = {d};
+      }
+      if (pc.absolute_input) {
+        shapes["pos_embedding.weight"] = {config.max_positions, d};
+      }
+      for (int64_t i = 0; i < config.num_layers && !pc.share_att_key; ++i) {
+        for (const char* which : {"pos_key_proj", "pos_query_proj"}) {
+          if (std::string(which) == "pos_key_proj" ? !pc.c2p : !pc.p2c) {
+            continue;
+          }
+          shapes[PosProjName(i, which, "weight")] = {a, d};
+          shapes[PosProjName(i, which, "bias")] = {a};
+        }
+      }
+      return shapes;
+    }
     default:
       return {};
   }
@@ -346,6 +552,11 @@ absl::StatusOr<std::unique_ptr<PositionalScheme>> MakePositionalScheme(
       ASSIGN_OR_RETURN(auto table, param("pos_embedding.weight"));
       ASSIGN_OR_RETURN(auto bias, param("relative_attention_bias.weight"));
       return std::make_unique<LearnedRelativeScheme>(config, table, bias);
+    }
+    case SchemeType::kDisentangled: {
+      ASSIGN_OR_RETURN(auto scheme, DisentangledScheme::Create(config, params,
+                                                               device, dtype));
+      return scheme;
     }
   }
   return absl::InvalidArgumentError("unknown positional scheme");

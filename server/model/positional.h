@@ -42,6 +42,16 @@ class PositionalScheme {
                                    const at::Tensor& key_positions,
                                    at::ScalarType dtype) const;
 
+  // A bias on the scaled scores that depends on the layer's queries and
+  // keys (disentangled attention): q, k [batch, heads, seq, head_dim] as
+  // projected (RotateQk has run) -> [batch, heads, seq, seq], already
+  // divided by the score scale; undefined when the scheme has none.
+  virtual at::Tensor ContentBias(const at::Tensor& q, const at::Tensor& k,
+                                 const at::Tensor& positions,
+                                 int64_t layer) const;
+  // Whether ContentBias returns one.
+  virtual bool has_content_bias() const { return false; }
+
   virtual SchemeDescription Describe() const = 0;
 
   // The scheme's own trained tensors, by state_dict name (learned table,

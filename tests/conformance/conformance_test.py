@@ -45,6 +45,12 @@ quantize_embeddings of the same floats, bit for bit against it on
 encode's floats (values within 1e-5 of zero excepted), through gRPC and
 /v1/embeddings.
 
+DeBERTa (a v3 layout: log buckets, shared position keys, no input
+table; and a v2 layout: its own position projections, clamped distances,
+an input table): ListModels' disentangled parameters; Diagnose sees
+order, is relative-only exactly without the input table, and finds a
+Toeplitz structure bias. Extrapolation is checked on the v3 layout.
+
 Causal embedders (the Qwen2 and Qwen3 family models: last-token pooling,
 sentence-transformers' reference padding on the left for Qwen3, the
 server on the right): ListModels' causal and key/value heads; each prompt
@@ -398,6 +404,36 @@ def check_causal(name, path, texts, served, report):
                "; ".join(problems))
 
 
+def check_disentangled(name, path, served, report):
+    """DeBERTa-v2/v3: ListModels reports the disentangled scheme with the
+    checkpoint's parameters; Diagnose sees order, finds relative-only
+    dependence exactly when there is no table at the input, and a
+    structure bias that depends on i - j alone."""
+    config = json.loads((pathlib.Path(path) / "config.json").read_text())
+    info = served.models()[name]
+    params = dict(info.positional.params)
+    want = {"position_buckets": str(max(0, config["position_buckets"])),
+            "share_att_key": str(config["share_att_key"]).lower(),
+            "absolute_input": str(config["position_biased_input"]).lower()}
+    problems = [f"{k} {params.get(k)!r}, want {v!r}"
+                for k, v in want.items() if params.get(k) != v]
+    if info.positional.scheme != "disentangled":
+        problems.append(f"scheme {info.positional.scheme!r}")
+    response, arrays = served.client.diagnose(
+        DIAGNOSE_TEXT, model=name, probes=("permutation", "shift",
+                                           "structure"))
+    if response.permutation.equivariant:
+        problems.append("permutation probe says the model ignores order")
+    if response.shift.relative_only == config["position_biased_input"]:
+        problems.append(f"shift probe: {response.shift.verdict}")
+    st = response.structure
+    if st.kind != "bias" or not st.toeplitz:
+        problems.append(f"structure {st.kind!r}, Toeplitz deviation "
+                        f"{st.toeplitz_deviation:.3g}")
+    report.add(name, "disentangled: info and verdicts", len(problems), 0, 1,
+               "; ".join(problems))
+
+
 def check_model(name, family, path, max_length, texts, served, report,
                 subset_max=SUBSET_MAX_TOKENS):
     t0 = time.monotonic()
@@ -527,8 +563,12 @@ def main():
                 if texts is corpus.TEXTS:  # a real model
                     check_diagnostics(name, real_models.SCHEMES[family],
                                       served, report)
-                if family in EXTRAPOLATING:
+                if family in EXTRAPOLATING or (
+                        family == "deberta-v2" and
+                        served.models()[name].positional.extrapolates):
                     check_extrapolation(name, family, path, served, report)
+                if family == "deberta-v2":
+                    check_disentangled(name, path, served, report)
                 if family in CAUSAL_FAMILIES:
                     check_causal(name, path, texts, served, report)
             except Exception as e:  # one model's failure is reported

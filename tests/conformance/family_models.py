@@ -197,6 +197,35 @@ def _qwen3():
         tie_word_embeddings=False)
 
 
+def _deberta_v3():
+    # DeBERTa-v3's layout: no absolute positions, log buckets (32 over
+    # distances up to 299), shared position keys, a LayerNorm'd relative
+    # table, both terms, no token types.
+    return transformers.DebertaV2Config(
+        vocab_size=VOCAB, hidden_size=48, num_hidden_layers=3,
+        num_attention_heads=4, intermediate_size=70,
+        max_position_embeddings=300, relative_attention=True,
+        position_biased_input=False, pos_att_type=["p2c", "c2p"],
+        position_buckets=32, max_relative_positions=-1,
+        norm_rel_ebd="layer_norm", share_att_key=True, type_vocab_size=0,
+        hidden_act="gelu", pad_token_id=0)
+
+
+def _deberta_v2_absolute():
+    # The other branches: an absolute table beside the relative terms,
+    # pos_key_proj / pos_query_proj of its own per layer, distances
+    # clamped at 40 without buckets, no norm on the table, the terms as a
+    # string, token types.
+    return transformers.DebertaV2Config(
+        vocab_size=VOCAB, hidden_size=60, num_hidden_layers=3,
+        num_attention_heads=5, intermediate_size=84,
+        max_position_embeddings=300, relative_attention=True,
+        position_biased_input=True, pos_att_type="c2p|p2c",
+        position_buckets=-1, max_relative_positions=40, norm_rel_ebd="none",
+        share_att_key=False, type_vocab_size=2, hidden_act="gelu",
+        pad_token_id=0)
+
+
 # Qwen3-Embedding's instruction prompt layout (its
 # config_sentence_transformers.json): queries carry an instruction,
 # documents nothing.
@@ -246,7 +275,9 @@ def _sharpen(model):
     for name, p in model.named_parameters():
         if p.dim() == 1:
             p.add_(0.3 * torch.randn_like(p))
-        elif name.endswith(("q_proj.weight", "k_proj.weight")):
+        elif name.endswith(("q_proj.weight", "k_proj.weight",
+                            "query_proj.weight", "key_proj.weight",
+                            "rel_embeddings.weight")):
             p.mul_(10.0)
 
 
@@ -297,6 +328,11 @@ FAMILIES = {
                    "float32"),
     "tf-marian": ("marian", _marian, transformers.MarianMTModel, "unigram",
                   "float32"),
+    "tf-deberta-v3": ("deberta-v2", _deberta_v3, transformers.DebertaV2Model,
+                      "unigram", "float32"),
+    "tf-deberta-v2-abs-mlm": ("deberta-v2", _deberta_v2_absolute,
+                              transformers.DebertaV2ForMaskedLM, "wordpiece",
+                              "float32"),
     "tf-qwen2": ("qwen2", _qwen2, transformers.Qwen2Model, "qwen",
                  "float32"),
     "tf-qwen3": ("qwen3", _qwen3, transformers.Qwen3Model, "qwen",
@@ -322,7 +358,7 @@ def build(out_dir, names=None):
         config.vocab_size = len(tok)
         torch.manual_seed(1000 + i)
         model = cls(config).eval()
-        if name in CAUSAL:
+        if name in CAUSAL or family == "deberta-v2":
             _sharpen(model)
         path = out_dir / name
         kwargs = {"safe_serialization": True}

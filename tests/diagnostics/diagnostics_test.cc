@@ -170,6 +170,44 @@ TEST(Diagnostics, CausalModelsSeeOrderWithoutPositions) {
   }
 }
 
+// Disentangled attention (DeBERTa): its position terms read relative
+// distances only, so without a table at the input the model is
+// relative-only, and with one it is not; it sees order either way. The
+// structure probe's bias (layer 0's terms for fixed content) depends on
+// i - j alone: Toeplitz, and not symmetric.
+TEST(Diagnostics, DisentangledIsRelativeOnlyWithoutAnInputTable) {
+  for (bool absolute : {false, true}) {
+    ModelConfig c = SmallConfig(SchemeType::kDisentangled);
+    c.positional.position_buckets = 8;
+    c.positional.max_relative_positions = 20;
+    c.positional.absolute_input = absolute;
+    auto enc = Make(c);
+    ASSERT_NE(enc, nullptr);
+    DiagnoseOptions o = Options(kIds);
+    o.attention_stats = false;
+    o.structure_positions = 24;
+    DiagnoseReport r = MustDiagnose(*enc, o);
+    ASSERT_TRUE(r.permutation.has_value() && r.shift.has_value());
+    EXPECT_FALSE(r.permutation->equivariant) << absolute;
+    EXPECT_GT(r.permutation->max_pooled_error, 1e-4) << absolute;
+    EXPECT_EQ(r.shift->relative_only, !absolute) << r.shift->verdict;
+    if (!absolute) {
+      EXPECT_LT(r.shift->max_token_error, 1e-5);
+    }
+    ASSERT_TRUE(r.structure.has_value());
+    EXPECT_EQ(r.structure->kind, "bias");
+    EXPECT_EQ(r.structure->positions, 24);
+    EXPECT_TRUE(r.structure->toeplitz) << r.structure->toeplitz_deviation;
+    EXPECT_FALSE(r.structure->symmetric);
+    // Buckets (mid 4): distances 5 and 6 share bucket 5 (4 + ceil(log(d /
+    // 4) / log(19 / 4) * 3)), so the bias is equal there; 1 and 2 do not.
+    const at::Tensor bias = AsTensor(r.structure->bias);  // [H, N, N]
+    EXPECT_DOUBLE_EQ(bias[0][10][5].item<double>(),
+                     bias[0][10][4].item<double>());
+    EXPECT_NE(bias[0][10][8].item<double>(), bias[0][10][9].item<double>());
+  }
+}
+
 TEST(Diagnostics, DefaultSizeModelsFollowTheProbeTheory) {
   const model::Repository repo = model::BuiltinRepository();
   ASSERT_EQ(repo.models.size(), kAllSchemes.size());

@@ -77,6 +77,27 @@ ModelConfig QwenLike(bool qwen3) {
   return c;
 }
 
+// Disentangled attention: v3's log buckets over shared position keys and
+// a normed table; v2's own position projections, a content-to-position
+// term only, distances clamped at 6 and a learned table at the input.
+ModelConfig DebertaLike(bool v3) {
+  ModelConfig c = SmallConfig(SchemeType::kDisentangled);
+  c.arch.embedding_norm = true;
+  PositionalConfig& p = c.positional;
+  if (v3) {
+    p.position_buckets = 8;
+    p.max_relative_positions = 20;
+  } else {
+    p.position_buckets = 0;
+    p.max_relative_positions = 6;
+    p.share_att_key = false;
+    p.p2c = false;
+    p.relative_norm = false;
+    p.absolute_input = true;
+  }
+  return c;
+}
+
 TEST(Encoder, OnlyNoneIsPermutationEquivariant) {
   const std::vector<int64_t> ids = {5, 17, 42, 99, 7, 250, 31, 64};
   const std::vector<int64_t> perm = {3, 0, 7, 5, 1, 6, 2, 4};
@@ -272,6 +293,8 @@ std::vector<std::pair<std::string, ModelConfig>> PackingConfigs() {
   roberta.arch.padding_idx = 1;
   roberta.max_positions = 45;
   configs.emplace_back("roberta-like", roberta);
+  configs.emplace_back("deberta-v3-like", DebertaLike(/*v3=*/true));
+  configs.emplace_back("deberta-v2-like", DebertaLike(/*v3=*/false));
   configs.emplace_back("qwen3-like", QwenLike(/*qwen3=*/true));
   configs.emplace_back("qwen2-like", QwenLike(/*qwen3=*/false));
   return configs;

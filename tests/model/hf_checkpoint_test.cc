@@ -395,6 +395,89 @@ TEST_F(HfCheckpointTest, QwenRefusesWhatItDoesNotServe) {
               HasSubstr("num_key_value_heads 3 must divide"));
 }
 
+// DeBERTa-v2 with transformers' names under "deberta." (a masked-LM
+// checkpoint): both position terms from their own projections, distances
+// clamped at 6 (span 6, a [12, D] table), no norm on it, no input table.
+std::string DebertaConfig(const std::string& extra) {
+  return absl::StrCat(
+      R"({"model_type": "deberta-v2", "vocab_size": )", kVocab,
+      R"(, "hidden_size": )", kHidden, R"(, "num_attention_heads": )", kHeads,
+      R"(, "num_hidden_layers": 1, "intermediate_size": )", kInter,
+      R"(, "max_position_embeddings": )", kPositions,
+      R"(, "relative_attention": true, "position_biased_input": false, )",
+      R"("pos_att_type": "p2c|c2p", "max_relative_positions": 6, )",
+      R"("position_buckets": -1, "share_att_key": false, )",
+      R"("type_vocab_size": 0)", extra, "}");
+}
+
+std::map<std::string, at::Tensor> DebertaTensors() {
+  std::map<std::string, at::Tensor> t;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+    t["deberta." + name] = at::randn(shape);
+  };
+  add("embeddings.word_embeddings.weight", {kVocab, kHidden});
+  add("embeddings.LayerNorm.weight", {kHidden});
+  add("embeddings.LayerNorm.bias", {kHidden});
+  const std::string l = "encoder.layer.0.";
+  for (const char* m :
+       {"attention.self.query_proj", "attention.self.key_proj",
+        "attention.self.value_proj", "attention.self.pos_key_proj",
+        "attention.self.pos_query_proj", "attention.output.dense"}) {
+    add(l + m + ".weight", {kHidden, kHidden});
+    add(l + m + ".bias", {kHidden});
+  }
+  for (const char* n : {"attention.output.LayerNorm", "output.LayerNorm"}) {
+    add(l + n + ".weight", {kHidden});
+    add(l + n + ".bias", {kHidden});
+  }
+  add(l + "intermediate.dense.weight", {kInter, kHidden});
+  add(l + "intermediate.dense.bias", {kInter});
+  add(l + "output.dense.weight", {kHidden, kInter});
+  add(l + "output.dense.bias", {kHidden});
+  add("encoder.rel_embeddings.weight", {12, kHidden});
+  t["lm_predictions.lm_head.bias"] = at::randn({kVocab});
+  return t;
+}
+
+TEST_F(HfCheckpointTest, DebertaV2LoadsAsDisentangledAttention) {
+  Write(DebertaTensors(), DebertaConfig(""));
+  auto loaded = Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const PositionalConfig& p = loaded->config.positional;
+  EXPECT_EQ(loaded->family, "deberta-v2");
+  EXPECT_EQ(p.type, SchemeType::kDisentangled);
+  EXPECT_TRUE(p.c2p && p.p2c);  // from the string form
+  EXPECT_FALSE(p.share_att_key || p.relative_norm || p.absolute_input);
+  EXPECT_EQ(p.relative_span(), 6);
+  EXPECT_EQ(loaded->config.score_scale_factor(), 3);
+  EXPECT_FALSE(loaded->config.arch.token_type_embedding);
+  // No input table: longer inputs run (the relative terms saturate).
+  EXPECT_TRUE(loaded->encoder->scheme().Describe().extrapolates);
+  const int64_t h = kHidden;
+  EXPECT_EQ(loaded->encoder->parameter_count(),
+            kVocab * h + 2 * h + 6 * (h * h + h) + 4 * h + kInter * h + kInter +
+                h * kInter + h + 12 * h);
+}
+
+TEST_F(HfCheckpointTest, DebertaV2RefusesWhatItDoesNotServe) {
+  const std::pair<std::string, std::string> cases[] = {
+      {R"(, "conv_kernel_size": 3)", "conv_kernel_size"},
+      {R"(, "embedding_size": 4)", "embedding_size"},
+      {R"(, "relative_attention": false)", "relative_attention is false"},
+      {R"(, "pos_att_type": ["c2p", "p2p"])", "\"p2p\""},
+      {R"(, "norm_rel_ebd": "batch_norm")", "norm_rel_ebd"},
+  };
+  for (const auto& [extra, want] : cases) {
+    // A repeated key: the later value stands (as Python's json reads it).
+    const std::string config = DebertaConfig(extra);
+    Write(DebertaTensors(), config);
+    auto loaded = Load();
+    EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument)
+        << config;
+    EXPECT_THAT(loaded.status().message(), HasSubstr(want)) << config;
+  }
+}
+
 TEST(ModelDirSpecTest, Names) {
   auto plain = ModelDirSpec("/models/bge-small-en-v1.5/");
   ASSERT_TRUE(plain.ok());

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
 #include <vector>
 
 namespace encoder::model {
@@ -197,6 +198,38 @@ TEST(RelativeBucket, TensorFormAgreesElementwise) {
   for (int64_t i = 0; i < r.numel(); ++i) {
     EXPECT_EQ(b[i].item<int64_t>(), T5Expected(r[i].item<int64_t>()));
   }
+}
+
+// DeBERTa's log buckets, worked by hand from the formula: r itself up to
+// mid = bucket_size / 2, then sign(r) (mid + ceil(log(|r| / mid) /
+// log((max_position - 1) / mid) (mid - 1))).
+TEST(DebertaLogBuckets, FollowTheFormula) {
+  const std::vector<std::pair<int64_t, int64_t>> small = {
+      // bucket_size 8, max_position 20: mid 4, log(19 / 4) = 1.5581.
+      {0, 0},   {3, 3},  {4, 4},   {-4, -4}, {5, 5},  // 3 log(1.25)/1.558: 0.43
+      {6, 5},   {7, 6},                               // 0.78, 1.08
+      {11, 6},  {12, 7},                              // 1.95, 2.12
+      {-7, -6}, {19, 7}, {100, 11}};                  // 3 exactly; 6.20
+  const std::vector<std::pair<int64_t, int64_t>> v3 = {
+      // bucket_size 256, max_position 512 (DeBERTa-v3): mid 128.
+      {128, 128},
+      {129, 129},
+      {300, 207},
+      {511, 255},
+      {-511, -255}};
+  auto check = [](const std::vector<std::pair<int64_t, int64_t>>& cases,
+                  int64_t buckets, int64_t max_position) {
+    std::vector<int64_t> r;
+    for (const auto& c : cases) r.push_back(c.first);
+    const at::Tensor got =
+        DebertaLogBuckets(at::tensor(r, at::kLong), buckets, max_position);
+    for (size_t i = 0; i < cases.size(); ++i) {
+      EXPECT_EQ(got[i].item<int64_t>(), cases[i].second)
+          << "r=" << cases[i].first << " buckets " << buckets;
+    }
+  };
+  check(small, 8, 20);
+  check(v3, 256, 512);
 }
 
 }  // namespace
