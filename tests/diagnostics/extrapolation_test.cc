@@ -161,6 +161,36 @@ TEST(Extrapolation, LearnedTableRefusesPastItsSize) {
   EXPECT_EQ(r->reference_length, 4);
 }
 
+// DeBERTa's relative terms: without an input table every length runs, and
+// the indices stop changing at |i - j| = max_relative_positions - 1 (19:
+// bucket(19) = 4 + ceil(ln(19/4) / ln(19/4) * 3) = 7 = span - 1); with a
+// table the table's 24 positions are the limit, as for `learned`.
+TEST(Extrapolation, DisentangledRunsPastItsLengthWithoutAnInputTable) {
+  for (bool absolute : {false, true}) {
+    ModelConfig c = Config(SchemeType::kDisentangled);
+    c.positional.position_buckets = 8;
+    c.positional.max_relative_positions = 20;
+    c.positional.absolute_input = absolute;
+    auto enc = Make(c);
+    ASSERT_NE(enc, nullptr);
+    ExtrapolationOptions o;
+    o.source = {5, 17, 42};
+    o.lengths = {4, 24, 48, 96};
+    o.prefix_length = 4;
+    auto r = RunExtrapolation(*enc, o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->points.size(), 4u);
+    EXPECT_EQ(r->reach.bucket_saturation_distance, absolute ? 0 : 19);
+    EXPECT_EQ(r->reach.max_length, absolute ? 24 : 0);
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(r->points[i].ran, !absolute || i < 2) << i;
+      if (r->points[i].ran) {
+        EXPECT_EQ(r->points[i].entropy.size(), 2u);
+      }
+    }
+  }
+}
+
 // Without positions, k copies of a period of n tokens give every token the
 // same output as one copy: each query sees every key k times, so its
 // attention splits evenly over the copies. Entropy grows by exactly ln k,
