@@ -340,6 +340,14 @@ batching::SequenceCost EncoderRunner::Price(const EmbedSpec& spec) const {
   if (!spec.pool_hidden) cost.per_token += 2 * states * c.d_model * f32;
   // One layer's scores, bias, mask sum and softmax output.
   int64_t pair = 5 * heads * e;
+  if (c.positional.type == model::SchemeType::kDisentangled) {
+    // Disentangled attention: each term's products against the 2 x span
+    // position rows, then per pair the two gathered terms, their sum and
+    // the per-head bias.
+    cost.per_token += 2 * heads * 2 * c.positional.relative_span() * e;
+    pair += 4 * heads * e;
+  }
+  if (c.arch.causal) pair += e;  // the [S, S] causal bias beside the mask
   const int64_t kept = spec.want_attention_stats
                            ? c.num_layers
                            : static_cast<int64_t>(spec.attention_layers.size());
@@ -365,8 +373,18 @@ batching::SequenceCost EncoderRunner::Compute(const EmbedSpec& spec) const {
   const int64_t d = c.d_model;
   const int64_t heads = c.num_heads;
   const int64_t ffn_matrices = c.arch.gated_ffn ? 3 : 2;
+  const int64_t a = c.attention_dim(), kv = c.kv_dim();
   batching::SequenceCost compute;
-  compute.per_token = 2 * layers * (4 * d * d + ffn_matrices * d * c.d_ff);
+  // q, k, v and output projections (4 d^2 unless the heads are wider or
+  // grouped), and the feed-forward.
+  compute.per_token =
+      2 * layers * (d * (a + 2 * kv) + a * d + ffn_matrices * d * c.d_ff);
+  if (c.positional.type == model::SchemeType::kDisentangled) {
+    // Each position term: every token's query or key against 2 x span rows.
+    const int64_t terms = c.score_scale_factor() - 1;
+    compute.per_token +=
+        2 * layers * terms * 2 * c.positional.relative_span() * a;
+  }
   int64_t pair = layers * (4 * d + 16 * heads);
   const int64_t kept = spec.want_attention_stats
                            ? layers
