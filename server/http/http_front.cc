@@ -13,6 +13,7 @@
 #include "server/core/status.h"
 #include "server/http/http_status.h"
 #include "server/http/openai_embeddings.h"
+#include "server/http/tei_embed.h"
 #include "server/logging/access_log.h"
 #include "server/model/config.h"
 
@@ -29,8 +30,11 @@ constexpr char kJson[] = "application/json";
 constexpr char kEmbeddingsRpc[] = "http:/v1/embeddings";
 constexpr char kModelsRpc[] = "http:/v1/models";
 constexpr char kInfoRpc[] = "http:/info";
+constexpr char kTeiEmbedRpc[] = "http:/embed";
+constexpr char kTeiEmbedAllRpc[] = "http:/embed_all";
 constexpr char kRoutes[] =
-    "/v1/embeddings, /v1/models, /health, /ready, /info, /metrics";
+    "/v1/embeddings, /v1/models, /embed, /embed_all, /health, /ready, /info, "
+    "/metrics";
 
 // OpenAI's error object; `param` and `code` are null when empty.
 json ErrorBody(const std::string& message, int http_status,
@@ -123,6 +127,9 @@ class HttpFront::Handlers {
   void Register(Router& http) {
     http.Add("POST", "/v1/embeddings",
              [this](X x) { Embeddings(std::move(x)); });
+    http.Add("POST", "/embed", [this](X x) { TeiEmbed(std::move(x), false); });
+    http.Add("POST", "/embed_all",
+             [this](X x) { TeiEmbed(std::move(x), true); });
     http.Add("GET", "/v1/models", [this](X x) { Models(x, ""); });
     http.Add("GET", "/v1/models/*",
              [this](X x) { Models(x, x->request().path_param); });
@@ -217,6 +224,49 @@ class HttpFront::Handlers {
             Finish(x, log.get(), absl::OkStatus(), std::move(r));
           });
         });
+  }
+
+  // text-embeddings-inference's /embed (pooled vectors) and /embed_all
+  // (every token's vector), with its error shape (tei_embed.h).
+  void TeiEmbed(X x, bool all) {
+    const char* rpc = all ? kTeiEmbedAllRpc : kTeiEmbedRpc;
+    std::shared_ptr<CallLog> log =
+        Open(x, rpc, all ? "POST /embed_all" : "POST /embed");
+    if (log == nullptr) return;
+    core::EmbedQuery query;
+    if (absl::Status parsed = ParseTeiEmbedBody(x->request().body, all, &query);
+        !parsed.ok()) {
+      core_->RecordRejected(rpc, parsed);
+      return Finish(x, log.get(), parsed, TeiErrorResponse(parsed));
+    }
+    core_->Embed(CallOf(x, rpc, &log->access), std::move(query),
+                 [x, log, all](absl::StatusOr<core::EmbedAnswer> answer) {
+                   auto shared =
+                       std::make_shared<absl::StatusOr<core::EmbedAnswer>>(
+                           std::move(answer));
+                   x->Post([x, log, all, shared] {
+                     if (!shared->ok()) {
+                       return Finish(x, log.get(), shared->status(),
+                                     TeiErrorResponse(shared->status()));
+                     }
+                     Response r;
+                     r.content_type = kJson;
+                     r.body = TeiEmbedJson(**shared, all);
+                     Finish(x, log.get(), absl::OkStatus(), std::move(r));
+                   });
+                 });
+  }
+
+  static Response TeiErrorResponse(const absl::Status& status) {
+    const TeiError e = TeiErrorOf(status);
+    Response r;
+    r.status = e.http_status;
+    r.content_type = kJson;
+    r.body = e.body;
+    if (e.http_status == 429 || e.http_status == 503) {
+      r.headers.push_back({"Retry-After", "1"});
+    }
+    return r;
   }
 
   static void Finish(const X& x, CallLog* log, const absl::Status& status,

@@ -142,17 +142,7 @@ void AppendValues(const std::vector<float>& values, bool base64,
         absl::Base64Escape(Float32Bytes(values.data(), values.size())), "\"");
     return;
   }
-  *out += '[';
-  for (size_t k = 0; k < values.size(); ++k) {
-    if (k > 0) *out += ',';
-    // Shortest text that reads back as the same float32 (%.9g always
-    // does); JSON has no NaN or infinity, which a model never yields.
-    char buffer[32];
-    std::snprintf(buffer, sizeof(buffer), "%.9g",
-                  static_cast<double>(values[k]));
-    *out += buffer;
-  }
-  *out += ']';
+  AppendJsonFloats(values, out);
 }
 
 // Packed sign bits: int8 (binary) or uint8 numbers, or base64 of the
@@ -186,6 +176,79 @@ void AppendIntList(const std::vector<int64_t>& values, std::string* out) {
 }
 
 }  // namespace
+
+absl::Status ParseInputsJson(const nlohmann::json& input, const char* name,
+                             std::vector<core::EmbedInput>* inputs,
+                             std::string* param) {
+  const std::string kShape = absl::StrCat(
+      name,
+      " must be a string, a list of strings, a list of token ids or a list "
+      "of token-id lists");
+  auto invalid = [&](const std::string& message) {
+    return InvalidParam(message, param, name);
+  };
+  if (input.is_string()) {
+    inputs->push_back(core::EmbedInput::Text(input.get<std::string>()));
+    return absl::OkStatus();
+  }
+  if (!input.is_array()) return invalid(kShape);
+  if (input.empty()) return invalid(absl::StrCat(name, " is an empty list"));
+  const json& first = input.front();
+  if (first.is_number()) {
+    // One input of token ids.
+    std::vector<int64_t> ids;
+    ids.reserve(input.size());
+    for (size_t k = 0; k < input.size(); ++k) {
+      int64_t id = 0;
+      if (!ReadTokenId(input[k], &id)) {
+        return invalid(absl::StrCat(
+            name, "[", k, "] is not a token id (an integer); ", kShape));
+      }
+      ids.push_back(id);
+    }
+    inputs->push_back(core::EmbedInput::Ids(std::move(ids)));
+    return absl::OkStatus();
+  }
+  for (size_t i = 0; i < input.size(); ++i) {
+    const json& item = input[i];
+    if (item.is_string() && first.is_string()) {
+      inputs->push_back(core::EmbedInput::Text(item.get<std::string>()));
+    } else if (item.is_array() && first.is_array()) {
+      if (item.empty()) {
+        return invalid(absl::StrCat(name, "[", i, "] has no token ids"));
+      }
+      std::vector<int64_t> ids;
+      ids.reserve(item.size());
+      for (size_t k = 0; k < item.size(); ++k) {
+        int64_t id = 0;
+        if (!ReadTokenId(item[k], &id)) {
+          return invalid(
+              absl::StrCat(name, "[", i, "][", k, "] is not a token id"));
+        }
+        ids.push_back(id);
+      }
+      inputs->push_back(core::EmbedInput::Ids(std::move(ids)));
+    } else {
+      return invalid(absl::StrCat(kShape, "; ", name, "[", i,
+                                  "] does not match ", name, "[0]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void AppendJsonFloats(const std::vector<float>& values, std::string* out) {
+  *out += '[';
+  for (size_t k = 0; k < values.size(); ++k) {
+    if (k > 0) *out += ',';
+    // Shortest text that reads back as the same float32 (%.9g always
+    // does); JSON has no NaN or infinity, which a model never yields.
+    char buffer[32];
+    std::snprintf(buffer, sizeof(buffer), "%.9g",
+                  static_cast<double>(values[k]));
+    *out += buffer;
+  }
+  *out += ']';
+}
 
 absl::Status ParseEmbeddingsBody(const std::string& body,
                                  core::EmbedQuery* query, bool* base64,
@@ -286,63 +349,7 @@ absl::Status ParseEmbeddingsBody(const std::string& body,
   if (input == j.end() || input->is_null()) {
     return InvalidParam("input is missing", param, "input");
   }
-  const char* kShape =
-      "input must be a string, a list of strings, a list of token ids or "
-      "a list of token-id lists";
-  if (input->is_string()) {
-    query->inputs.push_back(core::EmbedInput::Text(input->get<std::string>()));
-    return absl::OkStatus();
-  }
-  if (!input->is_array()) return InvalidParam(kShape, param, "input");
-  if (input->empty()) {
-    return InvalidParam("input is an empty list", param, "input");
-  }
-  const json& first = input->front();
-  if (first.is_number()) {
-    // One input of token ids.
-    std::vector<int64_t> ids;
-    ids.reserve(input->size());
-    for (size_t k = 0; k < input->size(); ++k) {
-      int64_t id = 0;
-      if (!ReadTokenId((*input)[k], &id)) {
-        return InvalidParam(
-            absl::StrCat("input[", k, "] is not a token id (an integer); ",
-                         kShape),
-            param, "input");
-      }
-      ids.push_back(id);
-    }
-    query->inputs.push_back(core::EmbedInput::Ids(std::move(ids)));
-    return absl::OkStatus();
-  }
-  for (size_t i = 0; i < input->size(); ++i) {
-    const json& item = (*input)[i];
-    if (item.is_string() && first.is_string()) {
-      query->inputs.push_back(core::EmbedInput::Text(item.get<std::string>()));
-    } else if (item.is_array() && first.is_array()) {
-      if (item.empty()) {
-        return InvalidParam(absl::StrCat("input[", i, "] has no token ids"),
-                            param, "input");
-      }
-      std::vector<int64_t> ids;
-      ids.reserve(item.size());
-      for (size_t k = 0; k < item.size(); ++k) {
-        int64_t id = 0;
-        if (!ReadTokenId(item[k], &id)) {
-          return InvalidParam(
-              absl::StrCat("input[", i, "][", k, "] is not a token id"), param,
-              "input");
-        }
-        ids.push_back(id);
-      }
-      query->inputs.push_back(core::EmbedInput::Ids(std::move(ids)));
-    } else {
-      return InvalidParam(
-          absl::StrCat(kShape, "; input[", i, "] does not match input[0]"),
-          param, "input");
-    }
-  }
-  return absl::OkStatus();
+  return ParseInputsJson(*input, "input", &query->inputs, param);
 }
 
 std::string EmbeddingsResponseJson(const core::EmbedAnswer& answer,

@@ -14,12 +14,25 @@
 #ifndef ENCODER_SERVER_HTTP_OPENAI_EMBEDDINGS_H_
 #define ENCODER_SERVER_HTTP_OPENAI_EMBEDDINGS_H_
 
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "server/core/embed_request.h"
 
 namespace encoder::http {
+
+// One JSON value of inputs, as OpenAI's "input" and TEI's "inputs" give
+// them: a string, a list of strings, a list of token ids or a list of
+// token-id lists. Errors name `name` and set `*param` to it.
+absl::Status ParseInputsJson(const nlohmann::json& input, const char* name,
+                             std::vector<core::EmbedInput>* inputs,
+                             std::string* param);
+
+// Appends float32 values as a JSON array of numbers, each the shortest
+// text that reads back as the same float32.
+void AppendJsonFloats(const std::vector<float>& values, std::string* out);
 
 // Parses `body` into `request`. On error `*param` names the offending
 // field (OpenAI's error "param"). `*base64` reports encoding_format.

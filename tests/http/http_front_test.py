@@ -434,6 +434,83 @@ class HttpFrontTest(Fixture):
         self.assertIn("dimensions must be 1 to 32",
                       caught.exception.details())
 
+    def tei(self, path, body, status=200):
+        code, headers, text = self.http("POST", path, body)
+        self.assertEqual(code, status, text)
+        return json.loads(text), headers
+
+    def test_tei_embed_is_normalized_by_default_and_equals_grpc(self):
+        # text-embeddings-inference's /embed: a bare list of vectors, unit
+        # length unless "normalize": false, "dimensions" cut first.
+        reply, _ = self.tei("/embed", {"inputs": TEXTS, "model": "raw"})
+        raw, _ = self.grpc_embed("raw", TEXTS)
+        self.assertEqual(len(reply), len(TEXTS))
+        for got, want in zip(reply, raw):
+            want = want.astype(np.float64)
+            np.testing.assert_allclose(got, want / np.linalg.norm(want),
+                                       rtol=0, atol=1e-6)
+        reply, _ = self.tei("/embed", {"inputs": TEXTS[0], "model": "raw",
+                                       "normalize": False})
+        np.testing.assert_allclose(reply[0], raw[0], rtol=0, atol=1e-6)
+        reply, _ = self.tei("/embed", {"inputs": [[5, 6, 7]], "model": "raw",
+                                       "dimensions": 8, "truncate": True,
+                                       "truncation_direction": "Right",
+                                       "prompt_name": None})
+        ids_raw, _ = self.grpc_embed("raw", [[5, 6, 7]])
+        cut = ids_raw[0][:8].astype(np.float64)
+        np.testing.assert_allclose(reply[0], cut / np.linalg.norm(cut),
+                                   rtol=0, atol=1e-6)
+
+    def test_tei_embed_all_is_every_token_vector(self):
+        # Two tokens: every token's vector fits the test's 1000-byte send
+        # limit.
+        reply, _ = self.tei("/embed_all", {"inputs": [[5, 6]], "model": "raw"})
+        request = self.pb2.EmbedRequest(model="raw",
+                                        return_token_embeddings=True)
+        request.inputs.add().token_ids.ids.extend([5, 6])
+        response = self.stub.Embed(
+            request, timeout=60,
+            metadata=(("authorization", f"Bearer {TOKEN}"),))
+        self.assertEqual(len(reply), 1)
+        for got, r in zip(reply, response.results):
+            want = np.array(self.client.decode_tensor(
+                self.pb2, r.token_embeddings), dtype=np.float32)
+            self.assertEqual(np.array(got).shape, (r.num_tokens, 32))
+            np.testing.assert_allclose(np.array(got).reshape(want.shape),
+                                       want, rtol=0, atol=1e-6)
+
+    def test_tei_errors_have_its_shape_and_statuses(self):
+        # TEI's statuses: its validation errors are 413 (PAYLOAD_TOO_LARGE),
+        # a body that does not deserialize 422, no inputs 400.
+        cases = [({"inputs": []}, 400, "Empty", "empty"),
+                 ({}, 422, "Validation", "missing"),
+                 ({"inputs": {"a": 1}}, 422, "Validation", "inputs must"),
+                 ({"inputs": "x", "truncation_direction": "Left"}, 422,
+                  "Validation", "Left"),
+                 ({"inputs": "x", "truncate": "yes"}, 422, "Validation",
+                  "truncate"),
+                 ({"inputs": ""}, 413, "Validation", "empty text"),
+                 ({"inputs": list(range(1, MAX_TOKENS + 6))}, 413,
+                  "Validation", f"at most {MAX_TOKENS}"),
+                 ({"inputs": ["x"] * (MAX_INPUTS + 1)}, 413, "Validation",
+                  f"at most {MAX_INPUTS}"),
+                 ({"inputs": "x", "model": "nope"}, 422, "Validation",
+                  "not found")]
+        for body, status, kind, words in cases:
+            for path in ("/embed", "/embed_all"):
+                reply, _ = self.tei(path, body, status)
+                self.assertEqual(set(reply), {"error", "error_type"}, body)
+                self.assertEqual(reply["error_type"], kind, body)
+                self.assertIn(words, reply["error"], body)
+        # A response over --max-send-message-bytes is refused before it
+        # runs (413); fields TEI does not know are ignored, as TEI does;
+        # a refused token is the front's 401.
+        reply, _ = self.tei("/embed", {"inputs": ["x", "y", "z"]}, 413)
+        self.assertEqual(reply["error_type"], "Validation")
+        self.tei("/embed", {"inputs": "x", "parameters": {}, "user": "u"})
+        code, _, _ = self.http("POST", "/embed", {"inputs": "x"}, token="bad")
+        self.assertEqual(code, 401)
+
     def test_request_errors(self):
         code, _, text = self.http("POST", "/v1/embeddings", raw=b"{not json")
         self.assertEqual(code, 400)

@@ -1,0 +1,168 @@
+#include "server/http/tei_embed.h"
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
+#include "server/http/http_status.h"
+#include "server/http/openai_embeddings.h"
+
+namespace encoder::http {
+namespace {
+
+using json = nlohmann::json;
+
+// The status payload that carries a TEI error type decided while parsing
+// ("Empty", or "Body" for a body TEI's JSON extractor would refuse).
+constexpr char kTeiErrorType[] = "tei_error_type";
+
+absl::Status Marked(const std::string& message, const char* type) {
+  absl::Status s = absl::InvalidArgumentError(message);
+  s.SetPayload(kTeiErrorType, absl::Cord(type));
+  return s;
+}
+
+// A body that does not deserialize: TEI answers 422.
+absl::Status Validation(const std::string& message) {
+  return Marked(message, "Body");
+}
+
+}  // namespace
+
+absl::Status ParseTeiEmbedBody(const std::string& body, bool all,
+                               core::EmbedQuery* query) {
+  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Validation(
+        "the request body must be a JSON object such as {\"inputs\": "
+        "\"text\"}");
+  }
+  for (const auto& [key, value] : j.items()) {
+    if (value.is_null()) continue;
+    if (key == "inputs") {
+      std::string param;
+      if (value.is_array() && value.empty()) {
+        return Marked("inputs cannot be empty", "Empty");
+      }
+      if (absl::Status s =
+              ParseInputsJson(value, "inputs", &query->inputs, &param);
+          !s.ok()) {
+        return Validation(std::string(s.message()));
+      }
+    } else if (key == "truncate" || (key == "normalize" && !all)) {
+      if (!value.is_boolean()) {
+        return Validation(absl::StrCat(key, " must be true or false"));
+      }
+      if (key == "truncate") {
+        query->truncate = value.get<bool>();
+      } else {
+        query->normalize = value.get<bool>();
+      }
+    } else if (key == "truncation_direction") {
+      const std::string d = value.is_string() ? value.get<std::string>() : "";
+      if (d == "Left" || d == "left") {
+        return Validation(
+            "truncation_direction Left is not supported: inputs are cut on "
+            "the right");
+      }
+      if (d != "Right" && d != "right") {
+        return Validation("truncation_direction must be \"Right\"");
+      }
+    } else if (key == "prompt_name" || key == "model") {
+      if (!value.is_string()) {
+        return Validation(absl::StrCat(key, " must be a string"));
+      }
+      (key == "model" ? query->model : query->prompt_name) =
+          value.get<std::string>();
+    } else if (key == "dimensions" && !all) {
+      if (!value.is_number_integer() || value.get<int64_t>() < 1 ||
+          value.get<int64_t>() > (int64_t{1} << 20)) {
+        return Validation("dimensions must be a positive integer");
+      }
+      query->dimensions = value.get<int64_t>();
+    }
+    // Other fields are ignored, as TEI's request types ignore them.
+  }
+  if (query->inputs.empty()) return Validation("inputs is missing");
+  if (all) {
+    query->token_embeddings = true;
+    query->normalize = false;
+  } else if (!query->normalize.has_value()) {
+    query->normalize = true;  // TEI's default
+  }
+  return absl::OkStatus();
+}
+
+std::string TeiEmbedJson(const core::EmbedAnswer& answer, bool all) {
+  std::string out = "[";
+  for (size_t i = 0; i < answer.inputs.size(); ++i) {
+    const runner::EmbedResult& r = answer.inputs[i].result;
+    if (i > 0) out += ',';
+    if (!all) {
+      AppendJsonFloats(r.pooled, &out);
+      continue;
+    }
+    out += '[';
+    const int64_t dim = r.dim;
+    std::vector<float> row(static_cast<size_t>(dim));
+    for (int64_t t = 0; t < r.num_tokens; ++t) {
+      if (t > 0) out += ',';
+      std::copy(r.tokens.begin() + t * dim, r.tokens.begin() + (t + 1) * dim,
+                row.begin());
+      AppendJsonFloats(row, &out);
+    }
+    out += ']';
+  }
+  out += ']';
+  return out;
+}
+
+TeiError TeiErrorOf(const absl::Status& status) {
+  TeiError e;
+  std::string type = "Backend";
+  e.http_status = 424;
+  if (auto t = status.GetPayload(kTeiErrorType); t.has_value()) {
+    const bool empty = std::string(*t) == "Empty";
+    type = empty ? "Empty" : "Validation";
+    e.http_status = empty ? 400 : 422;
+  } else {
+    switch (status.code()) {
+      // TEI answers its validation errors (too long, too many inputs)
+      // with 413, and so does this route; an unknown model is 422.
+      case absl::StatusCode::kInvalidArgument:
+      case absl::StatusCode::kOutOfRange:
+      case absl::StatusCode::kFailedPrecondition:
+        type = "Validation";
+        e.http_status = 413;
+        break;
+      case absl::StatusCode::kNotFound:
+        type = "Validation";
+        e.http_status = 422;
+        break;
+      case absl::StatusCode::kResourceExhausted:
+        // A response over the send limit is too large; a full queue or
+        // unread responses over their limit are overload.
+        type = HttpStatusFor(status) == 413 ? "Validation" : "Overloaded";
+        e.http_status = HttpStatusFor(status) == 413 ? 413 : 429;
+        break;
+      case absl::StatusCode::kUnavailable:
+        type = "Unhealthy";
+        e.http_status = 503;
+        break;
+      case absl::StatusCode::kInternal:
+      case absl::StatusCode::kUnknown:
+      case absl::StatusCode::kDataLoss:
+        break;  // Backend, 424
+      default:  // deadline 504, cancelled 499, ...: the front's statuses
+        e.http_status = HttpStatusFor(status.code());
+        break;
+    }
+  }
+  e.body =
+      json{{"error", std::string(status.message())}, {"error_type", type}}.dump(
+          -1, ' ', false, json::error_handler_t::replace);
+  return e;
+}
+
+}  // namespace encoder::http

@@ -1,0 +1,46 @@
+// The JSON of text-embeddings-inference's POST /embed and POST /embed_all
+// to and from the core's EmbedQuery and EmbedAnswer, so a client written for
+// TEI works unchanged. No HTTP here: the front owns the transport and
+// authentication.
+//
+// Request: {"inputs": a string, a list of strings, a list of token ids or a
+// list of token-id lists, "truncate": bool (false), "truncation_direction":
+// "Right" (or "right"; "Left" is refused), "prompt_name": string or null,
+// and for /embed "normalize": bool (true, as TEI) and "dimensions": int or
+// null}; the extension "model" names a model (default: the server's).
+// Response: /embed [[float, ...], ...], one pooled vector per input;
+// /embed_all [[[float, ...], ...], ...], every token's vector (special
+// tokens included) per input.
+// Other fields are ignored, as TEI ignores them.
+// Errors: {"error": message, "error_type": type} with TEI's statuses:
+// Validation 413 (an input too long, too many inputs, a response over the
+// send limit: TEI's PAYLOAD_TOO_LARGE), a body that does not parse or an
+// unknown model 422, Empty 400 (no inputs), Overloaded 429, Unhealthy 503,
+// Backend 424 (others as the front maps them).
+#ifndef ENCODER_SERVER_HTTP_TEI_EMBED_H_
+#define ENCODER_SERVER_HTTP_TEI_EMBED_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "server/core/embed_request.h"
+
+namespace encoder::http {
+
+// Parses `body` for /embed (`all` false) or /embed_all (`all` true).
+absl::Status ParseTeiEmbedBody(const std::string& body, bool all,
+                               core::EmbedQuery* query);
+
+// The response body of /embed (`all` false) or /embed_all.
+std::string TeiEmbedJson(const core::EmbedAnswer& answer, bool all);
+
+// TEI's error: the HTTP status and the {"error", "error_type"} body.
+struct TeiError {
+  int http_status = 500;
+  std::string body;
+};
+TeiError TeiErrorOf(const absl::Status& status);
+
+}  // namespace encoder::http
+
+#endif  // ENCODER_SERVER_HTTP_TEI_EMBED_H_
