@@ -221,10 +221,9 @@ LongInputDefault DefaultLongInput(const runner::ServedModel& model,
   const model::SchemeType type = d.config.positional.type;
   const int64_t limit =
       ModelExtrapolationTokens(model, limits.max_extrapolation_tokens);
-  const bool saturates =
-      type == model::SchemeType::kRelative ||
-      (type == model::SchemeType::kDisentangled && reach.max_length == 0 &&
-       reach.bucket_saturation_distance < max_len);
+  const bool saturates = type == model::SchemeType::kRelative ||
+                         (type == model::SchemeType::kDisentangled &&
+                          reach.bucket_saturation_distance < max_len);
   if ((type == model::SchemeType::kAlibi || saturates) &&
       reach.max_length == 0 && limit > max_len) {
     out.policy = "extrapolate";

@@ -51,11 +51,22 @@ StructureResult AnalyzeRotary(const model::Encoder& model, int64_t n) {
   return result;
 }
 
-// ALiBi and relative bias: the per-head bias over positions 0..N-1.
-StructureResult AnalyzeBias(const model::Encoder& model, int64_t n) {
+// A per-head bias [H, N, N] (float64, CPU) over positions 0..N-1: its
+// values, symmetry and Toeplitz deviation.
+StructureResult BiasStructure(const at::Tensor& bias, int64_t n) {
   StructureResult result;
   result.kind = "bias";
   result.positions = n;
+  result.bias = ToDense<double>(bias);
+  result.symmetry_deviation = SymmetryDeviation(bias);
+  result.symmetric = result.symmetry_deviation < kExactTolerance;
+  result.toeplitz_deviation = ToeplitzDeviation(bias);
+  result.toeplitz = result.toeplitz_deviation <= kExactTolerance;
+  return result;
+}
+
+// ALiBi and relative bias: the per-head bias over positions 0..N-1.
+StructureResult AnalyzeBias(const model::Encoder& model, int64_t n) {
   at::Tensor positions =
       at::arange(n, at::TensorOptions(model.device()).dtype(at::kLong))
           .unsqueeze(0);  // [1, N]
@@ -63,12 +74,8 @@ StructureResult AnalyzeBias(const model::Encoder& model, int64_t n) {
                               .AttentionBias(positions, positions, at::kDouble)
                               .select(0, 0)
                               .to(at::kCPU, at::kDouble);  // [H, N, N]
-  result.bias = ToDense<double>(bias);
+  StructureResult result = BiasStructure(bias, n);
   result.slopes = model.scheme().Describe().alibi_slopes;
-  result.symmetry_deviation = SymmetryDeviation(bias);
-  result.symmetric = result.symmetry_deviation < kExactTolerance;
-  result.toeplitz_deviation = ToeplitzDeviation(bias);
-  result.toeplitz = result.toeplitz_deviation <= kExactTolerance;
   return result;
 }
 
@@ -94,15 +101,7 @@ StructureResult AnalyzeDisentangled(const model::Encoder& model, int64_t n) {
                               .ContentBias(q, k, positions, /*layer=*/0)
                               .select(0, 0)
                               .to(at::kCPU, at::kDouble);  // [H, N, N]
-  StructureResult result;
-  result.kind = "bias";
-  result.positions = n;
-  result.bias = ToDense<double>(bias);
-  result.symmetry_deviation = SymmetryDeviation(bias);
-  result.symmetric = result.symmetry_deviation < kExactTolerance;
-  result.toeplitz_deviation = ToeplitzDeviation(bias);
-  result.toeplitz = result.toeplitz_deviation <= kExactTolerance;
-  return result;
+  return BiasStructure(bias, n);
 }
 
 }  // namespace

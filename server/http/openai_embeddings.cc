@@ -142,7 +142,7 @@ void AppendValues(const std::vector<float>& values, bool base64,
         absl::Base64Escape(Float32Bytes(values.data(), values.size())), "\"");
     return;
   }
-  AppendJsonFloats(values, out);
+  AppendJsonFloats(values.data(), values.size(), out);
 }
 
 // Packed sign bits: int8 (binary) or uint8 numbers, or base64 of the
@@ -236,9 +236,9 @@ absl::Status ParseInputsJson(const nlohmann::json& input, const char* name,
   return absl::OkStatus();
 }
 
-void AppendJsonFloats(const std::vector<float>& values, std::string* out) {
+void AppendJsonFloats(const float* values, size_t count, std::string* out) {
   *out += '[';
-  for (size_t k = 0; k < values.size(); ++k) {
+  for (size_t k = 0; k < count; ++k) {
     if (k > 0) *out += ',';
     // Shortest text that reads back as the same float32 (%.9g always
     // does); JSON has no NaN or infinity, which a model never yields.

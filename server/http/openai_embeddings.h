@@ -32,7 +32,7 @@ absl::Status ParseInputsJson(const nlohmann::json& input, const char* name,
 
 // Appends float32 values as a JSON array of numbers, each the shortest
 // text that reads back as the same float32.
-void AppendJsonFloats(const std::vector<float>& values, std::string* out);
+void AppendJsonFloats(const float* values, size_t count, std::string* out);
 
 // Parses `body` into `request`. On error `*param` names the offending
 // field (OpenAI's error "param"). `*base64` reports encoding_format.

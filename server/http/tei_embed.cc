@@ -100,17 +100,14 @@ std::string TeiEmbedJson(const core::EmbedAnswer& answer, bool all) {
     const runner::EmbedResult& r = answer.inputs[i].result;
     if (i > 0) out += ',';
     if (!all) {
-      AppendJsonFloats(r.pooled, &out);
+      AppendJsonFloats(r.pooled.data(), r.pooled.size(), &out);
       continue;
     }
     out += '[';
-    const int64_t dim = r.dim;
-    std::vector<float> row(static_cast<size_t>(dim));
+    const size_t dim = static_cast<size_t>(r.dim);
     for (int64_t t = 0; t < r.num_tokens; ++t) {
       if (t > 0) out += ',';
-      std::copy(r.tokens.begin() + t * dim, r.tokens.begin() + (t + 1) * dim,
-                row.begin());
-      AppendJsonFloats(row, &out);
+      AppendJsonFloats(r.tokens.data() + t * dim, dim, &out);
     }
     out += ']';
   }
@@ -140,12 +137,14 @@ TeiError TeiErrorOf(const absl::Status& status) {
         type = "Validation";
         e.http_status = 422;
         break;
-      case absl::StatusCode::kResourceExhausted:
+      case absl::StatusCode::kResourceExhausted: {
         // A response over the send limit is too large; a full queue or
         // unread responses over their limit are overload.
-        type = HttpStatusFor(status) == 413 ? "Validation" : "Overloaded";
-        e.http_status = HttpStatusFor(status) == 413 ? 413 : 429;
+        const bool too_large = HttpStatusFor(status) == 413;
+        type = too_large ? "Validation" : "Overloaded";
+        e.http_status = too_large ? 413 : 429;
         break;
+      }
       case absl::StatusCode::kUnavailable:
         type = "Unhealthy";
         e.http_status = 503;

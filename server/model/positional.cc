@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
@@ -328,31 +329,39 @@ class DisentangledScheme : public PositionalScheme {
       at::ScalarType dtype) {
     const PositionalConfig& pc = config.positional;
     std::unique_ptr<DisentangledScheme> s(new DisentangledScheme(config));
-    auto find = [&](const std::string& name) -> absl::StatusOr<at::Tensor> {
+    // A trained tensor of the scheme's own: kept as loaded (counted by
+    // Parameters()) and returned in float32 for the products below.
+    // Undefined when absent and not `required`.
+    auto own = [&](const std::string& name,
+                   bool required) -> absl::StatusOr<at::Tensor> {
       auto it = params.find(name);
       if (it == params.end()) {
+        if (!required) return at::Tensor();
         return absl::InvalidArgumentError(absl::StrCat(
             "missing tensor \"", name, "\" for scheme disentangled"));
       }
+      s->own_[name] = it->second;
       return it->second.to(at::kFloat);
     };
-    auto optional = [&](const std::string& name) -> at::Tensor {
+    // The layer's own projections, counted by the encoder, not here.
+    auto layer = [&](const std::string& name) -> at::Tensor {
       auto it = params.find(name);
       return it == params.end() ? at::Tensor() : it->second.to(at::kFloat);
     };
-    ASSIGN_OR_RETURN(at::Tensor rel, find("rel_embeddings.weight"));
-    s->own_["rel_embeddings.weight"] = rel;
+    ASSIGN_OR_RETURN(at::Tensor rel, own("rel_embeddings.weight", true));
     if (pc.relative_norm) {
-      ASSIGN_OR_RETURN(at::Tensor g, find("rel_embeddings_norm.weight"));
-      ASSIGN_OR_RETURN(at::Tensor b, find("rel_embeddings_norm.bias"));
-      s->own_["rel_embeddings_norm.weight"] = g;
-      s->own_["rel_embeddings_norm.bias"] = b;
+      ASSIGN_OR_RETURN(at::Tensor g, own("rel_embeddings_norm.weight", true));
+      ASSIGN_OR_RETURN(at::Tensor b, own("rel_embeddings_norm.bias", true));
       rel = at::layer_norm(rel, {config.d_model}, g, b, config.layer_norm_eps);
     }
     if (pc.absolute_input) {
-      ASSIGN_OR_RETURN(at::Tensor table, find("pos_embedding.weight"));
-      s->own_["pos_embedding.weight"] = table;
-      s->table_ = table.to(device, dtype).contiguous();
+      auto it = params.find("pos_embedding.weight");
+      if (it == params.end()) {
+        return absl::InvalidArgumentError(
+            "missing tensor \"pos_embedding.weight\" for scheme "
+            "disentangled");
+      }
+      s->table_.emplace(config, it->second.to(device, dtype).contiguous());
     }
     const int64_t a = config.attention_dim(), kv = config.kv_dim();
     const int64_t h = config.num_heads, d = config.head_dim();
@@ -368,29 +377,29 @@ class DisentangledScheme : public PositionalScheme {
       if (pc.share_att_key) {
         const std::string attn =
             absl::StrCat("encoder.layers.", i, ".self_attn.");
-        ASSIGN_OR_RETURN(at::Tensor w, find(attn + "in_proj_weight"));
-        at::Tensor b = optional(attn + "in_proj_bias");
+        const at::Tensor w = layer(attn + "in_proj_weight");
+        if (!w.defined()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("missing tensor \"", attn, "in_proj_weight\""));
+        }
         wq = w.narrow(0, 0, a);
         wk = w.narrow(0, a, kv);
-        if (b.defined()) {
+        if (const at::Tensor b = layer(attn + "in_proj_bias"); b.defined()) {
           bq = b.narrow(0, 0, a);
           bk = b.narrow(0, a, kv);
         }
       } else {
         if (pc.c2p) {
-          ASSIGN_OR_RETURN(wk, find(PosProjName(i, "pos_key_proj", "weight")));
-          bk = optional(PosProjName(i, "pos_key_proj", "bias"));
+          ASSIGN_OR_RETURN(wk,
+                           own(PosProjName(i, "pos_key_proj", "weight"), true));
+          ASSIGN_OR_RETURN(bk,
+                           own(PosProjName(i, "pos_key_proj", "bias"), false));
         }
         if (pc.p2c) {
-          ASSIGN_OR_RETURN(wq,
-                           find(PosProjName(i, "pos_query_proj", "weight")));
-          bq = optional(PosProjName(i, "pos_query_proj", "bias"));
-        }
-        for (const char* which : {"pos_key_proj", "pos_query_proj"}) {
-          for (const char* leaf : {"weight", "bias"}) {
-            at::Tensor t = optional(PosProjName(i, which, leaf));
-            if (t.defined()) s->own_[PosProjName(i, which, leaf)] = t;
-          }
+          ASSIGN_OR_RETURN(
+              wq, own(PosProjName(i, "pos_query_proj", "weight"), true));
+          ASSIGN_OR_RETURN(
+              bq, own(PosProjName(i, "pos_query_proj", "bias"), false));
         }
       }
       s->pos_key_.push_back(pc.c2p ? heads(at::linear(rel, wk, bk))
@@ -401,12 +410,13 @@ class DisentangledScheme : public PositionalScheme {
     return s;
   }
 
+  // The learned input table, when there is one.
   at::Tensor AddToInput(const at::Tensor& x,
                         const at::Tensor& positions) const override {
-    return table_.defined() ? x + at::embedding(table_, positions) : x;
+    return table_ ? table_->AddToInput(x, positions) : x;
   }
   at::Tensor InputCode(const at::Tensor& positions) const override {
-    return table_.defined() ? at::embedding(table_, positions) : at::Tensor();
+    return table_ ? table_->InputCode(positions) : at::Tensor();
   }
 
   bool has_content_bias() const override { return true; }
@@ -443,7 +453,11 @@ class DisentangledScheme : public PositionalScheme {
     return out.defined() ? out / scale : at::zeros({b, h, s, s}, q.options());
   }
 
-  std::map<std::string, at::Tensor> Parameters() const override { return own_; }
+  std::map<std::string, at::Tensor> Parameters() const override {
+    std::map<std::string, at::Tensor> p = own_;
+    if (table_) p.merge(table_->Parameters());
+    return p;
+  }
 
   SchemeDescription Describe() const override {
     const PositionalConfig& pc = config_.positional;
@@ -470,10 +484,11 @@ class DisentangledScheme : public PositionalScheme {
   explicit DisentangledScheme(const ModelConfig& config) : config_(config) {}
 
   ModelConfig config_;
-  at::Tensor table_;  // [P, D] or undefined
+  std::optional<LearnedScheme> table_;  // position_biased_input
   // Per layer [H, 2 span, d]; undefined without the term.
   std::vector<at::Tensor> pos_key_, pos_query_;
-  // The scheme's own trained tensors (float32, as loaded).
+  // The scheme's other trained tensors as loaded (relative embeddings,
+  // their norm, unshared position projections): counted, never run.
   std::map<std::string, at::Tensor> own_;
 };
 
