@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/common/status_macros.h"
+#include "server/tokenizer/pair_encoding.h"
 #include "server/tokenizer/unicode.h"
 
 namespace encoder::tokenizer {
@@ -45,8 +46,31 @@ std::string ByteTokenizer::IdLabel(int64_t id) {
   return absl::StrCat("#", id);
 }
 
-absl::StatusOr<Encoding> ByteTokenizer::Encode(
-    std::string_view text, const EncodeOptions& options) const {
+namespace {
+
+// A special token (no offsets) of type `type_id` and sequence id -1.
+Encoding SpecialToken(int64_t id, int64_t type_id) {
+  Encoding e;
+  e.ids = {id};
+  e.tokens = {ByteTokenizer::IdLabel(id)};
+  e.byte_offsets = {Offsets{0, 0}};
+  e.char_offsets = {Offsets{0, 0}};
+  e.type_ids = {type_id};
+  e.special_tokens_mask = {1};
+  e.sequence_ids = {-1};
+  return e;
+}
+
+// Marks `e` as a text of the input: type and sequence id `sequence`.
+void AsSequence(int8_t sequence, Encoding* e) {
+  e->type_ids.assign(e->size(), sequence);
+  e->special_tokens_mask.assign(e->size(), 0);
+  SetSequenceId(sequence, e);
+}
+
+}  // namespace
+
+absl::StatusOr<Encoding> ByteTokenizer::Bytes(std::string_view text) const {
   RETURN_IF_ERROR(ValidateUtf8(text));
   ASSIGN_OR_RETURN(auto ids, Encode(text, vocab_size_));
   Encoding e;
@@ -59,35 +83,53 @@ absl::StatusOr<Encoding> ByteTokenizer::Encode(
     e.byte_offsets.push_back({b, b + 1});
     e.char_offsets.push_back({chars, chars + 1});
   }
+  return e;
+}
+
+absl::StatusOr<Encoding> ByteTokenizer::Encode(
+    std::string_view text, const EncodeOptions& options) const {
+  ASSIGN_OR_RETURN(Encoding bytes, Bytes(text));
   const int64_t added = options.add_special_tokens ? 2 : 0;
-  if (options.truncate && options.max_length > 0 &&
-      static_cast<int64_t>(e.size()) + added > options.max_length) {
-    const size_t keep = std::max<int64_t>(0, options.max_length - added);
-    const size_t from =
-        options.side == TruncationSide::kRight ? 0 : e.size() - keep;
-    auto cut = [from, keep](auto* v) {
-      v->erase(v->begin() + from + keep, v->end());
-      v->erase(v->begin(), v->begin() + from);
-    };
-    cut(&e.ids);
-    cut(&e.tokens);
-    cut(&e.byte_offsets);
-    cut(&e.char_offsets);
+  if (options.truncate && options.max_length > 0) {
+    KeepTokens(std::max<int64_t>(0, options.max_length - added), options.side,
+               &bytes);
   }
-  e.special_tokens_mask.assign(e.size(), 0);
-  if (options.add_special_tokens) {
-    e.ids.insert(e.ids.begin(), kCls);
-    e.ids.push_back(kSep);
-    e.tokens.insert(e.tokens.begin(), "[CLS]");
-    e.tokens.push_back("[SEP]");
-    for (auto* o : {&e.byte_offsets, &e.char_offsets}) {
-      o->insert(o->begin(), Offsets{0, 0});
-      o->push_back(Offsets{0, 0});
-    }
-    e.special_tokens_mask.insert(e.special_tokens_mask.begin(), 1);
-    e.special_tokens_mask.push_back(1);
+  AsSequence(0, &bytes);
+  if (!options.add_special_tokens) {
+    bytes.sequence_ids.clear();
+    return bytes;
   }
-  e.type_ids.assign(e.size(), 0);
+  Encoding e = SpecialToken(kCls, 0);
+  Append(std::move(bytes), &e);
+  Append(SpecialToken(kSep, 0), &e);
+  e.sequence_ids.clear();
+  return e;
+}
+
+absl::StatusOr<Encoding> ByteTokenizer::EncodePair(
+    std::string_view first, std::string_view second,
+    const EncodeOptions& options) const {
+  ASSIGN_OR_RETURN(Encoding a, Bytes(first));
+  ASSIGN_OR_RETURN(Encoding b, Bytes(second));
+  const int64_t added = options.add_special_tokens ? 3 : 0;
+  if (options.truncate && options.max_length > 0) {
+    RETURN_IF_ERROR(CheckPairRoom(options.max_length, added));
+    const PairLengths keep = LongestFirst(
+        a.size(), b.size(), static_cast<size_t>(options.max_length - added));
+    KeepTokens(keep.first, options.side, &a);
+    KeepTokens(keep.second, options.side, &b);
+  }
+  AsSequence(0, &a);
+  AsSequence(1, &b);
+  if (!options.add_special_tokens) {
+    Append(std::move(b), &a);
+    return a;
+  }
+  Encoding e = SpecialToken(kCls, 0);
+  Append(std::move(a), &e);
+  Append(SpecialToken(kSep, 0), &e);
+  Append(std::move(b), &e);
+  Append(SpecialToken(kSep, 1), &e);
   return e;
 }
 

@@ -36,6 +36,12 @@ class ByteTokenizer : public Tokenizer {
   explicit ByteTokenizer(int64_t vocab_size) : vocab_size_(vocab_size) {}
   absl::StatusOr<Encoding> Encode(std::string_view text,
                                   const EncodeOptions& options) const override;
+  // [CLS] first [SEP] second [SEP], as BERT joins a pair: type id 0 up to
+  // the first [SEP], 1 after it. Truncation is the tokenizers library's
+  // longest_first, with max_length counting the three special tokens.
+  absl::StatusOr<Encoding> EncodePair(
+      std::string_view first, std::string_view second,
+      const EncodeOptions& options) const override;
   absl::StatusOr<std::string> Decode(const std::vector<int64_t>& ids,
                                      bool skip_special_tokens) const override;
   std::string kind() const override { return "byte"; }
@@ -46,6 +52,10 @@ class ByteTokenizer : public Tokenizer {
   }
 
  private:
+  // The bytes of valid UTF-8 `text`, one token each (no special tokens,
+  // type ids unset).
+  absl::StatusOr<Encoding> Bytes(std::string_view text) const;
+
   int64_t vocab_size_;
 };
 

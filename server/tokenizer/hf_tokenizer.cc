@@ -2,29 +2,63 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
+#include "server/tokenizer/pair_encoding.h"
 #include "server/tokenizer/unicode.h"
 
 namespace encoder::tokenizer {
 
-void ComputeCharOffsets(std::string_view text, Encoding* e) {
-  std::vector<int64_t> char_at(text.size() + 1, 0);
-  int64_t chars = 0;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if ((text[i] & 0xc0) != 0x80 && i > 0) ++chars;
-    char_at[i] = chars;
+namespace {
+
+// Code point offsets of byte offsets into one text.
+class CharIndex {
+ public:
+  explicit CharIndex(std::string_view text)
+      : size_(static_cast<int64_t>(text.size())), char_at_(text.size() + 1) {
+    for (size_t i = 0; i < text.size(); ++i) {
+      if ((text[i] & 0xc0) != 0x80 && i > 0) ++chars_;
+      char_at_[i] = chars_;
+    }
+    if (size_ > 0) ++chars_;
   }
+
+  // An empty span at the end of the text (a trimmed trailing space) maps
+  // to the end in code points.
+  Offsets Map(const Offsets& o) const {
+    if (size_ == 0) return o;
+    if (o.start >= size_) return {chars_, chars_ + (o.end - o.start)};
+    const int64_t start = char_at_[o.start];
+    const int64_t end = o.end < size_
+                            ? char_at_[o.end]
+                            : (o.end > 0 ? char_at_[o.end - 1] + 1 : start + 1);
+    return {start, end};
+  }
+
+ private:
+  int64_t size_;
+  int64_t chars_ = 0;  // code points in the text
+  std::vector<int64_t> char_at_;
+};
+
+}  // namespace
+
+void ComputeCharOffsets(std::string_view text, Encoding* e) {
+  const CharIndex index(text);
   e->char_offsets.clear();
   e->char_offsets.reserve(e->size());
   for (const Offsets& o : e->byte_offsets) {
-    if (text.empty() || o.start >= static_cast<int64_t>(text.size())) {
-      e->char_offsets.push_back(o);
-      continue;
-    }
-    const int64_t start = char_at[o.start];
-    int64_t end = o.end < static_cast<int64_t>(text.size())
-                      ? char_at[o.end]
-                      : (o.end > 0 ? char_at[o.end - 1] + 1 : start + 1);
-    e->char_offsets.push_back({start, end});
+    e->char_offsets.push_back(index.Map(o));
+  }
+}
+
+void ComputeCharOffsets(std::string_view first, std::string_view second,
+                        Encoding* e) {
+  const CharIndex a(first), b(second);
+  const bool by_sequence = e->sequence_ids.size() == e->size();
+  e->char_offsets.clear();
+  e->char_offsets.reserve(e->size());
+  for (size_t i = 0; i < e->size(); ++i) {
+    const bool in_second = by_sequence && e->sequence_ids[i] == 1;
+    e->char_offsets.push_back((in_second ? b : a).Map(e->byte_offsets[i]));
   }
 }
 
@@ -85,33 +119,65 @@ absl::Status HfTokenizer::Tokenize(std::string_view text, Encoding* e) const {
       }
     }
   }
-  e->type_ids.assign(e->ids.size(), 0);
   e->special_tokens_mask.assign(e->ids.size(), 0);
   return absl::OkStatus();
 }
 
-void HfTokenizer::Truncate(const EncodeOptions& options, Encoding* e) const {
-  int64_t max_length = options.max_length;
-  TruncationSide side = options.side;
-  if (max_length <= 0) {
-    if (!options.file_settings || !c_.truncation_max_length) return;
-    max_length = *c_.truncation_max_length;
-    side = c_.truncation_side;
-  } else if (!options.truncate) {
-    return;
+std::optional<HfTokenizer::Limit> HfTokenizer::TruncationLimit(
+    const EncodeOptions& options) const {
+  if (options.max_length > 0) {
+    if (!options.truncate) return std::nullopt;
+    return Limit{options.max_length, options.side};
   }
-  const int64_t added =
-      options.add_special_tokens && c_.post_processor != nullptr
-          ? static_cast<int64_t>(c_.post_processor->AddedTokens())
-          : 0;
-  const int64_t keep = std::max<int64_t>(0, max_length - added);
-  const int64_t n = static_cast<int64_t>(e->size());
-  if (n <= keep) return;
-  const int64_t from = side == TruncationSide::kRight ? 0 : n - keep;
-  e->KeepWindow(static_cast<size_t>(from), static_cast<size_t>(keep));
+  if (!options.file_settings || !c_.truncation_max_length) return std::nullopt;
+  return Limit{*c_.truncation_max_length, c_.truncation_side};
 }
 
-void HfTokenizer::Pad(Encoding* e) const {
+int64_t HfTokenizer::AddedTokens(const EncodeOptions& options,
+                                 bool pair) const {
+  if (!options.add_special_tokens || c_.post_processor == nullptr) return 0;
+  return static_cast<int64_t>(c_.post_processor->AddedTokens(pair));
+}
+
+void HfTokenizer::Truncate(const EncodeOptions& options, Encoding* e) const {
+  const std::optional<Limit> limit = TruncationLimit(options);
+  if (!limit) return;
+  const int64_t keep =
+      std::max<int64_t>(0, limit->max_length - AddedTokens(options, false));
+  KeepTokens(static_cast<size_t>(keep), limit->side, e);
+}
+
+absl::Status HfTokenizer::TruncatePair(const EncodeOptions& options,
+                                       Encoding* first,
+                                       Encoding* second) const {
+  const std::optional<Limit> limit = TruncationLimit(options);
+  if (!limit) return absl::OkStatus();
+  const int64_t added = AddedTokens(options, true);
+  RETURN_IF_ERROR(CheckPairRoom(limit->max_length, added));
+  const PairLengths keep =
+      LongestFirst(first->size(), second->size(),
+                   static_cast<size_t>(limit->max_length - added));
+  KeepTokens(keep.first, limit->side, first);
+  KeepTokens(keep.second, limit->side, second);
+  return absl::OkStatus();
+}
+
+Encoding HfTokenizer::PostProcess(bool add_special,
+                                  std::vector<Encoding> parts) const {
+  for (size_t i = 0; i < parts.size(); ++i) {
+    parts[i].type_ids.assign(parts[i].size(), static_cast<int64_t>(i));
+    SetSequenceId(static_cast<int8_t>(i), &parts[i]);
+  }
+  if (c_.post_processor != nullptr) {
+    c_.post_processor->Process(add_special, &parts);
+  }
+  if (parts.size() == 1) return std::move(parts[0]);
+  Encoding e;
+  for (Encoding& part : parts) Append(std::move(part), &e);
+  return e;
+}
+
+void HfTokenizer::Pad(bool pair, Encoding* e) const {
   if (!c_.pad_length || static_cast<int64_t>(e->size()) >= *c_.pad_length) {
     return;
   }
@@ -125,19 +191,34 @@ void HfTokenizer::Pad(Encoding* e) const {
   pad(&e->char_offsets, Offsets{0, 0});
   pad(&e->type_ids, c_.pad_type_id);
   pad(&e->special_tokens_mask, uint8_t{1});
+  if (pair) pad(&e->sequence_ids, int8_t{-1});
 }
 
 absl::StatusOr<Encoding> HfTokenizer::Encode(
     std::string_view text, const EncodeOptions& options) const {
   RETURN_IF_ERROR(ValidateUtf8(text));
-  Encoding e;
-  RETURN_IF_ERROR(Tokenize(text, &e));
-  Truncate(options, &e);
-  if (c_.post_processor != nullptr) {
-    c_.post_processor->Process(options.add_special_tokens, &e);
-  }
+  std::vector<Encoding> parts(1);
+  RETURN_IF_ERROR(Tokenize(text, &parts[0]));
+  Truncate(options, &parts[0]);
+  Encoding e = PostProcess(options.add_special_tokens, std::move(parts));
+  e.sequence_ids.clear();
   ComputeCharOffsets(text, &e);
-  if (options.file_settings) Pad(&e);
+  if (options.file_settings) Pad(false, &e);
+  return e;
+}
+
+absl::StatusOr<Encoding> HfTokenizer::EncodePair(
+    std::string_view first, std::string_view second,
+    const EncodeOptions& options) const {
+  RETURN_IF_ERROR(ValidateUtf8(first));
+  RETURN_IF_ERROR(ValidateUtf8(second));
+  std::vector<Encoding> parts(2);
+  RETURN_IF_ERROR(Tokenize(first, &parts[0]));
+  RETURN_IF_ERROR(Tokenize(second, &parts[1]));
+  RETURN_IF_ERROR(TruncatePair(options, &parts[0], &parts[1]));
+  Encoding e = PostProcess(options.add_special_tokens, std::move(parts));
+  ComputeCharOffsets(first, second, &e);
+  if (options.file_settings) Pad(true, &e);
   return e;
 }
 

@@ -23,6 +23,10 @@ namespace encoder::tokenizer {
 // code point offsets (an end inside or at the end of the text maps past the
 // code point holding its last byte).
 void ComputeCharOffsets(std::string_view text, Encoding* e);
+// The same for a pair encoding: tokens of sequence 1 index `second`, the
+// others `first`.
+void ComputeCharOffsets(std::string_view first, std::string_view second,
+                        Encoding* e);
 
 struct Components {
   std::unique_ptr<Normalizer> normalizer;       // may be null
@@ -50,6 +54,9 @@ class HfTokenizer : public Tokenizer {
 
   absl::StatusOr<Encoding> Encode(std::string_view text,
                                   const EncodeOptions& options) const override;
+  absl::StatusOr<Encoding> EncodePair(
+      std::string_view first, std::string_view second,
+      const EncodeOptions& options) const override;
   absl::StatusOr<std::string> Decode(const std::vector<int64_t>& ids,
                                      bool skip_special_tokens) const override;
   std::string kind() const override;
@@ -59,9 +66,22 @@ class HfTokenizer : public Tokenizer {
 
  private:
   explicit HfTokenizer(Components c) : c_(std::move(c)) {}
+  struct Limit {
+    int64_t max_length;
+    TruncationSide side;
+  };
   absl::Status Tokenize(std::string_view text, Encoding* e) const;
+  // The truncation `options` ask for, with the file's as the default.
+  std::optional<Limit> TruncationLimit(const EncodeOptions& options) const;
+  // Tokens the post-processor adds, when `options` have it add them.
+  int64_t AddedTokens(const EncodeOptions& options, bool pair) const;
   void Truncate(const EncodeOptions& options, Encoding* e) const;
-  void Pad(Encoding* e) const;
+  absl::Status TruncatePair(const EncodeOptions& options, Encoding* first,
+                            Encoding* second) const;
+  // Runs the post-processor over one encoding per sequence and joins them.
+  Encoding PostProcess(bool add_special, std::vector<Encoding> parts) const;
+  // Fixed-length padding; sequence ids too (-1) for a pair.
+  void Pad(bool pair, Encoding* e) const;
   const std::string* IdToToken(int64_t id) const;
 
   Components c_;

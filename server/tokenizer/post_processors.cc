@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
 #include "server/tokenizer/json_util.h"
+#include "server/tokenizer/pair_encoding.h"
 #include "server/tokenizer/pre_tokenizers.h"
 #include "server/tokenizer/unicode.h"
 
@@ -44,66 +45,142 @@ void TrimByteLevelOffsets(bool add_prefix_space, Encoding* e) {
   }
 }
 
-// A single-sequence template: specials before and after the sequence.
+// A part of special tokens only: no offsets, no sequence.
+Encoding SpecialPart(const Special& s, int64_t type_id) {
+  Encoding e;
+  e.ids = s.ids;
+  e.tokens = s.tokens;
+  e.byte_offsets.assign(s.ids.size(), Offsets{0, 0});
+  e.type_ids.assign(s.ids.size(), type_id);
+  e.special_tokens_mask.assign(s.ids.size(), 1);
+  e.sequence_ids.assign(s.ids.size(), -1);
+  return e;
+}
+
+// `before` + `e` + `after` (either may be null), e's own tokens unmarked.
+void Wrap(const Special* before, int64_t before_type, const Special* after,
+          int64_t after_type, Encoding* e) {
+  e->special_tokens_mask.assign(e->size(), 0);
+  Encoding out;
+  if (before != nullptr) out = SpecialPart(*before, before_type);
+  Append(std::move(*e), &out);
+  if (after != nullptr) Append(SpecialPart(*after, after_type), &out);
+  *e = std::move(out);
+}
+
+// One item of a TemplateProcessing template: sequence A (0) or B (1), or a
+// special token.
+struct Piece {
+  int sequence = -1;  // -1: `special`
+  Special special;
+  int64_t type_id = 0;
+  bool last_use = true;  // no later piece takes the same sequence
+};
+
+// TemplateProcessing: each piece of the single or pair template becomes a
+// part; a sequence takes the piece's type id.
 class TemplateProcessor : public PostProcessor {
  public:
-  TemplateProcessor(std::vector<Special> before, std::vector<Special> after,
-                    int64_t sequence_type_id, int trim)
-      : before_(std::move(before)),
-        after_(std::move(after)),
-        type_id_(sequence_type_id),
-        trim_(trim) {}
+  TemplateProcessor(std::vector<Piece> single, std::vector<Piece> pair)
+      : single_(std::move(single)), pair_(std::move(pair)) {}
 
-  size_t AddedTokens() const override {
+  size_t AddedTokens(bool pair) const override {
     size_t n = 0;
-    for (const auto& s : before_) n += s.ids.size();
-    for (const auto& s : after_) n += s.ids.size();
+    for (const Piece& p : pair ? pair_ : single_) n += p.special.ids.size();
     return n;
   }
 
-  void Process(bool add_special, Encoding* e) const override {
-    if (trim_ >= 0) TrimByteLevelOffsets(trim_ == 1, e);
-    if (!add_special) return;
-    Encoding out;
-    for (const Special& s : before_) Append(s, &out);
-    for (size_t i = 0; i < e->size(); ++i) {
-      out.ids.push_back(e->ids[i]);
-      out.tokens.push_back(std::move(e->tokens[i]));
-      out.byte_offsets.push_back(e->byte_offsets[i]);
-      out.type_ids.push_back(type_id_);
-      out.special_tokens_mask.push_back(e->special_tokens_mask[i]);
+  void Process(bool add_special, std::vector<Encoding>* parts) const override {
+    std::vector<Encoding> out;
+    for (const Piece& p : parts->size() == 2 ? pair_ : single_) {
+      if (p.sequence < 0) {
+        if (add_special) out.push_back(SpecialPart(p.special, p.type_id));
+        continue;
+      }
+      if (static_cast<size_t>(p.sequence) >= parts->size()) continue;
+      Encoding& source = (*parts)[p.sequence];
+      out.push_back(p.last_use ? std::move(source) : source);
+      out.back().type_ids.assign(out.back().size(), p.type_id);
+      SetSequenceId(static_cast<int8_t>(p.sequence), &out.back());
     }
-    for (const Special& s : after_) Append(s, &out);
-    *e = std::move(out);
+    *parts = std::move(out);
   }
 
  private:
-  static void Append(const Special& s, Encoding* out) {
-    for (size_t k = 0; k < s.ids.size(); ++k) {
-      out->ids.push_back(s.ids[k]);
-      out->tokens.push_back(s.tokens[k]);
-      out->byte_offsets.push_back({0, 0});
-      out->type_ids.push_back(s.type_id);
-      out->special_tokens_mask.push_back(1);
+  std::vector<Piece> single_, pair_;
+};
+
+// BertProcessing: [CLS] A [SEP] and B [SEP], the second [SEP] of type 1;
+// sequences keep their type ids.
+class BertProcessor : public PostProcessor {
+ public:
+  BertProcessor(Special cls, Special sep)
+      : cls_(std::move(cls)), sep_(std::move(sep)) {}
+  size_t AddedTokens(bool pair) const override { return pair ? 3 : 2; }
+  void Process(bool add_special, std::vector<Encoding>* parts) const override {
+    if (!add_special) return;
+    for (size_t i = 0; i < parts->size(); ++i) {
+      Encoding* e = &(*parts)[i];
+      if (i == 0) {
+        Wrap(&cls_, 0, &sep_, 0, e);
+      } else {
+        Wrap(nullptr, 0, &sep_, 1, e);
+      }
     }
   }
 
-  std::vector<Special> before_, after_;
-  int64_t type_id_;
+ private:
+  Special cls_, sep_;
+};
+
+// RobertaProcessing: <s> A </s> and </s> B </s>, every type id 0 (with or
+// without the special tokens); byte-level offsets trimmed per sequence.
+class RobertaProcessor : public PostProcessor {
+ public:
+  RobertaProcessor(Special cls, Special sep, int trim)
+      : cls_(std::move(cls)), sep_(std::move(sep)), trim_(trim) {}
+  size_t AddedTokens(bool pair) const override { return pair ? 4 : 2; }
+  void Process(bool add_special, std::vector<Encoding>* parts) const override {
+    for (size_t i = 0; i < parts->size(); ++i) {
+      Encoding* e = &(*parts)[i];
+      if (trim_ >= 0) TrimByteLevelOffsets(trim_ == 1, e);
+      e->type_ids.assign(e->size(), 0);
+      if (add_special) Wrap(i == 0 ? &cls_ : &sep_, 0, &sep_, 0, e);
+    }
+  }
+
+ private:
+  Special cls_, sep_;
   int trim_;  // -1 no trimming, else trim with add_prefix_space = trim_
+};
+
+// ByteLevel: trims offsets per part; part i is sequence i.
+class ByteLevelProcessor : public PostProcessor {
+ public:
+  explicit ByteLevelProcessor(int trim) : trim_(trim) {}
+  size_t AddedTokens(bool) const override { return 0; }
+  void Process(bool, std::vector<Encoding>* parts) const override {
+    for (size_t i = 0; i < parts->size(); ++i) {
+      if (trim_ >= 0) TrimByteLevelOffsets(trim_ == 1, &(*parts)[i]);
+      SetSequenceId(static_cast<int8_t>(i), &(*parts)[i]);
+    }
+  }
+
+ private:
+  int trim_;
 };
 
 class SequenceProcessor : public PostProcessor {
  public:
   explicit SequenceProcessor(std::vector<std::unique_ptr<PostProcessor>> v)
       : parts_(std::move(v)) {}
-  size_t AddedTokens() const override {
+  size_t AddedTokens(bool pair) const override {
     size_t n = 0;
-    for (const auto& p : parts_) n += p->AddedTokens();
+    for (const auto& p : parts_) n += p->AddedTokens(pair);
     return n;
   }
-  void Process(bool add_special, Encoding* e) const override {
-    for (const auto& p : parts_) p->Process(add_special, e);
+  void Process(bool add_special, std::vector<Encoding>* parts) const override {
+    for (const auto& p : parts_) p->Process(add_special, parts);
   }
 
  private:
@@ -117,38 +194,62 @@ Special FromPair(const json& pair) {
   return s;
 }
 
-absl::StatusOr<std::unique_ptr<PostProcessor>> MakeTemplate(const json& j) {
-  std::vector<Special> before, after;
-  int64_t seq_type = 0;
-  bool seen_sequence = false;
-  for (const json& item : j.at("single")) {
-    if (item.contains("Sequence")) {
-      seen_sequence = true;
-      seq_type = IntegerOr(item["Sequence"], "type_id", 0);
-      continue;
-    }
-    const json& sp = item.at("SpecialToken");
-    const std::string name = sp.at("id").get<std::string>();
-    if (!j.contains("special_tokens") || !j["special_tokens"].contains(name)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tokenizer.json: template special token '", name,
-                       "' is not defined"));
-    }
-    const json& def = j["special_tokens"][name];
-    Special s;
-    for (const json& id : def.at("ids")) s.ids.push_back(TokenIdOf(id));
-    s.tokens = def.at("tokens").get<std::vector<std::string>>();
-    if (s.ids.size() != s.tokens.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tokenizer.json: template special token '", name,
-                       "' has ", s.ids.size(), " ids but ", s.tokens.size(),
-                       " tokens; they must be of the same length"));
-    }
-    s.type_id = IntegerOr(sp, "type_id", 0);
-    (seen_sequence ? after : before).push_back(std::move(s));
+absl::StatusOr<Special> TemplateSpecial(const json& j,
+                                        const std::string& name) {
+  if (!j.contains("special_tokens") || !j["special_tokens"].contains(name)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tokenizer.json: template special token '", name, "' is not defined"));
   }
-  return std::make_unique<TemplateProcessor>(std::move(before),
-                                             std::move(after), seq_type, -1);
+  const json& def = j["special_tokens"][name];
+  Special s;
+  for (const json& id : def.at("ids")) s.ids.push_back(TokenIdOf(id));
+  s.tokens = def.at("tokens").get<std::vector<std::string>>();
+  if (s.ids.size() != s.tokens.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokenizer.json: template special token '", name, "' has ",
+                     s.ids.size(), " ids but ", s.tokens.size(),
+                     " tokens; they must be of the same length"));
+  }
+  return s;
+}
+
+// One template ("single" or "pair") of a TemplateProcessing `j`.
+absl::StatusOr<std::vector<Piece>> ReadTemplate(const json& j,
+                                                const json& items) {
+  std::vector<Piece> pieces;
+  for (const json& item : items) {
+    Piece p;
+    if (item.contains("Sequence")) {
+      const json& seq = item["Sequence"];
+      p.sequence = seq.value("id", "A") == "B" ? 1 : 0;
+      p.type_id = IntegerOr(seq, "type_id", 0);
+    } else {
+      const json& sp = item.at("SpecialToken");
+      ASSIGN_OR_RETURN(p.special,
+                       TemplateSpecial(j, sp.at("id").get<std::string>()));
+      p.type_id = IntegerOr(sp, "type_id", 0);
+    }
+    pieces.push_back(std::move(p));
+  }
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    for (size_t k = i + 1; k < pieces.size(); ++k) {
+      if (pieces[i].sequence >= 0 && pieces[k].sequence == pieces[i].sequence) {
+        pieces[i].last_use = false;
+      }
+    }
+  }
+  return pieces;
+}
+
+absl::StatusOr<std::unique_ptr<PostProcessor>> MakeTemplate(const json& j) {
+  ASSIGN_OR_RETURN(auto single, ReadTemplate(j, j.at("single")));
+  ASSIGN_OR_RETURN(auto pair, ReadTemplate(j, j.value("pair", json::array())));
+  return std::make_unique<TemplateProcessor>(std::move(single),
+                                             std::move(pair));
+}
+
+int TrimSetting(const json& j) {
+  return j.value("trim_offsets", true) ? j.value("add_prefix_space", true) : -1;
 }
 
 }  // namespace
@@ -157,22 +258,15 @@ absl::StatusOr<std::unique_ptr<PostProcessor>> MakePostProcessor(
     const json& j) {
   const std::string type = j.value("type", "");
   if (type == "BertProcessing") {
-    return std::make_unique<TemplateProcessor>(
-        std::vector<Special>{FromPair(j.at("cls"))},
-        std::vector<Special>{FromPair(j.at("sep"))}, 0, -1);
+    return std::make_unique<BertProcessor>(FromPair(j.at("cls")),
+                                           FromPair(j.at("sep")));
   }
   if (type == "RobertaProcessing") {
-    const int trim =
-        j.value("trim_offsets", true) ? j.value("add_prefix_space", true) : -1;
-    return std::make_unique<TemplateProcessor>(
-        std::vector<Special>{FromPair(j.at("cls"))},
-        std::vector<Special>{FromPair(j.at("sep"))}, 0, trim);
+    return std::make_unique<RobertaProcessor>(
+        FromPair(j.at("cls")), FromPair(j.at("sep")), TrimSetting(j));
   }
   if (type == "ByteLevel") {
-    const int trim =
-        j.value("trim_offsets", true) ? j.value("add_prefix_space", true) : -1;
-    return std::make_unique<TemplateProcessor>(std::vector<Special>{},
-                                               std::vector<Special>{}, 0, trim);
+    return std::make_unique<ByteLevelProcessor>(TrimSetting(j));
   }
   if (type == "TemplateProcessing") return MakeTemplate(j);
   if (type == "Sequence") {

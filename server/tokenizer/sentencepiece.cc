@@ -18,6 +18,7 @@
 #include "server/tokenizer/added_vocabulary.h"
 #include "server/tokenizer/hf_tokenizer.h"
 #include "server/tokenizer/normalized_string.h"
+#include "server/tokenizer/pair_encoding.h"
 #include "server/tokenizer/spm_module.h"
 #include "server/tokenizer/unicode.h"
 
@@ -318,6 +319,11 @@ class SentencePieceTokenizer : public Tokenizer {
 
   absl::StatusOr<Encoding> Encode(std::string_view text,
                                   const EncodeOptions& options) const override;
+  // T5: A </s> B </s>; XLM-R: <s> A </s></s> B </s>; every type id 0, as
+  // the slow tokenizers' create_token_type_ids_from_sequences gives them.
+  absl::StatusOr<Encoding> EncodePair(
+      std::string_view first, std::string_view second,
+      const EncodeOptions& options) const override;
   absl::StatusOr<std::string> Decode(const std::vector<int64_t>& ids,
                                      bool skip_special_tokens) const override;
   std::string kind() const override { return "sentencepiece"; }
@@ -345,8 +351,20 @@ class SentencePieceTokenizer : public Tokenizer {
   std::optional<int32_t> ToSpm(int64_t id) const;
   void AddSpecial(int64_t id, const std::string& content, bool lstrip = false);
   absl::Status EncodeText(const NormalizedString& text, Encoding* e) const;
+  // The tokens of `text` (special tokens matched first), without template.
+  absl::StatusOr<Encoding> Tokenize(std::string_view text) const;
+  // The max_length truncation applies with, or nullopt.
+  std::optional<int64_t> MaxLength(const EncodeOptions& options) const;
+  // Special tokens the template adds to one text (`pair`: two).
+  int64_t AddedTokens(bool pair) const;
   void Truncate(const EncodeOptions& options, Encoding* e) const;
-  void AddTemplate(Encoding* e) const;
+  absl::Status TruncatePair(const EncodeOptions& options, Encoding* first,
+                            Encoding* second) const;
+  // Sequence `sequence` (0 or 1) of the input: mask, sequence ids, the
+  // template's tokens around it, type ids and character offsets.
+  void Finish(int8_t sequence, std::string_view text,
+              const EncodeOptions& options, Encoding* e) const;
+  void AddTemplate(int8_t sequence, Encoding* e) const;
 
   const SpmApi* api_;
   EncoderSpmModel* model_;
@@ -497,43 +515,71 @@ absl::Status SentencePieceTokenizer::EncodeText(const NormalizedString& text,
   return absl::OkStatus();
 }
 
-void SentencePieceTokenizer::Truncate(const EncodeOptions& options,
-                                      Encoding* e) const {
-  if (!options.truncate) return;
-  int64_t max_length = options.max_length;
-  if (max_length <= 0) {
-    if (!model_max_length_) return;
-    max_length = *model_max_length_;
-  }
-  const int64_t added = !options.add_special_tokens           ? 0
-                        : family_ == SentencePieceFamily::kT5 ? 1
-                                                              : 2;
-  const int64_t keep = std::max<int64_t>(0, max_length - added);
-  const int64_t n = static_cast<int64_t>(e->size());
-  if (n <= keep) return;
-  const int64_t from = options.side == TruncationSide::kRight ? 0 : n - keep;
-  e->KeepWindow(static_cast<size_t>(from), static_cast<size_t>(keep));
+std::optional<int64_t> SentencePieceTokenizer::MaxLength(
+    const EncodeOptions& options) const {
+  if (!options.truncate) return std::nullopt;
+  if (options.max_length > 0) return options.max_length;
+  return model_max_length_;
 }
 
-void SentencePieceTokenizer::AddTemplate(Encoding* e) const {
+int64_t SentencePieceTokenizer::AddedTokens(bool pair) const {
+  const int64_t one = family_ == SentencePieceFamily::kT5 ? 1 : 2;
+  return pair ? 2 * one : one;
+}
+
+void SentencePieceTokenizer::Truncate(const EncodeOptions& options,
+                                      Encoding* e) const {
+  const std::optional<int64_t> max_length = MaxLength(options);
+  if (!max_length) return;
+  const int64_t added = options.add_special_tokens ? AddedTokens(false) : 0;
+  KeepTokens(static_cast<size_t>(std::max<int64_t>(0, *max_length - added)),
+             options.side, e);
+}
+
+absl::Status SentencePieceTokenizer::TruncatePair(const EncodeOptions& options,
+                                                  Encoding* first,
+                                                  Encoding* second) const {
+  const std::optional<int64_t> max_length = MaxLength(options);
+  if (!max_length) return absl::OkStatus();
+  const int64_t added = options.add_special_tokens ? AddedTokens(true) : 0;
+  RETURN_IF_ERROR(CheckPairRoom(*max_length, added));
+  const PairLengths keep = SlowLongestFirst(
+      first->size(), second->size(), static_cast<size_t>(*max_length - added));
+  KeepTokens(keep.first, options.side, first);
+  KeepTokens(keep.second, options.side, second);
+  return absl::OkStatus();
+}
+
+void SentencePieceTokenizer::AddTemplate(int8_t sequence, Encoding* e) const {
   auto add = [this, e](bool front, int64_t id) {
     const auto at = [front](auto* v) { return front ? v->begin() : v->end(); };
     e->ids.insert(at(&e->ids), id);
     e->tokens.insert(at(&e->tokens), Label(id));
     e->byte_offsets.insert(at(&e->byte_offsets), Offsets{0, 0});
     e->special_tokens_mask.insert(at(&e->special_tokens_mask), 1);
+    e->sequence_ids.insert(at(&e->sequence_ids), -1);
   };
   if (family_ == SentencePieceFamily::kT5) {
     // T5Tokenizer adds </s> unless the sequence already ends with it.
     if (e->ids.empty() || e->ids.back() != eos_) add(false, eos_);
   } else {
-    add(true, kCls);
+    add(true, sequence == 0 ? kCls : kSep);
     add(false, kSep);
   }
 }
 
-absl::StatusOr<Encoding> SentencePieceTokenizer::Encode(
-    std::string_view text, const EncodeOptions& options) const {
+void SentencePieceTokenizer::Finish(int8_t sequence, std::string_view text,
+                                    const EncodeOptions& options,
+                                    Encoding* e) const {
+  e->special_tokens_mask.assign(e->size(), 0);
+  SetSequenceId(sequence, e);
+  if (options.add_special_tokens) AddTemplate(sequence, e);
+  e->type_ids.assign(e->size(), 0);
+  ComputeCharOffsets(text, e);
+}
+
+absl::StatusOr<Encoding> SentencePieceTokenizer::Tokenize(
+    std::string_view text) const {
   RETURN_IF_ERROR(ValidateUtf8(text));
   if (text.size() > UINT32_MAX / 2) {
     return absl::InvalidArgumentError("text too long for SentencePiece");
@@ -558,12 +604,28 @@ absl::StatusOr<Encoding> SentencePieceTokenizer::Encode(
     }
     RETURN_IF_ERROR(EncodeText(p.text, &e));
   }
-  Truncate(options, &e);
-  e.special_tokens_mask.assign(e.ids.size(), 0);
-  if (options.add_special_tokens) AddTemplate(&e);
-  e.type_ids.assign(e.ids.size(), 0);
-  ComputeCharOffsets(text, &e);
   return e;
+}
+
+absl::StatusOr<Encoding> SentencePieceTokenizer::Encode(
+    std::string_view text, const EncodeOptions& options) const {
+  ASSIGN_OR_RETURN(Encoding e, Tokenize(text));
+  Truncate(options, &e);
+  Finish(0, text, options, &e);
+  e.sequence_ids.clear();
+  return e;
+}
+
+absl::StatusOr<Encoding> SentencePieceTokenizer::EncodePair(
+    std::string_view first, std::string_view second,
+    const EncodeOptions& options) const {
+  ASSIGN_OR_RETURN(Encoding a, Tokenize(first));
+  ASSIGN_OR_RETURN(Encoding b, Tokenize(second));
+  RETURN_IF_ERROR(TruncatePair(options, &a, &b));
+  Finish(0, first, options, &a);
+  Finish(1, second, options, &b);
+  Append(std::move(b), &a);
+  return a;
 }
 
 absl::StatusOr<std::string> SentencePieceTokenizer::Decode(

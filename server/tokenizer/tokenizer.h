@@ -1,5 +1,6 @@
-// The tokenizer interface every hosted model owns: text -> ids (with tokens,
-// offsets and a special-token mask) and ids -> text. Implementations: the
+// The tokenizer interface every hosted model owns: text (or a pair of texts,
+// as cross-encoders read them) -> ids (with tokens, offsets and a
+// special-token mask) and ids -> text. Implementations: the
 // Hugging Face tokenizer.json pipeline, a legacy BERT vocab.txt, a
 // SentencePiece .model (T5, XLM-R), and the byte-level tokenizer of the
 // built-in models.
@@ -49,6 +50,10 @@ struct Encoding {
   std::vector<Offsets> byte_offsets;  // UTF-8 bytes
   std::vector<Offsets> char_offsets;  // Unicode code points
   std::vector<uint8_t> special_tokens_mask;
+  // Pair encodings only: 0 for tokens of the first text, 1 for tokens of
+  // the second, -1 for the special tokens the template added (the
+  // tokenizers library's Encoding.sequence_ids, None as -1).
+  std::vector<int8_t> sequence_ids;
   size_t size() const { return ids.size(); }
 
   // Keeps tokens [from, from + count) of every per-token list that is
@@ -67,6 +72,7 @@ struct Encoding {
     cut(&byte_offsets);
     cut(&char_offsets);
     cut(&special_tokens_mask);
+    cut(&sequence_ids);
     cut(&ids);  // last: the others compare their size with it
   }
 };
@@ -78,6 +84,14 @@ class Tokenizer {
   // offset). Thread-safe.
   virtual absl::StatusOr<Encoding> Encode(
       std::string_view text, const EncodeOptions& options) const = 0;
+  // Both texts as one input, the way the model family joins a pair ("[CLS]
+  // A [SEP] B [SEP]" for BERT), with sequence_ids filled and offsets into
+  // each token's own text. Truncation removes tokens from the longer text
+  // first; max_length counts the special tokens, and one too small to hold
+  // them is InvalidArgument. Thread-safe.
+  virtual absl::StatusOr<Encoding> EncodePair(
+      std::string_view first, std::string_view second,
+      const EncodeOptions& options) const = 0;
   // InvalidArgument for an id outside the vocabulary. Thread-safe.
   virtual absl::StatusOr<std::string> Decode(
       const std::vector<int64_t>& ids, bool skip_special_tokens) const = 0;
