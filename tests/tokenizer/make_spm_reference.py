@@ -26,6 +26,11 @@ Offsets come from SentencePiece's own spans (in code points, as Python
 reports them), converted to UTF-8 bytes here. Decoding follows
 T5Tokenizer.convert_tokens_to_string (pieces through SentencePiece's
 decoder, special tokens verbatim after a space, stripped).
+Sentence pairs follow tokenizer(a, b, truncation=True, max_length=n):
+truncate_sequences' longest_first (written out below), then
+build_inputs_with_special_tokens(a, b) (T5: A </s> B </s>, each </s> only
+where its sequence does not already end with one; XLM-R: <s> A </s></s>
+B </s>) and create_token_type_ids_from_sequences (every type id 0).
 Usage: make_spm_reference.py CORPUS_DIR OUT_DIR
 """
 import io
@@ -201,6 +206,40 @@ class Reference:
             chars, mask = [[0, 0]] + chars + [[0, 0]], [1] + mask + [1]
         return ids, tokens, chars, mask
 
+    def added(self, pair):
+        """num_special_tokens_to_add(pair)."""
+        one = 1 if self.family == "t5" else 2
+        return 2 * one if pair else one
+
+    def encode_pair(self, a, b, max_length=None, side="right"):
+        """Each text's tokens (id, token, code point span, mask, sequence
+        id; special tokens -1), joined; spans index their own text."""
+        ids = [self.tokenize(a), self.tokenize(b)]
+        if max_length is not None:
+            remove = len(ids[0][0]) + len(ids[1][0]) + self.added(True) - \
+                max_length
+            moves = longest_first_moves(len(ids[0][0]), len(ids[1][0]), remove)
+            ids = [tuple(cut(column, move, side) for column in part)
+                   for part, move in zip(ids, moves)]
+        out = {"ids": [], "tokens": [], "chars": [], "bytes": [], "mask": [],
+               "sequence_ids": []}
+        for seq, (text, (part_ids, tokens, chars)) in enumerate(
+                zip((a, b), ids)):
+            n = len(part_ids)
+            rows = list(zip(part_ids, tokens, chars, byte_offsets(text, chars),
+                            [0] * n, [seq] * n))
+            special = lambda i: (i, self.label(i), [0, 0], [0, 0], 1, -1)
+            if self.family == "t5":
+                if not part_ids or part_ids[-1] != self.eos:
+                    rows.append(special(self.eos))
+            else:
+                rows = [special(0 if seq == 0 else 2)] + rows + [special(2)]
+            for row in rows:
+                for key, value in zip(("ids", "tokens", "chars", "bytes",
+                                       "mask", "sequence_ids"), row):
+                    out[key].append(value)
+        return out
+
     def decode(self, ids, skip_special):
         special = set(self.names)
         out, run, previous_special = "", [], False
@@ -217,6 +256,54 @@ class Reference:
                 previous_special = False
         out += self.sp.decode(run)
         return out.strip()
+
+
+def longest_first_moves(len_ids, len_pair, num_tokens_to_remove):
+    """Tokens truncate_sequences (longest_first, a pair) takes off each."""
+    if num_tokens_to_remove <= 0:
+        return 0, 0
+    first_remove = min(abs(len_pair - len_ids), num_tokens_to_remove)
+    second_remove = num_tokens_to_remove - first_remove
+    if len_ids > len_pair:
+        ids_to_move = first_remove + second_remove // 2
+        pair_ids_to_move = second_remove - second_remove // 2
+    else:
+        ids_to_move = second_remove // 2
+        pair_ids_to_move = first_remove + second_remove - (second_remove // 2)
+    return ids_to_move, pair_ids_to_move
+
+
+def cut(column, move, side):
+    """ids[:-move] (right) or ids[move:] (left), as truncate_sequences."""
+    if side == "right":
+        return column[:-move] if move > 0 else column
+    return column[move:]
+
+
+def pair_cases(ref, texts):
+    """Pairs of the corpus texts (with empty and long ones), whole and
+    truncated on both sides; max_length 0 is the model's own limit."""
+    n = len(texts)
+    pairs = [(t, texts[(i * 5 + 2) % n]) for i, t in enumerate(texts)]
+    pairs += [("", texts[0]), (texts[1], ""), ("", ""),
+              (" ".join(texts[:12]), texts[7]),
+              (texts[4], " ".join(texts[12:30]))]
+    added = ref.added(True)
+    out = []
+    for a, b in pairs:
+        runs = [(None, "right")] + [(added + extra, side)
+                                    for extra in (0, 3, 10)
+                                    for side in ("right", "left")]
+        if ref.max_length is not None:
+            runs.append((0, "right"))
+        for max_length, side in runs:
+            limit = ref.max_length if max_length == 0 else max_length
+            case = dict(a=a, b=b, added=added,
+                        **ref.encode_pair(a, b, limit, side))
+            if max_length is not None:
+                case["max_length"], case["side"] = max_length, side
+            out.append(case)
+    return out
 
 
 def byte_offsets(text, chars):
@@ -292,13 +379,14 @@ def main():
     for name, file, model, config, ref, subset in dirs:
         d = write_dir(out_dir, name, file, model, config)
         expected = {"dir": d, "family": ref.family,
-                    "vocab_size": ref.vocab_size, "cases": cases(ref, subset)}
+                    "vocab_size": ref.vocab_size, "cases": cases(ref, subset),
+                    "pairs": pair_cases(ref, subset)}
         with open(os.path.join(out_dir, name + ".json"), "w",
                   encoding="utf-8") as f:
             json.dump(expected, f, ensure_ascii=False)
         tokens = sum(len(c["ids"]) for c in expected["cases"])
         print(f"{name}: {ref.size} pieces, {len(expected['cases'])} cases, "
-              f"{tokens} tokens")
+              f"{tokens} tokens, {len(expected['pairs'])} pair cases")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,15 @@
 // Every fixture tokenizer against the Hugging Face tokenizers library: ids,
 // tokens, byte and character offsets, special-token masks, type ids,
 // encodings without special tokens, truncation on both sides and decoding,
-// on every line of the hostile corpus and on a 1 MB input. The expected
-// files come from tests/tokenizer/make_reference.js (run by the test set-up).
+// on every line of the hostile corpus and on a 1 MB input; and sentence
+// pairs of those lines (sequence ids too, and longest_first truncation). The
+// expected files come from tests/tokenizer/make_reference.js (run by the
+// test set-up).
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -135,6 +138,136 @@ void CompareRecord(const Tokenizer& tok, const json& rec, bool big,
   }
 }
 
+// Byte offsets of a pair agree with the reference's, each sequence's
+// against its own text (special tokens go with the first).
+bool PairByteOffsetsAgree(const std::string& a, const std::string& b,
+                          const Encoding& e, const json& offsets) {
+  if (e.sequence_ids.size() != e.size() || offsets.size() != e.size()) {
+    return false;
+  }
+  std::vector<Offsets> ours[2];
+  json theirs[2] = {json::array(), json::array()};
+  for (size_t k = 0; k < e.size(); ++k) {
+    const int s = e.sequence_ids[k] == 1 ? 1 : 0;
+    ours[s].push_back(e.byte_offsets[k]);
+    theirs[s].push_back(offsets[k]);
+  }
+  return ByteOffsetsAgree(a, ours[0], theirs[0]) &&
+         ByteOffsetsAgree(b, ours[1], theirs[1]);
+}
+
+// The first list in which `e` differs from the reference's pair encoding
+// `want`, with both versions; empty when they agree.
+std::string PairDifference(const std::string& a, const std::string& b,
+                           const Encoding& e, const json& want) {
+  const std::vector<int64_t> sequence_ids(e.sequence_ids.begin(),
+                                          e.sequence_ids.end());
+  std::vector<std::vector<int64_t>> chars;
+  for (const Offsets& o : e.char_offsets) chars.push_back({o.start, o.end});
+  const std::pair<const char*, json> lists[] = {{"ids", e.ids},
+                                                {"tokens", e.tokens},
+                                                {"type_ids", e.type_ids},
+                                                {"mask", Mask(e)},
+                                                {"sequence_ids", sequence_ids},
+                                                {"offsets", chars}};
+  for (const auto& [key, ours] : lists) {
+    if (ours != want[key]) {
+      return std::string(key) + "\n  expected: " + want[key].dump() +
+             "\n  ours:     " + ours.dump();
+    }
+  }
+  if (!PairByteOffsetsAgree(a, b, e, want["offsets"])) {
+    return "byte offsets disagree with " + want["offsets"].dump();
+  }
+  return "";
+}
+
+// The start of `text` as a JSON string (a cut character replaced).
+std::string Printable(const std::string& text) {
+  return json(text.substr(0, 120))
+      .dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+struct PairCounts {
+  int pairs = 0, encodings = 0, tokens = 0, refusals = 0, mismatches = 0;
+};
+
+// EncodePair under `options` against `want`; reports the first few
+// mismatches.
+void ComparePair(const Tokenizer& tok, const std::string& a,
+                 const std::string& b, const EncodeOptions& options,
+                 const json& want, const std::string& where, PairCounts* n) {
+  auto e = tok.EncodePair(a, b, options);
+  ASSERT_TRUE(e.ok()) << where << ": " << e.status();
+  const std::string diff = PairDifference(a, b, *e, want);
+  ++n->encodings;
+  n->tokens += static_cast<int>(e->size());
+  if (diff.empty()) return;
+  if (++n->mismatches <= 5) {
+    ADD_FAILURE() << where << ": " << diff << "\n  first: " << Printable(a)
+                  << "\n  second: " << Printable(b);
+  }
+}
+
+// One line of expected_pairs.jsonl: the pair with and without special
+// tokens, truncated to each max_length on each side, and refused with a
+// max_length below its special tokens (the library then truncates nothing).
+void ComparePairRecord(const Tokenizer& tok, const json& rec,
+                       const std::string& where, PairCounts* n) {
+  const std::string a = rec["a"].get<std::string>();
+  const std::string b = rec["b"].get<std::string>();
+  ComparePair(tok, a, b, EncodeOptions{}, rec, where, n);
+  EncodeOptions plain;
+  plain.add_special_tokens = false;
+  ComparePair(tok, a, b, plain, rec["plain"], where + " plain", n);
+  for (const json& t : rec["truncated"]) {
+    EncodeOptions o;
+    o.truncate = true;
+    o.max_length = t["max_length"].get<int64_t>();
+    o.side =
+        t["side"] == "left" ? TruncationSide::kLeft : TruncationSide::kRight;
+    std::ostringstream label;
+    label << where << " max_length " << o.max_length << " " << t["side"];
+    ComparePair(tok, a, b, o, t, label.str(), n);
+  }
+  const int64_t added = rec["added"].get<int64_t>();
+  if (added == 0) return;
+  EncodeOptions small;
+  small.truncate = true;
+  small.max_length = added - 1;
+  auto refused = tok.EncodePair(a, b, small);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument)
+      << where;
+  ++n->refusals;
+}
+
+class PairReferenceTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PairReferenceTest, MatchesHuggingFaceTokenizers) {
+  if (FixtureDir().empty()) GTEST_FAIL() << "ENCODER_TOKENIZER_FIXTURES unset";
+  const std::string dir = FixtureDir() + "/" + GetParam();
+  auto tok = LoadTokenizerFromDirectory(dir);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  std::ifstream in(dir + "/expected_pairs.jsonl");
+  ASSERT_TRUE(in) << dir << "/expected_pairs.jsonl";
+  PairCounts n;
+  std::string line;
+  while (std::getline(in, line)) {
+    ++n.pairs;
+    ComparePairRecord(
+        **tok, json::parse(line),
+        GetParam() + "/expected_pairs.jsonl:" + std::to_string(n.pairs), &n);
+  }
+  std::cout << GetParam() << ": " << n.pairs << " pairs, " << n.encodings
+            << " pair encodings (" << n.tokens
+            << " tokens: ids, tokens, type ids, masks, sequence ids, byte+char "
+               "offsets; with and without special tokens, truncated), "
+            << n.refusals << " too-small max_lengths refused; " << n.mismatches
+            << " differ\n";
+  EXPECT_GT(n.pairs, 0);
+  EXPECT_EQ(n.mismatches, 0);
+}
+
 class ReferenceTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ReferenceTest, MatchesHuggingFaceTokenizers) {
@@ -167,15 +300,15 @@ TEST_P(ReferenceTest, MatchesHuggingFaceTokenizers) {
   EXPECT_EQ(n.mismatches, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Fixtures, ReferenceTest,
-    ::testing::Values("wordpiece_trained", "wordpiece_cased",
-                      "wp_split_removed", "wp_split_previous", "wp_split_next",
-                      "wp_split_inverted", "bpe_added_tokens",
-                      "bpe_bytelevel_trained", "unigram_always",
-                      "unigram_first", "unigram_never", "bert_vocab", "gpt2",
-                      "llama3", "qwen3", "gemma3", "spm_nmt_nfkc",
-                      "spm_nfkc_cf"));
+const auto kFixtures = ::testing::Values(
+    "wordpiece_trained", "wordpiece_cased", "wp_split_removed",
+    "wp_split_previous", "wp_split_next", "wp_split_inverted", "wp_bare",
+    "bpe_added_tokens", "bpe_bytelevel_trained", "bpe_sequence",
+    "unigram_always", "unigram_first", "unigram_never", "bert_vocab", "gpt2",
+    "llama3", "qwen3", "gemma3", "spm_nmt_nfkc", "spm_nfkc_cf");
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceTest, kFixtures);
+INSTANTIATE_TEST_SUITE_P(Fixtures, PairReferenceTest, kFixtures);
 
 }  // namespace
 }  // namespace encoder::tokenizer

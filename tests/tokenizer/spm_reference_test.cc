@@ -1,7 +1,8 @@
 // SentencePiece .model directories (T5's spiece.model, XLM-R's
 // sentencepiece.bpe.model) against make_spm_reference.py's expected
 // encodings (the sentencepiece library plus the Hugging Face slow
-// tokenizers' rules, applied in Python), and their loading errors.
+// tokenizers' rules, applied in Python), single texts and pairs, and their
+// loading errors.
 #include <unistd.h>
 
 #include <atomic>
@@ -111,6 +112,58 @@ TEST_P(SpmReference, MatchesSentencePieceWithTheSlowTokenizerRules) {
   std::cout << GetParam() << ": " << cases << " encodings, " << tokens
             << " tokens (ids, tokens, byte and char offsets, special mask), "
             << decoded << " decodings compared\n";
+}
+
+// Sentence pairs: the slow tokenizers' pair template and longest_first
+// truncation; a max_length below the template's special tokens is refused.
+TEST_P(SpmReference, PairsMatchTheSlowTokenizerRules) {
+  const fs::path fixtures = FixtureDir();
+  if (fixtures.empty()) GTEST_SKIP() << "ENCODER_SPM_FIXTURES not set";
+  const json expected = ReadJson(fixtures / (GetParam() + ".json"));
+  auto tok = LoadTokenizerFromDirectory(expected["dir"].get<std::string>());
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  size_t cases = 0, tokens = 0, refused = 0, failures = 0;
+  for (const json& c : expected["pairs"]) {
+    const std::string a = c["a"].get<std::string>();
+    const std::string b = c["b"].get<std::string>();
+    EncodeOptions options;
+    if (c.contains("max_length")) {
+      options.truncate = true;
+      options.max_length = c["max_length"].get<int64_t>();
+      options.side =
+          c["side"] == "left" ? TruncationSide::kLeft : TruncationSide::kRight;
+    }
+    auto e = (*tok)->EncodePair(a, b, options);
+    ASSERT_TRUE(e.ok()) << e.status() << " for " << c.dump();
+    const std::vector<int64_t> sequence_ids(e->sequence_ids.begin(),
+                                            e->sequence_ids.end());
+    const json got = {{"ids", e->ids},
+                      {"tokens", e->tokens},
+                      {"bytes", Pairs(e->byte_offsets)},
+                      {"chars", Pairs(e->char_offsets)},
+                      {"mask", e->special_tokens_mask},
+                      {"sequence_ids", sequence_ids}};
+    bool same = e->type_ids == std::vector<int64_t>(e->size(), 0);
+    for (const auto& [key, value] : got.items()) same = same && value == c[key];
+    if (!same && ++failures <= 5) {
+      ADD_FAILURE() << "expected " << c.dump() << "\ngot " << got.dump();
+    }
+    ++cases;
+    tokens += e->size();
+    if (c.contains("max_length")) continue;
+    EncodeOptions small;
+    small.truncate = true;
+    small.max_length = c["added"].get<int64_t>() - 1;
+    EXPECT_EQ((*tok)->EncodePair(a, b, small).status().code(),
+              absl::StatusCode::kInvalidArgument);
+    ++refused;
+  }
+  EXPECT_EQ(failures, 0u);
+  EXPECT_GT(cases, 0u);
+  std::cout << GetParam() << ": " << cases << " pair encodings, " << tokens
+            << " tokens (ids, tokens, byte and char offsets, special mask, "
+               "sequence ids, type ids), "
+            << refused << " too-small max_lengths refused\n";
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, SpmReference,
