@@ -1,7 +1,8 @@
 // encoder-client's subcommands: each Add* registers one on the command line
 // and returns the action main runs when it was selected. One file per
 // group: cli_embed.cc, cli_diagnose.cc, cli_bench.cc (bench, report),
-// cli_calls.cc (models, health, tokenize, decode); the flags they share are
+// cli_calls.cc (models, health, tokenize, decode), cli_score.cc (rerank,
+// classify); the flags they share are
 // in cli_flags.cc.
 #ifndef ENCODER_CLIENT_CLI_COMMANDS_H_
 #define ENCODER_CLIENT_CLI_COMMANDS_H_
@@ -40,6 +41,8 @@ Command AddHealth(CLI::App* app, ConnectionOptions* connection);
 Command AddDiagnose(CLI::App* app, ConnectionOptions* connection);
 Command AddTokenize(CLI::App* app, ConnectionOptions* connection);
 Command AddDecode(CLI::App* app, ConnectionOptions* connection);
+Command AddRerank(CLI::App* app, ConnectionOptions* connection);
+Command AddClassify(CLI::App* app, ConnectionOptions* connection);
 Command AddBench(CLI::App* app, ConnectionOptions* connection);
 Command AddReport(CLI::App* app, ConnectionOptions* connection);
 

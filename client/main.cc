@@ -28,6 +28,7 @@ int Main(int argc, char** argv) {
       AddHealth(&app, &connection),   AddDiagnose(&app, &connection),
       AddBench(&app, &connection),    AddReport(&app, &connection),
       AddTokenize(&app, &connection), AddDecode(&app, &connection),
+      AddRerank(&app, &connection),   AddClassify(&app, &connection),
   };
   try {
     app.parse(argc, argv);

@@ -93,47 +93,55 @@ void Inference::RecordRejected(const char* rpc, const absl::Status& status) {
   metrics_->RequestDone(rpc, "", StatusCodeName(status.code()), 0.0);
 }
 
-void Inference::Embed(Call call, EmbedQuery query,
-                      std::function<void(absl::StatusOr<EmbedAnswer>)> done) {
+template <typename Prepared, typename Answer>
+void Inference::Run(
+    Call call, const std::string& requested, int64_t inputs,
+    std::string request_id,
+    const std::function<absl::StatusOr<Prepared>(const runner::ModelCatalog&)>&
+        prepare,
+    const std::function<int64_t(const Prepared&)>& estimate,
+    std::function<Answer(std::string, const Prepared&,
+                         std::vector<runner::EmbedResult>, double)>
+        build,
+    std::function<void(absl::StatusOr<Answer>)> done) {
   const absl::Time start = absl::Now();
   const char* rpc = call.rpc;
   logging::AccessRecord* access = call.access;
   BeginCall(rpc);
   if (access != nullptr) {
-    access->model = query.model;
-    access->inputs = static_cast<int64_t>(query.inputs.size());
+    access->model = requested;
+    access->inputs = inputs;
   }
   // Records the call under `model` and hands its outcome to the front.
-  auto finish =
-      [this, rpc, start, access](
-          const std::string& model, absl::StatusOr<EmbedAnswer> outcome,
-          const std::function<void(absl::StatusOr<EmbedAnswer>)>& done) {
-        EndCall(rpc, model, outcome.status(), start);
-        if (access != nullptr && !model.empty()) access->model = model;
-        done(std::move(outcome));
-      };
+  auto finish = [this, rpc, start, access](
+                    const std::string& model, absl::StatusOr<Answer> outcome,
+                    const std::function<void(absl::StatusOr<Answer>)>& done) {
+    EndCall(rpc, model, outcome.status(), start);
+    if (access != nullptr && !model.empty()) access->model = model;
+    done(std::move(outcome));
+  };
   absl::StatusOr<const runner::ModelCatalog*> admitted = Admit();
   if (!admitted.ok()) {
     // Refusals while draining count under the model they named.
     const runner::ModelCatalog* host = host_.load();
     const runner::ServedModel* m =
-        host == nullptr ? nullptr : host->Find(query.model);
+        host == nullptr ? nullptr : host->Find(requested);
     return finish(m == nullptr ? "" : m->name(), admitted.status(), done);
   }
   const runner::ModelCatalog& host = **admitted;
-  absl::StatusOr<PreparedEmbed> prepared = PrepareEmbed(query, host, limits_);
+  absl::StatusOr<Prepared> prepared = prepare(host);
   if (!prepared.ok()) {
-    const runner::ServedModel* m = host.Find(query.model);
+    const runner::ServedModel* m = host.Find(requested);
     return finish(m ? m->name() : "", prepared.status(), done);
   }
   // The response is counted as owed to this connection from now on.
-  auto reserved = unread_.Reserve(call.peer, EstimateResponseBytes(*prepared));
+  auto reserved = unread_.Reserve(call.peer, estimate(*prepared));
   if (!reserved.ok()) {
     return finish(prepared->model->name(), reserved.status(), done);
   }
   auto reservation =
       std::make_shared<UnreadResponses::Hold>(*std::move(reserved));
-  auto shared = std::make_shared<PreparedEmbed>(*std::move(prepared));
+  auto shared = std::make_shared<Prepared>(*std::move(prepared));
   const std::string model = shared->model->name();
   for (const auto& sequence : shared->sequences) {
     metrics_->InputTokens(model,
@@ -145,32 +153,60 @@ void Inference::Embed(Call call, EmbedQuery query,
   work.deadline = call.deadline;
   work.is_cancelled = std::move(call.is_cancelled);
   auto shared_done =
-      std::make_shared<std::function<void(absl::StatusOr<EmbedAnswer>)>>(
+      std::make_shared<std::function<void(absl::StatusOr<Answer>)>>(
           std::move(done));
-  work.done = [this, shared, request_id = std::move(query.request_id), start,
-               model, finish, reservation, access,
-               shared_done](absl::Status status,
-                            std::vector<runner::EmbedResult> results) {
-    // The front counts what it serializes instead.
-    reservation->Reset();
-    if (!status.ok()) return finish(model, status, *shared_done);
-    for (const auto& r : results) {
-      metrics_->SequenceTimes(model, r.batch.queue_seconds,
-                              r.batch.inference_seconds);
-    }
-    EmbedAnswer answer = BuildAnswer(request_id, *shared, std::move(results),
-                                     MillisSince(start));
-    if (access != nullptr) {
-      access->queue_ms = answer.queue_ms;
-      access->inference_ms = answer.inference_ms;
-    }
-    finish(model, std::move(answer), *shared_done);
-  };
+  work.done =
+      [this, shared, request_id = std::move(request_id), start, model, finish,
+       reservation, access, shared_done, build = std::move(build)](
+          absl::Status status, std::vector<runner::EmbedResult> results) {
+        // The front counts what it serializes instead.
+        reservation->Reset();
+        if (!status.ok()) return finish(model, status, *shared_done);
+        for (const auto& r : results) {
+          metrics_->SequenceTimes(model, r.batch.queue_seconds,
+                                  r.batch.inference_seconds);
+        }
+        Answer answer =
+            build(request_id, *shared, std::move(results), MillisSince(start));
+        if (access != nullptr) {
+          access->queue_ms = answer.queue_ms;
+          access->inference_ms = answer.inference_ms;
+        }
+        finish(model, std::move(answer), *shared_done);
+      };
   absl::Status submitted = shared->model->Embed(std::move(work));
   if (!submitted.ok()) {
     reservation->Reset();
     finish(model, QueueRefusal(submitted), *shared_done);
   }
+}
+
+void Inference::Embed(Call call, EmbedQuery query,
+                      std::function<void(absl::StatusOr<EmbedAnswer>)> done) {
+  const std::string requested = query.model;
+  const int64_t inputs = static_cast<int64_t>(query.inputs.size());
+  std::string request_id = query.request_id;
+  auto q = std::make_shared<EmbedQuery>(std::move(query));
+  Run<PreparedEmbed, EmbedAnswer>(
+      std::move(call), requested, inputs, std::move(request_id),
+      [this, q](const runner::ModelCatalog& host) {
+        return PrepareEmbed(*q, host, limits_);
+      },
+      EstimateResponseBytes, BuildAnswer, std::move(done));
+}
+
+void Inference::Score(Call call, ScoreQuery query,
+                      std::function<void(absl::StatusOr<ScoreAnswer>)> done) {
+  const std::string requested = query.model;
+  const int64_t inputs = static_cast<int64_t>(query.items.size());
+  std::string request_id = query.request_id;
+  auto q = std::make_shared<ScoreQuery>(std::move(query));
+  Run<PreparedScore, ScoreAnswer>(
+      std::move(call), requested, inputs, std::move(request_id),
+      [this, q](const runner::ModelCatalog& host) {
+        return PrepareScore(*q, host, limits_);
+      },
+      EstimateScoreResponseBytes, BuildScoreAnswer, std::move(done));
 }
 
 void Inference::Diagnose(Call call, const std::string& model_name,

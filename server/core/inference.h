@@ -23,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/core/embed_request.h"
+#include "server/core/score_request.h"
 #include "server/core/unread_responses.h"
 #include "server/diagnostics/report.h"
 #include "server/logging/access_log.h"
@@ -117,6 +118,12 @@ class Inference {
   void Embed(Call call, EmbedQuery query,
              std::function<void(absl::StatusOr<EmbedAnswer>)> done);
 
+  // Classify and Rerank: the model's classification head on each item (a
+  // text or a text pair), through the same admission, ledger, batcher and
+  // metrics as Embed. `done` as Embed's.
+  void Score(Call call, ScoreQuery query,
+             std::function<void(absl::StatusOr<ScoreAnswer>)> done);
+
   // Maps a front's Diagnose request to options once its model is known.
   using DiagnoseBuilder =
       std::function<absl::StatusOr<diagnostics::DiagnoseOptions>(
@@ -149,6 +156,20 @@ class Inference {
   }
 
  private:
+  // Embed's and Score's common path: admit, prepare (validate, price),
+  // reserve the response on the ledger, queue the sequences, build the
+  // answer from the results.
+  template <typename Prepared, typename Answer>
+  void Run(Call call, const std::string& requested, int64_t inputs,
+           std::string request_id,
+           const std::function<
+               absl::StatusOr<Prepared>(const runner::ModelCatalog&)>& prepare,
+           const std::function<int64_t(const Prepared&)>& estimate,
+           std::function<Answer(std::string, const Prepared&,
+                                std::vector<runner::EmbedResult>, double)>
+               build,
+           std::function<void(absl::StatusOr<Answer>)> done);
+
   std::atomic<runner::ModelCatalog*> host_{nullptr};
   metrics::Metrics* const metrics_;
   const ServiceLimits limits_;

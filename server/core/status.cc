@@ -21,6 +21,7 @@ std::string QuoteInput(const std::string& value, size_t max_bytes) {
 
 namespace {
 constexpr char kTooLargeUrl[] = "type.googleapis.com/encoder.TooLarge";
+constexpr char kMissingTaskUrl[] = "type.googleapis.com/encoder.MissingTask";
 }  // namespace
 
 absl::Status MarkTooLarge(absl::Status status) {
@@ -30,6 +31,15 @@ absl::Status MarkTooLarge(absl::Status status) {
 
 bool IsTooLarge(const absl::Status& status) {
   return status.GetPayload(kTooLargeUrl).has_value();
+}
+
+absl::Status MarkMissingTask(absl::Status status) {
+  status.SetPayload(kMissingTaskUrl, absl::Cord("1"));
+  return status;
+}
+
+bool IsMissingTask(const absl::Status& status) {
+  return status.GetPayload(kMissingTaskUrl).has_value();
 }
 
 std::string StatusCodeName(absl::StatusCode code) {

@@ -31,6 +31,12 @@ std::string StatusCodeName(absl::StatusCode code);
 absl::Status MarkTooLarge(absl::Status status);
 bool IsTooLarge(const absl::Status& status);
 
+// Marks a FAILED_PRECONDITION as "the model does not serve this task" (a
+// rerank on an embedding model), which text-embeddings-inference's routes
+// answer as a backend error.
+absl::Status MarkMissingTask(absl::Status status);
+bool IsMissingTask(const absl::Status& status);
+
 }  // namespace encoder::core
 
 #endif  // ENCODER_SERVER_CORE_STATUS_H_

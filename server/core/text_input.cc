@@ -9,10 +9,15 @@
 
 namespace encoder::core {
 
-absl::StatusOr<TokenizedText> TokenizeText(const runner::ServedModel& model,
-                                           std::string_view text,
-                                           const TextOptions& options,
-                                           bool truncate, int64_t max_length) {
+namespace {
+
+// Encodes `first` (and `second`, when given) whole, and once more cut to
+// max_length when truncate and the whole is longer.
+absl::StatusOr<TokenizedText> Tokenize(const runner::ServedModel& model,
+                                       std::string_view first,
+                                       const std::string_view* second,
+                                       const TextOptions& options,
+                                       bool truncate, int64_t max_length) {
   tokenizer::EncodeOptions o;
   // As transformers (and so sentence-transformers) tokenize: a
   // tokenizer.json's fixed padding (all-MiniLM-L6-v2 pads to 128) and
@@ -24,8 +29,12 @@ absl::StatusOr<TokenizedText> TokenizeText(const runner::ServedModel& model,
   if (tok == nullptr) {
     return absl::InvalidArgumentError(model.description().no_tokenizer_reason);
   }
+  auto encode = [&]() {
+    return second == nullptr ? tok->Encode(first, o)
+                             : tok->EncodePair(first, *second, o);
+  };
   TokenizedText out;
-  ASSIGN_OR_RETURN(auto whole, tok->Encode(text, o));
+  ASSIGN_OR_RETURN(auto whole, encode());
   out.encoding = std::move(whole);
   if (!truncate || max_length <= 0 ||
       static_cast<int64_t>(out.encoding.size()) <= max_length) {
@@ -33,10 +42,27 @@ absl::StatusOr<TokenizedText> TokenizeText(const runner::ServedModel& model,
   }
   o.truncate = true;
   o.max_length = max_length;
-  ASSIGN_OR_RETURN(auto cut, tok->Encode(text, o));
+  ASSIGN_OR_RETURN(auto cut, encode());
   out.encoding = std::move(cut);
   out.truncated = true;
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<TokenizedText> TokenizeText(const runner::ServedModel& model,
+                                           std::string_view text,
+                                           const TextOptions& options,
+                                           bool truncate, int64_t max_length) {
+  return Tokenize(model, text, nullptr, options, truncate, max_length);
+}
+
+absl::StatusOr<TokenizedText> TokenizePair(const runner::ServedModel& model,
+                                           std::string_view first,
+                                           std::string_view second,
+                                           const TextOptions& options,
+                                           bool truncate, int64_t max_length) {
+  return Tokenize(model, first, &second, options, truncate, max_length);
 }
 
 absl::StatusOr<std::string> ResolvePrompt(

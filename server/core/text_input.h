@@ -38,6 +38,14 @@ absl::StatusOr<TokenizedText> TokenizeText(const runner::ServedModel& model,
                                            const TextOptions& options,
                                            bool truncate, int64_t max_length);
 
+// The same for a text pair, encoded with the model's pair template; a cut
+// takes tokens from the longer text first (longest_first).
+absl::StatusOr<TokenizedText> TokenizePair(const runner::ServedModel& model,
+                                           std::string_view first,
+                                           std::string_view second,
+                                           const TextOptions& options,
+                                           bool truncate, int64_t max_length);
+
 // The prompt text to prepend to a request's text inputs: `prompt` when
 // given (even empty), else the model's prompt named `prompt_name`, else its
 // default prompt; empty for none. INVALID_ARGUMENT for a name the model

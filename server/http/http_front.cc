@@ -14,6 +14,8 @@
 #include "server/http/http_status.h"
 #include "server/http/openai_embeddings.h"
 #include "server/http/tei_embed.h"
+#include "server/http/tei_score.h"
+#include "server/http/tei_tokens.h"
 #include "server/logging/access_log.h"
 #include "server/model/config.h"
 
@@ -32,9 +34,14 @@ constexpr char kModelsRpc[] = "http:/v1/models";
 constexpr char kInfoRpc[] = "http:/info";
 constexpr char kTeiEmbedRpc[] = "http:/embed";
 constexpr char kTeiEmbedAllRpc[] = "http:/embed_all";
+constexpr char kTeiRerankRpc[] = "http:/rerank";
+constexpr char kTeiPredictRpc[] = "http:/predict";
+constexpr char kRerankV1Rpc[] = "http:/v1/rerank";
+constexpr char kTeiTokenizeRpc[] = "http:/tokenize";
+constexpr char kTeiDecodeRpc[] = "http:/decode";
 constexpr char kRoutes[] =
-    "/v1/embeddings, /v1/models, /embed, /embed_all, /health, /ready, /info, "
-    "/metrics";
+    "/v1/embeddings, /v1/rerank, /v1/models, /embed, /embed_all, /rerank, "
+    "/predict, /tokenize, /decode, /health, /ready, /info, /metrics";
 
 // OpenAI's error object; `param` and `code` are null when empty.
 json ErrorBody(const std::string& message, int http_status,
@@ -130,6 +137,17 @@ class HttpFront::Handlers {
     http.Add("POST", "/embed", [this](X x) { TeiEmbed(std::move(x), false); });
     http.Add("POST", "/embed_all",
              [this](X x) { TeiEmbed(std::move(x), true); });
+    http.Add("POST", "/rerank", [this](X x) {
+      Score(std::move(x), kTeiRerankRpc, "POST /rerank", ParseTeiRerankBody,
+            TeiRerankJson);
+    });
+    http.Add("POST", "/predict", [this](X x) {
+      Score(std::move(x), kTeiPredictRpc, "POST /predict", ParseTeiPredictBody,
+            TeiPredictJson);
+    });
+    http.Add("POST", "/v1/rerank", [this](X x) { RerankV1(std::move(x)); });
+    http.Add("POST", "/tokenize", [this](X x) { TeiTokens(x, false); });
+    http.Add("POST", "/decode", [this](X x) { TeiTokens(x, true); });
     http.Add("GET", "/v1/models", [this](X x) { Models(x, ""); });
     http.Add("GET", "/v1/models/*",
              [this](X x) { Models(x, x->request().path_param); });
@@ -255,6 +273,113 @@ class HttpFront::Handlers {
                      Finish(x, log.get(), absl::OkStatus(), std::move(r));
                    });
                  });
+  }
+
+  // Runs a parsed ScoreQuery and renders the answer with `render` on an
+  // I/O thread; errors in `error`'s shape.
+  using Render = std::string (*)(const core::ScoreAnswer&,
+                                 const ScoreRendering&);
+  using RenderError = Response (*)(const absl::Status&);
+  void RunScore(const X& x, const char* rpc, std::shared_ptr<CallLog> log,
+                core::ScoreQuery query,
+                std::shared_ptr<const ScoreRendering> rendering, Render render,
+                RenderError error) {
+    core_->Score(CallOf(x, rpc, &log->access), std::move(query),
+                 [x, log, rendering, render,
+                  error](absl::StatusOr<core::ScoreAnswer> answer) {
+                   auto shared =
+                       std::make_shared<absl::StatusOr<core::ScoreAnswer>>(
+                           std::move(answer));
+                   x->Post([x, log, rendering, render, error, shared] {
+                     if (!shared->ok()) {
+                       return Finish(x, log.get(), shared->status(),
+                                     error(shared->status()));
+                     }
+                     Response r;
+                     r.content_type = kJson;
+                     r.body = render(**shared, *rendering);
+                     Finish(x, log.get(), absl::OkStatus(), std::move(r));
+                   });
+                 });
+  }
+
+  // text-embeddings-inference's /rerank and /predict (tei_score.h).
+  using ParseTei = absl::Status (*)(const std::string&, core::ScoreQuery*,
+                                    ScoreRendering*);
+  void Score(X x, const char* rpc, const char* method, ParseTei parse,
+             Render render) {
+    std::shared_ptr<CallLog> log = Open(x, rpc, method);
+    if (log == nullptr) return;
+    core::ScoreQuery query;
+    auto rendering = std::make_shared<ScoreRendering>();
+    if (absl::Status parsed = parse(x->request().body, &query, rendering.get());
+        !parsed.ok()) {
+      core_->RecordRejected(rpc, parsed);
+      return Finish(x, log.get(), parsed, TeiErrorResponse(parsed));
+    }
+    RunScore(x, rpc, std::move(log), std::move(query), std::move(rendering),
+             render, TeiErrorResponse);
+  }
+
+  // The Cohere/Jina-style /v1/rerank, with OpenAI's error shape.
+  void RerankV1(X x) {
+    std::shared_ptr<CallLog> log = Open(x, kRerankV1Rpc, "POST /v1/rerank");
+    if (log == nullptr) return;
+    core::ScoreQuery query;
+    auto rendering = std::make_shared<ScoreRendering>();
+    std::string param;
+    if (absl::Status parsed = ParseRerankV1Body(x->request().body, &query,
+                                                rendering.get(), &param);
+        !parsed.ok()) {
+      core_->RecordRejected(kRerankV1Rpc, parsed);
+      return Finish(x, log.get(), parsed, ErrorResponse(parsed, param));
+    }
+    query.request_id = log->access.request_id;
+    RunScore(x, kRerankV1Rpc, std::move(log), std::move(query),
+             std::move(rendering), RerankV1Json,
+             [](const absl::Status& status) { return ErrorResponse(status); });
+  }
+
+  // text-embeddings-inference's /tokenize and /decode (tei_tokens.h),
+  // answered on this thread: no model runs.
+  void TeiTokens(const X& x, bool decode) {
+    const char* rpc = decode ? kTeiDecodeRpc : kTeiTokenizeRpc;
+    std::shared_ptr<CallLog> log =
+        Open(x, rpc, decode ? "POST /decode" : "POST /tokenize");
+    if (log == nullptr) return;
+    core_->BeginCall(rpc);
+    std::string model_name;
+    auto answer = [&](const absl::Status& status, Response response) {
+      core_->EndCall(rpc, model_name, status, log->start);
+      Finish(x, log.get(), status, std::move(response));
+    };
+    TeiTokenize tokenize;
+    TeiDecode ids;
+    const std::string& body = x->request().body;
+    const absl::Status parsed = decode ? ParseTeiDecodeBody(body, &ids)
+                                       : ParseTeiTokenizeBody(body, &tokenize);
+    if (!parsed.ok()) return answer(parsed, TeiErrorResponse(parsed));
+    absl::StatusOr<const runner::ModelCatalog*> host = core_->Admit();
+    if (!host.ok()) {
+      return answer(host.status(), TeiErrorResponse(host.status()));
+    }
+    const std::string& requested = decode ? ids.model : tokenize.model;
+    const runner::ServedModel* model = (*host)->Find(requested);
+    if (model == nullptr) {
+      const absl::Status missing =
+          absl::NotFoundError(UnknownModelMessage(requested, **host));
+      return answer(missing, TeiErrorResponse(missing));
+    }
+    model_name = model->name();
+    const int64_t max = core_->limits().max_inputs_per_request;
+    absl::StatusOr<std::string> out =
+        decode ? TeiDecodeJson(*model, ids, max)
+               : TeiTokenizeJson(*model, tokenize, max);
+    if (!out.ok()) return answer(out.status(), TeiErrorResponse(out.status()));
+    Response r;
+    r.content_type = kJson;
+    r.body = *std::move(out);
+    answer(absl::OkStatus(), std::move(r));
   }
 
   static Response TeiErrorResponse(const absl::Status& status) {

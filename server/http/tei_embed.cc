@@ -5,6 +5,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
+#include "server/core/status.h"
 #include "server/http/http_status.h"
 #include "server/http/openai_embeddings.h"
 
@@ -115,11 +116,21 @@ std::string TeiEmbedJson(const core::EmbedAnswer& answer, bool all) {
   return out;
 }
 
+absl::Status TeiBodyError(const std::string& message) {
+  return Validation(message);
+}
+
+absl::Status TeiEmptyError(const std::string& message) {
+  return Marked(message, "Empty");
+}
+
 TeiError TeiErrorOf(const absl::Status& status) {
   TeiError e;
   std::string type = "Backend";
   e.http_status = 424;
-  if (auto t = status.GetPayload(kTeiErrorType); t.has_value()) {
+  if (core::IsMissingTask(status)) {
+    // TEI: "model is not a re-ranker model" and kin, a backend error.
+  } else if (auto t = status.GetPayload(kTeiErrorType); t.has_value()) {
     const bool empty = std::string(*t) == "Empty";
     type = empty ? "Empty" : "Validation";
     e.http_status = empty ? 400 : 422;

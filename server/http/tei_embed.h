@@ -41,6 +41,11 @@ struct TeiError {
 };
 TeiError TeiErrorOf(const absl::Status& status);
 
+// INVALID_ARGUMENT marked with TEI's error type: a body its JSON extractor
+// would refuse (422), and an empty list (400, "Empty").
+absl::Status TeiBodyError(const std::string& message);
+absl::Status TeiEmptyError(const std::string& message);
+
 }  // namespace encoder::http
 
 #endif  // ENCODER_SERVER_HTTP_TEI_EMBED_H_

@@ -292,6 +292,18 @@ std::string ActivationName(Activation a) {
   return "unknown";
 }
 
+std::string ScoreActivationName(ScoreActivation a) {
+  switch (a) {
+    case ScoreActivation::kIdentity:
+      return "identity";
+    case ScoreActivation::kSigmoid:
+      return "sigmoid";
+    case ScoreActivation::kSoftmax:
+      return "softmax";
+  }
+  return "identity";
+}
+
 std::string PoolingName(Pooling p) {
   switch (p) {
     case Pooling::kMean:

@@ -34,6 +34,9 @@ enum class Activation { kRelu, kGelu, kGeluTanh, kSilu };
 // kFirst is the first token ([CLS]); kLastToken the last real token;
 // kWeightedMean weighs token t (from 1) by t (sentence-transformers).
 enum class Pooling { kMean, kFirst, kMax, kLastToken, kWeightedMean };
+// How a classification head's logits become scores by default: as they
+// are, each through a sigmoid, or a softmax over the labels.
+enum class ScoreActivation { kIdentity, kSigmoid, kSoftmax };
 enum class NormKind { kLayerNorm, kRmsNorm };
 // How default position ids are numbered: 0..S-1, or (RoBERTa) from
 // padding_idx + 1, counting only tokens that are not padding_idx (padding
@@ -198,6 +201,8 @@ std::string SchemeName(SchemeType type);
 absl::StatusOr<SchemeType> ParseSchemeName(const std::string& name);
 std::string ActivationName(Activation a);
 std::string PoolingName(Pooling p);
+// "identity", "sigmoid", "softmax".
+std::string ScoreActivationName(ScoreActivation a);
 absl::StatusOr<Pooling> ParsePoolingName(const std::string& name);
 
 }  // namespace encoder::model

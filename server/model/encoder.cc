@@ -298,6 +298,10 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
   if (input.positions.defined() && input.positions.sizes() != ids.sizes()) {
     return absl::InvalidArgumentError("positions must have the shape of ids");
   }
+  if (input.types.defined() && (input.types.sizes() != ids.sizes() ||
+                                input.types.scalar_type() != at::kLong)) {
+    return absl::InvalidArgumentError("types must be an int64 tensor like ids");
+  }
   for (int64_t layer : options.attention_layers) {
     if (layer < 0 || layer >= config_.num_layers) {
       return absl::InvalidArgumentError(absl::StrCat("attention layer ", layer,
@@ -344,7 +348,22 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
     if (config_.embedding_scale) {
       x = x * std::sqrt(static_cast<double>(config_.d_model));
     }
-    if (token_type_.defined()) x = x + token_type_[0];  // type ids are 0
+    if (token_type_.defined()) {
+      if (!input.types.defined()) {
+        x = x + token_type_[0];
+      } else {
+        at::Tensor types = input.types.to(device_);
+        const int64_t tmin = types.min().item<int64_t>();
+        const int64_t tmax = types.max().item<int64_t>();
+        if (tmin < 0 || tmax >= token_type_.size(0)) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("token type ", tmin < 0 ? tmin : tmax,
+                           " is outside the token-type table [0, ",
+                           token_type_.size(0), ")"));
+        }
+        x = x + at::embedding(token_type_, types);
+      }
+    }
     x = scheme_->AddToInput(x, positions);
     x = Norm(x, embedding_norm_weight_, embedding_norm_bias_);
     // One additive bias for every layer: scheme bias + key padding mask.

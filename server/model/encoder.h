@@ -43,18 +43,36 @@ struct LayerWeights {
 };
 
 // A dense layer applied to the pooled embedding (sentence-transformers'
-// Dense module): y = act(x W^T + b).
+// Dense module, a classification head's layers): y = act(x W^T + b), then
+// LayerNorm(y) when norm_weight is defined (ModernBERT's head).
 struct DenseLayer {
   enum class Act { kIdentity, kTanh, kRelu, kGelu, kSigmoid };
   at::Tensor weight;  // [out, in]
   at::Tensor bias;    // [out] or undefined
   Act act = Act::kIdentity;
+  at::Tensor norm_weight;  // [out] or undefined
+  at::Tensor norm_bias;    // [out] or undefined
+  double norm_eps = 1e-5;
+};
+
+// A sequence classification head (transformers' *ForSequenceClassification,
+// sentence-transformers' CrossEncoder): the tokens pooled with `pooling`,
+// then `layers`, the last of which gives one logit per label.
+struct ScoreHead {
+  Pooling pooling = Pooling::kFirst;
+  std::vector<DenseLayer> layers;
+  std::vector<std::string> labels;  // one per logit (id2label)
+  ScoreActivation activation = ScoreActivation::kSigmoid;
+  int64_t num_labels() const { return static_cast<int64_t>(labels.size()); }
 };
 
 struct EncoderInput {
   at::Tensor ids;        // [batch, seq] int64, padded with any valid id
   at::Tensor mask;       // [batch, seq] bool, true for real tokens
   at::Tensor positions;  // [batch, seq] int64; undefined -> 0..seq-1
+  // [batch, seq] int64 rows of the token-type table (a sentence pair's
+  // second text); undefined -> 0. Ignored by a model without the table.
+  at::Tensor types;
 };
 
 // ForwardOptions::skip_padding_min_share by default: measured on the
@@ -141,6 +159,17 @@ class Encoder {
   // Pooled [batch, D] -> [batch, output_dim()] through the dense layers.
   at::Tensor ProjectPooled(const at::Tensor& pooled) const;
   int64_t output_dim() const;
+
+  // The classification head, moved to the encoder's device and dtype. Set
+  // once, before serving.
+  void set_score_head(ScoreHead head);
+  // Null without one.
+  const ScoreHead* score_head() const {
+    return score_head_.has_value() ? &*score_head_ : nullptr;
+  }
+  // Pooled [batch, D] (pooled with the head's pooling, no dense layers) ->
+  // logits [batch, labels]. Requires a head.
+  at::Tensor Score(const at::Tensor& pooled) const;
 
   // Runs every layer's four projections with int8 weights (per output
   // channel) and per-token dynamic int8 activations (Int8Linear). CPU and
@@ -242,6 +271,7 @@ class Encoder {
   at::Tensor final_norm_weight_, final_norm_bias_;  // pre-norm only
   std::unique_ptr<PositionalScheme> scheme_;
   std::vector<DenseLayer> dense_;
+  std::optional<ScoreHead> score_head_;
   bool quantized_ = false;
 };
 

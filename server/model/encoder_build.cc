@@ -173,17 +173,20 @@ absl::StatusOr<std::unique_ptr<Encoder>> Encoder::Create(
   }
 }
 
-void Encoder::set_output_dense(std::vector<DenseLayer> dense) {
-  for (DenseLayer& layer : dense) {
-    layer.weight = layer.weight.to(device_, dtype_).contiguous();
-    if (layer.bias.defined()) layer.bias = layer.bias.to(device_, dtype_);
+namespace {
+
+void MoveDense(at::Device device, at::ScalarType dtype,
+               std::vector<DenseLayer>* layers) {
+  for (DenseLayer& layer : *layers) {
+    layer.weight = layer.weight.to(device, dtype).contiguous();
+    for (at::Tensor* t : {&layer.bias, &layer.norm_weight, &layer.norm_bias}) {
+      if (t->defined()) *t = t->to(device, dtype);
+    }
   }
-  dense_ = std::move(dense);
 }
 
-at::Tensor Encoder::ProjectPooled(const at::Tensor& pooled) const {
-  at::Tensor x = pooled;
-  for (const DenseLayer& layer : dense_) {
+at::Tensor RunDense(const std::vector<DenseLayer>& layers, at::Tensor x) {
+  for (const DenseLayer& layer : layers) {
     x = at::linear(x, layer.weight, layer.bias);
     switch (layer.act) {
       case DenseLayer::Act::kIdentity:
@@ -201,8 +204,32 @@ at::Tensor Encoder::ProjectPooled(const at::Tensor& pooled) const {
         x = at::sigmoid(x);
         break;
     }
+    if (layer.norm_weight.defined()) {
+      x = at::layer_norm(x, {x.size(-1)}, layer.norm_weight, layer.norm_bias,
+                         layer.norm_eps);
+    }
   }
   return x;
+}
+
+}  // namespace
+
+void Encoder::set_output_dense(std::vector<DenseLayer> dense) {
+  MoveDense(device_, dtype_, &dense);
+  dense_ = std::move(dense);
+}
+
+at::Tensor Encoder::ProjectPooled(const at::Tensor& pooled) const {
+  return RunDense(dense_, pooled);
+}
+
+void Encoder::set_score_head(ScoreHead head) {
+  MoveDense(device_, dtype_, &head.layers);
+  score_head_ = std::move(head);
+}
+
+at::Tensor Encoder::Score(const at::Tensor& pooled) const {
+  return RunDense(score_head_->layers, pooled);
 }
 
 int64_t Encoder::output_dim() const {
@@ -229,10 +256,16 @@ int64_t Encoder::parameter_count() const {
     }
   }
   for (const auto& [name, t] : scheme_->Parameters()) add(t);
-  for (const DenseLayer& layer : dense_) {
-    add(layer.weight);
-    add(layer.bias);
-  }
+  auto add_dense = [&add](const std::vector<DenseLayer>& layers) {
+    for (const DenseLayer& layer : layers) {
+      for (const at::Tensor* t :
+           {&layer.weight, &layer.bias, &layer.norm_weight, &layer.norm_bias}) {
+        add(*t);
+      }
+    }
+  };
+  add_dense(dense_);
+  if (score_head_.has_value()) add_dense(score_head_->layers);
   return n;
 }
 

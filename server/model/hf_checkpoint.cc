@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/common/status_macros.h"
+#include "server/model/hf_heads.h"
 #include "server/model/hf_importer.h"
 #include "server/model/sentence_transformers.h"
 #include "server/model/torch_status.h"
@@ -168,6 +169,13 @@ absl::StatusOr<LoadedCheckpoint> Load(const std::string& dir,
     return absl::InvalidArgumentError(
         absl::StrCat("config.json is inconsistent: ", s.message()));
   }
+  ASSIGN_OR_RETURN(auto head, hf::FindScoreHead(config, import.family, *source,
+                                                import.config.d_model));
+  if (head.has_value()) {
+    for (const std::string& name : head->tensors()) {
+      import.ignored_prefixes.push_back(name);
+    }
+  }
   RETURN_IF_ERROR(CheckTensors(import, *source));
   LoadedCheckpoint out;
   out.family = import.family;
@@ -176,6 +184,7 @@ absl::StatusOr<LoadedCheckpoint> Load(const std::string& dir,
   std::vector<DenseLayer> dense;
   RETURN_IF_ERROR(Settle(dir, overrides, &out.config, &dense, &out));
   std::map<std::string, at::Tensor> state;
+  std::optional<ScoreHead> score_head;
   try {
     for (const auto& [slot, src] : import.slots) {
       std::vector<at::Tensor> parts;
@@ -186,6 +195,10 @@ absl::StatusOr<LoadedCheckpoint> Load(const std::string& dir,
       }
       state[slot] = parts.size() == 1 ? parts[0] : at::cat(parts, 0);
     }
+    if (head.has_value()) {
+      ASSIGN_OR_RETURN(auto loaded, hf::LoadScoreHead(*head, *source, dtype));
+      score_head = std::move(loaded);
+    }
   } catch (const c10::Error& e) {
     return StatusFromTorchError(e, "loading the checkpoint");
   }
@@ -194,6 +207,9 @@ absl::StatusOr<LoadedCheckpoint> Load(const std::string& dir,
                    Encoder::Create(out.config, state, device, dtype));
   out.encoder = std::move(encoder);
   out.encoder->set_output_dense(std::move(dense));
+  if (score_head.has_value()) {
+    out.encoder->set_score_head(std::move(*score_head));
+  }
   return out;
 }
 

@@ -18,6 +18,12 @@ namespace encoder::runner {
 // vocabulary, layer/head indices in range) before it is queued.
 struct EmbedSpec {
   std::vector<int64_t> token_ids;
+  // Token-type ids, one per token (a sentence pair's second text is 1 for
+  // BERT-style models); empty: all 0.
+  std::vector<int64_t> type_ids;
+  // Also run the model's classification head on the tokens pooled with
+  // `pooling` (the head's), into EmbedResult::scores.
+  bool want_scores = false;
   model::Pooling pooling = model::Pooling::kMean;  // see model/config.h
   bool normalize = false;
   bool want_tokens = false;               // per-token embeddings
@@ -46,6 +52,7 @@ struct EmbedSpec {
 struct EmbedResult {
   std::vector<float> pooled;       // [pooled_dim]
   std::vector<float> span_pooled;  // [spans, pooled_dim] (pool_spans)
+  std::vector<float> scores;       // the head's logits (want_scores)
   std::vector<float> tokens;       // [seq, D], when wanted
   std::vector<float> attention;    // see attention_shape
   // [layers, heads, seq, seq], or [layers, seq, seq] when averaged.
@@ -62,8 +69,8 @@ struct EmbedResult {
   // Bytes of values it carries.
   int64_t ValueBytes() const {
     return static_cast<int64_t>((pooled.size() + span_pooled.size() +
-                                 tokens.size() + attention.size() +
-                                 hidden.size()) *
+                                 scores.size() + tokens.size() +
+                                 attention.size() + hidden.size()) *
                                 sizeof(float));
   }
 };

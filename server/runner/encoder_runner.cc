@@ -129,12 +129,21 @@ PaddedBatch PadBatch(const std::vector<const EmbedSpec*>& batch,
   input.mask = at::zeros({b, longest}, host.dtype(at::kBool));
   int64_t* ids = input.ids.data_ptr<int64_t>();
   bool* mask = input.mask.data_ptr<bool>();
+  const bool any_types = std::any_of(
+      batch.begin(), batch.end(),
+      [](const EmbedSpec* spec) { return !spec->type_ids.empty(); });
+  if (any_types) input.types = at::zeros({b, longest}, host.dtype(at::kLong));
   std::set<int64_t> layers;
   std::set<int64_t> hidden_layers;
   bool any_stats = false;
   for (int64_t i = 0; i < b; ++i) {
     const std::vector<int64_t>& t = batch[i]->token_ids;
     std::copy(t.begin(), t.end(), ids + i * longest);
+    const std::vector<int64_t>& types = batch[i]->type_ids;
+    if (!types.empty()) {
+      std::copy(types.begin(), types.end(),
+                input.types.data_ptr<int64_t>() + i * longest);
+    }
     std::fill(mask + i * longest, mask + i * longest + t.size(), true);
     layers.insert(batch[i]->attention_layers.begin(),
                   batch[i]->attention_layers.end());
@@ -145,6 +154,9 @@ PaddedBatch PadBatch(const std::vector<const EmbedSpec*>& batch,
   if (cuda) {
     input.ids = input.ids.to(model.device(), /*non_blocking=*/true);
     input.mask = input.mask.to(model.device(), /*non_blocking=*/true);
+    if (any_types) {
+      input.types = input.types.to(model.device(), /*non_blocking=*/true);
+    }
   }
   if (any_stats) {
     for (int64_t l = 0; l < model.config().num_layers; ++l) layers.insert(l);
@@ -195,16 +207,26 @@ std::vector<float> PoolSpans(const EmbedSpec& spec, int64_t i,
   return ToFloats(model.ProjectPooled(at::stack(rows)));
 }
 
-// the model's dense layers, normalization where asked, one copy.
-at::Tensor PoolBatch(const std::vector<const EmbedSpec*>& batch,
-                     const model::Encoder& model, const at::Tensor& tokens,
-                     const at::Tensor& mask) {
+// the model's dense layers, normalization where asked, one copy. The rows
+// that want scores also go through the classification head (before the
+// dense layers): `scores` [rows, labels] on the host, in batch order.
+struct PooledBatch {
+  at::Tensor pooled;
+  at::Tensor scores;
+  std::vector<int64_t> score_rows;
+};
+
+PooledBatch PoolBatch(const std::vector<const EmbedSpec*>& batch,
+                      const model::Encoder& model, const at::Tensor& tokens,
+                      const at::Tensor& mask) {
+  PooledBatch out;
   const at::Tensor mask_dev = mask.to(model.device());
   std::map<model::Pooling, std::vector<int64_t>> by_mode;
   std::vector<int64_t> normalize_rows;
   for (int64_t i = 0; i < static_cast<int64_t>(batch.size()); ++i) {
     by_mode[batch[i]->pooling].push_back(i);
     if (batch[i]->normalize) normalize_rows.push_back(i);
+    if (batch[i]->want_scores) out.score_rows.push_back(i);
   }
   auto rows = [&](const std::vector<int64_t>& v) {
     return at::tensor(v, at::kLong).to(model.device());
@@ -227,6 +249,11 @@ at::Tensor PoolBatch(const std::vector<const EmbedSpec*>& batch,
     pooled[i].copy_(
         PoolSkipping(tokens[i].narrow(0, 0, n), spec.pooling, spec.pool_skip));
   }
+  if (!out.score_rows.empty()) {
+    out.scores = model.Score(pooled.index_select(0, rows(out.score_rows)))
+                     .to(at::kCPU, at::kFloat)
+                     .contiguous();
+  }
   pooled = model.ProjectPooled(pooled);
   if (!normalize_rows.empty()) {
     at::Tensor index = rows(normalize_rows);
@@ -235,7 +262,8 @@ at::Tensor PoolBatch(const std::vector<const EmbedSpec*>& batch,
         0, index,
         picked / picked.norm(2, {-1}, /*keepdim=*/true).clamp_min(1e-12));
   }
-  return pooled.to(at::kCPU, at::kFloat).contiguous();
+  out.pooled = pooled.to(at::kCPU, at::kFloat).contiguous();
+  return out;
 }
 
 // Row `i`'s token embeddings, attention maps, hidden states and attention
@@ -302,8 +330,9 @@ absl::Status EncoderRunner::RunImpl(const std::vector<const EmbedSpec*>& batch,
   padded.options.fused_attention = fused_attention_;
   padded.options.should_stop = context.should_stop;
   ASSIGN_OR_RETURN(auto out, model_->Forward(padded.input, padded.options));
-  const at::Tensor pooled =
+  const PooledBatch pooled_batch =
       PoolBatch(batch, *model_, out.tokens, padded.input.mask);
+  const at::Tensor& pooled = pooled_batch.pooled;
   const int64_t b = static_cast<int64_t>(batch.size());
   const int64_t pooled_dim = pooled.size(1);
   results->assign(b, EmbedResult{});
@@ -314,6 +343,14 @@ absl::Status EncoderRunner::RunImpl(const std::vector<const EmbedSpec*>& batch,
     r.num_tokens = static_cast<int64_t>(batch[i]->token_ids.size());
     r.dim = model_->config().d_model;
     r.pooled_dim = pooled_dim;
+    if (batch[i]->want_scores) {
+      const auto it = std::lower_bound(pooled_batch.score_rows.begin(),
+                                       pooled_batch.score_rows.end(), i);
+      const int64_t k = it - pooled_batch.score_rows.begin();
+      const int64_t labels = pooled_batch.scores.size(1);
+      const float* s = pooled_batch.scores.data_ptr<float>() + k * labels;
+      r.scores.assign(s, s + labels);
+    }
     if (!batch[i]->pool_spans.empty()) {
       r.span_pooled = PoolSpans(*batch[i], i, *model_, out.tokens);
     }

@@ -125,6 +125,14 @@ void Describe(const batching::BatchOptions& batching, HostedModel* hosted) {
   d.max_extrapolation_tokens = spec.max_extrapolation_tokens;
   d.long_input = spec.long_input;
   d.batching = batching;
+  if (const model::ScoreHead* head = encoder.score_head(); head != nullptr) {
+    d.head.labels = head->labels;
+    d.head.pooling = head->pooling;
+    d.head.activation = head->activation;
+  }
+  d.type_vocab_size = spec.config.arch.token_type_embedding
+                          ? spec.config.arch.type_vocab_size
+                          : 0;
 }
 
 }  // namespace

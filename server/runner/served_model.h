@@ -24,6 +24,13 @@
 
 namespace encoder::runner {
 
+// A classification head as served (model::ScoreHead without its weights).
+struct HeadDescription {
+  std::vector<std::string> labels;  // one per logit; empty: no head
+  model::Pooling pooling = model::Pooling::kFirst;
+  model::ScoreActivation activation = model::ScoreActivation::kSigmoid;
+};
+
 // A model as loaded: plain data, fixed once the model is served.
 struct ModelDescription {
   std::string name;
@@ -57,6 +64,19 @@ struct ModelDescription {
   std::string attention_kernel;
   batching::BatchOptions batching;       // effective, caps included
   batching::BatchProfile batch_profile;  // empty when not measured
+  HeadDescription head;
+  // Rows of the token-type table (0: the model has none): a sentence
+  // pair's type ids reach the model only where it has more than one.
+  int64_t type_vocab_size = 0;
+
+  // "embed" always; "classify" with a head; "rerank" with a one-logit
+  // head (a cross-encoder).
+  std::vector<std::string> tasks() const {
+    std::vector<std::string> t = {"embed"};
+    if (!head.labels.empty()) t.push_back("classify");
+    if (head.labels.size() == 1) t.push_back("rerank");
+    return t;
+  }
 };
 
 // One Embed call's sequences, validated and priced by the caller.

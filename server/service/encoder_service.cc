@@ -10,6 +10,7 @@
 #include "server/service/extrapolation_convert.h"
 #include "server/service/model_info.h"
 #include "server/service/request_parser.h"
+#include "server/service/score_proto.h"
 #include "server/service/status_util.h"
 
 namespace encoder::service {
@@ -216,6 +217,52 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Embed(
       },
       &reactor->access);
   return reactor;
+}
+
+template <typename Request, typename Response, typename Fill>
+grpc::ServerUnaryReactor* EncoderServiceImpl::RunScore(
+    const char* rpc, grpc::CallbackServerContext* context,
+    const grpc::ByteBuffer* request_bytes, grpc::ByteBuffer* response_bytes,
+    Fill fill) {
+  auto call = std::make_shared<UnaryMessages<Request, Response>>();
+  HoldingReactor* reactor = nullptr;
+  if (!Open(rpc, context, request_bytes, &call->request, &reactor)) {
+    return reactor;
+  }
+  if (IsUsableRequestId(call->request.request_id())) {
+    reactor->access.request_id = call->request.request_id();
+  }
+  absl::StatusOr<core::ScoreQuery> query = ToScoreQuery(call->request);
+  if (!query.ok()) {
+    Refuse(reactor, rpc, ToGrpcStatus(query.status()));
+    return reactor;
+  }
+  core_->Score(
+      CallOf(rpc, context, &reactor->access), *std::move(query),
+      [this, context, reactor, call, response_bytes,
+       fill](absl::StatusOr<core::ScoreAnswer> answer) {
+        if (answer.ok()) fill(call->request, *answer, &call->response);
+        const grpc::Status out = SerializeOnSuccess(
+            ToGrpcStatus(answer.status()), call->response, response_bytes);
+        FinishLogged(reactor, out,
+                     out.ok() ? HoldUnread(context, response_bytes->Length())
+                              : UnreadResponses::Hold());
+      });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* EncoderServiceImpl::Rerank(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return RunScore<v1::RerankRequest, v1::RerankResponse>(
+      "Rerank", context, request, response, FillRerankResponse);
+}
+
+grpc::ServerUnaryReactor* EncoderServiceImpl::Classify(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return RunScore<v1::ClassifyRequest, v1::ClassifyResponse>(
+      "Classify", context, request, response, FillClassifyResponse);
 }
 
 grpc::ServerUnaryReactor* EncoderServiceImpl::ListModels(

@@ -59,7 +59,9 @@ using EncoderServiceBase = v1::EncoderService::WithRawCallbackMethod_Embed<
             v1::EncoderService::WithRawCallbackMethod_Tokenize<
                 v1::EncoderService::WithRawCallbackMethod_Decode<
                     v1::EncoderService::WithRawCallbackMethod_ListModels<
-                        v1::EncoderService::Service>>>>>>;
+                        v1::EncoderService::WithRawCallbackMethod_Rerank<
+                            v1::EncoderService::WithRawCallbackMethod_Classify<
+                                v1::EncoderService::Service>>>>>>>>;
 
 class EncoderServiceImpl final : public EncoderServiceBase {
  public:
@@ -90,6 +92,12 @@ class EncoderServiceImpl final : public EncoderServiceBase {
   grpc::ServerUnaryReactor* Decode(grpc::CallbackServerContext* context,
                                    const grpc::ByteBuffer* request,
                                    grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Rerank(grpc::CallbackServerContext* context,
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Classify(grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
 
   // Parses an EmbedRequest, maps it to the core's query and queues it.
   // `done` is called exactly once, on a batcher thread or inline on
@@ -140,6 +148,14 @@ class EncoderServiceImpl final : public EncoderServiceBase {
   bool Open(const char* rpc, grpc::CallbackServerContext* context,
             const grpc::ByteBuffer* request_bytes, Request* request,
             HoldingReactor** reactor);
+  // Rerank and Classify: parse, map into the core's Score, fill the
+  // response with `fill` on the batcher's thread.
+  template <typename Request, typename Response, typename Fill>
+  grpc::ServerUnaryReactor* RunScore(const char* rpc,
+                                     grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* request_bytes,
+                                     grpc::ByteBuffer* response_bytes,
+                                     Fill fill);
   // Parses a unary request, admits it, runs `run(request, host,
   // &response)` on this thread and finishes the call with the serialized
   // response.

@@ -75,6 +75,13 @@ void FillModelInfo(const runner::ModelDescription& model, bool is_default,
   info->set_family(model.family);
   info->set_pooled_dim(model.output_dim);
   info->set_accepts_text(!model.tokenizer_kind.empty());
+  for (const std::string& task : model.tasks()) info->add_tasks(task);
+  if (!model.head.labels.empty()) {
+    for (const std::string& label : model.head.labels) info->add_labels(label);
+    info->set_head_pooling(model::PoolingName(model.head.pooling));
+    info->set_score_activation(
+        model::ScoreActivationName(model.head.activation));
+  }
   if (!model.tokenizer_kind.empty()) {
     info->set_tokenizer(model.tokenizer_kind);
     info->set_tokenizer_path(model.tokenizer_file);

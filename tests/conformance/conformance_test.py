@@ -64,6 +64,11 @@ state against transformers on the same ids, tolerance 1e-4; the same ids
 late-chunked in windows of 64 repeating 16, each window's mean against the
 mean of transformers' last hidden state over it, tolerance 1e-4.
 
+Classification heads (heads.py): cross-encoders and classifiers of five
+families against transformers' *ForSequenceClassification and
+sentence-transformers' CrossEncoder, through Classify, Rerank and the
+HTTP scoring routes; see there.
+
 Quality (real models only, quality.py): see there.
 
 Usage: conformance_test.py --binary build/encoder-server [--work DIR]
@@ -91,6 +96,7 @@ sys.path.insert(0, str(ROOT / "client" / "python"))
 import chunking  # noqa: E402
 import corpus  # noqa: E402
 import family_models  # noqa: E402
+import heads  # noqa: E402
 import prompts  # noqa: E402
 import quantized  # noqa: E402
 import quality  # noqa: E402
@@ -535,7 +541,10 @@ def main():
         for name, family, path in family_models.build(work / "families",
                                                       args.only or None):
             entries.append((name, family, path, None, None))
-    if not entries:
+    head_models = []  # (name, path): classification heads (heads.py)
+    if not args.skip_families:
+        head_models = heads.build(work / "heads", args.only or None)
+    if not entries and not head_models:
         sys.exit("no models selected")
     # Copies of all-MiniLM-L6-v2 that pool without their prompts
     # (prompts.py), when the real models are checked.
@@ -545,7 +554,8 @@ def main():
 
     report = Report()
     served = Served(args.binary,
-                    [(e[0], e[2]) for e in entries] + prompted,
+                    [(e[0], e[2]) for e in entries] + prompted +
+                    head_models,
                     work / "server")
     pooled = {}
     try:
@@ -585,6 +595,10 @@ def main():
                                 corpus.TEXTS, report)
             except Exception as e:
                 report.fail(f"quantized: {type(e).__name__}: {e}")
+        if head_models:
+            embedder = next((e[0] for e in entries if e[0] == "tf-bert"),
+                            None)
+            heads.check(served, head_models, embedder, report)
         if prompted:
             try:
                 prompts.check(served, (minilm[0][0], minilm[0][2]), prompted,

@@ -3,7 +3,8 @@
 // as that request (the raw methods' parser, with its UTF-8 diagnosis) and,
 // when it parses, validated against six small hosted models exactly as the
 // RPC would before any forward pass: PrepareEmbed (limits, lengths, ids,
-// layers, heads, cost), BuildDiagnoseOptions, RunTokenize and RunDecode.
+// layers, heads, cost), BuildDiagnoseOptions, RunTokenize, RunDecode, and
+// Rerank's and Classify's ToScoreQuery and PrepareScore.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 #include "server/service/embed_proto.h"
 #include "server/service/encoder_service.h"
 #include "server/service/request_parser.h"
+#include "server/service/score_proto.h"
 #include "server/service/tokenize_rpc.h"
 
 namespace svc = encoder::service;
@@ -74,7 +76,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   limits.max_send_message_bytes = 4 << 20;
   svc::TokenizeLimits tokenize_limits;
   tokenize_limits.max_texts_per_request = 16;
-  switch (data[0] % 4) {
+  switch (data[0] % 6) {
     case 0: {
       v1::EmbedRequest request;
       if (!svc::ParseRequest(bytes, &request).ok()) break;
@@ -107,6 +109,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       v1::DecodeResponse response;
       if (!svc::ParseRequest(bytes, &request).ok()) break;
       (void)svc::RunDecode(request, *host, tokenize_limits, &response);
+      break;
+    }
+    case 4: {
+      v1::RerankRequest request;
+      if (!svc::ParseRequest(bytes, &request).ok()) break;
+      auto query = svc::ToScoreQuery(request);
+      if (query.ok()) (void)encoder::core::PrepareScore(*query, *host, limits);
+      break;
+    }
+    case 5: {
+      v1::ClassifyRequest request;
+      if (!svc::ParseRequest(bytes, &request).ok()) break;
+      auto query = svc::ToScoreQuery(request);
+      if (query.ok()) (void)encoder::core::PrepareScore(*query, *host, limits);
       break;
     }
   }

@@ -4,7 +4,9 @@ within a minute, no ready file, and an error that names the problem.
 Each case copies a good fixture and breaks one thing: an unknown
 model_type, a missing tensor, a tensor of the wrong shape, an unexpected
 tensor, a config whose width is not a multiple of its head count, sizes
-beyond any real model (2^40 layers; 5000 layers), a missing shard.
+beyond any real model (2^40 layers; 5000 layers), a missing shard, a
+classification head whose id2label does not match its outputs or whose
+classifier does not fit the model's width.
 """
 import json
 import os
@@ -99,6 +101,32 @@ def _too_many_layers(directory):
     return ["5000", "1024"]
 
 
+def _add_head(directory, classifier_shape, labels):
+    """A BERT classification head (pooler and classifier) and labels."""
+    def change(tensors):
+        tensors["pooler.dense.weight"] = torch.zeros(48, 48)
+        tensors["pooler.dense.bias"] = torch.zeros(48)
+        tensors["classifier.weight"] = torch.zeros(*classifier_shape)
+        tensors["classifier.bias"] = torch.zeros(classifier_shape[0])
+    _rewrite(directory, change)
+    path = os.path.join(directory, "config.json")
+    with open(path) as f:
+        config = json.load(f)
+    config["id2label"] = {str(i): f"L{i}" for i in range(labels)}
+    with open(path, "w") as f:
+        json.dump(config, f)
+
+
+def _head_labels_mismatch(directory):
+    _add_head(directory, (2, 48), 3)
+    return ["id2label", "3 labels", "2 outputs"]
+
+
+def _head_wrong_width(directory):
+    _add_head(directory, (1, 40), 1)
+    return ["classifier.weight", "[1, 40]", "48"]
+
+
 def _missing_shard(directory):
     shard = "model-00002-of-00002.safetensors"
     os.remove(os.path.join(directory, shard))
@@ -112,6 +140,8 @@ CASES = [("unknown model_type", "bge", _unknown_model_type),
          ("inconsistent config", "bge", _inconsistent_config),
          ("absurd sizes", "bge", _absurd_sizes),
          ("too many layers", "bge", _too_many_layers),
+         ("head labels mismatch", "bge", _head_labels_mismatch),
+         ("head wrong width", "bge", _head_wrong_width),
          ("missing shard", "bert-mlm", _missing_shard)]
 
 

@@ -511,6 +511,79 @@ class HttpFrontTest(Fixture):
         code, _, _ = self.http("POST", "/embed", {"inputs": "x"}, token="bad")
         self.assertEqual(code, 401)
 
+    def test_tei_tokenize_and_decode_equal_grpc(self):
+        # /tokenize: one token list per input, byte offsets into the input
+        # and its text there; special tokens without offsets. /decode:
+        # one text per id list. Both as gRPC Tokenize and Decode give them.
+        reply, _ = self.tei("/tokenize", {"inputs": TEXTS, "model": "raw"})
+        auth = (("authorization", f"Bearer {TOKEN}"),)
+        grpc = self.stub.Tokenize(self.pb2.TokenizeRequest(
+            model="raw", texts=TEXTS), timeout=60, metadata=auth)
+        self.assertEqual(len(reply), len(TEXTS))
+        for tokens, encoding, text in zip(reply, grpc.encodings, TEXTS):
+            self.assertEqual([t["id"] for t in tokens], list(encoding.ids))
+            self.assertEqual([t["special"] for t in tokens],
+                             list(encoding.special_tokens_mask))
+            raw = text.encode()
+            for k, t in enumerate(tokens):
+                start, stop = encoding.byte_offsets[2 * k: 2 * k + 2]
+                if t["special"] and start == stop:
+                    self.assertIsNone(t["start"])
+                    self.assertEqual(t["text"], encoding.tokens[k])
+                else:
+                    self.assertEqual((t["start"], t["stop"]), (start, stop))
+                    self.assertEqual(t["text"].encode(), raw[start:stop])
+        plain, _ = self.tei("/tokenize", {"inputs": TEXTS[0], "model": "raw",
+                                          "add_special_tokens": False})
+        self.assertFalse(any(t["special"] for t in plain[0]))
+        ids = [t["id"] for t in reply[0]]
+        decoded, _ = self.tei("/decode", {"ids": ids, "model": "raw"})
+        want = self.stub.Decode(self.pb2.DecodeRequest(
+            model="raw", inputs=[self.pb2.TokenIds(ids=ids)],
+            skip_special_tokens=True), timeout=60, metadata=auth)
+        self.assertEqual(decoded, list(want.texts))
+        both, _ = self.tei("/decode", {"ids": [ids, ids[:2]], "model": "raw",
+                                       "skip_special_tokens": False})
+        self.assertEqual(len(both), 2)
+        for path, body, status, kind in [
+                ("/tokenize", {"inputs": []}, 400, "Empty"),
+                ("/tokenize", {"inputs": 3}, 422, "Validation"),
+                ("/tokenize", {"inputs": ["x"] * (MAX_INPUTS + 1)}, 413,
+                 "Validation"),
+                ("/tokenize", {"inputs": "x", "model": "nope"}, 422,
+                 "Validation"),
+                ("/decode", {"ids": []}, 400, "Empty"),
+                ("/decode", {"ids": "1 2"}, 422, "Validation"),
+                ("/decode", {"ids": [999999]}, 413, "Validation")]:
+            reply, _ = self.tei(path, body, status)
+            self.assertEqual(reply["error_type"], kind, (path, body))
+
+    def test_scoring_routes_refuse_a_model_without_a_head(self):
+        # The built-in models embed only: TEI's rerank and predict answer
+        # its backend error (424), /v1/rerank a 400 naming the tasks.
+        reply, _ = self.tei("/rerank", {"query": "q", "texts": ["a"],
+                                        "model": "raw"}, 424)
+        self.assertEqual(reply["error_type"], "Backend")
+        self.assertIn("no classification head", reply["error"])
+        self.assertIn("serves: embed", reply["error"])
+        reply, _ = self.tei("/predict", {"inputs": ["a", "b"],
+                                         "model": "raw"}, 424)
+        self.assertEqual(reply["error_type"], "Backend")
+        reply, _ = self.tei("/rerank", {"query": "q", "texts": []}, 400)
+        self.assertEqual(reply["error_type"], "Empty")
+        reply, _ = self.tei("/rerank", {"texts": ["a"]}, 422)
+        self.assertIn("query", reply["error"])
+        code, _, text = self.http("POST", "/v1/rerank", {
+            "model": "raw", "query": "q", "documents": ["a", {"text": "b"}]})
+        self.assertEqual(code, 400, text)
+        self.assert_error_shape(json.loads(text), 400, None,
+                                "no classification head")
+        code, _, text = self.http("POST", "/v1/rerank",
+                                  {"query": "q", "documents": [{"x": 1}]})
+        self.assertEqual(code, 400, text)
+        self.assert_error_shape(json.loads(text), 400, "documents",
+                                "each document")
+
     def test_request_errors(self):
         code, _, text = self.http("POST", "/v1/embeddings", raw=b"{not json")
         self.assertEqual(code, 400)

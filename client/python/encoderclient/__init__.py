@@ -62,6 +62,14 @@ def _input(item):
     return pb2.Input(token_ids=pb2.TokenIds(ids=[int(i) for i in item]))
 
 
+def _truncation_side(side):
+    sides = {"right": pb2.TRUNCATION_SIDE_RIGHT,
+             "left": pb2.TRUNCATION_SIDE_LEFT}
+    if side not in sides:
+        raise ValueError(f"truncation_side is 'right' or 'left', not {side!r}")
+    return sides[side]
+
+
 def _single_input(text, ids):
     if (text is None) == (ids is None):
         raise ValueError("give exactly one of text and ids")
@@ -254,6 +262,59 @@ class EncoderClient:
                                               dtype=bool),
             "truncated": e.truncated,
         } for e in response.encodings]
+
+    def rerank(self, query, documents, *, model="", top_n=0,
+               keep_order=False, return_documents=False, raw_scores=False,
+               truncate=False, truncation_side=None):
+        """A cross-encoder's scores of `documents` against `query`: a list
+        of dicts (index, score, tokens, truncated, and document when
+        return_documents), best first unless keep_order. raw_scores: the
+        head's logits, not the model's score_activation."""
+        if isinstance(documents, str):
+            raise TypeError("documents is a list of str")
+        request = pb2.RerankRequest(
+            model=model, query=query, documents=list(documents), top_n=top_n,
+            keep_order=keep_order, return_documents=return_documents,
+            raw_scores=raw_scores, truncate=truncate)
+        if truncation_side is not None:
+            request.truncation_side = _truncation_side(truncation_side)
+        response = self._call(self._stub.Rerank, request)
+        out = []
+        for r in response.results:
+            item = {"index": r.index, "score": r.score, "tokens": r.tokens,
+                    "truncated": r.truncated}
+            if return_documents:
+                item["document"] = r.document
+            out.append(item)
+        return out
+
+    def classify(self, inputs, *, model="", raw_scores=False, truncate=False,
+                 truncation_side=None):
+        """Labels with scores, best first, per input: a text or a
+        (text, text_pair) tuple. Returns one list of (label, score) per
+        input."""
+        response = self.classify_response(
+            inputs, model=model, raw_scores=raw_scores, truncate=truncate,
+            truncation_side=truncation_side)
+        return [[(label.label, label.score) for label in r.labels]
+                for r in response.results]
+
+    def classify_response(self, inputs, *, model="", raw_scores=False,
+                          truncate=False, truncation_side=None):
+        """The ClassifyResponse message for `inputs` (as classify)."""
+        if isinstance(inputs, str):
+            raise TypeError("inputs is a list of str or (str, str) pairs")
+        request = pb2.ClassifyRequest(model=model, raw_scores=raw_scores,
+                                      truncate=truncate)
+        if truncation_side is not None:
+            request.truncation_side = _truncation_side(truncation_side)
+        for item in inputs:
+            if isinstance(item, str):
+                request.inputs.add(text=item)
+            else:
+                text, pair = item
+                request.inputs.add(text=text, text_pair=pair)
+        return self._call(self._stub.Classify, request)
 
     def diagnose(self, text=None, *, ids=None, model="", probes=(),
                  attention_maps=False, **fields):

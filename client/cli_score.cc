@@ -1,0 +1,138 @@
+// encoder-client rerank and classify: a model's classification head
+// through the Rerank and Classify RPCs; the response as JSON on stdout,
+// exit codes as in errors.h.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "client/cli_commands.h"
+#include "client/errors.h"
+#include "client/json_output.h"
+#include "encoder/v1/encoder.grpc.pb.h"
+
+namespace encoder_client {
+namespace {
+
+struct ScoreOptions {
+  std::string model;
+  std::string query;
+  std::vector<std::string> texts;  // documents, or texts to classify
+  std::vector<std::string> pairs;  // classify: each text's pair
+  int32_t top_n = 0;
+  bool keep_order = false;
+  bool return_documents = false;
+  bool raw_scores = false;
+  bool truncate = false;
+  std::string truncation_side = "right";
+};
+
+encoder::v1::TruncationSide Side(const std::string& side) {
+  return side == "left" ? encoder::v1::TRUNCATION_SIDE_LEFT
+                        : encoder::v1::TRUNCATION_SIDE_RIGHT;
+}
+
+void AddShared(CLI::App* command, ScoreOptions* o) {
+  command->add_option("--model", o->model,
+                      "Model name (default: the server's default model)");
+  command->add_flag("--raw-scores", o->raw_scores,
+                    "The head's logits, not its score activation");
+  command->add_flag("--truncate", o->truncate,
+                    "Cut sequences over the model's length (the longer "
+                    "text of a pair first)");
+  command->add_option("--truncation-side", o->truncation_side, "right or left")
+      ->check(CLI::IsMember({"right", "left"}))
+      ->capture_default_str();
+}
+
+template <typename Response>
+int Finish(const grpc::Status& status, const Response& response) {
+  if (!status.ok()) {
+    PrintRpcError(status);
+    return kExitRpcError;
+  }
+  PrintJson(MessageToJson(response, OutputJsonStyle().camel_case));
+  return kExitOk;
+}
+
+int RunRerank(const ConnectionOptions& connection, const ScoreOptions& o) {
+  auto stub = encoder::v1::EncoderService::NewStub(CreateChannel(connection));
+  encoder::v1::RerankRequest request;
+  request.set_model(o.model);
+  request.set_query(o.query);
+  for (const std::string& d : o.texts) request.add_documents(d);
+  request.set_top_n(o.top_n);
+  request.set_keep_order(o.keep_order);
+  request.set_return_documents(o.return_documents);
+  request.set_raw_scores(o.raw_scores);
+  request.set_truncate(o.truncate);
+  request.set_truncation_side(Side(o.truncation_side));
+  encoder::v1::RerankResponse response;
+  grpc::ClientContext context;
+  SetDeadline(connection.deadline_ms, &context);
+  return Finish(stub->Rerank(&context, request, &response), response);
+}
+
+int RunClassify(const ConnectionOptions& connection, const ScoreOptions& o) {
+  if (!o.pairs.empty() && o.pairs.size() != o.texts.size()) {
+    PrintError("--pair: give one per --text, or none");
+    return kExitUsage;
+  }
+  auto stub = encoder::v1::EncoderService::NewStub(CreateChannel(connection));
+  encoder::v1::ClassifyRequest request;
+  request.set_model(o.model);
+  for (size_t i = 0; i < o.texts.size(); ++i) {
+    encoder::v1::ClassifyInput* input = request.add_inputs();
+    input->set_text(o.texts[i]);
+    if (!o.pairs.empty()) input->set_text_pair(o.pairs[i]);
+  }
+  request.set_raw_scores(o.raw_scores);
+  request.set_truncate(o.truncate);
+  request.set_truncation_side(Side(o.truncation_side));
+  encoder::v1::ClassifyResponse response;
+  grpc::ClientContext context;
+  SetDeadline(connection.deadline_ms, &context);
+  return Finish(stub->Classify(&context, request, &response), response);
+}
+
+}  // namespace
+
+Command AddRerank(CLI::App* app, ConnectionOptions* connection) {
+  CLI::App* command = app->add_subcommand(
+      "rerank",
+      "A cross-encoder's scores of documents against a query, best first "
+      "(JSON)");
+  AddConnectionFlags(command, connection);
+  AddJsonFlags(command);
+  auto o = std::make_shared<ScoreOptions>();
+  command->add_option("--query", o->query, "The query")->required();
+  command->add_option("--document", o->texts, "A document (repeatable)")
+      ->required();
+  command->add_option("--top-n", o->top_n, "Keep the best N (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  command->add_flag("--keep-order", o->keep_order,
+                    "Results in the documents' order");
+  command->add_flag("--return-documents", o->return_documents,
+                    "Echo each document in its result");
+  AddShared(command, o.get());
+  return {command, [=]() { return RunRerank(*connection, *o); }};
+}
+
+Command AddClassify(CLI::App* app, ConnectionOptions* connection) {
+  CLI::App* command = app->add_subcommand(
+      "classify",
+      "A classification head's labels with scores for texts or text pairs "
+      "(JSON)");
+  AddConnectionFlags(command, connection);
+  AddJsonFlags(command);
+  auto o = std::make_shared<ScoreOptions>();
+  command->add_option("--text", o->texts, "A text (repeatable)")->required();
+  command->add_option("--pair", o->pairs,
+                      "The text paired with each --text (repeatable, one "
+                      "per --text)");
+  AddShared(command, o.get());
+  return {command, [=]() { return RunClassify(*connection, *o); }};
+}
+
+}  // namespace encoder_client

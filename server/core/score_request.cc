@@ -1,0 +1,229 @@
+#include "server/core/score_request.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/common/status_macros.h"
+#include "server/core/status.h"
+#include "server/core/text_input.h"
+
+namespace encoder::core {
+namespace {
+
+// FAILED_PRECONDITION unless `model` serves `task`.
+absl::Status CheckTask(const runner::ServedModel& model,
+                       ScoreQuery::Task task) {
+  const runner::ModelDescription& d = model.description();
+  const std::string tasks = absl::StrJoin(d.tasks(), ", ");
+  if (d.head.labels.empty()) {
+    return MarkMissingTask(absl::FailedPreconditionError(absl::StrCat(
+        "model \"", model.name(), "\" has no classification head (it serves: ",
+        tasks, "); ", task == ScoreQuery::Task::kRerank ? "rerank" : "classify",
+        " needs a sequence classification checkpoint")));
+  }
+  if (task == ScoreQuery::Task::kRerank && d.head.labels.size() != 1) {
+    return MarkMissingTask(absl::FailedPreconditionError(
+        absl::StrCat("model \"", model.name(), "\" has ", d.head.labels.size(),
+                     " labels (it serves: ", tasks,
+                     "); rerank needs a cross-encoder with one output")));
+  }
+  if (model.tokenizer() == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("model \"", model.name(), "\" has no tokenizer (",
+                     d.no_tokenizer_reason, "); scoring takes text"));
+  }
+  return absl::OkStatus();
+}
+
+// items[i] tokenized, checked and priced.
+absl::StatusOr<runner::EmbedSpec> ItemSpec(const ScoreQuery& query, size_t i,
+                                           const runner::ServedModel& model,
+                                           bool* truncated) {
+  const runner::ModelDescription& d = model.description();
+  const ScoreItem& item = query.items[i];
+  const std::string name = absl::StrCat(query.item_field, "[", i, "]");
+  if (item.text.empty() || (item.pair.has_value() && item.pair->empty())) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " has empty text"));
+  }
+  TextOptions options;
+  options.truncation_side = query.truncation_side;
+  const int64_t max_len = d.config.max_length();
+  auto tokens =
+      item.pair.has_value()
+          ? TokenizePair(model, item.text, *item.pair, options, query.truncate,
+                         max_len)
+          : TokenizeText(model, item.text, options, query.truncate, max_len);
+  if (!tokens.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": ", tokens.status().message()));
+  }
+  const int64_t n = static_cast<int64_t>(tokens->encoding.size());
+  if (n > max_len) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, item.pair.has_value() ? " with its pair" : "", " has ", n,
+        " tokens; model \"", model.name(), "\" accepts at most ", max_len,
+        "; shorten it or set truncate"));
+  }
+  for (int64_t id : tokens->encoding.ids) {
+    if (id < 0 || id >= d.config.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, " has token id ", id, ", outside the vocabulary [0, ",
+          d.config.vocab_size, ")"));
+    }
+  }
+  runner::EmbedSpec spec;
+  spec.token_ids = std::move(tokens->encoding.ids);
+  // Type ids reach only a model with a table of several types (BERT);
+  // RoBERTa-style models take 0 for both texts, as transformers feeds them.
+  if (item.pair.has_value() && d.type_vocab_size > 1) {
+    spec.type_ids = std::move(tokens->encoding.type_ids);
+    for (int64_t& t : spec.type_ids) {
+      t = std::clamp<int64_t>(t, 0, d.type_vocab_size - 1);
+    }
+  }
+  spec.pooling = d.head.pooling;
+  spec.want_scores = true;
+  spec.cost = model.Price(spec);
+  RETURN_IF_ERROR(CheckCost(spec, model, name));
+  *truncated = tokens->truncated;
+  return spec;
+}
+
+}  // namespace
+
+absl::StatusOr<PreparedScore> PrepareScore(const ScoreQuery& query,
+                                           const runner::ModelCatalog& host,
+                                           const ServiceLimits& limits) {
+  PreparedScore p;
+  p.model = host.Find(query.model);
+  if (p.model == nullptr) {
+    return absl::NotFoundError(UnknownModelMessage(query.model, host));
+  }
+  RETURN_IF_ERROR(CheckTask(*p.model, query.task));
+  const int64_t n = static_cast<int64_t>(query.items.size());
+  if (n == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request has no ", query.item_field));
+  }
+  if (n > limits.max_inputs_per_request) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request has ", n, " ", query.item_field, "; at most ",
+                     limits.max_inputs_per_request,
+                     " per request (--max-inputs-per-request)"));
+  }
+  p.truncated.assign(query.items.size(), false);
+  for (size_t i = 0; i < query.items.size(); ++i) {
+    bool truncated = false;
+    ASSIGN_OR_RETURN(auto spec, ItemSpec(query, i, *p.model, &truncated));
+    p.truncated[i] = truncated;
+    p.total_tokens += static_cast<int64_t>(spec.token_ids.size());
+    p.sequences.push_back(std::move(spec));
+  }
+  return p;
+}
+
+int64_t EstimateScoreResponseBytes(const PreparedScore& prepared) {
+  const int64_t labels =
+      static_cast<int64_t>(prepared.model->description().head.labels.size());
+  int64_t label_bytes = 0;
+  for (const std::string& l : prepared.model->description().head.labels) {
+    label_bytes += static_cast<int64_t>(l.size()) + 16;
+  }
+  return 256 + static_cast<int64_t>(prepared.sequences.size()) *
+                   (64 + labels * 8 + label_bytes);
+}
+
+ScoreAnswer BuildScoreAnswer(std::string request_id,
+                             const PreparedScore& prepared,
+                             std::vector<runner::EmbedResult> results,
+                             double total_ms) {
+  ScoreAnswer answer;
+  const runner::ModelDescription& d = prepared.model->description();
+  answer.model = d.name;
+  answer.request_id = std::move(request_id);
+  answer.labels = d.head.labels;
+  answer.activation = d.head.activation;
+  answer.total_tokens = prepared.total_tokens;
+  answer.total_ms = total_ms;
+  answer.items.reserve(results.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    runner::EmbedResult& r = results[i];
+    answer.queue_ms = std::max(answer.queue_ms, r.batch.queue_seconds * 1e3);
+    answer.inference_ms =
+        std::max(answer.inference_ms, r.batch.inference_seconds * 1e3);
+    ScoredItem item;
+    item.logits = std::move(r.scores);
+    item.tokens = r.num_tokens;
+    item.truncated = prepared.truncated[i];
+    answer.items.push_back(std::move(item));
+  }
+  return answer;
+}
+
+std::vector<float> ActivateScores(const std::vector<float>& logits,
+                                  model::ScoreActivation activation) {
+  std::vector<float> out(logits.size());
+  switch (activation) {
+    case model::ScoreActivation::kIdentity:
+      out = logits;
+      break;
+    case model::ScoreActivation::kSigmoid:
+      for (size_t i = 0; i < logits.size(); ++i) {
+        out[i] = static_cast<float>(1.0 / (1.0 + std::exp(-double{logits[i]})));
+      }
+      break;
+    case model::ScoreActivation::kSoftmax: {
+      if (logits.empty()) break;
+      const double top = *std::max_element(logits.begin(), logits.end());
+      double sum = 0;
+      for (float v : logits) sum += std::exp(double{v} - top);
+      for (size_t i = 0; i < logits.size(); ++i) {
+        out[i] = static_cast<float>(std::exp(double{logits[i]} - top) / sum);
+      }
+      break;
+    }
+  }
+  return out;
+}
+
+std::vector<RankedItem> RankItems(const ScoreAnswer& answer, bool raw,
+                                  int64_t top_n) {
+  std::vector<RankedItem> ranked;
+  ranked.reserve(answer.items.size());
+  for (size_t i = 0; i < answer.items.size(); ++i) {
+    const std::vector<float>& logits = answer.items[i].logits;
+    const std::vector<float> scores =
+        raw ? logits : ActivateScores(logits, answer.activation);
+    ranked.push_back({static_cast<int64_t>(i), scores.empty() ? 0 : scores[0]});
+  }
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const RankedItem& a, const RankedItem& b) {
+                     return a.score > b.score;
+                   });
+  if (top_n > 0 && top_n < static_cast<int64_t>(ranked.size())) {
+    ranked.resize(static_cast<size_t>(top_n));
+  }
+  return ranked;
+}
+
+std::vector<LabelScore> LabelScores(const ScoreAnswer& answer, size_t item,
+                                    bool raw) {
+  const std::vector<float>& logits = answer.items[item].logits;
+  const std::vector<float> scores =
+      raw ? logits : ActivateScores(logits, answer.activation);
+  std::vector<LabelScore> out;
+  for (size_t i = 0; i < scores.size(); ++i) {
+    out.push_back({i < answer.labels.size() ? answer.labels[i] : "",
+                   static_cast<int64_t>(i), scores[i]});
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const LabelScore& a, const LabelScore& b) {
+                     return a.score > b.score;
+                   });
+  return out;
+}
+
+}  // namespace encoder::core

@@ -1,0 +1,115 @@
+// The front-neutral Classify and Rerank: a model's classification head on
+// texts or text pairs (a cross-encoder scores a query with each document
+// as one sequence). Plain C++ in (ScoreQuery) and out (ScoreAnswer), as
+// Embed's; PrepareScore does every check that can fail the call before
+// anything runs.
+#ifndef ENCODER_SERVER_CORE_SCORE_REQUEST_H_
+#define ENCODER_SERVER_CORE_SCORE_REQUEST_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/core/embed_request.h"
+#include "server/model/config.h"
+#include "server/runner/embed_types.h"
+#include "server/runner/served_model.h"
+#include "server/tokenizer/tokenizer.h"
+
+namespace encoder::core {
+
+// One sequence to score: a text, or a pair (first, second) encoded
+// together with the model's pair template ([CLS] a [SEP] b [SEP]).
+struct ScoreItem {
+  std::string text;
+  std::optional<std::string> pair;
+};
+
+struct ScoreQuery {
+  enum class Task { kClassify, kRerank };
+  // kRerank needs a one-logit head (a cross-encoder); kClassify any head.
+  Task task = Task::kClassify;
+  std::string model;  // empty: the default model
+  std::string request_id;
+  std::vector<ScoreItem> items;
+  // How messages name items[i] ("texts", "documents").
+  std::string item_field = "inputs";
+  // Cut a sequence over the model's length (a pair loses tokens from its
+  // longer text first, as transformers' longest_first) instead of refusing
+  // it.
+  bool truncate = false;
+  tokenizer::TruncationSide truncation_side = tokenizer::TruncationSide::kRight;
+};
+
+struct ScoredItem {
+  std::vector<float> logits;  // one per label
+  int64_t tokens = 0;
+  bool truncated = false;
+};
+
+struct ScoreAnswer {
+  std::string model;
+  std::string request_id;
+  std::vector<std::string> labels;
+  model::ScoreActivation activation = model::ScoreActivation::kSigmoid;
+  std::vector<ScoredItem> items;  // in the query's order
+  int64_t total_tokens = 0;
+  double queue_ms = 0;
+  double inference_ms = 0;
+  double total_ms = 0;
+};
+
+struct PreparedScore {
+  const runner::ServedModel* model = nullptr;
+  std::vector<runner::EmbedSpec> sequences;  // one per item
+  std::vector<bool> truncated;
+  int64_t total_tokens = 0;
+};
+
+// NOT_FOUND for an unknown model; FAILED_PRECONDITION for a model without
+// the task (naming the tasks it has) or without a tokenizer;
+// INVALID_ARGUMENT for no items, more than max_inputs_per_request, an
+// empty text, invalid UTF-8, or a sequence over the model's length without
+// truncate; RESOURCE_EXHAUSTED (too large) for one over the batch memory
+// budget.
+absl::StatusOr<PreparedScore> PrepareScore(const ScoreQuery& query,
+                                           const runner::ModelCatalog& host,
+                                           const ServiceLimits& limits);
+
+// Upper estimate of the response's size in bytes.
+int64_t EstimateScoreResponseBytes(const PreparedScore& prepared);
+
+ScoreAnswer BuildScoreAnswer(std::string request_id,
+                             const PreparedScore& prepared,
+                             std::vector<runner::EmbedResult> results,
+                             double total_ms);
+
+// `logits` through `activation` (a softmax over all of them).
+std::vector<float> ActivateScores(const std::vector<float>& logits,
+                                  model::ScoreActivation activation);
+
+// Item indices by their first score, highest first (ties by index), at
+// most `top_n` of them (0: all). `raw`: logits rather than the model's
+// activation.
+struct RankedItem {
+  int64_t index = 0;
+  float score = 0;
+};
+std::vector<RankedItem> RankItems(const ScoreAnswer& answer, bool raw,
+                                  int64_t top_n);
+
+// One item's labels with their scores, highest first (ties by label
+// index).
+struct LabelScore {
+  std::string label;
+  int64_t index = 0;
+  float score = 0;
+};
+std::vector<LabelScore> LabelScores(const ScoreAnswer& answer, size_t item,
+                                    bool raw);
+
+}  // namespace encoder::core
+
+#endif  // ENCODER_SERVER_CORE_SCORE_REQUEST_H_

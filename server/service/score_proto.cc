@@ -1,0 +1,114 @@
+#include "server/service/score_proto.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace encoder::service {
+namespace {
+
+tokenizer::TruncationSide Side(v1::TruncationSide side) {
+  return side == v1::TRUNCATION_SIDE_LEFT ? tokenizer::TruncationSide::kLeft
+                                          : tokenizer::TruncationSide::kRight;
+}
+
+template <typename Response>
+void FillCommon(const core::ScoreAnswer& answer, Response* response) {
+  response->set_model(answer.model);
+  response->set_request_id(answer.request_id);
+  response->set_total_tokens(answer.total_tokens);
+  v1::Timing* timing = response->mutable_timing();
+  timing->set_queue_ms(answer.queue_ms);
+  timing->set_inference_ms(answer.inference_ms);
+  timing->set_total_ms(answer.total_ms);
+}
+
+}  // namespace
+
+absl::StatusOr<core::ScoreQuery> ToScoreQuery(
+    const v1::RerankRequest& request) {
+  if (request.query().empty()) {
+    return absl::InvalidArgumentError("query is empty");
+  }
+  if (request.top_n() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "top_n is ", request.top_n(), "; it must be 0 (all) or more"));
+  }
+  core::ScoreQuery q;
+  q.task = core::ScoreQuery::Task::kRerank;
+  q.model = request.model();
+  q.request_id = request.request_id();
+  q.item_field = "documents";
+  q.truncate = request.truncate();
+  q.truncation_side = Side(request.truncation_side());
+  q.items.reserve(request.documents_size());
+  for (const std::string& document : request.documents()) {
+    q.items.push_back({request.query(), document});
+  }
+  return q;
+}
+
+absl::StatusOr<core::ScoreQuery> ToScoreQuery(
+    const v1::ClassifyRequest& request) {
+  core::ScoreQuery q;
+  q.task = core::ScoreQuery::Task::kClassify;
+  q.model = request.model();
+  q.request_id = request.request_id();
+  q.item_field = "inputs";
+  q.truncate = request.truncate();
+  q.truncation_side = Side(request.truncation_side());
+  q.items.reserve(request.inputs_size());
+  for (const v1::ClassifyInput& input : request.inputs()) {
+    core::ScoreItem item{input.text(), std::nullopt};
+    if (!input.text_pair().empty()) item.pair = input.text_pair();
+    q.items.push_back(std::move(item));
+  }
+  return q;
+}
+
+void FillRerankResponse(const v1::RerankRequest& request,
+                        const core::ScoreAnswer& answer,
+                        v1::RerankResponse* response) {
+  FillCommon(answer, response);
+  std::vector<core::RankedItem> ranked =
+      core::RankItems(answer, request.raw_scores(), request.top_n());
+  if (request.keep_order()) {
+    std::sort(ranked.begin(), ranked.end(),
+              [](const core::RankedItem& a, const core::RankedItem& b) {
+                return a.index < b.index;
+              });
+  }
+  for (const core::RankedItem& r : ranked) {
+    v1::RerankResult* out = response->add_results();
+    out->set_index(static_cast<int32_t>(r.index));
+    out->set_score(r.score);
+    const core::ScoredItem& item = answer.items[r.index];
+    out->set_tokens(static_cast<int32_t>(item.tokens));
+    out->set_truncated(item.truncated);
+    if (request.return_documents()) {
+      out->set_document(request.documents(static_cast<int>(r.index)));
+    }
+  }
+}
+
+void FillClassifyResponse(const v1::ClassifyRequest& request,
+                          const core::ScoreAnswer& answer,
+                          v1::ClassifyResponse* response) {
+  FillCommon(answer, response);
+  for (size_t i = 0; i < answer.items.size(); ++i) {
+    v1::ClassifyResult* out = response->add_results();
+    for (const core::LabelScore& l :
+         core::LabelScores(answer, i, request.raw_scores())) {
+      v1::LabelScore* label = out->add_labels();
+      label->set_label(l.label);
+      label->set_index(static_cast<int32_t>(l.index));
+      label->set_score(l.score);
+    }
+    out->set_tokens(static_cast<int32_t>(answer.items[i].tokens));
+    out->set_truncated(answer.items[i].truncated);
+  }
+}
+
+}  // namespace encoder::service

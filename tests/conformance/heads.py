@@ -1,0 +1,369 @@
+"""Classification heads against transformers and sentence-transformers.
+
+Models: transformers' *ForSequenceClassification built from the family
+configs of family_models.py with seeded random weights (the classifier's
+weights scaled up so that scores spread), saved with save_pretrained:
+
+- ce-bert: BERT with one output and sentence-transformers' CrossEncoder
+  activation (Sigmoid) in config.json: a reranker (pooler, classifier,
+  token types of the pair);
+- ce-deberta-v3: DeBERTa-v3's layout with one output (ContextPooler with
+  GELU), no activation named: a sigmoid, as text-embeddings-inference;
+- ce-electra: ELECTRA's head (dense, GELU, out_proj);
+- nli-roberta: RoBERTa with three labels (id2label), RobertaProcessing's
+  pair template, softmax over the labels;
+- multi-modernbert: ModernBERT with two labels, mean pooling into the
+  head (dense, GELU, LayerNorm) and problem_type multi_label (a sigmoid
+  per label).
+
+Checks, per model: ListModels' tasks, labels and activation; the pair
+token ids against the model's AutoTokenizer; Classify's raw logits and
+activated scores against AutoModelForSequenceClassification on the same
+texts and pairs (tolerance 1e-5, label order identical); for rerankers,
+Rerank against CrossEncoder.predict (scores 1e-5, the same order) and a
+pair past the model's length with truncate against the tokenizer's
+longest_first truncation; text-embeddings-inference's /rerank and
+/predict and /v1/rerank against the same gRPC answers; the refusals
+(rerank on a multi-label model or an embedding model, empty documents,
+more documents than --max-inputs-per-request, a pair over the length
+without truncate) with their codes.
+"""
+import json
+import urllib.error
+import urllib.request
+
+import numpy as np
+import torch
+import transformers
+
+import corpus
+import family_models
+
+SCORE_TOL = 1e-5
+SIGMOID = "torch.nn.modules.activation.Sigmoid"
+
+
+def _modernbert_mean():
+    c = family_models._modernbert()
+    c.classifier_pooling = "mean"
+    c.problem_type = "multi_label_classification"
+    return c
+
+
+# name -> (config, class, tokenizer kind, labels, sentence-transformers
+#          activation or None)
+HEADS = {
+    "ce-bert": (family_models._bert,
+                transformers.BertForSequenceClassification, "wordpiece",
+                ["LABEL_0"], SIGMOID),
+    "ce-deberta-v3": (family_models._deberta_v3,
+                      transformers.DebertaV2ForSequenceClassification,
+                      "unigram", ["LABEL_0"], None),
+    "ce-electra": (family_models._electra,
+                   transformers.ElectraForSequenceClassification,
+                   "wordpiece", ["relevant"], None),
+    "nli-roberta": (family_models._roberta,
+                    transformers.RobertaForSequenceClassification, "bpe",
+                    ["contradiction", "entailment", "neutral"], None),
+    "multi-modernbert": (_modernbert_mean,
+                         transformers.ModernBertForSequenceClassification,
+                         "wordpiece", ["toxic", "formal"], None),
+}
+
+
+@torch.no_grad()
+def _spread(model):
+    """Noise on every bias and gain, and the classifier's weights x10, so
+    that the scores of different texts differ well beyond 1e-5."""
+    for name, p in model.named_parameters():
+        if p.dim() == 1:
+            p.add_(0.3 * torch.randn_like(p))
+        elif any(k in name for k in ("classifier", "pooler", "head.")):
+            p.mul_(10.0)
+
+
+def build(out_dir, names=None):
+    """Writes each model directory; returns [(name, path)]."""
+    tokenizers = {}
+    built = []
+    for i, (name, (make_config, cls, kind, labels, act)) in enumerate(
+            HEADS.items()):
+        if names and name not in names:
+            continue
+        if kind not in tokenizers:
+            tokenizers[kind] = family_models._train(kind)
+        tok = tokenizers[kind]
+        config = make_config()
+        config.vocab_size = len(tok)
+        config.num_labels = len(labels)
+        config.id2label = dict(enumerate(labels))
+        config.label2id = {l: i for i, l in enumerate(labels)}
+        if act:
+            config.sentence_transformers = {"activation_fn": act}
+        torch.manual_seed(2000 + i)
+        model = cls(config).eval()
+        _spread(model)
+        path = out_dir / name
+        model.save_pretrained(path, safe_serialization=True)
+        tok.save_pretrained(path)
+        if kind == "wordpiece":
+            # As BERT's own tokenizer classes: token type ids are model
+            # inputs, so the reference feeds a pair's second text as type
+            # 1 (a generic tokenizer class would feed zeros).
+            config_file = path / "tokenizer_config.json"
+            tok_config = json.loads(config_file.read_text())
+            tok_config["model_input_names"] = [
+                "input_ids", "token_type_ids", "attention_mask"]
+            config_file.write_text(json.dumps(tok_config, indent=2))
+        built.append((name, path))
+    return built
+
+
+def _texts():
+    short = [t for t in corpus.SENTENCES if len(t) < 80]
+    queries = short[:4]
+    documents = short[4:24]
+    return queries, documents
+
+
+def _post(served, route, body, timeout=120):
+    """(status, parsed JSON) of a POST to the server's HTTP port."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{served.http_port}{route}", json.dumps(body).encode(),
+        {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, json.load(response)
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def _activate(logits, activation):
+    logits = np.asarray(logits, np.float64)
+    if activation == "sigmoid":
+        return 1 / (1 + np.exp(-logits))
+    if activation == "softmax":
+        e = np.exp(logits - logits.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+    return logits
+
+
+class _Reference:
+    def __init__(self, path):
+        self.tok = transformers.AutoTokenizer.from_pretrained(path)
+        self.model = transformers.AutoModelForSequenceClassification\
+            .from_pretrained(path, attn_implementation="eager",
+                             dtype=torch.float32).eval()
+
+    @torch.no_grad()
+    def logits(self, items, max_length=None):
+        out = []
+        for item in items:  # one at a time: no padding in the reference
+            a, b = (item, None) if isinstance(item, str) else item
+            enc = self.tok(a, b, return_tensors="pt",
+                           truncation=max_length is not None,
+                           max_length=max_length)
+            out.append(self.model(**enc).logits[0].numpy())
+        return np.stack(out)
+
+    def ids(self, a, b, max_length=None):
+        return self.tok(a, b, truncation=max_length is not None,
+                        max_length=max_length)["input_ids"]
+
+
+def _check_model(name, path, served, report):
+    import grpc
+    info = served.models()[name]
+    labels = HEADS[name][3]
+    expect_tasks = ["embed", "classify"] + (["rerank"] if len(labels) == 1
+                                            else [])
+    if list(info.tasks) != expect_tasks or list(info.labels) != labels:
+        report.fail(f"{name}: ListModels tasks {list(info.tasks)} labels "
+                    f"{list(info.labels)}; expected {expect_tasks} {labels}")
+    activation = info.score_activation
+    expected_activation = ("softmax" if len(labels) > 1 and
+                           name != "multi-modernbert" else "sigmoid")
+    if activation != expected_activation:
+        report.fail(f"{name}: score_activation {activation!r}, expected "
+                    f"{expected_activation!r}")
+    ref = _Reference(path)
+    queries, documents = _texts()
+    # Pairs and single texts, as Classify takes them.
+    items = [(q, d) for q in queries[:2] for d in documents[:8]]
+    items += documents[8:14]
+    # The pairs' lengths (their ids and type ids show in the scores).
+    worst_ids = 0
+    for q, d in items[:8]:
+        got_tokens = served.client.classify_response(
+            [(q, d)], model=name).results[0].tokens
+        if got_tokens != len(ref.ids(q, d)):
+            worst_ids += 1
+    report.add(name, "pair lengths differ", worst_ids, 0, 8)
+
+    want = ref.logits(items)
+    raw = served.client.classify(items, model=name, raw_scores=True)
+    got = np.stack([[dict(r)[l] for l in labels] for r in raw])
+    report.add(name, "classify logits", float(np.abs(got - want).max()),
+               SCORE_TOL, len(items))
+    activated = served.client.classify(items, model=name)
+    want_act = _activate(want, activation)
+    got_act = np.stack([[dict(r)[l] for l in labels] for r in activated])
+    report.add(name, "classify scores", float(np.abs(got_act - want_act)
+                                              .max()), SCORE_TOL, len(items))
+    order_bad = sum(
+        [l for l, _ in r] != [labels[j] for j in np.argsort(-w, kind="stable")]
+        for r, w in zip(activated, want_act))
+    report.add(name, "label order differs", order_bad, 0, len(items))
+
+    # TEI's /predict: one text, one pair, a batch.
+    status, one = _post(served, "/predict",
+                        {"inputs": items[-1], "model": name})
+    status2, pair = _post(served, "/predict",
+                          {"inputs": list(items[0]), "model": name})
+    status3, batch = _post(served, "/predict",
+                           {"inputs": [list(items[0]), items[-1]],
+                            "model": name, "raw_scores": True})
+    if (status, status2, status3) != (200, 200, 200):
+        report.fail(f"{name}: /predict statuses {status} {status2} "
+                    f"{status3}: {one} {pair} {batch}")
+    else:
+        worst = max(
+            abs(p["score"] - dict(activated[-1])[p["label"]]) for p in one)
+        worst = max(worst, max(abs(p["score"] - dict(activated[0])[p["label"]])
+                               for p in pair))
+        worst = max(worst, max(abs(p["score"] - dict(raw[0])[p["label"]])
+                               for p in batch[0]))
+        report.add(name, "/predict vs Classify", worst, SCORE_TOL, 3)
+
+    if len(labels) != 1:
+        try:
+            served.client.rerank(queries[0], documents[:2], model=name)
+            report.fail(f"{name}: Rerank on a {len(labels)}-label model "
+                        "succeeded")
+        except grpc.RpcError as e:
+            if (e.code() != grpc.StatusCode.FAILED_PRECONDITION or
+                    "rerank" not in e.details()):
+                report.fail(f"{name}: Rerank on a multi-label model: "
+                            f"{e.code()} {e.details()}")
+        status, body = _post(served, "/rerank", {
+            "query": queries[0], "texts": documents[:2], "model": name})
+        if status != 424 or body.get("error_type") != "Backend":
+            report.fail(f"{name}: /rerank on a classifier: {status} {body}")
+        return
+    _check_reranker(name, path, ref, served, report, activation)
+
+
+def _check_reranker(name, path, ref, served, report, activation):
+    import grpc
+    from sentence_transformers import CrossEncoder
+    queries, documents = _texts()
+    ce = CrossEncoder(str(path), device="cpu")
+    worst = 0.0
+    order_bad = 0
+    for q in queries:
+        want = np.asarray(ce.predict([(q, d) for d in documents],
+                                     batch_size=8, show_progress_bar=False),
+                          np.float64).reshape(-1)
+        got = served.client.rerank(q, documents, model=name)
+        scores = np.zeros(len(documents))
+        for r in got:
+            scores[r["index"]] = r["score"]
+        worst = max(worst, float(np.abs(scores - want).max()))
+        if [r["index"] for r in got] != list(
+                np.argsort(-want, kind="stable")):
+            order_bad += 1
+    report.add(name, "rerank vs CrossEncoder", worst, SCORE_TOL,
+               len(queries) * len(documents))
+    report.add(name, "rerank order differs", order_bad, 0, len(queries))
+
+    # A pair past the model's length: truncate cuts it as longest_first.
+    limit = served.models()[name].max_input_tokens
+    long_doc = " ".join(documents) * 4
+    got = served.client.rerank(queries[0], [long_doc], model=name,
+                               truncate=True, raw_scores=True)[0]
+    want = ref.logits([(queries[0], long_doc)], max_length=limit)[0, 0]
+    report.add(name, "rerank truncated pair", abs(got["score"] - want),
+               SCORE_TOL, 1)
+    if not got["truncated"] or got["tokens"] != len(
+            ref.ids(queries[0], long_doc, limit)):
+        report.fail(f"{name}: truncated pair {got}, reference "
+                    f"{len(ref.ids(queries[0], long_doc, limit))} tokens")
+
+    # TEI's /rerank and /v1/rerank give gRPC's scores and order.
+    grpc_ranked = served.client.rerank(queries[1], documents, model=name)
+    status, tei = _post(served, "/rerank", {
+        "query": queries[1], "texts": documents, "model": name,
+        "return_text": True})
+    status2, v1 = _post(served, "/v1/rerank", {
+        "query": queries[1], "documents": documents, "model": name,
+        "top_n": 3, "return_documents": True})
+    if status != 200 or status2 != 200:
+        report.fail(f"{name}: /rerank {status} {tei}; /v1/rerank {status2} "
+                    f"{v1}")
+    else:
+        worst = max(abs(a["score"] - b["score"])
+                    for a, b in zip(tei, grpc_ranked))
+        same = ([a["index"] for a in tei] == [b["index"] for b in grpc_ranked]
+                and all(a["text"] == documents[a["index"]] for a in tei))
+        top = v1["results"]
+        same = same and [r["index"] for r in top] == [
+            b["index"] for b in grpc_ranked[:3]] and all(
+            r["document"]["text"] == documents[r["index"]] for r in top)
+        worst = max(worst, max(abs(r["relevance_score"] - b["score"])
+                               for r, b in zip(top, grpc_ranked)))
+        report.add(name, "/rerank, /v1/rerank vs gRPC", worst, SCORE_TOL, 2)
+        if not same or v1["usage"]["total_tokens"] <= 0:
+            report.fail(f"{name}: HTTP rerank order or text differs: {tei} "
+                        f"{v1}")
+
+    # Refusals.
+    cases = [
+        (lambda: served.client.rerank(queries[0], [], model=name),
+         grpc.StatusCode.INVALID_ARGUMENT, "no documents"),
+        (lambda: served.client.rerank(queries[0], ["a", ""], model=name),
+         grpc.StatusCode.INVALID_ARGUMENT, "documents[1] has empty text"),
+        (lambda: served.client.rerank(queries[0], ["x"] * 10000, model=name),
+         grpc.StatusCode.INVALID_ARGUMENT, "--max-inputs-per-request"),
+        (lambda: served.client.rerank(queries[0], [long_doc], model=name),
+         grpc.StatusCode.INVALID_ARGUMENT, f"at most {limit}"),
+        (lambda: served.client.rerank("", ["a"], model=name),
+         grpc.StatusCode.INVALID_ARGUMENT, "query is empty"),
+    ]
+    for call, code, text in cases:
+        try:
+            call()
+            report.fail(f"{name}: expected {code} ({text}), got OK")
+        except grpc.RpcError as e:
+            if e.code() != code or text not in e.details():
+                report.fail(f"{name}: expected {code} with {text!r}, got "
+                            f"{e.code()} {e.details()!r}")
+    status, body = _post(served, "/rerank", {"query": "q", "texts": [],
+                                             "model": name})
+    if status != 400 or body.get("error_type") != "Empty":
+        report.fail(f"{name}: /rerank with no texts: {status} {body}")
+    status, body = _post(served, "/v1/rerank", {"query": "q",
+                                                "documents": [],
+                                                "model": name})
+    if status != 400 or body.get("error", {}).get("param") != "documents":
+        report.fail(f"{name}: /v1/rerank with no documents: {status} {body}")
+
+
+def check(served, heads, embedder, report):
+    """heads: [(name, path)]; embedder: an embedding model's name (no
+    head) for the refusal check, or None."""
+    import grpc
+    for name, path in heads:
+        try:
+            _check_model(name, path, served, report)
+        except Exception as e:  # one model's failure is reported
+            report.fail(f"{name}: {type(e).__name__}: {e}")
+    if embedder is not None:
+        try:
+            served.client.classify(["a text"], model=embedder)
+            report.fail(f"{embedder}: Classify on an embedding model "
+                        "succeeded")
+        except grpc.RpcError as e:
+            if (e.code() != grpc.StatusCode.FAILED_PRECONDITION or
+                    "no classification head" not in e.details()):
+                report.fail(f"{embedder}: Classify: {e.code()} "
+                            f"{e.details()}")
