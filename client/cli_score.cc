@@ -26,6 +26,9 @@ struct ScoreOptions {
   bool raw_scores = false;
   bool truncate = false;
   std::string truncation_side = "right";
+  std::string attention_layers;  // rerank: comma-separated
+  std::string attention_heads;
+  bool average_heads = false;
 };
 
 encoder::v1::TruncationSide Side(const std::string& side) {
@@ -68,6 +71,15 @@ int RunRerank(const ConnectionOptions& connection, const ScoreOptions& o) {
   request.set_raw_scores(o.raw_scores);
   request.set_truncate(o.truncate);
   request.set_truncation_side(Side(o.truncation_side));
+  std::vector<int32_t> layers, heads;
+  if (!ParseInt32Flag("--attention-layers", o.attention_layers, &layers) ||
+      !ParseInt32Flag("--attention-heads", o.attention_heads, &heads)) {
+    return kExitUsage;
+  }
+  encoder::v1::AttentionSelection* attention = request.mutable_attention();
+  attention->mutable_layers()->Add(layers.begin(), layers.end());
+  attention->mutable_heads()->Add(heads.begin(), heads.end());
+  attention->set_average_heads(o.average_heads);
   encoder::v1::RerankResponse response;
   grpc::ClientContext context;
   SetDeadline(connection.deadline_ms, &context);
@@ -115,6 +127,14 @@ Command AddRerank(CLI::App* app, ConnectionOptions* connection) {
                     "Results in the documents' order");
   command->add_flag("--return-documents", o->return_documents,
                     "Echo each document in its result");
+  command->add_option("--attention-layers", o->attention_layers,
+                      "Explain each score: attention of these layers "
+                      "(such as 0,5) from the query's tokens to the "
+                      "document's");
+  command->add_option("--attention-heads", o->attention_heads,
+                      "Heads of the explained layers (default: all)");
+  command->add_flag("--average-heads", o->average_heads,
+                    "Average the explained attention over the heads");
   AddShared(command, o.get());
   return {command, [=]() { return RunRerank(*connection, *o); }};
 }

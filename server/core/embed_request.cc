@@ -101,6 +101,21 @@ absl::Status CheckCost(const runner::EmbedSpec& spec,
           : "")));
 }
 
+absl::Status CheckAttentionSelection(const std::vector<int64_t>& layers,
+                                     const std::vector<int64_t>& heads,
+                                     bool average_heads,
+                                     const runner::ServedModel& model) {
+  const model::ModelConfig& config = model.description().config;
+  RETURN_IF_ERROR(
+      CheckIndices(layers, config.num_layers, "layer", model.name()));
+  RETURN_IF_ERROR(CheckIndices(heads, config.num_heads, "head", model.name()));
+  if (layers.empty() && (!heads.empty() || average_heads)) {
+    return absl::InvalidArgumentError(
+        "attention heads or average_heads given without attention layers");
+  }
+  return absl::OkStatus();
+}
+
 std::string UnknownModelMessage(const std::string& requested,
                                 const runner::ModelCatalog& host) {
   return absl::StrCat("model ", QuoteInput(requested),
@@ -114,7 +129,6 @@ namespace {
 absl::Status CheckQueryOptions(const EmbedQuery& query,
                                const runner::ServedModel& model,
                                const ServiceLimits& limits) {
-  const model::ModelConfig& config = model.description().config;
   const std::string& name = model.name();
   const int64_t inputs = static_cast<int64_t>(query.inputs.size());
   if (inputs == 0) {
@@ -126,15 +140,9 @@ absl::Status CheckQueryOptions(const EmbedQuery& query,
                      limits.max_inputs_per_request,
                      " per request (--max-inputs-per-request)"));
   }
-  RETURN_IF_ERROR(
-      CheckIndices(query.attention_layers, config.num_layers, "layer", name));
-  RETURN_IF_ERROR(
-      CheckIndices(query.attention_heads, config.num_heads, "head", name));
-  if (query.attention_layers.empty() &&
-      (!query.attention_heads.empty() || query.average_heads)) {
-    return absl::InvalidArgumentError(
-        "attention heads or average_heads given without attention layers");
-  }
+  RETURN_IF_ERROR(CheckAttentionSelection(query.attention_layers,
+                                          query.attention_heads,
+                                          query.average_heads, model));
   if (query.dimensions.has_value()) {
     const int64_t width = model.description().output_dim;
     const int64_t d = *query.dimensions;

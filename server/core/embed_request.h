@@ -212,6 +212,14 @@ absl::Status CheckCost(const runner::EmbedSpec& spec,
                        const runner::ServedModel& model,
                        const std::string& what);
 
+// INVALID_ARGUMENT unless `layers` and `heads` are indices of `model`'s
+// layers and heads without repeats, and heads or average_heads come with
+// layers.
+absl::Status CheckAttentionSelection(const std::vector<int64_t>& layers,
+                                     const std::vector<int64_t>& heads,
+                                     bool average_heads,
+                                     const runner::ServedModel& model);
+
 // NOT_FOUND's message for a model name no model has: a short quote of the
 // name and the names that exist.
 std::string UnknownModelMessage(const std::string& requested,

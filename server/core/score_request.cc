@@ -41,7 +41,8 @@ absl::Status CheckTask(const runner::ServedModel& model,
 // items[i] tokenized, checked and priced.
 absl::StatusOr<runner::EmbedSpec> ItemSpec(const ScoreQuery& query, size_t i,
                                            const runner::ServedModel& model,
-                                           bool* truncated) {
+                                           bool* truncated,
+                                           PreparedScore::Sides* sides) {
   const runner::ModelDescription& d = model.description();
   const ScoreItem& item = query.items[i];
   const std::string name = absl::StrCat(query.item_field, "[", i, "]");
@@ -75,6 +76,19 @@ absl::StatusOr<runner::EmbedSpec> ItemSpec(const ScoreQuery& query, size_t i,
     }
   }
   runner::EmbedSpec spec;
+  if (sides != nullptr) {
+    const tokenizer::Encoding& e = tokens->encoding;
+    for (size_t k = 0; k < e.sequence_ids.size(); ++k) {
+      if (e.sequence_ids[k] < 0) continue;
+      const bool first = e.sequence_ids[k] == 0;
+      (first ? sides->first : sides->second).push_back(static_cast<int64_t>(k));
+      (first ? sides->first_tokens : sides->second_tokens)
+          .push_back(k < e.tokens.size() ? e.tokens[k] : "");
+    }
+    spec.attention_layers = query.attention_layers;
+    spec.attention_heads = query.attention_heads;
+    spec.average_heads = query.average_heads;
+  }
   spec.token_ids = std::move(tokens->encoding.ids);
   // Type ids reach only a model with a table of several types (BERT);
   // RoBERTa-style models take 0 for both texts, as transformers feeds them.
@@ -114,10 +128,16 @@ absl::StatusOr<PreparedScore> PrepareScore(const ScoreQuery& query,
                      limits.max_inputs_per_request,
                      " per request (--max-inputs-per-request)"));
   }
+  RETURN_IF_ERROR(CheckAttentionSelection(query.attention_layers,
+                                          query.attention_heads,
+                                          query.average_heads, *p.model));
+  const bool explain = !query.attention_layers.empty();
   p.truncated.assign(query.items.size(), false);
+  if (explain) p.sides.resize(query.items.size());
   for (size_t i = 0; i < query.items.size(); ++i) {
     bool truncated = false;
-    ASSIGN_OR_RETURN(auto spec, ItemSpec(query, i, *p.model, &truncated));
+    ASSIGN_OR_RETURN(auto spec, ItemSpec(query, i, *p.model, &truncated,
+                                         explain ? &p.sides[i] : nullptr));
     p.truncated[i] = truncated;
     p.total_tokens += static_cast<int64_t>(spec.token_ids.size());
     p.sequences.push_back(std::move(spec));
@@ -132,9 +152,56 @@ int64_t EstimateScoreResponseBytes(const PreparedScore& prepared) {
   for (const std::string& l : prepared.model->description().head.labels) {
     label_bytes += static_cast<int64_t>(l.size()) + 16;
   }
-  return 256 + static_cast<int64_t>(prepared.sequences.size()) *
-                   (64 + labels * 8 + label_bytes);
+  int64_t explained = 0;
+  for (size_t i = 0; i < prepared.sides.size(); ++i) {
+    const PreparedScore::Sides& s = prepared.sides[i];
+    const runner::EmbedSpec& spec = prepared.sequences[i];
+    const int64_t heads =
+        spec.average_heads ? 1
+        : spec.attention_heads.empty()
+            ? prepared.model->description().config.num_heads
+            : static_cast<int64_t>(spec.attention_heads.size());
+    const int64_t layers = static_cast<int64_t>(spec.attention_layers.size());
+    explained += layers * heads * static_cast<int64_t>(s.first.size()) *
+                     static_cast<int64_t>(s.second.size()) *
+                     static_cast<int64_t>(sizeof(float)) +
+                 16 * static_cast<int64_t>(s.first.size() + s.second.size());
+  }
+  return 256 + explained +
+         static_cast<int64_t>(prepared.sequences.size()) *
+             (64 + labels * 8 + label_bytes);
 }
+
+namespace {
+
+// The rows of the first text and the columns of the second out of one
+// sequence's maps [layers, (heads,) S, S].
+void CutPairAttention(const runner::EmbedResult& r,
+                      const PreparedScore::Sides& sides, ScoredItem* item) {
+  const std::vector<int64_t>& shape = r.attention_shape;
+  if (shape.size() < 3 || sides.first.empty() || sides.second.empty()) return;
+  const int64_t s = shape.back();
+  int64_t maps = 1;
+  for (size_t k = 0; k + 2 < shape.size(); ++k) maps *= shape[k];
+  const int64_t rows = static_cast<int64_t>(sides.first.size());
+  const int64_t cols = static_cast<int64_t>(sides.second.size());
+  item->pair_attention.reserve(static_cast<size_t>(maps * rows * cols));
+  for (int64_t m = 0; m < maps; ++m) {
+    const float* map = r.attention.data() + m * s * s;
+    for (int64_t q : sides.first) {
+      for (int64_t d : sides.second) {
+        item->pair_attention.push_back(map[q * s + d]);
+      }
+    }
+  }
+  item->pair_attention_shape.assign(shape.begin(), shape.end() - 2);
+  item->pair_attention_shape.push_back(rows);
+  item->pair_attention_shape.push_back(cols);
+  item->first_tokens = sides.first_tokens;
+  item->second_tokens = sides.second_tokens;
+}
+
+}  // namespace
 
 ScoreAnswer BuildScoreAnswer(std::string request_id,
                              const PreparedScore& prepared,
@@ -158,6 +225,8 @@ ScoreAnswer BuildScoreAnswer(std::string request_id,
     item.logits = std::move(r.scores);
     item.tokens = r.num_tokens;
     item.truncated = prepared.truncated[i];
+    if (i < prepared.sides.size())
+      CutPairAttention(r, prepared.sides[i], &item);
     answer.items.push_back(std::move(item));
   }
   return answer;

@@ -41,12 +41,26 @@ struct ScoreQuery {
   // it.
   bool truncate = false;
   tokenizer::TruncationSide truncation_side = tokenizer::TruncationSide::kRight;
+  // Explain each pair's score: the attention of these layers (none when
+  // empty) and heads (all when empty, or averaged) from the first text's
+  // tokens to the second's (ScoredItem::pair_attention).
+  std::vector<int64_t> attention_layers;
+  std::vector<int64_t> attention_heads;
+  bool average_heads = false;
 };
 
 struct ScoredItem {
   std::vector<float> logits;  // one per label
   int64_t tokens = 0;
   bool truncated = false;
+  // With ScoreQuery::attention_layers, for a pair: the attention from the
+  // first text's tokens (rows) to the second's (columns), [layers, heads,
+  // first, second] ([layers, first, second] averaged over the heads), and
+  // those tokens as the tokenizer names them.
+  std::vector<float> pair_attention;
+  std::vector<int64_t> pair_attention_shape;
+  std::vector<std::string> first_tokens;
+  std::vector<std::string> second_tokens;
 };
 
 struct ScoreAnswer {
@@ -66,6 +80,13 @@ struct PreparedScore {
   std::vector<runner::EmbedSpec> sequences;  // one per item
   std::vector<bool> truncated;
   int64_t total_tokens = 0;
+  // Per item when its attention is explained: the positions of the first
+  // and the second text's tokens in the sequence, and the tokens.
+  struct Sides {
+    std::vector<int64_t> first, second;
+    std::vector<std::string> first_tokens, second_tokens;
+  };
+  std::vector<Sides> sides;  // empty unless explained
 };
 
 // NOT_FOUND for an unknown model; FAILED_PRECONDITION for a model without

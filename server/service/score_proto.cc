@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/service/tensor_proto.h"
 
 namespace encoder::service {
 namespace {
@@ -43,6 +44,11 @@ absl::StatusOr<core::ScoreQuery> ToScoreQuery(
   q.item_field = "documents";
   q.truncate = request.truncate();
   q.truncation_side = Side(request.truncation_side());
+  const v1::AttentionSelection& attention = request.attention();
+  q.attention_layers.assign(attention.layers().begin(),
+                            attention.layers().end());
+  q.attention_heads.assign(attention.heads().begin(), attention.heads().end());
+  q.average_heads = attention.average_heads();
   q.items.reserve(request.documents_size());
   for (const std::string& document : request.documents()) {
     q.items.push_back({request.query(), document});
@@ -89,6 +95,14 @@ void FillRerankResponse(const v1::RerankRequest& request,
     out->set_truncated(item.truncated);
     if (request.return_documents()) {
       out->set_document(request.documents(static_cast<int>(r.index)));
+    }
+    if (!item.pair_attention_shape.empty()) {
+      PackFloat32(item.pair_attention, item.pair_attention_shape,
+                  out->mutable_attention());
+      for (const std::string& t : item.first_tokens) out->add_query_tokens(t);
+      for (const std::string& t : item.second_tokens) {
+        out->add_document_tokens(t);
+      }
     }
   }
 }

@@ -202,6 +202,7 @@ class Served:
                  f"--max-send-message-bytes={MAX_MESSAGE}",
                  f"--max-receive-message-bytes={MAX_MESSAGE}", *extra]
         pathlib.Path(work).mkdir(parents=True, exist_ok=True)
+        self.binary = pathlib.Path(binary)
         self.process = ServerProcess(binary, str(work), args)
         self.process.wait_ready(600)
         with open(self.process.ready_file) as f:

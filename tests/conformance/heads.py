@@ -22,7 +22,9 @@ activated scores against AutoModelForSequenceClassification on the same
 texts and pairs (tolerance 1e-5, label order identical); for rerankers,
 Rerank against CrossEncoder.predict (scores 1e-5, the same order) and a
 pair past the model's length with truncate against the tokenizer's
-longest_first truncation; text-embeddings-inference's /rerank and
+longest_first truncation; the explained attention (query tokens to
+document tokens, chosen layers and heads) against transformers'
+attentions of the pair; text-embeddings-inference's /rerank and
 /predict and /v1/rerank against the same gRPC answers; the refusals
 (rerank on a multi-label model or an embedding model, empty documents,
 more documents than --max-inputs-per-request, a pair over the length
@@ -288,6 +290,51 @@ def _check_reranker(name, path, ref, served, report, activation):
             ref.ids(queries[0], long_doc, limit)):
         report.fail(f"{name}: truncated pair {got}, reference "
                     f"{len(ref.ids(queries[0], long_doc, limit))} tokens")
+
+    # Explained: the query-to-document attention of layers 0 and 2 (heads
+    # 1 and 0), against transformers' attentions of the same pair.
+    q, d = queries[2], documents[3]
+    got = served.client.rerank(q, [d], model=name, attention_layers=[0, 2],
+                               attention_heads=[1, 0])[0]
+    enc = ref.tok(q, d, return_tensors="pt")
+    with torch.no_grad():
+        attentions = ref.model(**enc, output_attentions=True).attentions
+    seq = enc.sequence_ids(0)
+    rows = [k for k, v in enumerate(seq) if v == 0]
+    cols = [k for k, v in enumerate(seq) if v == 1]
+    want = np.stack([attentions[l][0][[1, 0]][:, rows][:, :, cols].numpy()
+                     for l in (0, 2)])
+    report.add(name, "rerank attention q->d", float(np.abs(
+        got["attention"] - want).max()) if got["attention"].shape ==
+        want.shape else float("inf"), SCORE_TOL, 1)
+    ids = enc["input_ids"][0].tolist()
+    names = ref.tok.convert_ids_to_tokens(ids)
+    if (got["query_tokens"] != [names[k] for k in rows] or
+            got["document_tokens"] != [names[k] for k in cols]):
+        report.fail(f"{name}: explained tokens {got['query_tokens']} "
+                    f"{got['document_tokens']}")
+
+    # encoder-client rerank (beside the server binary) prints the same.
+    cli = served.binary.parent / "encoder-client"
+    if cli.is_file():
+        import subprocess
+        args = [str(cli), "rerank", f"--target=127.0.0.1:{served.process.port}",
+                f"--model={name}", f"--query={queries[1]}", "--top-n=3",
+                "--attention-layers=1", "--average-heads"]
+        args += [f"--document={d}" for d in documents]
+        printed = json.loads(subprocess.run(
+            args, check=True, capture_output=True, text=True).stdout)
+        want = served.client.rerank(queries[1], documents, model=name)[:3]
+        results = printed["results"]
+        same = [r.get("index", 0) for r in results] == [
+            w["index"] for w in want]
+        worst = max(abs(r["score"] - w["score"])
+                    for r, w in zip(results, want))
+        report.add(name, "encoder-client rerank", worst if same else
+                   float("inf"), SCORE_TOL, 3)
+        if "attention" not in results[0] or not results[0]["query_tokens"]:
+            report.fail(f"{name}: encoder-client rerank printed no "
+                        f"explanation: {results[0]}")
 
     # TEI's /rerank and /v1/rerank give gRPC's scores and order.
     grpc_ranked = served.client.rerank(queries[1], documents, model=name)

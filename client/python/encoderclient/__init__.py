@@ -265,17 +265,24 @@ class EncoderClient:
 
     def rerank(self, query, documents, *, model="", top_n=0,
                keep_order=False, return_documents=False, raw_scores=False,
-               truncate=False, truncation_side=None):
+               truncate=False, truncation_side=None, attention_layers=(),
+               attention_heads=(), average_heads=False):
         """A cross-encoder's scores of `documents` against `query`: a list
         of dicts (index, score, tokens, truncated, and document when
         return_documents), best first unless keep_order. raw_scores: the
-        head's logits, not the model's score_activation."""
+        head's logits, not the model's score_activation. With
+        attention_layers each dict also has "attention" ([L, H, Q, D], or
+        [L, Q, D] averaged: query tokens to document tokens),
+        "query_tokens" and "document_tokens"."""
         if isinstance(documents, str):
             raise TypeError("documents is a list of str")
         request = pb2.RerankRequest(
             model=model, query=query, documents=list(documents), top_n=top_n,
             keep_order=keep_order, return_documents=return_documents,
-            raw_scores=raw_scores, truncate=truncate)
+            raw_scores=raw_scores, truncate=truncate,
+            attention=pb2.AttentionSelection(
+                layers=list(attention_layers), heads=list(attention_heads),
+                average_heads=average_heads))
         if truncation_side is not None:
             request.truncation_side = _truncation_side(truncation_side)
         response = self._call(self._stub.Rerank, request)
@@ -285,6 +292,10 @@ class EncoderClient:
                     "truncated": r.truncated}
             if return_documents:
                 item["document"] = r.document
+            if attention_layers:
+                item["attention"] = tensor_to_numpy(r.attention)
+                item["query_tokens"] = list(r.query_tokens)
+                item["document_tokens"] = list(r.document_tokens)
             out.append(item)
         return out
 
