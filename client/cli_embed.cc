@@ -103,9 +103,11 @@ Command AddEmbed(CLI::App* app, ConnectionOptions* connection) {
       ->check(CLI::Range(0, 1 << 20));
   command
       ->add_option("--embedding-type", options->embedding_type,
-                   "float, or binary / ubinary: pooled vectors as their sign "
-                   "bits packed eight to a byte (int8 / uint8)")
-      ->check(CLI::IsMember({"float", "binary", "ubinary"}));
+                   "float, binary / ubinary (pooled vectors as their sign "
+                   "bits packed eight to a byte, int8 / uint8), or int8 / "
+                   "uint8 (a byte per value within the call's own "
+                   "per-dimension ranges)")
+      ->check(CLI::IsMember({"float", "binary", "ubinary", "int8", "uint8"}));
   command->add_flag("--return-chunks", options->return_chunks,
                     "Also print every window's vector with its token and "
                     "character spans (chunkVectors)");

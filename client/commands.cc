@@ -54,6 +54,10 @@ encoder::v1::EmbedRequest BuildEmbedRequest(const EmbedOptions& options) {
     request.set_embedding_type(encoder::v1::EMBEDDING_TYPE_BINARY);
   } else if (options.embedding_type == "ubinary") {
     request.set_embedding_type(encoder::v1::EMBEDDING_TYPE_UBINARY);
+  } else if (options.embedding_type == "int8") {
+    request.set_embedding_type(encoder::v1::EMBEDDING_TYPE_INT8);
+  } else if (options.embedding_type == "uint8") {
+    request.set_embedding_type(encoder::v1::EMBEDDING_TYPE_UINT8);
   }
   if (options.chunk || options.late_chunk) {
     auto* long_input = request.mutable_long_input();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <set>
 #include <string>
@@ -143,6 +144,32 @@ absl::Status CheckQueryOptions(const EmbedQuery& query,
   RETURN_IF_ERROR(CheckAttentionSelection(query.attention_layers,
                                           query.attention_heads,
                                           query.average_heads, model));
+  const bool scalar = query.packing == EmbedQuery::Packing::kInt8 ||
+                      query.packing == EmbedQuery::Packing::kUint8;
+  if (!query.quantization_min.empty() || !query.quantization_max.empty()) {
+    if (!scalar) {
+      return absl::InvalidArgumentError(
+          "quantization ranges apply to the int8 and uint8 embedding types");
+    }
+    const int64_t kept =
+        query.dimensions.value_or(model.description().output_dim);
+    if (static_cast<int64_t>(query.quantization_min.size()) != kept ||
+        static_cast<int64_t>(query.quantization_max.size()) != kept) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "quantization ranges have ", query.quantization_min.size(),
+          " min and ", query.quantization_max.size(),
+          " max values; the embeddings keep ", kept, " dimensions"));
+    }
+    for (int64_t d = 0; d < kept; ++d) {
+      const float lo = query.quantization_min[d];
+      const float hi = query.quantization_max[d];
+      if (!std::isfinite(lo) || !std::isfinite(hi) || hi < lo) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("quantization range of dimension ", d, " is [", lo,
+                         ", ", hi, "]; each must be finite with min <= max"));
+      }
+    }
+  }
   if (query.dimensions.has_value()) {
     const int64_t width = model.description().output_dim;
     const int64_t d = *query.dimensions;
@@ -330,6 +357,8 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const EmbedQuery& query,
   p.chunk_max = query.chunk_max;
   p.return_chunks = query.return_chunks;
   p.packing = query.packing;
+  p.quantization_min = query.quantization_min;
+  p.quantization_max = query.quantization_max;
   const int64_t max_len = p.model->description().config.max_length();
   // The model's extrapolation limit, computed once it is needed.
   std::optional<absl::StatusOr<int64_t>> extrapolation_limit;
@@ -481,6 +510,43 @@ std::vector<uint8_t> PackSignBits(const std::vector<float>& values,
   return out;
 }
 
+void QuantizeScalar(bool int8, std::vector<EmbeddedInput>* inputs,
+                    std::vector<float>* min, std::vector<float>* max) {
+  if (inputs->empty()) return;
+  const size_t width = (*inputs)[0].result.pooled.size();
+  if (min->empty()) {
+    min->assign(width, std::numeric_limits<float>::infinity());
+    max->assign(width, -std::numeric_limits<float>::infinity());
+    for (const EmbeddedInput& in : *inputs) {
+      const std::vector<float>& v = in.result.pooled;
+      for (size_t d = 0; d < width; ++d) {
+        (*min)[d] = std::min((*min)[d], v[d]);
+        (*max)[d] = std::max((*max)[d], v[d]);
+      }
+    }
+  }
+  // float32 arithmetic throughout, as numpy computes it on float32
+  // vectors: q = clip(floor((v - min) / step), 0, 255), a zero step read
+  // as 1, and int8 = q - 128 (sentence-transformers' quantize_embeddings).
+  std::vector<float> steps(width);
+  for (size_t d = 0; d < width; ++d) {
+    steps[d] = ((*max)[d] - (*min)[d]) / 255.0f;
+    if (steps[d] == 0.0f) steps[d] = 1.0f;
+  }
+  for (EmbeddedInput& in : *inputs) {
+    std::vector<float>& v = in.result.pooled;
+    in.packed.resize(width);
+    for (size_t d = 0; d < width; ++d) {
+      const float q =
+          std::clamp(std::floor((v[d] - (*min)[d]) / steps[d]), 0.0f, 255.0f);
+      in.packed[d] = int8
+                         ? static_cast<uint8_t>(static_cast<int8_t>(q - 128.0f))
+                         : static_cast<uint8_t>(q);
+    }
+    v.clear();
+  }
+}
+
 void CutPooled(int64_t dimensions, bool normalize, std::vector<float>* pooled) {
   if (dimensions > 0 && dimensions < static_cast<int64_t>(pooled->size())) {
     pooled->resize(static_cast<size_t>(dimensions));
@@ -520,7 +586,8 @@ EmbedAnswer BuildAnswer(std::string request_id, const PreparedEmbed& prepared,
     runner::EmbedResult& r = out.result;
     out.truncated = plan.truncated;
     out.packing = prepared.packing;
-    if (prepared.packing != EmbedQuery::Packing::kFloat) {
+    if (prepared.packing == EmbedQuery::Packing::kBinary ||
+        prepared.packing == EmbedQuery::Packing::kUbinary) {
       out.packed = PackSignBits(
           r.pooled, prepared.packing == EmbedQuery::Packing::kBinary);
       r.pooled.clear();
@@ -540,6 +607,14 @@ EmbedAnswer BuildAnswer(std::string request_id, const PreparedEmbed& prepared,
     answer.inference_ms =
         std::max(answer.inference_ms, r.batch.inference_seconds * 1e3);
     answer.inputs.push_back(std::move(out));
+  }
+  if (prepared.packing == EmbedQuery::Packing::kInt8 ||
+      prepared.packing == EmbedQuery::Packing::kUint8) {
+    answer.quantization_min = prepared.quantization_min;
+    answer.quantization_max = prepared.quantization_max;
+    QuantizeScalar(prepared.packing == EmbedQuery::Packing::kInt8,
+                   &answer.inputs, &answer.quantization_min,
+                   &answer.quantization_max);
   }
   return answer;
 }

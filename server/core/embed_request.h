@@ -103,10 +103,15 @@ struct EmbedQuery {
   // model's default prompt. Not with prompt_name.
   std::optional<std::string> prompt;
   std::optional<int64_t> dimensions;  // pooled values kept (Matryoshka)
-  // The pooled vectors as floats, or their sign bits packed eight to a
-  // byte (EmbeddedInput::packed).
-  enum class Packing { kFloat, kBinary, kUbinary };
+  // The pooled vectors as floats, their sign bits packed eight to a byte
+  // (binary, ubinary), or a byte per value (int8, uint8: the value's place
+  // in its dimension's range in 256 steps, as sentence-transformers'
+  // quantize_embeddings). EmbeddedInput::packed holds the bytes.
+  enum class Packing { kFloat, kBinary, kUbinary, kInt8, kUint8 };
   Packing packing = Packing::kFloat;
+  // int8 / uint8: each kept dimension's range (calibration); empty: the
+  // call's own vectors' min and max per dimension.
+  std::vector<float> quantization_min, quantization_max;
   // Attention maps of these layers (none when empty), of these heads (all
   // when empty), or averaged over the heads.
   std::vector<int64_t> attention_layers;
@@ -146,7 +151,9 @@ struct EmbeddedInput {
   std::vector<ChunkVector> chunk_vectors;  // EmbedQuery::return_chunks
   // With EmbedQuery::Packing binary or ubinary: the pooled vector's bits
   // (1 where > 0), first value in the high bit of byte 0; binary stores
-  // each byte minus 128 (as int8). result.pooled then holds nothing.
+  // each byte minus 128 (as int8). With int8 / uint8 a byte per value
+  // (int8's as their two's-complement bits). result.pooled then holds
+  // nothing.
   std::vector<uint8_t> packed;
   EmbedQuery::Packing packing = EmbedQuery::Packing::kFloat;
   // What the attention maps and hidden states hold: the layers, the heads
@@ -160,6 +167,8 @@ struct EmbedAnswer {
   std::string model;  // the model that ran (the default's name when unnamed)
   std::string request_id;
   std::vector<EmbeddedInput> inputs;
+  // int8 / uint8: the ranges the bytes are relative to.
+  std::vector<float> quantization_min, quantization_max;
   int64_t total_tokens = 0;
   // The slowest input's queue and inference times, and the call's time
   // from admission to answer.
@@ -189,6 +198,7 @@ struct PreparedEmbed {
   bool chunk_max = false;
   bool return_chunks = false;
   EmbedQuery::Packing packing = EmbedQuery::Packing::kFloat;
+  std::vector<float> quantization_min, quantization_max;
   int64_t total_tokens = 0;
   // Pooled values kept per input (EmbedQuery::dimensions); 0: all.
   int64_t dimensions = 0;
@@ -239,6 +249,14 @@ std::vector<uint8_t> PackSignBits(const std::vector<float>& values,
                                   bool binary);
 
 void CutPooled(int64_t dimensions, bool normalize, std::vector<float>* pooled);
+
+// The int8 / uint8 bytes of every input's pooled vector (cleared), from
+// the ranges given or, when none, the inputs' own per-dimension min and
+// max, which *min and *max return: q = clip(floor((v - min) / step), 0,
+// 255) with step (max - min) / 255 (1 where max equals min), minus 128 for
+// int8, as sentence-transformers' quantize_embeddings.
+void QuantizeScalar(bool int8, std::vector<EmbeddedInput>* inputs,
+                    std::vector<float>* min, std::vector<float>* max);
 
 // The answer from the batcher's results, in input order.
 EmbedAnswer BuildAnswer(std::string request_id, const PreparedEmbed& prepared,

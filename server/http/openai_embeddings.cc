@@ -145,8 +145,8 @@ void AppendValues(const std::vector<float>& values, bool base64,
   AppendJsonFloats(values.data(), values.size(), out);
 }
 
-// Packed sign bits: int8 (binary) or uint8 numbers, or base64 of the
-// bytes.
+// Packed bytes (sign bits, or int8 / uint8 values): int8 (binary, int8)
+// or uint8 numbers, or base64 of the bytes.
 void AppendPacked(const core::EmbeddedInput& e, bool base64, std::string* out) {
   if (base64) {
     absl::StrAppend(
@@ -156,7 +156,8 @@ void AppendPacked(const core::EmbeddedInput& e, bool base64, std::string* out) {
         "\"");
     return;
   }
-  const bool binary = e.packing == core::EmbedQuery::Packing::kBinary;
+  const bool binary = e.packing == core::EmbedQuery::Packing::kBinary ||
+                      e.packing == core::EmbedQuery::Packing::kInt8;
   *out += '[';
   for (size_t k = 0; k < e.packed.size(); ++k) {
     const int value = binary
@@ -330,17 +331,43 @@ absl::Status ParseEmbeddingsBody(const std::string& body,
     RETURN_IF_ERROR(ParseHiddenStates(*it, query, param));
   }
   // "embedding_type": "float" | "binary" | "ubinary" (sign bits packed
-  // eight to a byte: int8 or uint8 numbers, or base64 of the bytes).
+  // eight to a byte) | "int8" | "uint8" (a byte per value): int8 or uint8
+  // numbers, or base64 of the bytes.
   if (auto it = j.find("embedding_type"); it != j.end() && !it->is_null()) {
     const std::string type = it->is_string() ? it->get<std::string>() : "";
     if (type == "binary") {
       query->packing = core::EmbedQuery::Packing::kBinary;
     } else if (type == "ubinary") {
       query->packing = core::EmbedQuery::Packing::kUbinary;
+    } else if (type == "int8") {
+      query->packing = core::EmbedQuery::Packing::kInt8;
+    } else if (type == "uint8") {
+      query->packing = core::EmbedQuery::Packing::kUint8;
     } else if (type != "float") {
       return InvalidParam(
-          "embedding_type must be \"float\", \"binary\" or \"ubinary\"", param,
-          "embedding_type");
+          "embedding_type must be \"float\", \"binary\", \"ubinary\", "
+          "\"int8\" or \"uint8\"",
+          param, "embedding_type");
+    }
+  }
+  // "quantization_ranges": {"min": [...], "max": [...]} for int8 / uint8.
+  if (auto it = j.find("quantization_ranges");
+      it != j.end() && !it->is_null()) {
+    auto floats = [](const json& v, std::vector<float>* out) {
+      if (!v.is_array()) return false;
+      for (const json& x : v) {
+        if (!x.is_number()) return false;
+        out->push_back(x.get<float>());
+      }
+      return true;
+    };
+    if (!it->is_object() || !it->contains("min") || !it->contains("max") ||
+        !floats((*it)["min"], &query->quantization_min) ||
+        !floats((*it)["max"], &query->quantization_max)) {
+      return InvalidParam(
+          "quantization_ranges must be {\"min\": [numbers], \"max\": "
+          "[numbers]}",
+          param, "quantization_ranges");
     }
   }
   // "user" (an end-user id for the provider's abuse monitoring) is
@@ -393,7 +420,17 @@ std::string EmbeddingsResponseJson(const core::EmbedAnswer& answer,
     }
     out += '}';
   }
-  absl::StrAppend(&out, R"(],"model":)", json(answer.model).dump(),
+  out += ']';
+  if (!answer.quantization_min.empty()) {
+    out += R"(,"quantization_ranges":{"min":)";
+    AppendJsonFloats(answer.quantization_min.data(),
+                     answer.quantization_min.size(), &out);
+    out += R"(,"max":)";
+    AppendJsonFloats(answer.quantization_max.data(),
+                     answer.quantization_max.size(), &out);
+    out += '}';
+  }
+  absl::StrAppend(&out, R"(,"model":)", json(answer.model).dump(),
                   R"(,"usage":{"prompt_tokens":)", tokens,
                   R"(,"total_tokens":)", tokens, "}}");
   return out;

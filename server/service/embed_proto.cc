@@ -115,11 +115,21 @@ absl::StatusOr<core::EmbedQuery> ToEmbedQuery(v1::EmbedRequest* request) {
     case v1::EMBEDDING_TYPE_UBINARY:
       q.packing = core::EmbedQuery::Packing::kUbinary;
       break;
+    case v1::EMBEDDING_TYPE_INT8:
+      q.packing = core::EmbedQuery::Packing::kInt8;
+      break;
+    case v1::EMBEDDING_TYPE_UINT8:
+      q.packing = core::EmbedQuery::Packing::kUint8;
+      break;
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("embedding_type ", request->embedding_type(),
                        " is not an EmbeddingType value"));
   }
+  q.quantization_min.assign(request->quantization_ranges().min().begin(),
+                            request->quantization_ranges().min().end());
+  q.quantization_max.assign(request->quantization_ranges().max().begin(),
+                            request->quantization_ranges().max().end());
   const v1::AttentionSelection& attention = request->attention();
   q.attention_layers.assign(attention.layers().begin(),
                             attention.layers().end());
@@ -137,6 +147,13 @@ void FillEmbedResponse(const core::EmbedAnswer& answer,
                        v1::EmbedResponse* response) {
   response->set_model(answer.model);
   response->set_request_id(answer.request_id);
+  if (!answer.quantization_min.empty()) {
+    v1::QuantizationRanges* ranges = response->mutable_quantization_ranges();
+    ranges->mutable_min()->Add(answer.quantization_min.begin(),
+                               answer.quantization_min.end());
+    ranges->mutable_max()->Add(answer.quantization_max.begin(),
+                               answer.quantization_max.end());
+  }
   for (const core::EmbeddedInput& in : answer.inputs) {
     const runner::EmbedResult& r = in.result;
     v1::EmbedResult* out = response->add_results();
@@ -145,9 +162,10 @@ void FillEmbedResponse(const core::EmbedAnswer& answer,
     } else {
       v1::Tensor* pooled = out->mutable_pooled();
       pooled->add_shape(static_cast<int64_t>(in.packed.size()));
-      pooled->set_dtype(in.packing == core::EmbedQuery::Packing::kBinary
-                            ? v1::DTYPE_INT8
-                            : v1::DTYPE_UINT8);
+      const bool signed_bytes =
+          in.packing == core::EmbedQuery::Packing::kBinary ||
+          in.packing == core::EmbedQuery::Packing::kInt8;
+      pooled->set_dtype(signed_bytes ? v1::DTYPE_INT8 : v1::DTYPE_UINT8);
       pooled->set_data(in.packed.data(), in.packed.size());
     }
     if (!r.tokens.empty()) {

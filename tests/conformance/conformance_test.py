@@ -594,6 +594,8 @@ def main():
             try:
                 quantized.check(served, minilm[0][0], minilm[0][2],
                                 corpus.TEXTS, report)
+                quantized.check_scalar(served, minilm[0][0], minilm[0][2],
+                                       corpus.TEXTS, report)
             except Exception as e:
                 report.fail(f"quantized: {type(e).__name__}: {e}")
         if head_models:

@@ -7,6 +7,15 @@ the same texts (the packing), and agree with quantize_embeddings applied
 to sentence-transformers' encode of them except in bits whose value lies
 within 1e-5 of zero, where float rounding may flip a sign (the model). The
 same through /v1/embeddings (lists of ints, and base64 of the bytes).
+
+For "int8" and "uint8" (a byte per value in per-dimension ranges): without
+ranges, byte for byte quantize_embeddings of the server's floats with its
+own ranges (the call's min and max, which the response returns exactly);
+with calibration ranges (sentence-transformers' min and max of encode over
+other texts), byte for byte quantize_embeddings(ranges=...), values
+outside their range clipped to the byte's end as it clips them; and the
+bytes inside the ranges map back within one step of the float vectors.
+The same over /v1/embeddings.
 """
 import base64
 
@@ -60,3 +69,84 @@ def check(served, name, path, texts, report):
             report.add(name, f"{kind}: http {fmt} bytes off grpc",
                        int(np.sum(np.stack(rows) != got[:8])), 0,
                        got[:8].size)
+
+
+def check_scalar(served, name, path, texts, report):
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.quantization import quantize_embeddings
+    import torch
+    texts = [t for t in texts if t]
+    calibration, texts = texts[64:192], texts[:64]
+    st = SentenceTransformer(str(path), device="cpu",
+                             model_kwargs={"dtype": torch.float32})
+    calib = st.encode(calibration, convert_to_numpy=True,
+                      show_progress_bar=False)
+    ranges = np.vstack((calib.min(0), calib.max(0))).astype(np.float32)
+    ours = served.client.embed(texts, model=name, truncate=True)
+    for kind, dtype, low, high in (("int8", np.int8, -128, 127),
+                                   ("uint8", np.uint8, 0, 255)):
+        response = served.client.embed_response(
+            texts, model=name, truncate=True, embedding_type=kind)
+        from encoderclient import tensor_to_numpy
+        got = np.stack([tensor_to_numpy(r.pooled) for r in response.results])
+        used = np.vstack((response.quantization_ranges.min,
+                          response.quantization_ranges.max)).astype(np.float32)
+        if got.dtype != dtype or got.shape != ours.shape:
+            report.fail(f"{name}: {kind}: {got.dtype} {got.shape}")
+            continue
+        own = np.vstack((ours.min(0), ours.max(0)))
+        report.add(name, f"{kind}: own ranges off floats",
+                   float(np.abs(used - own).max()), 0, used.size)
+        want = quantize_embeddings(ours, precision=kind)
+        report.add(name, f"{kind}: bytes off quantize",
+                   int(np.sum(got != want)), 0, got.size)
+        # Calibrated.
+        got = served.client.embed(texts, model=name, truncate=True,
+                                  embedding_type=kind,
+                                  quantization_ranges=(ranges[0], ranges[1]))
+        inside = (ours >= ranges[0]) & (ours <= ranges[1])
+        want = quantize_embeddings(ours, precision=kind, ranges=ranges)
+        report.add(name, f"{kind}: calibrated bytes off",
+                   int(np.sum(got != want)), 0, got.size)
+        clipped = np.where(ours < ranges[0], low, high)
+        report.add(name, f"{kind}: clipped bytes off",
+                   int(np.sum((got != clipped) & ~inside)), 0,
+                   int(np.sum(~inside)))
+        step = (ranges[1] - ranges[0]) / 255
+        back = ranges[0] + (got.astype(np.float64) +
+                            (128 if kind == "int8" else 0)) * step
+        err = np.abs(back - ours)[inside] / step[np.nonzero(inside)[1]]
+        report.add(name, f"{kind}: dequantized error (steps)",
+                   float(err.max()), 1.0 + 1e-3, int(inside.sum()))
+        data = served.post_embeddings(
+            {"model": name, "input": texts[:8], "embedding_type": kind,
+             "quantization_ranges": {"min": ranges[0].tolist(),
+                                     "max": ranges[1].tolist()}})
+        rows = np.asarray([d["embedding"] for d in sorted(
+            data["data"], key=lambda d: d["index"])], dtype)
+        report.add(name, f"{kind}: http bytes off grpc",
+                   int(np.sum(rows != got[:8])), 0, rows.size)
+        if not np.allclose(data["quantization_ranges"]["min"], ranges[0]):
+            report.fail(f"{name}: {kind}: /v1/embeddings ranges differ")
+
+    # Refusals: ranges without a scalar type, of the wrong width, min > max.
+    import grpc
+    width = ours.shape[1]
+    cases = [(dict(embedding_type="float",
+                   quantization_ranges=(ranges[0], ranges[1])),
+              "int8 and uint8"),
+             (dict(embedding_type="int8",
+                   quantization_ranges=(ranges[0][:5], ranges[1][:5])),
+              f"keep {width} dimensions"),
+             (dict(embedding_type="uint8",
+                   quantization_ranges=(ranges[1], ranges[0])),
+              "min <= max")]
+    for fields, words in cases:
+        try:
+            served.client.embed(texts[:2], model=name, **fields)
+            report.fail(f"{name}: ranges {words}: accepted")
+        except grpc.RpcError as e:
+            if (e.code() != grpc.StatusCode.INVALID_ARGUMENT or
+                    words not in e.details()):
+                report.fail(f"{name}: ranges {words}: {e.code()} "
+                            f"{e.details()}")

@@ -25,7 +25,8 @@ _POOLING = {None: 0, "mean": 1, "first": 2, "max": 3, "last_token": 4,
             "weighted_mean": 5}
 
 
-_EMBEDDING_TYPES = {"float": 0, "binary": 1, "ubinary": 2}
+_EMBEDDING_TYPES = {"float": 0, "binary": 1, "ubinary": 2, "int8": 3,
+                    "uint8": 4}
 
 
 def tensor_to_numpy(tensor):
@@ -129,7 +130,7 @@ class EncoderClient:
                        prompt=None, chunk=False, chunk_overlap=0,
                        chunk_aggregation="mean", extrapolate=False,
                        late_chunk=False, chunk_tokens=0, return_chunks=False,
-                       embedding_type="float"):
+                       embedding_type="float", quantization_ranges=None):
         """The raw EmbedResponse of one Embed call. `prompt_name` names one
         of the model's prompts, `prompt` is a text of the caller's
         (sentence-transformers' encode(prompt_name=..., prompt=...)).
@@ -141,7 +142,9 @@ class EncoderClient:
         returns each window's vector and spans (result.chunk_vectors).
         `extrapolate`: they run whole past the model's length where its
         positional scheme allows. `embedding_type` "binary" or "ubinary":
-        pooled vectors as packed sign bits (int8 / uint8), as
+        pooled vectors as packed sign bits (int8 / uint8); "int8" or
+        "uint8": a byte per value within per-dimension ranges, given as
+        `quantization_ranges` (min, max) or else the call's own; as
         sentence-transformers' quantize_embeddings."""
         if isinstance(inputs, (str, bytes)):
             raise TypeError("inputs is a list of texts or id lists")
@@ -162,6 +165,10 @@ class EncoderClient:
             raise ValueError("embedding_type must be one of "
                              f"{sorted(_EMBEDDING_TYPES)}")
         request.embedding_type = _EMBEDDING_TYPES[embedding_type]
+        if quantization_ranges is not None:
+            low, high = quantization_ranges
+            request.quantization_ranges.min.extend(float(v) for v in low)
+            request.quantization_ranges.max.extend(float(v) for v in high)
         request.prompt_name = prompt_name
         if prompt is not None:
             request.prompt = prompt
@@ -184,11 +191,12 @@ class EncoderClient:
     def embed(self, inputs, *, model="", pooling=None, normalize=None,
               truncate=False, prompt_name="", prompt=None, chunk=False,
               chunk_overlap=0, chunk_aggregation="mean", extrapolate=False,
-              embedding_type="float"):
+              embedding_type="float", quantization_ranges=None):
         """Pooled embeddings [N, D] (float32) of `inputs`: texts (str) or
         token-id lists, in order; texts after the prompt named
         `prompt_name` or the text `prompt`. `embedding_type` "binary" /
-        "ubinary": [N, ceil(D / 8)] int8 / uint8 packed sign bits."""
+        "ubinary": [N, ceil(D / 8)] int8 / uint8 packed sign bits; "int8"
+        / "uint8": [N, D] bytes (see embed_response)."""
         response = self.embed_response(inputs, model=model, pooling=pooling,
                                        normalize=normalize, truncate=truncate,
                                        prompt_name=prompt_name, prompt=prompt,
@@ -196,7 +204,8 @@ class EncoderClient:
                                        chunk_overlap=chunk_overlap,
                                        chunk_aggregation=chunk_aggregation,
                                        extrapolate=extrapolate,
-                                       embedding_type=embedding_type)
+                                       embedding_type=embedding_type,
+                                       quantization_ranges=quantization_ranges)
         return np.stack([tensor_to_numpy(r.pooled) for r in response.results])
 
     def embed_chunks(self, inputs, *, model="", late_chunk=False,
