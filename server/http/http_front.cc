@@ -1,5 +1,7 @@
 #include "server/http/http_front.h"
 
+#include <algorithm>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -38,10 +40,12 @@ constexpr char kTeiRerankRpc[] = "http:/rerank";
 constexpr char kTeiPredictRpc[] = "http:/predict";
 constexpr char kRerankV1Rpc[] = "http:/v1/rerank";
 constexpr char kTeiTokenizeRpc[] = "http:/tokenize";
+constexpr char kTeiSimilarityRpc[] = "http:/similarity";
 constexpr char kTeiDecodeRpc[] = "http:/decode";
 constexpr char kRoutes[] =
     "/v1/embeddings, /v1/rerank, /v1/models, /embed, /embed_all, /rerank, "
-    "/predict, /tokenize, /decode, /health, /ready, /info, /metrics";
+    "/predict, /similarity, /tokenize, /decode, / (TEI's), /health, /ready, "
+    "/info, /metrics";
 
 // OpenAI's error object; `param` and `code` are null when empty.
 json ErrorBody(const std::string& message, int http_status,
@@ -146,6 +150,9 @@ class HttpFront::Handlers {
             TeiPredictJson);
     });
     http.Add("POST", "/v1/rerank", [this](X x) { RerankV1(std::move(x)); });
+    http.Add("POST", "/similarity",
+             [this](X x) { TeiSimilarity(std::move(x)); });
+    http.Add("POST", "/", [this](X x) { TeiRoot(std::move(x)); });
     http.Add("POST", "/tokenize", [this](X x) { TeiTokens(x, false); });
     http.Add("POST", "/decode", [this](X x) { TeiTokens(x, true); });
     http.Add("GET", "/v1/models", [this](X x) { Models(x, ""); });
@@ -247,29 +254,84 @@ class HttpFront::Handlers {
   // text-embeddings-inference's /embed (pooled vectors) and /embed_all
   // (every token's vector), with its error shape (tei_embed.h).
   void TeiEmbed(X x, bool all) {
-    const char* rpc = all ? kTeiEmbedAllRpc : kTeiEmbedRpc;
-    std::shared_ptr<CallLog> log =
-        Open(x, rpc, all ? "POST /embed_all" : "POST /embed");
+    if (all) {
+      return TeiEmbedRoute(
+          std::move(x), kTeiEmbedAllRpc, "POST /embed_all",
+          [](const std::string& body, core::EmbedQuery* query) {
+            return ParseTeiEmbedBody(body, true, query);
+          },
+          [](const core::EmbedAnswer& answer) {
+            return TeiEmbedJson(answer, true);
+          });
+    }
+    TeiEmbedRoute(
+        std::move(x), kTeiEmbedRpc, "POST /embed",
+        [](const std::string& body, core::EmbedQuery* query) {
+          return ParseTeiEmbedBody(body, false, query);
+        },
+        [](const core::EmbedAnswer& answer) {
+          return TeiEmbedJson(answer, false);
+        });
+  }
+
+  // TEI's POST /similarity (tei_embed.h).
+  void TeiSimilarity(X x) {
+    TeiEmbedRoute(std::move(x), kTeiSimilarityRpc, "POST /similarity",
+                  ParseTeiSimilarityBody, TeiSimilarityJson);
+  }
+
+  // TEI's POST /: the route of the named (or default) model's task, as
+  // TEI routes it: rerank for a cross-encoder, predict for a classifier,
+  // embed otherwise.
+  void TeiRoot(X x) {
+    const runner::ModelCatalog* host = core_->host();
+    const runner::ServedModel* model =
+        host == nullptr ? nullptr : host->Find(TeiModelOf(x->request().body));
+    const std::vector<std::string> tasks =
+        model == nullptr ? std::vector<std::string>{"embed"}
+                         : model->description().tasks();
+    auto has = [&tasks](const char* task) {
+      return std::find(tasks.begin(), tasks.end(), task) != tasks.end();
+    };
+    if (has("rerank")) {
+      return Score(std::move(x), kTeiRerankRpc, "POST /", ParseTeiRerankBody,
+                   TeiRerankJson);
+    }
+    if (has("classify")) {
+      return Score(std::move(x), kTeiPredictRpc, "POST /", ParseTeiPredictBody,
+                   TeiPredictJson);
+    }
+    TeiEmbed(std::move(x), false);
+  }
+
+  // An Embed through TEI's request and error shapes: `parse` maps the
+  // body, `render` the answer (on an I/O thread).
+  using ParseEmbed =
+      std::function<absl::Status(const std::string&, core::EmbedQuery*)>;
+  using RenderEmbed = std::function<std::string(const core::EmbedAnswer&)>;
+  void TeiEmbedRoute(X x, const char* rpc, const char* method,
+                     const ParseEmbed& parse, RenderEmbed render) {
+    std::shared_ptr<CallLog> log = Open(x, rpc, method);
     if (log == nullptr) return;
     core::EmbedQuery query;
-    if (absl::Status parsed = ParseTeiEmbedBody(x->request().body, all, &query);
-        !parsed.ok()) {
+    if (absl::Status parsed = parse(x->request().body, &query); !parsed.ok()) {
       core_->RecordRejected(rpc, parsed);
       return Finish(x, log.get(), parsed, TeiErrorResponse(parsed));
     }
     core_->Embed(CallOf(x, rpc, &log->access), std::move(query),
-                 [x, log, all](absl::StatusOr<core::EmbedAnswer> answer) {
+                 [x, log, render = std::move(render)](
+                     absl::StatusOr<core::EmbedAnswer> answer) {
                    auto shared =
                        std::make_shared<absl::StatusOr<core::EmbedAnswer>>(
                            std::move(answer));
-                   x->Post([x, log, all, shared] {
+                   x->Post([x, log, render, shared] {
                      if (!shared->ok()) {
                        return Finish(x, log.get(), shared->status(),
                                      TeiErrorResponse(shared->status()));
                      }
                      Response r;
                      r.content_type = kJson;
-                     r.body = TeiEmbedJson(**shared, all);
+                     r.body = render(**shared);
                      Finish(x, log.get(), absl::OkStatus(), std::move(r));
                    });
                  });

@@ -116,6 +116,87 @@ std::string TeiEmbedJson(const core::EmbedAnswer& answer, bool all) {
   return out;
 }
 
+absl::Status ParseTeiSimilarityBody(const std::string& body,
+                                    core::EmbedQuery* query) {
+  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Validation(
+        "the request body must be a JSON object such as {\"inputs\": "
+        "{\"source_sentence\": \"a\", \"sentences\": [\"b\"]}}");
+  }
+  const auto inputs = j.find("inputs");
+  if (inputs == j.end() || !inputs->is_object()) {
+    return Validation(
+        "inputs must be {\"source_sentence\": text, \"sentences\": [text]}");
+  }
+  const auto source = inputs->find("source_sentence");
+  const auto sentences = inputs->find("sentences");
+  if (source == inputs->end() || !source->is_string() ||
+      sentences == inputs->end() || !sentences->is_array()) {
+    return Validation(
+        "inputs must be {\"source_sentence\": text, \"sentences\": [text]}");
+  }
+  if (sentences->empty()) return Marked("`sentences` cannot be empty", "Empty");
+  query->inputs.push_back(core::EmbedInput::Text(source->get<std::string>()));
+  for (const json& s : *sentences) {
+    if (!s.is_string()) return Validation("sentences must be texts");
+    query->inputs.push_back(core::EmbedInput::Text(s.get<std::string>()));
+  }
+  if (auto m = j.find("model"); m != j.end() && !m->is_null()) {
+    if (!m->is_string()) return Validation("model must be a string");
+    query->model = m->get<std::string>();
+  }
+  if (auto p = j.find("parameters"); p != j.end() && p->is_object()) {
+    for (const auto& [key, value] : p->items()) {
+      if (value.is_null()) continue;
+      if (key == "truncate") {
+        if (!value.is_boolean()) {
+          return Validation("truncate must be true or false");
+        }
+        query->truncate = value.get<bool>();
+      } else if (key == "prompt_name") {
+        if (!value.is_string()) return Validation("prompt_name must be text");
+        query->prompt_name = value.get<std::string>();
+      } else if (key == "truncation_direction") {
+        const std::string d = value.is_string() ? value.get<std::string>() : "";
+        if (d != "Right" && d != "right") {
+          return Validation(
+              "truncation_direction must be \"Right\": inputs are cut on the "
+              "right");
+        }
+      }
+    }
+  }
+  query->normalize = true;
+  return absl::OkStatus();
+}
+
+std::string TeiSimilarityJson(const core::EmbedAnswer& answer) {
+  std::vector<float> scores;
+  const std::vector<float>& source = answer.inputs[0].result.pooled;
+  for (size_t i = 1; i < answer.inputs.size(); ++i) {
+    const std::vector<float>& v = answer.inputs[i].result.pooled;
+    double dot = 0;
+    for (size_t d = 0; d < v.size() && d < source.size(); ++d) {
+      dot += static_cast<double>(v[d]) * source[d];
+    }
+    scores.push_back(static_cast<float>(dot));
+  }
+  std::string out;
+  AppendJsonFloats(scores.data(), scores.size(), &out);
+  return out;
+}
+
+std::string TeiModelOf(const std::string& body) {
+  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object()) {
+    if (auto m = j.find("model"); m != j.end() && m->is_string()) {
+      return m->get<std::string>();
+    }
+  }
+  return "";
+}
+
 absl::Status TeiBodyError(const std::string& message) {
   return Validation(message);
 }

@@ -34,6 +34,19 @@ absl::Status ParseTeiEmbedBody(const std::string& body, bool all,
 // The response body of /embed (`all` false) or /embed_all.
 std::string TeiEmbedJson(const core::EmbedAnswer& answer, bool all);
 
+// text-embeddings-inference's POST /similarity: {"inputs":
+// {"source_sentence": text, "sentences": [text, ...]}, "parameters":
+// {"truncate", "truncation_direction", "prompt_name"}, "model"} -> the
+// cosine similarity of each sentence to the source, [float, ...]. The
+// query embeds the source first, then the sentences, normalized.
+absl::Status ParseTeiSimilarityBody(const std::string& body,
+                                    core::EmbedQuery* query);
+std::string TeiSimilarityJson(const core::EmbedAnswer& answer);
+
+// The model a TEI body names ("model"), or "" for the default; "" too for
+// a body that does not parse (the route's own parser reports it).
+std::string TeiModelOf(const std::string& body);
+
 // TEI's error: the HTTP status and the {"error", "error_type"} body.
 struct TeiError {
   int http_status = 500;

@@ -602,6 +602,8 @@ def main():
             embedder = next((e[0] for e in entries if e[0] == "tf-bert"),
                             None)
             heads.check(served, head_models, embedder, report)
+            heads.check_hub_client(args.binary, work / "hub", head_models,
+                                   report)
         if prompted:
             try:
                 prompts.check(served, (minilm[0][0], minilm[0][2]), prompted,

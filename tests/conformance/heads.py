@@ -28,7 +28,9 @@ attentions of the pair; text-embeddings-inference's /rerank and
 /predict and /v1/rerank against the same gRPC answers; the refusals
 (rerank on a multi-label model or an embedding model, empty documents,
 more documents than --max-inputs-per-request, a pair over the length
-without truncate) with their codes.
+without truncate) with their codes. huggingface_hub's InferenceClient
+(text_classification, feature_extraction, sentence_similarity) against
+the TEI routes of a server whose default model is the classifier.
 """
 import json
 import urllib.error
@@ -393,6 +395,55 @@ def _check_reranker(name, path, ref, served, report, activation):
                                                 "model": name})
     if status != 400 or body.get("error", {}).get("param") != "documents":
         report.fail(f"{name}: /v1/rerank with no documents: {status} {body}")
+
+
+def check_hub_client(binary, work, heads, report):
+    """huggingface_hub's InferenceClient against the TEI routes of a server
+    whose default model is the NLI classifier: text_classification posts
+    to /, which routes a classifier to /predict; feature_extraction to
+    /embed and sentence_similarity to /similarity. Answers against the
+    server's own gRPC Classify and Embed."""
+    import sys
+    from huggingface_hub import InferenceClient
+    from server_process import ServerProcess
+    from encoderclient import EncoderClient
+    path = dict(heads).get("nli-roberta")
+    if path is None:
+        return
+    work.mkdir(parents=True, exist_ok=True)
+    process = ServerProcess(str(binary), str(work), [
+        f"--model-dir=nli={path}", "--http-listen=127.0.0.1:0"])
+    try:
+        process.wait_ready(120)
+        with open(process.ready_file) as f:
+            port = json.load(f)["http_port"]
+        base = f"http://127.0.0.1:{port}"
+        grpc_client = EncoderClient(f"127.0.0.1:{process.port}", timeout=60)
+        text = corpus.SENTENCES[3]
+        others = corpus.SENTENCES[4:9]
+        got = InferenceClient(model=base + "/").text_classification(text)
+        got = got if isinstance(got, list) else [got]
+        want = dict(grpc_client.classify([text], model="nli")[0])
+        worst = max(abs(e.score - want[e.label]) for e in got)
+        report.add("nli-roberta", "hub text_classification", worst,
+                   SCORE_TOL, len(got))
+        vector = np.asarray(InferenceClient(model=base + "/embed")
+                            .feature_extraction(text), np.float64).reshape(-1)
+        ref = grpc_client.embed([text], model="nli", normalize=True)[0]
+        report.add("nli-roberta", "hub feature_extraction",
+                   float(np.abs(vector - ref).max()), SCORE_TOL, ref.size)
+        sims = InferenceClient(model=base + "/similarity").sentence_similarity(
+            text, other_sentences=others)
+        vecs = grpc_client.embed([text] + others, model="nli",
+                                 normalize=True).astype(np.float64)
+        report.add("nli-roberta", "hub sentence_similarity",
+                   float(np.abs(np.asarray(sims) - vecs[1:] @ vecs[0]).max()),
+                   SCORE_TOL, len(others))
+        grpc_client.close()
+    except Exception as e:  # reported, not raised
+        report.fail(f"huggingface_hub client: {type(e).__name__}: {e}")
+    finally:
+        process.stop()
 
 
 def check(served, heads, embedder, report):

@@ -558,6 +558,28 @@ class HttpFrontTest(Fixture):
             reply, _ = self.tei(path, body, status)
             self.assertEqual(reply["error_type"], kind, (path, body))
 
+    def test_tei_similarity_and_root_route(self):
+        # /similarity: each sentence's cosine similarity to the source, from
+        # the same vectors gRPC Embed gives (one sentence: the test server's
+        # send limit is small); POST / routes an embedding model to /embed,
+        # as TEI routes it.
+        reply, _ = self.tei("/similarity", {
+            "inputs": {"source_sentence": TEXTS[0],
+                       "sentences": [TEXTS[1]]},
+            "parameters": {"truncate": True}, "model": "raw"})
+        vectors, _ = self.grpc_embed("raw", [TEXTS[0], TEXTS[1]])
+        unit = [v.astype(np.float64) / np.linalg.norm(v) for v in vectors]
+        np.testing.assert_allclose(reply, [unit[1] @ unit[0]], rtol=0,
+                                   atol=1e-6)
+        root, _ = self.tei("/", {"inputs": TEXTS[0], "model": "raw"})
+        embed, _ = self.tei("/embed", {"inputs": TEXTS[0], "model": "raw"})
+        np.testing.assert_allclose(root, embed, rtol=0, atol=1e-7)
+        reply, _ = self.tei("/similarity", {
+            "inputs": {"source_sentence": "a", "sentences": []}}, 400)
+        self.assertEqual(reply["error_type"], "Empty")
+        reply, _ = self.tei("/similarity", {"inputs": "a"}, 422)
+        self.assertIn("source_sentence", reply["error"])
+
     def test_scoring_routes_refuse_a_model_without_a_head(self):
         # The built-in models embed only: TEI's rerank and predict answer
         # its backend error (424), /v1/rerank a 400 naming the tasks.
