@@ -75,6 +75,18 @@ absl::StatusOr<runner::EmbedSpec> ItemSpec(const ScoreQuery& query, size_t i,
           d.config.vocab_size, ")"));
     }
   }
+  // A causal model's last-token head scores the last token that is not
+  // the pad id (transformers' rule): trailing pad ids are dropped, which
+  // leaves every earlier state as it is under a causal mask.
+  std::vector<int64_t>& ids = tokens->encoding.ids;
+  if (d.head.pad_id >= 0 && d.config.arch.causal &&
+      d.head.pooling == model::Pooling::kLastToken) {
+    size_t keep = ids.size();
+    while (keep > 1 && ids[keep - 1] == d.head.pad_id) --keep;
+    if (keep < ids.size()) {
+      tokens->encoding.KeepWindow(0, keep);
+    }
+  }
   runner::EmbedSpec spec;
   if (sides != nullptr) {
     const tokenizer::Encoding& e = tokens->encoding;

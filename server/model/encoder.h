@@ -63,6 +63,9 @@ struct ScoreHead {
   std::vector<DenseLayer> layers;
   std::vector<std::string> labels;  // one per logit (id2label)
   ScoreActivation activation = ScoreActivation::kSigmoid;
+  // Last-token heads of causal models (transformers' rule): the last token
+  // that is not this id is scored; -1: the last token.
+  int64_t pad_id = -1;
   int64_t num_labels() const { return static_cast<int64_t>(labels.size()); }
 };
 

@@ -112,6 +112,8 @@ absl::StatusOr<HeadSource> Layout(const json& config, const std::string& family,
     if (!source.Has("score.weight")) return h;
     h.pooling = Pooling::kLastToken;
     h.layers = {Layer(source, "score", Act::kIdentity)};
+    // transformers scores the last token that is not the pad token.
+    h.pad_id = r.IntOr("pad_token_id", -1);
   }
   return h;
 }
@@ -262,6 +264,7 @@ absl::StatusOr<ScoreHead> LoadScoreHead(const HeadSource& head,
   out.pooling = head.pooling;
   out.labels = head.labels;
   out.activation = head.activation;
+  out.pad_id = head.pad_id;
   auto load = [&](const std::string& name, at::Tensor* t) -> absl::Status {
     if (name.empty()) return absl::OkStatus();
     ASSIGN_OR_RETURN(*t, source.Load(name, dtype));

@@ -32,6 +32,7 @@ struct HeadSource {
   std::vector<HeadLayerSource> layers;
   std::vector<std::string> labels;
   ScoreActivation activation = ScoreActivation::kSigmoid;
+  int64_t pad_id = -1;  // ScoreHead::pad_id
   // Every tensor name the head reads.
   std::vector<std::string> tensors() const;
 };

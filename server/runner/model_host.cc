@@ -129,6 +129,7 @@ void Describe(const batching::BatchOptions& batching, HostedModel* hosted) {
     d.head.labels = head->labels;
     d.head.pooling = head->pooling;
     d.head.activation = head->activation;
+    d.head.pad_id = head->pad_id;
   }
   d.type_vocab_size = spec.config.arch.token_type_embedding
                           ? spec.config.arch.type_vocab_size

@@ -29,6 +29,7 @@ struct HeadDescription {
   std::vector<std::string> labels;  // one per logit; empty: no head
   model::Pooling pooling = model::Pooling::kFirst;
   model::ScoreActivation activation = model::ScoreActivation::kSigmoid;
+  int64_t pad_id = -1;  // model::ScoreHead::pad_id
 };
 
 // A model as loaded: plain data, fixed once the model is served.

@@ -12,6 +12,8 @@ weights scaled up so that scores spread), saved with save_pretrained:
 - ce-electra: ELECTRA's head (dense, GELU, out_proj);
 - nli-roberta: RoBERTa with three labels (id2label), RobertaProcessing's
   pair template, softmax over the labels;
+- ce-qwen3: Qwen3 with `score` on the last token (causal, grouped
+  key/value heads), one output;
 - multi-modernbert: ModernBERT with two labels, mean pooling into the
   head (dense, GELU, LayerNorm) and problem_type multi_label (a sigmoid
   per label).
@@ -54,6 +56,12 @@ def _modernbert_mean():
     return c
 
 
+def _qwen3_scored():
+    c = family_models._qwen3()
+    c.pad_token_id = 0  # <|endoftext|>: the last real token is scored
+    return c
+
+
 # name -> (config, class, tokenizer kind, labels, sentence-transformers
 #          activation or None)
 HEADS = {
@@ -69,6 +77,9 @@ HEADS = {
     "nli-roberta": (family_models._roberta,
                     transformers.RobertaForSequenceClassification, "bpe",
                     ["contradiction", "entailment", "neutral"], None),
+    "ce-qwen3": (_qwen3_scored,
+                 transformers.Qwen3ForSequenceClassification, "qwen",
+                 ["LABEL_0"], None),
     "multi-modernbert": (_modernbert_mean,
                          transformers.ModernBertForSequenceClassification,
                          "wordpiece", ["toxic", "formal"], None),
