@@ -414,8 +414,7 @@ def check_hub_client(binary, work, heads, report):
     to /, which routes a classifier to /predict; feature_extraction to
     /embed and sentence_similarity to /similarity. Answers against the
     server's own gRPC Classify and Embed."""
-    import sys
-    from huggingface_hub import InferenceClient
+    from huggingface_hub import InferenceClient, constants
     from server_process import ServerProcess
     from encoderclient import EncoderClient
     path = dict(heads).get("nli-roberta")
@@ -424,6 +423,11 @@ def check_hub_client(binary, work, heads, report):
     work.mkdir(parents=True, exist_ok=True)
     process = ServerProcess(str(binary), str(work), [
         f"--model-dir=nli={path}", "--http-listen=127.0.0.1:0"])
+    # The suite runs with HF_HUB_OFFLINE=1 (no model hub); the client's
+    # offline guard refuses every URL, the loopback server's too, so it is
+    # lifted for these calls only.
+    offline = constants.HF_HUB_OFFLINE
+    constants.HF_HUB_OFFLINE = False
     try:
         process.wait_ready(120)
         with open(process.ready_file) as f:
@@ -454,6 +458,7 @@ def check_hub_client(binary, work, heads, report):
     except Exception as e:  # reported, not raised
         report.fail(f"huggingface_hub client: {type(e).__name__}: {e}")
     finally:
+        constants.HF_HUB_OFFLINE = offline
         process.stop()
 
 
