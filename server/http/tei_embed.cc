@@ -205,6 +205,16 @@ absl::Status TeiEmptyError(const std::string& message) {
   return Marked(message, "Empty");
 }
 
+absl::Status ParseTeiObject(const std::string& body, const char* example,
+                            json* j) {
+  *j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j->is_discarded() || !j->is_object()) {
+    return Validation(absl::StrCat(
+        "the request body must be a JSON object such as ", example));
+  }
+  return absl::OkStatus();
+}
+
 TeiError TeiErrorOf(const absl::Status& status) {
   TeiError e;
   std::string type = "Backend";

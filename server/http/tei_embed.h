@@ -20,6 +20,7 @@
 #ifndef ENCODER_SERVER_HTTP_TEI_EMBED_H_
 #define ENCODER_SERVER_HTTP_TEI_EMBED_H_
 
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 
 #include "absl/status/status.h"
@@ -58,6 +59,11 @@ TeiError TeiErrorOf(const absl::Status& status);
 // would refuse (422), and an empty list (400, "Empty").
 absl::Status TeiBodyError(const std::string& message);
 absl::Status TeiEmptyError(const std::string& message);
+
+// Parses `body` into `*j`; TeiBodyError naming `example` unless it is a
+// JSON object.
+absl::Status ParseTeiObject(const std::string& body, const char* example,
+                            nlohmann::json* j);
 
 }  // namespace encoder::http
 

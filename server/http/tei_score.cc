@@ -22,16 +22,6 @@ std::string Dump(const out_json& j) {
   return j.dump(-1, ' ', false, out_json::error_handler_t::replace);
 }
 
-absl::Status ParseObject(const std::string& body, const char* example,
-                         json* j) {
-  *j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j->is_discarded() || !j->is_object()) {
-    return TeiBodyError(absl::StrCat(
-        "the request body must be a JSON object such as ", example));
-  }
-  return absl::OkStatus();
-}
-
 // TEI's shared fields: truncate, truncation_direction, raw_scores, model.
 // Returns false for a key it does not know.
 absl::StatusOr<bool> SharedField(const std::string& key, const json& value,
@@ -79,7 +69,7 @@ absl::Status ParseTeiRerankBody(const std::string& body,
                                 core::ScoreQuery* query,
                                 ScoreRendering* rendering) {
   json j;
-  if (absl::Status s = ParseObject(
+  if (absl::Status s = ParseTeiObject(
           body, "{\"query\": \"text\", \"texts\": [\"a\", \"b\"]}", &j);
       !s.ok()) {
     return s;
@@ -141,7 +131,7 @@ absl::Status ParseTeiPredictBody(const std::string& body,
                                  core::ScoreQuery* query,
                                  ScoreRendering* rendering) {
   json j;
-  if (absl::Status s = ParseObject(body, "{\"inputs\": \"text\"}", &j);
+  if (absl::Status s = ParseTeiObject(body, "{\"inputs\": \"text\"}", &j);
       !s.ok()) {
     return s;
   }

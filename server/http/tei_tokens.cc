@@ -12,16 +12,6 @@ namespace {
 
 using json = nlohmann::json;
 
-absl::Status ParseObject(const std::string& body, const char* example,
-                         json* j) {
-  *j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j->is_discarded() || !j->is_object()) {
-    return TeiBodyError(absl::StrCat(
-        "the request body must be a JSON object such as ", example));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status CheckCount(size_t n, int64_t max_texts, const char* what) {
   if (static_cast<int64_t>(n) > max_texts) {
     return absl::InvalidArgumentError(
@@ -50,7 +40,7 @@ std::optional<std::vector<int64_t>> Ids(const json& v) {
 
 absl::Status ParseTeiTokenizeBody(const std::string& body, TeiTokenize* out) {
   json j;
-  if (absl::Status s = ParseObject(body, "{\"inputs\": \"text\"}", &j);
+  if (absl::Status s = ParseTeiObject(body, "{\"inputs\": \"text\"}", &j);
       !s.ok()) {
     return s;
   }
@@ -136,7 +126,8 @@ absl::StatusOr<std::string> TeiTokenizeJson(const runner::ServedModel& model,
 
 absl::Status ParseTeiDecodeBody(const std::string& body, TeiDecode* out) {
   json j;
-  if (absl::Status s = ParseObject(body, "{\"ids\": [1, 2, 3]}", &j); !s.ok()) {
+  if (absl::Status s = ParseTeiObject(body, "{\"ids\": [1, 2, 3]}", &j);
+      !s.ok()) {
     return s;
   }
   bool have_ids = false;
