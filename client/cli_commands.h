@@ -2,7 +2,7 @@
 // and returns the action main runs when it was selected. One file per
 // group: cli_embed.cc, cli_diagnose.cc, cli_bench.cc (bench, report),
 // cli_calls.cc (models, health, tokenize, decode), cli_score.cc (rerank,
-// classify); the flags they share are
+// classify, sparse); the flags they share are
 // in cli_flags.cc.
 #ifndef ENCODER_CLIENT_CLI_COMMANDS_H_
 #define ENCODER_CLIENT_CLI_COMMANDS_H_
@@ -43,6 +43,7 @@ Command AddTokenize(CLI::App* app, ConnectionOptions* connection);
 Command AddDecode(CLI::App* app, ConnectionOptions* connection);
 Command AddRerank(CLI::App* app, ConnectionOptions* connection);
 Command AddClassify(CLI::App* app, ConnectionOptions* connection);
+Command AddSparse(CLI::App* app, ConnectionOptions* connection);
 Command AddBench(CLI::App* app, ConnectionOptions* connection);
 Command AddReport(CLI::App* app, ConnectionOptions* connection);
 

@@ -51,6 +51,9 @@ Command AddEmbed(CLI::App* app, ConnectionOptions* connection) {
   no_normalize->excludes(normalize);
   command->add_flag("--tokens", options->token_embeddings,
                     "Also return the token embeddings [S, D]");
+  command->add_flag("--project-tokens", options->project_tokens,
+                    "Token embeddings through a multi-vector model's token "
+                    "projection (with --tokens)");
   command->add_option("--attention-layers", *layers,
                       "Return attention maps of these layers, e.g. 0,1");
   command->add_option("--attention-heads", *heads,

@@ -1,6 +1,7 @@
-// encoder-client rerank and classify: a model's classification head
-// through the Rerank and Classify RPCs; the response as JSON on stdout,
-// exit codes as in errors.h.
+// encoder-client rerank, classify and sparse: a model's classification
+// head through the Rerank and Classify RPCs, its masked-LM head through
+// EmbedSparse; the response as JSON on stdout, exit codes as in errors.h.
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "client/cli_commands.h"
 #include "client/errors.h"
 #include "client/json_output.h"
+#include "client/report_rerank.h"
 #include "encoder/v1/encoder.grpc.pb.h"
 
 namespace encoder_client {
@@ -29,6 +31,9 @@ struct ScoreOptions {
   std::string attention_layers;  // rerank: comma-separated
   std::string attention_heads;
   bool average_heads = false;
+  bool positional_probes = false;  // rerank
+  std::string report;              // rerank: an HTML page written here
+  float threshold = 0;             // sparse
 };
 
 encoder::v1::TruncationSide Side(const std::string& side) {
@@ -80,10 +85,20 @@ int RunRerank(const ConnectionOptions& connection, const ScoreOptions& o) {
   attention->mutable_layers()->Add(layers.begin(), layers.end());
   attention->mutable_heads()->Add(heads.begin(), heads.end());
   attention->set_average_heads(o.average_heads);
+  request.set_positional_probes(o.positional_probes);
   encoder::v1::RerankResponse response;
   grpc::ClientContext context;
   SetDeadline(connection.deadline_ms, &context);
-  return Finish(stub->Rerank(&context, request, &response), response);
+  const grpc::Status status = stub->Rerank(&context, request, &response);
+  if (status.ok() && !o.report.empty()) {
+    std::ofstream file(o.report, std::ios::binary | std::ios::trunc);
+    file << RerankReportHtml(request, response);
+    if (!file.flush()) {
+      PrintError("cannot write " + o.report);
+      return kExitUsage;
+    }
+  }
+  return Finish(status, response);
 }
 
 int RunClassify(const ConnectionOptions& connection, const ScoreOptions& o) {
@@ -108,7 +123,49 @@ int RunClassify(const ConnectionOptions& connection, const ScoreOptions& o) {
   return Finish(stub->Classify(&context, request, &response), response);
 }
 
+int RunSparse(const ConnectionOptions& connection, const ScoreOptions& o) {
+  auto stub = encoder::v1::EncoderService::NewStub(CreateChannel(connection));
+  encoder::v1::EmbedSparseRequest request;
+  request.set_model(o.model);
+  for (const std::string& t : o.texts) request.add_inputs()->set_text(t);
+  request.set_top_k(o.top_n);
+  request.set_threshold(o.threshold);
+  request.set_truncate(o.truncate);
+  request.mutable_text_options()->set_truncation_side(Side(o.truncation_side));
+  encoder::v1::EmbedSparseResponse response;
+  grpc::ClientContext context;
+  SetDeadline(connection.deadline_ms, &context);
+  return Finish(stub->EmbedSparse(&context, request, &response), response);
+}
+
 }  // namespace
+
+Command AddSparse(CLI::App* app, ConnectionOptions* connection) {
+  CLI::App* command = app->add_subcommand(
+      "sparse",
+      "Sparse (SPLADE) vectors of texts: vocabulary ids and weights (JSON)");
+  AddConnectionFlags(command, connection);
+  AddJsonFlags(command);
+  auto o = std::make_shared<ScoreOptions>();
+  command->add_option("--text", o->texts, "A text (repeatable)")->required();
+  command->add_option("--model", o->model,
+                      "Model name (default: the server's default model)");
+  command
+      ->add_option("--top-k", o->top_n,
+                   "Keep the K largest weights (0: all above the "
+                   "threshold)")
+      ->check(CLI::NonNegativeNumber);
+  command
+      ->add_option("--threshold", o->threshold,
+                   "Keep weights above this (default 0: every non-zero)")
+      ->check(CLI::NonNegativeNumber);
+  command->add_flag("--truncate", o->truncate,
+                    "Cut texts over the model's length");
+  command->add_option("--truncation-side", o->truncation_side, "right or left")
+      ->check(CLI::IsMember({"right", "left"}))
+      ->capture_default_str();
+  return {command, [=]() { return RunSparse(*connection, *o); }};
+}
 
 Command AddRerank(CLI::App* app, ConnectionOptions* connection) {
   CLI::App* command = app->add_subcommand(
@@ -135,6 +192,12 @@ Command AddRerank(CLI::App* app, ConnectionOptions* connection) {
                       "Heads of the explained layers (default: all)");
   command->add_flag("--average-heads", o->average_heads,
                     "Average the explained attention over the heads");
+  command->add_option("--report", o->report,
+                      "Also write an HTML page explaining the ranking "
+                      "(scores, probes, attention heatmaps)");
+  command->add_flag("--positional-probes", o->positional_probes,
+                    "Also score each pair with the query and document "
+                    "swapped, and with the document's tokens reversed");
   AddShared(command, o.get());
   return {command, [=]() { return RunRerank(*connection, *o); }};
 }

@@ -33,6 +33,7 @@ encoder::v1::EmbedRequest BuildEmbedRequest(const EmbedOptions& options) {
     request.set_normalize(*options.normalize);
   }
   request.set_return_token_embeddings(options.token_embeddings);
+  request.set_project_token_embeddings(options.project_tokens);
   auto* attention = request.mutable_attention();
   for (int32_t layer : options.attention_layers) attention->add_layers(layer);
   for (int32_t head : options.attention_heads) attention->add_heads(head);

@@ -29,6 +29,7 @@ int Main(int argc, char** argv) {
       AddBench(&app, &connection),    AddReport(&app, &connection),
       AddTokenize(&app, &connection), AddDecode(&app, &connection),
       AddRerank(&app, &connection),   AddClassify(&app, &connection),
+      AddSparse(&app, &connection),
   };
   try {
     app.parse(argc, argv);

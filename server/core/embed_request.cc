@@ -170,6 +170,39 @@ absl::Status CheckQueryOptions(const EmbedQuery& query,
       }
     }
   }
+  if (query.project_tokens) {
+    const runner::ModelDescription& d = model.description();
+    if (d.token_dim == 0) {
+      return MarkMissingTask(absl::FailedPreconditionError(absl::StrCat(
+          "model \"", name, "\" has no token projection (it serves: ",
+          absl::StrJoin(d.tasks(), ", "),
+          "); projected token embeddings need a multi-vector model with "
+          "token-level Dense or Normalize modules")));
+    }
+    if (!query.token_embeddings) {
+      return absl::InvalidArgumentError(
+          "project_token_embeddings needs return_token_embeddings");
+    }
+  }
+  if (query.sparse.has_value()) {
+    const runner::ModelDescription& d = model.description();
+    if (d.sparse.vocab == 0) {
+      return MarkMissingTask(absl::FailedPreconditionError(absl::StrCat(
+          "model \"", name,
+          "\" has no sparse head (it serves: ", absl::StrJoin(d.tasks(), ", "),
+          "); sparse vectors need a masked-LM (SPLADE) checkpoint")));
+    }
+    if (query.sparse->top_k < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "top_k is ", query.sparse->top_k, "; it must be 0 (all) or more"));
+    }
+    if (!std::isfinite(query.sparse->threshold) ||
+        query.sparse->threshold < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("threshold is ", query.sparse->threshold,
+                       "; it must be a finite value >= 0"));
+    }
+  }
   if (query.dimensions.has_value()) {
     const int64_t width = model.description().output_dim;
     const int64_t d = *query.dimensions;
@@ -190,6 +223,7 @@ absl::StatusOr<runner::EmbedSpec> SharedSpec(const EmbedQuery& query,
   base.pooling = query.pooling.value_or(config.pooling);
   base.normalize = query.normalize.value_or(config.normalize);
   base.want_tokens = query.token_embeddings;
+  base.project_tokens = query.project_tokens;
   base.attention_layers = query.attention_layers;
   base.attention_heads = query.attention_heads;
   base.average_heads = query.average_heads;
@@ -202,6 +236,11 @@ absl::StatusOr<runner::EmbedSpec> SharedSpec(const EmbedQuery& query,
         "hidden_states.pooled given without hidden_states.layers");
   }
   base.pool_hidden = query.pool_hidden;
+  if (query.sparse.has_value()) {
+    base.want_sparse = true;
+    base.sparse_top_k = query.sparse->top_k;
+    base.sparse_threshold = query.sparse->threshold;
+  }
   return base;
 }
 
@@ -320,6 +359,10 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const EmbedQuery& query,
     if (!prompt.empty()) {
       return "chunked inputs take no prompt: the prompt would be in the "
              "first window only";
+    }
+    if (base.want_sparse) {
+      return "a sparse vector comes from one whole sequence: truncate long "
+             "inputs instead of chunking them";
     }
     if (per_token) {
       return "chunking (long_input) returns pooled embeddings only: ask for "
@@ -477,7 +520,11 @@ int64_t EstimateResponseBytes(const PreparedEmbed& p) {
   for (const runner::EmbedSpec& s : p.sequences) {
     const int64_t n = static_cast<int64_t>(s.token_ids.size());
     bytes += 128 + 4 * c.d_model;
-    if (s.want_tokens) bytes += 4 * n * c.d_model;
+    if (s.want_tokens) {
+      bytes +=
+          4 * n *
+          (s.project_tokens ? p.model->description().token_dim : c.d_model);
+    }
     const int64_t heads =
         s.average_heads
             ? 1
@@ -487,6 +534,14 @@ int64_t EstimateResponseBytes(const PreparedEmbed& p) {
     bytes +=
         4 * static_cast<int64_t>(s.attention_layers.size()) * heads * n * n;
     if (s.want_attention_stats) bytes += 80 * c.num_layers * c.num_heads;
+    if (s.want_sparse) {
+      // An index (a varint of at most 3 bytes below 2^21) and a float per
+      // kept entry.
+      const int64_t vocab = p.model->description().sparse.vocab;
+      const int64_t kept =
+          s.sparse_top_k > 0 ? std::min(s.sparse_top_k, vocab) : vocab;
+      bytes += 16 + (vocab < (int64_t{1} << 21) ? 7 : 9) * kept;
+    }
     bytes += 4 * static_cast<int64_t>(s.hidden_layers.size()) *
              (s.pool_hidden ? 1 : n) * c.d_model;
   }
@@ -567,6 +622,9 @@ EmbedAnswer BuildAnswer(std::string request_id, const PreparedEmbed& prepared,
   answer.request_id = std::move(request_id);
   answer.total_tokens = prepared.total_tokens;
   answer.total_ms = total_ms;
+  if (!prepared.sequences.empty() && prepared.sequences[0].want_sparse) {
+    answer.sparse_vocab = prepared.model->description().sparse.vocab;
+  }
   const int64_t heads = prepared.model->description().config.num_heads;
   answer.inputs.reserve(prepared.inputs.size());
   for (const PreparedEmbed::Input& plan : prepared.inputs) {

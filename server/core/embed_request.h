@@ -118,11 +118,24 @@ struct EmbedQuery {
   std::vector<int64_t> attention_heads;
   bool average_heads = false;
   bool token_embeddings = false;
+  // The token embeddings through the model's token projection (a
+  // multi-vector model's Dense and Normalize modules: tasks include
+  // "multi_vector"; else FAILED_PRECONDITION).
+  bool project_tokens = false;
   bool attention_stats = false;
   // Hidden states after these layers (0 .. layers; negative: from the
   // end), pooled with the call's pooling when pool_hidden.
   std::vector<int64_t> hidden_layers;
   bool pool_hidden = false;
+  // Also each input's sparse (SPLADE) vector (EmbeddedInput::result.
+  // sparse_*): the entries above `threshold`, the `top_k` largest of them
+  // (0: all). The model's tasks must include "sparse" (else
+  // FAILED_PRECONDITION naming them); inputs are not chunked.
+  struct Sparse {
+    int64_t top_k = 0;
+    float threshold = 0;
+  };
+  std::optional<Sparse> sparse;
 };
 
 // Where a window lies in its input: the input's own tokens [token_begin,
@@ -170,6 +183,8 @@ struct EmbedAnswer {
   // int8 / uint8: the ranges the bytes are relative to.
   std::vector<float> quantization_min, quantization_max;
   int64_t total_tokens = 0;
+  // The sparse vectors' width (EmbedQuery::sparse); 0 without them.
+  int64_t sparse_vocab = 0;
   // The slowest input's queue and inference times, and the call's time
   // from admission to answer.
   double queue_ms = 0;

@@ -38,14 +38,14 @@ absl::Status CheckTask(const runner::ServedModel& model,
   return absl::OkStatus();
 }
 
-// items[i] tokenized, checked and priced.
-absl::StatusOr<runner::EmbedSpec> ItemSpec(const ScoreQuery& query, size_t i,
-                                           const runner::ServedModel& model,
-                                           bool* truncated,
-                                           PreparedScore::Sides* sides) {
+// `item` (named `name` in messages) tokenized, checked and priced; its
+// sides when `sides` is given, with the query's attention maps asked for
+// when `explain`.
+absl::StatusOr<runner::EmbedSpec> ItemSpec(
+    const ScoreQuery& query, const ScoreItem& item, const std::string& name,
+    const runner::ServedModel& model, bool* truncated,
+    PreparedScore::Sides* sides, bool explain) {
   const runner::ModelDescription& d = model.description();
-  const ScoreItem& item = query.items[i];
-  const std::string name = absl::StrCat(query.item_field, "[", i, "]");
   if (item.text.empty() || (item.pair.has_value() && item.pair->empty())) {
     return absl::InvalidArgumentError(absl::StrCat(name, " has empty text"));
   }
@@ -97,6 +97,8 @@ absl::StatusOr<runner::EmbedSpec> ItemSpec(const ScoreQuery& query, size_t i,
       (first ? sides->first_tokens : sides->second_tokens)
           .push_back(k < e.tokens.size() ? e.tokens[k] : "");
     }
+  }
+  if (explain) {
     spec.attention_layers = query.attention_layers;
     spec.attention_heads = query.attention_heads;
     spec.average_heads = query.average_heads;
@@ -144,16 +146,52 @@ absl::StatusOr<PreparedScore> PrepareScore(const ScoreQuery& query,
                                           query.attention_heads,
                                           query.average_heads, *p.model));
   const bool explain = !query.attention_layers.empty();
+  const bool probe = query.positional_probes;
+  p.items = query.items.size();
   p.truncated.assign(query.items.size(), false);
   if (explain) p.sides.resize(query.items.size());
+  if (probe) p.probes.resize(query.items.size());
+  std::vector<runner::EmbedSpec> probes;
   for (size_t i = 0; i < query.items.size(); ++i) {
     bool truncated = false;
-    ASSIGN_OR_RETURN(auto spec, ItemSpec(query, i, *p.model, &truncated,
-                                         explain ? &p.sides[i] : nullptr));
+    const ScoreItem& item = query.items[i];
+    const std::string name = absl::StrCat(query.item_field, "[", i, "]");
+    PreparedScore::Sides sides;
+    ASSIGN_OR_RETURN(auto spec,
+                     ItemSpec(query, item, name, *p.model, &truncated,
+                              explain || probe ? &sides : nullptr, explain));
     p.truncated[i] = truncated;
     p.total_tokens += static_cast<int64_t>(spec.token_ids.size());
+    if (probe && item.pair.has_value()) {
+      // Swapped: the second text first, tokenized as a pair of its own.
+      bool cut = false;
+      ASSIGN_OR_RETURN(
+          auto swapped,
+          ItemSpec(query, ScoreItem{*item.pair, item.text},
+                   absl::StrCat(name, " swapped"), *p.model, &cut, nullptr,
+                   /*explain=*/false));
+      // Reversed: the same sequence with the second text's tokens in
+      // reverse order (their positions and type ids stay).
+      runner::EmbedSpec reversed = spec;
+      reversed.attention_layers.clear();
+      reversed.attention_heads.clear();
+      reversed.average_heads = false;
+      for (size_t a = 0, b = sides.second.size(); a + 1 < b; ++a, --b) {
+        std::swap(reversed.token_ids[sides.second[a]],
+                  reversed.token_ids[sides.second[b - 1]]);
+      }
+      const int64_t base = static_cast<int64_t>(query.items.size());
+      p.probes[i].swapped = base + static_cast<int64_t>(probes.size());
+      p.total_tokens += static_cast<int64_t>(swapped.token_ids.size());
+      probes.push_back(std::move(swapped));
+      p.probes[i].reversed = base + static_cast<int64_t>(probes.size());
+      p.total_tokens += static_cast<int64_t>(reversed.token_ids.size());
+      probes.push_back(std::move(reversed));
+    }
+    if (explain) p.sides[i] = std::move(sides);
     p.sequences.push_back(std::move(spec));
   }
+  for (runner::EmbedSpec& s : probes) p.sequences.push_back(std::move(s));
   return p;
 }
 
@@ -179,6 +217,7 @@ int64_t EstimateScoreResponseBytes(const PreparedScore& prepared) {
                      static_cast<int64_t>(sizeof(float)) +
                  16 * static_cast<int64_t>(s.first.size() + s.second.size());
   }
+  // Every sequence's logits (a probe's too) and labels.
   return 256 + explained +
          static_cast<int64_t>(prepared.sequences.size()) *
              (64 + labels * 8 + label_bytes);
@@ -227,8 +266,8 @@ ScoreAnswer BuildScoreAnswer(std::string request_id,
   answer.activation = d.head.activation;
   answer.total_tokens = prepared.total_tokens;
   answer.total_ms = total_ms;
-  answer.items.reserve(results.size());
-  for (size_t i = 0; i < results.size(); ++i) {
+  answer.items.reserve(prepared.items);
+  for (size_t i = 0; i < prepared.items && i < results.size(); ++i) {
     runner::EmbedResult& r = results[i];
     answer.queue_ms = std::max(answer.queue_ms, r.batch.queue_seconds * 1e3);
     answer.inference_ms =
@@ -239,6 +278,11 @@ ScoreAnswer BuildScoreAnswer(std::string request_id,
     item.truncated = prepared.truncated[i];
     if (i < prepared.sides.size())
       CutPairAttention(r, prepared.sides[i], &item);
+    if (i < prepared.probes.size() && prepared.probes[i].swapped >= 0) {
+      const PreparedScore::Probes& at = prepared.probes[i];
+      item.probes = PairProbes{std::move(results[at.swapped].scores),
+                               std::move(results[at.reversed].scores)};
+    }
     answer.items.push_back(std::move(item));
   }
   return answer;

@@ -47,6 +47,20 @@ struct ScoreQuery {
   std::vector<int64_t> attention_layers;
   std::vector<int64_t> attention_heads;
   bool average_heads = false;
+  // Positional probes of each pair (ScoredItem::probes): the pair scored
+  // again with its two texts swapped, and with the second text's tokens
+  // in reverse order. Each costs a sequence of the pair's length.
+  bool positional_probes = false;
+};
+
+// A pair's scores under the positional probes (ScoreQuery::
+// positional_probes), as logits: swapped, the second text first (does
+// the model read which text is the query?); reversed, the second text's
+// tokens in reverse order, everything else in place (does it read the
+// document's word order?).
+struct PairProbes {
+  std::vector<float> swapped_logits;
+  std::vector<float> reversed_logits;
 };
 
 struct ScoredItem {
@@ -61,6 +75,7 @@ struct ScoredItem {
   std::vector<int64_t> pair_attention_shape;
   std::vector<std::string> first_tokens;
   std::vector<std::string> second_tokens;
+  std::optional<PairProbes> probes;  // pairs, with positional_probes
 };
 
 struct ScoreAnswer {
@@ -77,7 +92,15 @@ struct ScoreAnswer {
 
 struct PreparedScore {
   const runner::ServedModel* model = nullptr;
-  std::vector<runner::EmbedSpec> sequences;  // one per item
+  // One per item, in order; then the probes' sequences.
+  std::vector<runner::EmbedSpec> sequences;
+  size_t items = 0;
+  // Per item with positional probes: the indices in `sequences` of its
+  // swapped and reversed sequences; empty without probes.
+  struct Probes {
+    int64_t swapped = -1, reversed = -1;
+  };
+  std::vector<Probes> probes;
   std::vector<bool> truncated;
   int64_t total_tokens = 0;
   // Per item when its attention is explained: the positions of the first

@@ -106,7 +106,8 @@ absl::StatusOr<DiagnoseReport> Run(const model::Encoder& model,
   ASSIGN_OR_RETURN(
       model::EncoderOutput out,
       model.Forward(
-          {base.ids, base.mask, at::arange(s, base.ids.options()).view({1, s})},
+          {base.ids, base.mask, at::arange(s, base.ids.options()).view({1, s}),
+           /*types=*/at::Tensor()},
           forward_options));
   base.tokens = out.tokens;
 

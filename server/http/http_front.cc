@@ -16,6 +16,7 @@
 #include "server/http/http_status.h"
 #include "server/http/openai_embeddings.h"
 #include "server/http/tei_embed.h"
+#include "server/http/tei_info.h"
 #include "server/http/tei_score.h"
 #include "server/http/tei_tokens.h"
 #include "server/logging/access_log.h"
@@ -36,6 +37,7 @@ constexpr char kModelsRpc[] = "http:/v1/models";
 constexpr char kInfoRpc[] = "http:/info";
 constexpr char kTeiEmbedRpc[] = "http:/embed";
 constexpr char kTeiEmbedAllRpc[] = "http:/embed_all";
+constexpr char kTeiEmbedSparseRpc[] = "http:/embed_sparse";
 constexpr char kTeiRerankRpc[] = "http:/rerank";
 constexpr char kTeiPredictRpc[] = "http:/predict";
 constexpr char kRerankV1Rpc[] = "http:/v1/rerank";
@@ -43,7 +45,8 @@ constexpr char kTeiTokenizeRpc[] = "http:/tokenize";
 constexpr char kTeiSimilarityRpc[] = "http:/similarity";
 constexpr char kTeiDecodeRpc[] = "http:/decode";
 constexpr char kRoutes[] =
-    "/v1/embeddings, /v1/rerank, /v1/models, /embed, /embed_all, /rerank, "
+    "/v1/embeddings, /v1/rerank, /v1/models, /embed, /embed_all, "
+    "/embed_sparse, /rerank, "
     "/predict, /similarity, /tokenize, /decode, / (TEI's), /health, /ready, "
     "/info, /metrics";
 
@@ -139,6 +142,10 @@ class HttpFront::Handlers {
     http.Add("POST", "/v1/embeddings",
              [this](X x) { Embeddings(std::move(x)); });
     http.Add("POST", "/embed", [this](X x) { TeiEmbed(std::move(x), false); });
+    http.Add("POST", "/embed_sparse", [this](X x) {
+      TeiEmbedRoute(std::move(x), kTeiEmbedSparseRpc, "POST /embed_sparse",
+                    ParseTeiSparseBody, TeiSparseJson);
+    });
     http.Add("POST", "/embed_all",
              [this](X x) { TeiEmbed(std::move(x), true); });
     http.Add("POST", "/rerank", [this](X x) {
@@ -582,6 +589,9 @@ class HttpFront::Handlers {
         {"models", json::array()}};
     if (const runner::ModelCatalog* host = core_->host(); host != nullptr) {
       info["default_model"] = host->default_model();
+      if (const runner::ServedModel* m = host->Find(""); m != nullptr) {
+        info.update(TeiInfoFields(*m, limits, http.io_threads));
+      }
       info["limits"]["batch_memory_budget_bytes"] =
           host->batch_memory_budget_bytes();
       for (const runner::ServedModel* m : host->List()) {
@@ -601,6 +611,7 @@ class HttpFront::Handlers {
                  {"pooling", model::PoolingName(c.pooling)},
                  {"normalize", c.normalize},
                  {"accepts_text", m->tokenizer() != nullptr},
+                 {"tasks", d.tasks()},
                  {"prompts", d.prompts},
                  {"default_prompt_name", d.default_prompt_name},
                  {"device", d.device},

@@ -116,6 +116,33 @@ std::string TeiEmbedJson(const core::EmbedAnswer& answer, bool all) {
   return out;
 }
 
+absl::Status ParseTeiSparseBody(const std::string& body,
+                                core::EmbedQuery* query) {
+  RETURN_IF_ERROR(ParseTeiEmbedBody(body, /*all=*/true, query));
+  query->token_embeddings = false;
+  query->sparse = core::EmbedQuery::Sparse{};
+  return absl::OkStatus();
+}
+
+std::string TeiSparseJson(const core::EmbedAnswer& answer) {
+  std::string out = "[";
+  char buffer[64];
+  for (size_t i = 0; i < answer.inputs.size(); ++i) {
+    const runner::EmbedResult& r = answer.inputs[i].result;
+    if (i > 0) out += ',';
+    out += '[';
+    for (size_t k = 0; k < r.sparse_indices.size(); ++k) {
+      std::snprintf(buffer, sizeof(buffer), "%s{\"index\":%d,\"value\":%.9g}",
+                    k > 0 ? "," : "", r.sparse_indices[k],
+                    static_cast<double>(r.sparse_values[k]));
+      out += buffer;
+    }
+    out += ']';
+  }
+  out += ']';
+  return out;
+}
+
 absl::Status ParseTeiSimilarityBody(const std::string& body,
                                     core::EmbedQuery* query) {
   const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);

@@ -35,6 +35,15 @@ absl::Status ParseTeiEmbedBody(const std::string& body, bool all,
 // The response body of /embed (`all` false) or /embed_all.
 std::string TeiEmbedJson(const core::EmbedAnswer& answer, bool all);
 
+// text-embeddings-inference's POST /embed_sparse: /embed_all's request
+// (inputs, truncate, truncation_direction, prompt_name, model) -> every
+// input's sparse vector, [[{"index": int, "value": float}, ...], ...], its
+// non-zero weights in index order. A model without a sparse head gets
+// TEI's 424.
+absl::Status ParseTeiSparseBody(const std::string& body,
+                                core::EmbedQuery* query);
+std::string TeiSparseJson(const core::EmbedAnswer& answer);
+
 // text-embeddings-inference's POST /similarity: {"inputs":
 // {"source_sentence": text, "sentences": [text, ...]}, "parameters":
 // {"truncate", "truncation_direction", "prompt_name"}, "model"} -> the

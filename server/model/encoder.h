@@ -69,6 +69,26 @@ struct ScoreHead {
   int64_t num_labels() const { return static_cast<int64_t>(labels.size()); }
 };
 
+// The masked-language-model head that makes SPLADE's sparse vectors
+// (transformers' *ForMaskedLM, sentence-transformers' SpladePooling): each
+// token's state through `layers` (the transform, then the decoder onto the
+// vocabulary) gives logits [tokens, vocab]; log(1 + relu(logits)) (twice
+// with double_log: the log1p_relu variant), pooled over the sequence's
+// tokens by max or sum, is the input's weight of every vocabulary entry.
+struct SparseHead {
+  enum class Pool { kMax, kSum };
+  // The last layer is the decoder; an undefined weight there is tied to
+  // the token embedding table (Encoder::set_sparse_head fills it).
+  std::vector<DenseLayer> layers;
+  Pool pooling = Pool::kMax;
+  bool double_log = false;
+  int64_t vocab() const {
+    return layers.empty() || !layers.back().weight.defined()
+               ? 0
+               : layers.back().weight.size(0);
+  }
+};
+
 struct EncoderInput {
   at::Tensor ids;        // [batch, seq] int64, padded with any valid id
   at::Tensor mask;       // [batch, seq] bool, true for real tokens
@@ -163,6 +183,22 @@ class Encoder {
   at::Tensor ProjectPooled(const at::Tensor& pooled) const;
   int64_t output_dim() const;
 
+  // Dense layers run on each token's embedding (a multi-vector model's
+  // projection), then an L2 normalization of each token when `normalize`;
+  // moved to the encoder's device and dtype. Set once, before serving.
+  void set_token_dense(std::vector<DenseLayer> dense, bool normalize);
+  // One sequence's token embeddings [n, D] -> [n, token_output_dim()].
+  at::Tensor ProjectTokens(const at::Tensor& tokens) const;
+  bool has_token_projection() const {
+    return !token_dense_.empty() || normalize_tokens_;
+  }
+  // The projected width (D without token dense layers).
+  int64_t token_output_dim() const {
+    return token_dense_.empty() ? config_.d_model
+                                : token_dense_.back().weight.size(0);
+  }
+  bool normalize_tokens() const { return normalize_tokens_; }
+
   // The classification head, moved to the encoder's device and dtype. Set
   // once, before serving.
   void set_score_head(ScoreHead head);
@@ -173,6 +209,20 @@ class Encoder {
   // Pooled [batch, D] (pooled with the head's pooling, no dense layers) ->
   // logits [batch, labels]. Requires a head.
   at::Tensor Score(const at::Tensor& pooled) const;
+
+  // The masked-LM head for sparse vectors, moved to the encoder's device
+  // and dtype; a decoder without a weight takes the token embedding table
+  // (InvalidArgument when its width does not match). Set once, before
+  // serving.
+  absl::Status set_sparse_head(SparseHead head);
+  // Null without one.
+  const SparseHead* sparse_head() const {
+    return sparse_head_.has_value() ? &*sparse_head_ : nullptr;
+  }
+  // One sequence's token states [n, D] (its real tokens) -> its weight of
+  // every vocabulary entry [vocab], float32 on the encoder's device.
+  // Requires a sparse head.
+  at::Tensor SparseWeights(const at::Tensor& tokens) const;
 
   // Runs every layer's four projections with int8 weights (per output
   // channel) and per-token dynamic int8 activations (Int8Linear). CPU and
@@ -274,7 +324,10 @@ class Encoder {
   at::Tensor final_norm_weight_, final_norm_bias_;  // pre-norm only
   std::unique_ptr<PositionalScheme> scheme_;
   std::vector<DenseLayer> dense_;
+  std::vector<DenseLayer> token_dense_;
+  bool normalize_tokens_ = false;
   std::optional<ScoreHead> score_head_;
+  std::optional<SparseHead> sparse_head_;
   bool quantized_ = false;
 };
 

@@ -223,6 +223,20 @@ at::Tensor Encoder::ProjectPooled(const at::Tensor& pooled) const {
   return RunDense(dense_, pooled);
 }
 
+void Encoder::set_token_dense(std::vector<DenseLayer> dense, bool normalize) {
+  MoveDense(device_, dtype_, &dense);
+  token_dense_ = std::move(dense);
+  normalize_tokens_ = normalize;
+}
+
+at::Tensor Encoder::ProjectTokens(const at::Tensor& tokens) const {
+  at::Tensor x = RunDense(token_dense_, tokens);
+  if (normalize_tokens_) {
+    x = x / x.norm(2, {-1}, /*keepdim=*/true).clamp_min(1e-12);
+  }
+  return x;
+}
+
 void Encoder::set_score_head(ScoreHead head) {
   MoveDense(device_, dtype_, &head.layers);
   score_head_ = std::move(head);
@@ -230,6 +244,47 @@ void Encoder::set_score_head(ScoreHead head) {
 
 at::Tensor Encoder::Score(const at::Tensor& pooled) const {
   return RunDense(score_head_->layers, pooled);
+}
+
+absl::Status Encoder::set_sparse_head(SparseHead head) {
+  if (head.layers.empty()) {
+    return absl::InvalidArgumentError("the sparse head has no layers");
+  }
+  DenseLayer& decoder = head.layers.back();
+  const bool tied = !decoder.weight.defined();
+  if (tied) decoder.weight = at::zeros({0}, embedding_.options());
+  MoveDense(device_, dtype_, &head.layers);
+  if (tied) {
+    const int64_t width =
+        head.layers.size() > 1
+            ? head.layers[head.layers.size() - 2].weight.size(0)
+            : config_.d_model;
+    if (embedding_.size(1) != width) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the sparse head's decoder is tied to the token embeddings [",
+          embedding_.size(0), ", ", embedding_.size(1),
+          "], which do not take its input width ", width));
+    }
+    decoder.weight = embedding_;  // shared, not copied
+  }
+  if (decoder.bias.defined() &&
+      decoder.bias.size(0) != decoder.weight.size(0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the sparse head's decoder bias has ", decoder.bias.size(0),
+        " values for a vocabulary of ", decoder.weight.size(0)));
+  }
+  sparse_head_ = std::move(head);
+  return absl::OkStatus();
+}
+
+at::Tensor Encoder::SparseWeights(const at::Tensor& tokens) const {
+  at::Tensor logits = RunDense(sparse_head_->layers, tokens);
+  logits.relu_();
+  at::Tensor w = logits.to(at::kFloat);  // the same tensor in float32
+  w.log1p_();
+  if (sparse_head_->double_log) w.log1p_();
+  return sparse_head_->pooling == SparseHead::Pool::kMax ? std::get<0>(w.max(0))
+                                                         : w.sum(0);
 }
 
 int64_t Encoder::output_dim() const {
@@ -265,7 +320,14 @@ int64_t Encoder::parameter_count() const {
     }
   };
   add_dense(dense_);
+  add_dense(token_dense_);
   if (score_head_.has_value()) add_dense(score_head_->layers);
+  if (sparse_head_.has_value()) {
+    // A tied decoder is the embedding table, already counted.
+    std::vector<DenseLayer> own = sparse_head_->layers;
+    if (own.back().weight.is_same(embedding_)) own.back().weight = at::Tensor();
+    add_dense(own);
+  }
   return n;
 }
 

@@ -131,7 +131,9 @@ absl::Status CheckTensors(const hf::Import& import,
 
 absl::Status Settle(const std::string& dir, const CheckpointOverrides& o,
                     ModelConfig* config, std::vector<DenseLayer>* dense,
-                    LoadedCheckpoint* out) {
+                    std::optional<SpladeFiles>* splade,
+                    std::vector<DenseLayer>* token_dense,
+                    bool* normalize_tokens, LoadedCheckpoint* out) {
   ASSIGN_OR_RETURN(auto st, ReadSentenceTransformers(dir, config->d_model));
   // Without sentence-transformers files the family's pooling stands
   // (mean for most; the last token for causal embedders).
@@ -143,6 +145,9 @@ absl::Status Settle(const std::string& dir, const CheckpointOverrides& o,
         std::min(config->max_input_tokens, st.max_seq_length);
   }
   *dense = std::move(st.dense);
+  *splade = st.splade;
+  *token_dense = std::move(st.token_dense);
+  *normalize_tokens = st.normalize_tokens;
   out->prompts = std::move(st.prompts);
   out->default_prompt_name = st.default_prompt_name;
   out->include_prompt = st.include_prompt;
@@ -182,9 +187,25 @@ absl::StatusOr<LoadedCheckpoint> Load(const std::string& dir,
   out.config = import.config;
   out.stored_bytes = source->stored_bytes();
   std::vector<DenseLayer> dense;
-  RETURN_IF_ERROR(Settle(dir, overrides, &out.config, &dense, &out));
+  std::optional<SpladeFiles> splade;
+  std::vector<DenseLayer> token_dense;
+  bool normalize_tokens = false;
+  RETURN_IF_ERROR(Settle(dir, overrides, &out.config, &dense, &splade,
+                         &token_dense, &normalize_tokens, &out));
+  // The stored token embedding table, when the encoder's is that one
+  // tensor (a sparse head's tied decoder shares it).
+  std::string embedding_name;
+  if (auto it = import.slots.find("embedding.weight");
+      it != import.slots.end() && it->second.names.size() == 1) {
+    embedding_name = StoredName(*source, it->second.names[0]);
+  }
+  ASSIGN_OR_RETURN(
+      auto sparse,
+      hf::FindSparseHead(config, import.family, *source, import.config.d_model,
+                         import.config.vocab_size, embedding_name, splade));
   std::map<std::string, at::Tensor> state;
   std::optional<ScoreHead> score_head;
+  std::optional<SparseHead> sparse_head;
   try {
     for (const auto& [slot, src] : import.slots) {
       std::vector<at::Tensor> parts;
@@ -199,6 +220,11 @@ absl::StatusOr<LoadedCheckpoint> Load(const std::string& dir,
       ASSIGN_OR_RETURN(auto loaded, hf::LoadScoreHead(*head, *source, dtype));
       score_head = std::move(loaded);
     }
+    if (sparse.has_value()) {
+      ASSIGN_OR_RETURN(auto loaded,
+                       hf::LoadSparseHead(*sparse, *source, dtype));
+      sparse_head = std::move(loaded);
+    }
   } catch (const c10::Error& e) {
     return StatusFromTorchError(e, "loading the checkpoint");
   }
@@ -207,8 +233,14 @@ absl::StatusOr<LoadedCheckpoint> Load(const std::string& dir,
                    Encoder::Create(out.config, state, device, dtype));
   out.encoder = std::move(encoder);
   out.encoder->set_output_dense(std::move(dense));
+  if (!token_dense.empty() || normalize_tokens) {
+    out.encoder->set_token_dense(std::move(token_dense), normalize_tokens);
+  }
   if (score_head.has_value()) {
     out.encoder->set_score_head(std::move(*score_head));
+  }
+  if (sparse_head.has_value()) {
+    RETURN_IF_ERROR(out.encoder->set_sparse_head(std::move(*sparse_head)));
   }
   return out;
 }

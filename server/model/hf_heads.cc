@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/common/status_macros.h"
@@ -233,9 +234,146 @@ absl::StatusOr<int64_t> CheckShapes(const HeadSource& h,
   return width;
 }
 
-}  // namespace
+// `name`, or its legacy LayerNorm spelling (.gamma / .beta) where stored;
+// empty when neither is.
+std::string StoredOrLegacy(const WeightSource& source,
+                           const std::string& name) {
+  if (source.Has(name)) return name;
+  for (const auto& [now, old] :
+       {std::pair<std::string, std::string>{".weight", ".gamma"},
+        {".bias", ".beta"}}) {
+    if (absl::EndsWith(name, now)) {
+      const std::string legacy = name.substr(0, name.size() - now.size()) + old;
+      if (source.Has(legacy)) return legacy;
+    }
+  }
+  return "";
+}
 
-std::vector<std::string> HeadSource::tensors() const {
+// The family's masked-LM head as transformers' *ForMaskedLM stores it: a
+// transform (dense, activation, LayerNorm) and a decoder whose weight is
+// usually tied to the token embeddings. Empty layers: the family has none
+// here.
+absl::StatusOr<SparseHeadSource> MlmLayout(const json& config,
+                                           const std::string& family,
+                                           const WeightSource& source) {
+  ConfigReader r(config);
+  SparseHeadSource h;
+  // dense, act, norm, eps; decoder weight and bias candidates.
+  std::string dense, act, norm, decoder;
+  std::vector<std::string> biases;
+  double eps = 1e-12;
+  if (family == "bert" || family == "jinabert" || family == "deberta-v2") {
+    const std::string p = source.Has("lm_predictions.lm_head.dense.weight")
+                              ? "lm_predictions.lm_head."
+                              : "cls.predictions.transform.";
+    dense = p + "dense";
+    norm = p + "LayerNorm";
+    act = r.StringOr("hidden_act", "gelu");
+    eps = r.NumberOr("layer_norm_eps", family == "deberta-v2" ? 1e-7 : 1e-12);
+    decoder = "cls.predictions.decoder";
+    biases = {"cls.predictions.decoder.bias", "cls.predictions.bias",
+              "lm_predictions.lm_head.bias"};
+  } else if (family == "roberta" || family == "xlm-roberta" ||
+             family == "camembert" || family == "mpnet") {
+    dense = "lm_head.dense";
+    norm = "lm_head.layer_norm";
+    act = "gelu";
+    eps = r.NumberOr("layer_norm_eps", 1e-5);
+    decoder = "lm_head.decoder";
+    biases = {"lm_head.decoder.bias", "lm_head.bias"};
+  } else if (family == "distilbert") {
+    dense = "vocab_transform";
+    norm = "vocab_layer_norm";
+    act = r.StringOr("activation", "gelu");
+    decoder = "vocab_projector";
+    biases = {"vocab_projector.bias"};
+  } else if (family == "modernbert") {
+    dense = "head.dense";
+    norm = "head.norm";
+    act = r.StringOr("classifier_activation", "gelu");
+    eps = r.NumberOr("norm_eps", 1e-5);
+    decoder = "decoder";
+    biases = {"decoder.bias"};
+  } else if (family == "electra") {
+    dense = "generator_predictions.dense";
+    norm = "generator_predictions.LayerNorm";
+    act = "gelu";
+    eps = r.NumberOr("layer_norm_eps", 1e-12);
+    decoder = "generator_lm_head";
+    biases = {"generator_lm_head.bias"};
+  } else {
+    return h;
+  }
+  if (!source.Has(dense + ".weight")) return h;
+  ASSIGN_OR_RETURN(auto a, HeadAct(act));
+  HeadLayerSource transform = Layer(source, dense, a);
+  transform.norm_weight = StoredOrLegacy(source, norm + ".weight");
+  transform.norm_bias = StoredOrLegacy(source, norm + ".bias");
+  transform.norm_eps = eps;
+  if (transform.norm_weight.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the masked-LM head has ", dense, ".weight but no ", norm, ".weight"));
+  }
+  HeadLayerSource out;
+  if (source.Has(decoder + ".weight")) out.weight = decoder + ".weight";
+  h.tied = out.weight.empty();
+  for (const std::string& b : biases) {
+    if (source.Has(b)) {
+      out.bias = b;
+      break;
+    }
+  }
+  h.layers = {transform, out};
+  return h;
+}
+
+absl::StatusOr<std::optional<SparseHeadSource>> CheckSparseHead(
+    SparseHeadSource h, const WeightSource& source, int64_t d_model,
+    int64_t vocab, const std::string& embedding_name) {
+  HeadLayerSource& transform = h.layers[0];
+  const HeadLayerSource& decoder = h.layers[1];
+  auto shape = [&](const std::string& name) {
+    return source.tensors().at(name).shape;
+  };
+  const std::vector<int64_t> t = shape(transform.weight);
+  if (t.size() != 2 || t[1] != d_model) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "masked-LM head tensor \"", transform.weight, "\" has shape ",
+        ShapeText(t), "; expected [*, ", d_model, "]"));
+  }
+  const int64_t width = t[0];
+  for (const std::string* n :
+       {&transform.bias, &transform.norm_weight, &transform.norm_bias}) {
+    if (!n->empty() && shape(*n) != std::vector<int64_t>{width}) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("masked-LM head tensor \"", *n, "\" has shape ",
+                       ShapeText(shape(*n)), "; expected [", width, "]"));
+    }
+  }
+  const std::string weight = h.tied ? embedding_name : decoder.weight;
+  if (weight.empty()) {
+    return absl::InvalidArgumentError(
+        "the masked-LM head's decoder is tied to the token embeddings, "
+        "which this family does not store as one table");
+  }
+  if (shape(weight) != std::vector<int64_t>{vocab, width}) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the masked-LM head's decoder \"", weight, "\" has shape ",
+        ShapeText(shape(weight)), "; expected [", vocab, ", ", width, "]"));
+  }
+  if (!decoder.bias.empty() &&
+      shape(decoder.bias) != std::vector<int64_t>{vocab}) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "masked-LM head tensor \"", decoder.bias, "\" has shape ",
+        ShapeText(shape(decoder.bias)), "; expected [", vocab, "]"));
+  }
+  return h;
+}
+
+// Every tensor name `layers` read.
+std::vector<std::string> LayerTensors(
+    const std::vector<HeadLayerSource>& layers) {
   std::vector<std::string> names;
   for (const HeadLayerSource& l : layers) {
     for (const std::string* n :
@@ -244,6 +382,84 @@ std::vector<std::string> HeadSource::tensors() const {
     }
   }
   return names;
+}
+
+// `layers` loaded in `dtype` (on the CPU).
+absl::StatusOr<std::vector<DenseLayer>> LoadLayers(
+    const std::vector<HeadLayerSource>& layers, WeightSource& source,
+    at::ScalarType dtype) {
+  std::vector<DenseLayer> out;
+  for (const HeadLayerSource& l : layers) {
+    DenseLayer d;
+    d.act = l.act;
+    d.norm_eps = l.norm_eps;
+    for (const auto& [name, t] :
+         {std::pair{&l.weight, &d.weight}, std::pair{&l.bias, &d.bias},
+          std::pair{&l.norm_weight, &d.norm_weight},
+          std::pair{&l.norm_bias, &d.norm_bias}}) {
+      if (name->empty()) continue;
+      ASSIGN_OR_RETURN(*t, source.Load(*name, dtype));
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> SparseHeadSource::tensors() const {
+  return LayerTensors(layers);
+}
+
+absl::StatusOr<std::optional<SparseHeadSource>> FindSparseHead(
+    const json& config, const std::string& family, const WeightSource& source,
+    int64_t d_model, int64_t vocab, const std::string& embedding_name,
+    const std::optional<SpladeFiles>& splade) {
+  bool masked_lm = false;
+  if (config.contains("architectures") && config["architectures"].is_array()) {
+    for (const json& a : config["architectures"]) {
+      if (a.is_string() &&
+          absl::EndsWith(a.get<std::string>(), "ForMaskedLM")) {
+        masked_lm = true;
+      }
+    }
+  }
+  if (!splade.has_value() && !masked_lm) return std::nullopt;
+  auto found = [&]() -> absl::StatusOr<std::optional<SparseHeadSource>> {
+    ASSIGN_OR_RETURN(auto h, MlmLayout(config, family, source));
+    if (h.layers.empty()) {
+      if (!splade.has_value()) return std::nullopt;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "modules.json has a SpladePooling module but the checkpoint has no "
+          "masked-LM head this server reads for family \"",
+          family, "\""));
+    }
+    return CheckSparseHead(std::move(h), source, d_model, vocab,
+                           embedding_name);
+  }();
+  // Only a declared SPLADE model fails to load over its head; an MLM
+  // checkpoint served as an embedder just lacks the sparse task.
+  if (!found.ok() && !splade.has_value()) return std::nullopt;
+  ASSIGN_OR_RETURN(auto head, std::move(found));
+  if (head.has_value() && splade.has_value()) {
+    head->max = splade->max;
+    head->double_log = splade->double_log;
+  }
+  return head;
+}
+
+absl::StatusOr<SparseHead> LoadSparseHead(const SparseHeadSource& head,
+                                          WeightSource& source,
+                                          at::ScalarType dtype) {
+  SparseHead out;
+  out.pooling = head.max ? SparseHead::Pool::kMax : SparseHead::Pool::kSum;
+  out.double_log = head.double_log;
+  ASSIGN_OR_RETURN(out.layers, LoadLayers(head.layers, source, dtype));
+  return out;
+}
+
+std::vector<std::string> HeadSource::tensors() const {
+  return LayerTensors(layers);
 }
 
 absl::StatusOr<std::optional<HeadSource>> FindScoreHead(
@@ -265,21 +481,7 @@ absl::StatusOr<ScoreHead> LoadScoreHead(const HeadSource& head,
   out.labels = head.labels;
   out.activation = head.activation;
   out.pad_id = head.pad_id;
-  auto load = [&](const std::string& name, at::Tensor* t) -> absl::Status {
-    if (name.empty()) return absl::OkStatus();
-    ASSIGN_OR_RETURN(*t, source.Load(name, dtype));
-    return absl::OkStatus();
-  };
-  for (const HeadLayerSource& l : head.layers) {
-    DenseLayer d;
-    d.act = l.act;
-    d.norm_eps = l.norm_eps;
-    RETURN_IF_ERROR(load(l.weight, &d.weight));
-    RETURN_IF_ERROR(load(l.bias, &d.bias));
-    RETURN_IF_ERROR(load(l.norm_weight, &d.norm_weight));
-    RETURN_IF_ERROR(load(l.norm_bias, &d.norm_bias));
-    out.layers.push_back(std::move(d));
-  }
+  ASSIGN_OR_RETURN(out.layers, LoadLayers(head.layers, source, dtype));
   return out;
 }
 

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "server/model/config.h"
 #include "server/model/encoder.h"
+#include "server/model/sentence_transformers.h"
 #include "server/model/weight_source.h"
 
 namespace encoder::model::hf {
@@ -49,6 +50,34 @@ absl::StatusOr<std::optional<HeadSource>> FindScoreHead(
 absl::StatusOr<ScoreHead> LoadScoreHead(const HeadSource& head,
                                         WeightSource& source,
                                         at::ScalarType dtype);
+
+// The masked-LM head of a SPLADE checkpoint: the transform layers, then
+// the decoder onto the vocabulary (`decoder_weight` empty: tied to the
+// token embedding table).
+struct SparseHeadSource {
+  std::vector<HeadLayerSource> layers;  // the last is the decoder
+  bool tied = false;
+  bool max = true;
+  bool double_log = false;
+  std::vector<std::string> tensors() const;
+};
+
+// The masked-LM head `source` stores for `family`, served as a sparse
+// (SPLADE) head when the checkpoint declares one: sentence-transformers'
+// SpladePooling (`splade`), or a *ForMaskedLM architecture in config.json.
+// `embedding_name` is the stored token embedding table the encoder uses
+// (empty: none usable), which an untied decoder must not need. nullopt
+// when there is none; INVALID_ARGUMENT when `splade` declares one that
+// does not fit (an undeclared head that does not fit is not served).
+absl::StatusOr<std::optional<SparseHeadSource>> FindSparseHead(
+    const nlohmann::json& config, const std::string& family,
+    const WeightSource& source, int64_t d_model, int64_t vocab,
+    const std::string& embedding_name,
+    const std::optional<SpladeFiles>& splade);
+
+absl::StatusOr<SparseHead> LoadSparseHead(const SparseHeadSource& head,
+                                          WeightSource& source,
+                                          at::ScalarType dtype);
 
 }  // namespace encoder::model::hf
 

@@ -72,6 +72,52 @@ absl::Status ReadPooling(const std::string& path, int64_t hidden,
   return absl::OkStatus();
 }
 
+// Whether the Dense or Normalize module in `dir` works on the token
+// embeddings (module_input_name "token_embeddings") rather than the pooled
+// one ("sentence_embedding", the default). Its output must go back to the
+// same key, and a Dense may not add a residual.
+absl::StatusOr<bool> OnTokens(const std::string& dir, bool dense) {
+  const std::string path = dir + "/config.json";
+  ASSIGN_OR_RETURN(auto cfg, ReadJson(path));
+  if (!cfg.is_object()) return false;  // the defaults: the pooled vector
+  const std::string in = cfg.value("module_input_name", "sentence_embedding");
+  const json out_value = cfg.value("module_output_name", json(in));
+  const std::string out =
+      out_value.is_string() ? out_value.get<std::string>() : in;
+  if ((in != "sentence_embedding" && in != "token_embeddings") || out != in) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": module_input_name \"", in, "\" -> module_output_name \"", out,
+        "\" is not supported (sentence_embedding or token_embeddings, "
+        "written back to the same key)"));
+  }
+  if (dense && cfg.value("use_residual", false)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": use_residual true is not supported"));
+  }
+  return in == "token_embeddings";
+}
+
+absl::StatusOr<SpladeFiles> ReadSplade(const std::string& path) {
+  ASSIGN_OR_RETURN(auto cfg, ReadJson(path));
+  if (!cfg.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": missing"));
+  }
+  SpladeFiles splade;
+  const std::string pooling = cfg.value("pooling_strategy", "max");
+  const std::string act = cfg.value("activation_function", "relu");
+  if (pooling != "max" && pooling != "sum") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": pooling_strategy \"", pooling, "\" is not max or sum"));
+  }
+  if (act != "relu" && act != "log1p_relu") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": activation_function \"", act, "\" is not relu or log1p_relu"));
+  }
+  splade.max = pooling == "max";
+  splade.double_log = act == "log1p_relu";
+  return splade;
+}
+
 absl::StatusOr<DenseLayer> ReadDense(const std::string& dir,
                                      int64_t in_features) {
   const std::string config_path = dir + "/config.json";
@@ -145,24 +191,40 @@ absl::StatusOr<SentenceTransformerFiles> ReadSentenceTransformers(
         absl::StrCat(dir, "/modules.json: must be an array of modules"));
   }
   st.present = true;
-  int64_t width = hidden;
+  int64_t width = hidden, token_width = hidden;
   for (const json& m : modules) {
     const std::string type = m.value("type", "");
     const std::string path = absl::StrCat(dir, "/", m.value("path", ""));
-    if (absl::EndsWith(type, ".Transformer")) continue;
+    if (absl::EndsWith(type, ".Transformer") ||
+        absl::EndsWith(type, ".MLMTransformer")) {
+      continue;
+    }
+    if (absl::EndsWith(type, ".MultiVectorMask")) {
+      // Which tokens a multi-vector model scores (skiplist words): the
+      // server returns every token's vector and leaves the choice to the
+      // caller.
+      continue;
+    }
+    if (absl::EndsWith(type, ".SpladePooling")) {
+      ASSIGN_OR_RETURN(st.splade, ReadSplade(path + "/config.json"));
+      continue;
+    }
     if (absl::EndsWith(type, ".Pooling")) {
       RETURN_IF_ERROR(ReadPooling(path + "/config.json", hidden, &st));
     } else if (absl::EndsWith(type, ".Dense")) {
-      ASSIGN_OR_RETURN(auto layer, ReadDense(path, width));
-      width = layer.weight.size(0);
-      st.dense.push_back(std::move(layer));
+      ASSIGN_OR_RETURN(const bool tokens, OnTokens(path, /*dense=*/true));
+      int64_t& in = tokens ? token_width : width;
+      ASSIGN_OR_RETURN(auto layer, ReadDense(path, in));
+      in = layer.weight.size(0);
+      (tokens ? st.token_dense : st.dense).push_back(std::move(layer));
     } else if (absl::EndsWith(type, ".Normalize")) {
-      st.normalize = true;
+      ASSIGN_OR_RETURN(const bool tokens, OnTokens(path, /*dense=*/false));
+      (tokens ? st.normalize_tokens : st.normalize) = true;
     } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat(dir, "/modules.json: module type \"", type,
-                       "\" is not supported (Transformer, Pooling, Dense, "
-                       "Normalize)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          dir, "/modules.json: module type \"", type,
+          "\" is not supported (Transformer, MLMTransformer, "
+          "Pooling, SpladePooling, Dense, Normalize, MultiVectorMask)"));
     }
   }
   ASSIGN_OR_RETURN(auto bert, ReadJson(dir + "/sentence_bert_config.json"));

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,13 @@
 
 namespace encoder::model {
 
+// A SpladePooling module (sentence-transformers' SparseEncoder): how the
+// masked-LM logits are pooled into a sparse vector.
+struct SpladeFiles {
+  bool max = true;          // pooling_strategy "max" (else "sum")
+  bool double_log = false;  // activation_function "log1p_relu"
+};
+
 struct SentenceTransformerFiles {
   bool present = false;  // modules.json exists
   Pooling pooling = Pooling::kMean;
@@ -25,7 +33,12 @@ struct SentenceTransformerFiles {
   int64_t max_seq_length = 0;                  // 0: not set
   std::vector<DenseLayer> dense;               // CPU, float32
   std::map<std::string, std::string> prompts;  // name -> text prepended
-  std::string default_prompt_name;  // empty: none (a name in `prompts`)
+  std::string default_prompt_name;    // empty: none (a name in `prompts`)
+  std::optional<SpladeFiles> splade;  // a SparseEncoder's pooling
+  // Dense and Normalize modules on the token embeddings (module_input_name
+  // "token_embeddings": a multi-vector, ColBERT-style model), in order.
+  std::vector<DenseLayer> token_dense;  // CPU, float32
+  bool normalize_tokens = false;
 };
 
 // Reads the files of `dir` (all absent: present = false). `hidden` is the

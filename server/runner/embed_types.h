@@ -24,9 +24,18 @@ struct EmbedSpec {
   // Also run the model's classification head on the tokens pooled with
   // `pooling` (the head's), into EmbedResult::scores.
   bool want_scores = false;
+  // Also the model's sparse (SPLADE) vector into EmbedResult::sparse_*:
+  // its entries above sparse_threshold, the sparse_top_k largest of them
+  // (0: all), in index order. Requires the model's sparse head.
+  bool want_sparse = false;
+  int64_t sparse_top_k = 0;
+  float sparse_threshold = 0;
   model::Pooling pooling = model::Pooling::kMean;  // see model/config.h
   bool normalize = false;
-  bool want_tokens = false;               // per-token embeddings
+  bool want_tokens = false;  // per-token embeddings
+  // ... through the model's token projection (its width in
+  // EmbedResult::dim). Requires one.
+  bool project_tokens = false;
   std::vector<int64_t> attention_layers;  // attention maps of these layers
   std::vector<int64_t> attention_heads;   // empty: all heads
   bool average_heads = false;             // maps averaged over the heads
@@ -53,8 +62,11 @@ struct EmbedResult {
   std::vector<float> pooled;       // [pooled_dim]
   std::vector<float> span_pooled;  // [spans, pooled_dim] (pool_spans)
   std::vector<float> scores;       // the head's logits (want_scores)
-  std::vector<float> tokens;       // [seq, D], when wanted
-  std::vector<float> attention;    // see attention_shape
+  // want_sparse: vocabulary indices (ascending) and their weights.
+  std::vector<int32_t> sparse_indices;
+  std::vector<float> sparse_values;
+  std::vector<float> tokens;     // [seq, D], when wanted
+  std::vector<float> attention;  // see attention_shape
   // [layers, heads, seq, seq], or [layers, seq, seq] when averaged.
   std::vector<int64_t> attention_shape;
   std::vector<AttentionHeadStats> attention_stats;  // layer-major
@@ -69,7 +81,8 @@ struct EmbedResult {
   // Bytes of values it carries.
   int64_t ValueBytes() const {
     return static_cast<int64_t>((pooled.size() + span_pooled.size() +
-                                 scores.size() + tokens.size() +
+                                 scores.size() + sparse_indices.size() +
+                                 sparse_values.size() + tokens.size() +
                                  attention.size() + hidden.size()) *
                                 sizeof(float));
   }

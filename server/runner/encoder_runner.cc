@@ -266,15 +266,46 @@ PooledBatch PoolBatch(const std::vector<const EmbedSpec*>& batch,
   return out;
 }
 
+// One sequence's sparse weights [vocab] -> the entries `spec` keeps, in
+// index order.
+void KeepSparse(const at::Tensor& weights, const EmbedSpec& spec,
+                EmbedResult* r) {
+  at::Tensor w = weights.to(at::kCPU).contiguous();
+  at::Tensor index;
+  if (spec.sparse_top_k > 0 && spec.sparse_top_k < w.size(0)) {
+    index = std::get<1>(w.topk(spec.sparse_top_k));
+    index =
+        index.masked_select(w.index_select(0, index) > spec.sparse_threshold);
+    index = std::get<0>(index.sort());
+  } else {
+    index = (w > spec.sparse_threshold).nonzero().squeeze(1);
+  }
+  const at::Tensor values = w.index_select(0, index).contiguous();
+  const at::Tensor ids = index.to(at::kInt).contiguous();
+  r->sparse_indices.assign(ids.data_ptr<int32_t>(),
+                           ids.data_ptr<int32_t>() + ids.numel());
+  r->sparse_values.assign(values.data_ptr<float>(),
+                          values.data_ptr<float>() + values.numel());
+}
+
 // Row `i`'s token embeddings, attention maps, hidden states and attention
 // statistics, as `spec` asks, cut to its real length; asks `context`
 // before each layer's statistics.
 absl::Status SliceSequence(const EmbedSpec& spec, int64_t i,
-                           const model::EncoderOutput& out, int64_t num_layers,
+                           const model::EncoderOutput& out,
+                           const model::Encoder& model,
                            const batching::RunContext& context,
                            EmbedResult* r) {
+  const int64_t num_layers = model.config().num_layers;
   const int64_t n = static_cast<int64_t>(spec.token_ids.size());
-  if (spec.want_tokens) r->tokens = ToFloats(out.tokens[i].narrow(0, 0, n));
+  if (spec.want_tokens) {
+    at::Tensor t = out.tokens[i].narrow(0, 0, n);
+    if (spec.project_tokens) {
+      t = model.ProjectTokens(t);
+      r->dim = t.size(1);
+    }
+    r->tokens = ToFloats(t);
+  }
   if (!spec.attention_layers.empty()) {
     std::vector<at::Tensor> maps;
     for (int64_t l : spec.attention_layers) {
@@ -351,11 +382,16 @@ absl::Status EncoderRunner::RunImpl(const std::vector<const EmbedSpec*>& batch,
       const float* s = pooled_batch.scores.data_ptr<float>() + k * labels;
       r.scores.assign(s, s + labels);
     }
+    if (batch[i]->want_sparse) {
+      RETURN_IF_ERROR(context.Check());
+      KeepSparse(
+          model_->SparseWeights(out.tokens[i].narrow(0, 0, r.num_tokens)),
+          *batch[i], &r);
+    }
     if (!batch[i]->pool_spans.empty()) {
       r.span_pooled = PoolSpans(*batch[i], i, *model_, out.tokens);
     }
-    RETURN_IF_ERROR(SliceSequence(*batch[i], i, out,
-                                  model_->config().num_layers, context, &r));
+    RETURN_IF_ERROR(SliceSequence(*batch[i], i, out, *model_, context, &r));
   }
   return absl::OkStatus();
 }
@@ -370,6 +406,10 @@ batching::SequenceCost EncoderRunner::Price(const EmbedSpec& spec) const {
   // feed-forward buffers, norms: about 10 widths and 2 feed-forward widths.
   cost.per_token = (10 * c.d_model + 2 * c.d_ff) * e;
   if (spec.want_tokens) cost.per_token += 2 * c.d_model * f32;
+  if (spec.want_sparse && model_->sparse_head() != nullptr) {
+    // The logits over the vocabulary (and their float32 copy).
+    cost.per_token += model_->sparse_head()->vocab() * (e + f32);
+  }
   // Kept hidden states (at the model's dtype) and, unpooled, their stacked
   // float32 copy and its host copy.
   const int64_t states = static_cast<int64_t>(spec.hidden_layers.size());
@@ -421,6 +461,10 @@ batching::SequenceCost EncoderRunner::Compute(const EmbedSpec& spec) const {
     const int64_t terms = c.score_scale_factor() - 1;
     compute.per_token +=
         2 * layers * terms * 2 * c.positional.relative_span() * a;
+  }
+  if (spec.want_sparse && model_->sparse_head() != nullptr) {
+    // The decoder onto the vocabulary (the transform is small beside it).
+    compute.per_token += 2 * model_->sparse_head()->vocab() * d;
   }
   int64_t pair = layers * (4 * d + 16 * heads);
   const int64_t kept = spec.want_attention_stats

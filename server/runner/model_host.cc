@@ -131,6 +131,17 @@ void Describe(const batching::BatchOptions& batching, HostedModel* hosted) {
     d.head.activation = head->activation;
     d.head.pad_id = head->pad_id;
   }
+  if (encoder.has_token_projection()) {
+    d.token_dim = encoder.token_output_dim();
+    d.normalize_tokens = encoder.normalize_tokens();
+  }
+  if (const model::SparseHead* sparse = encoder.sparse_head();
+      sparse != nullptr) {
+    d.sparse.vocab = sparse->vocab();
+    d.sparse.pooling =
+        sparse->pooling == model::SparseHead::Pool::kMax ? "max" : "sum";
+    d.sparse.activation = sparse->double_log ? "log1p_relu" : "relu";
+  }
   d.type_vocab_size = spec.config.arch.token_type_embedding
                           ? spec.config.arch.type_vocab_size
                           : 0;

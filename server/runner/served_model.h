@@ -32,6 +32,13 @@ struct HeadDescription {
   int64_t pad_id = -1;  // model::ScoreHead::pad_id
 };
 
+// A sparse (SPLADE) head as served (model::SparseHead without weights).
+struct SparseDescription {
+  int64_t vocab = 0;       // the sparse vectors' width; 0: no sparse head
+  std::string pooling;     // "max" or "sum"
+  std::string activation;  // "relu" or "log1p_relu" (before the log1p)
+};
+
 // A model as loaded: plain data, fixed once the model is served.
 struct ModelDescription {
   std::string name;
@@ -66,16 +73,24 @@ struct ModelDescription {
   batching::BatchOptions batching;       // effective, caps included
   batching::BatchProfile batch_profile;  // empty when not measured
   HeadDescription head;
+  SparseDescription sparse;
+  // A multi-vector model's projected token width (its token-level Dense
+  // and Normalize modules); 0: none.
+  int64_t token_dim = 0;
+  bool normalize_tokens = false;
   // Rows of the token-type table (0: the model has none): a sentence
   // pair's type ids reach the model only where it has more than one.
   int64_t type_vocab_size = 0;
 
   // "embed" always; "classify" with a head; "rerank" with a one-logit
-  // head (a cross-encoder).
+  // head (a cross-encoder); "sparse" with a sparse head; "multi_vector"
+  // with a token projection.
   std::vector<std::string> tasks() const {
     std::vector<std::string> t = {"embed"};
     if (!head.labels.empty()) t.push_back("classify");
     if (head.labels.size() == 1) t.push_back("rerank");
+    if (sparse.vocab > 0) t.push_back("sparse");
+    if (token_dim > 0) t.push_back("multi_vector");
     return t;
   }
 };

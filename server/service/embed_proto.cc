@@ -33,6 +33,31 @@ absl::StatusOr<std::optional<model::Pooling>> ToPooling(int value) {
 
 }  // namespace
 
+std::vector<core::EmbedInput> MoveInputs(
+    google::protobuf::RepeatedPtrField<v1::Input>* inputs) {
+  std::vector<core::EmbedInput> out;
+  out.reserve(static_cast<size_t>(inputs->size()));
+  for (v1::Input& input : *inputs) {
+    switch (input.content_case()) {
+      case v1::Input::kText:
+        out.push_back(core::EmbedInput::Text(std::move(*input.mutable_text())));
+        break;
+      case v1::Input::kTextBytes:
+        out.push_back(
+            core::EmbedInput::Text(std::move(*input.mutable_text_bytes())));
+        break;
+      case v1::Input::kTokenIds:
+        out.push_back(core::EmbedInput::Ids(
+            {input.token_ids().ids().begin(), input.token_ids().ids().end()}));
+        break;
+      default:
+        out.emplace_back();  // kNone: refused naming its index
+        break;
+    }
+  }
+  return out;
+}
+
 core::TextOptions ToTextOptions(const v1::TextOptions& options) {
   core::TextOptions out;
   out.add_special_tokens =
@@ -50,26 +75,7 @@ absl::StatusOr<core::EmbedQuery> ToEmbedQuery(v1::EmbedRequest* request) {
   q.pooling = *pooling;
   q.model = request->model();
   q.request_id = request->request_id();
-  q.inputs.reserve(static_cast<size_t>(request->inputs_size()));
-  for (v1::Input& input : *request->mutable_inputs()) {
-    switch (input.content_case()) {
-      case v1::Input::kText:
-        q.inputs.push_back(
-            core::EmbedInput::Text(std::move(*input.mutable_text())));
-        break;
-      case v1::Input::kTextBytes:
-        q.inputs.push_back(
-            core::EmbedInput::Text(std::move(*input.mutable_text_bytes())));
-        break;
-      case v1::Input::kTokenIds:
-        q.inputs.push_back(core::EmbedInput::Ids(
-            {input.token_ids().ids().begin(), input.token_ids().ids().end()}));
-        break;
-      default:
-        q.inputs.emplace_back();  // kNone: refused naming its index
-        break;
-    }
-  }
+  q.inputs = MoveInputs(request->mutable_inputs());
   if (request->has_normalize()) q.normalize = request->normalize();
   q.truncate = request->truncate();
   q.text_options = ToTextOptions(request->text_options());
@@ -136,6 +142,7 @@ absl::StatusOr<core::EmbedQuery> ToEmbedQuery(v1::EmbedRequest* request) {
   q.attention_heads.assign(attention.heads().begin(), attention.heads().end());
   q.average_heads = attention.average_heads();
   q.token_embeddings = request->return_token_embeddings();
+  q.project_tokens = request->project_token_embeddings();
   q.attention_stats = request->return_attention_stats();
   q.hidden_layers.assign(request->hidden_states().layers().begin(),
                          request->hidden_states().layers().end());

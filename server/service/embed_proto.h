@@ -16,6 +16,18 @@ absl::StatusOr<core::EmbedQuery> ToEmbedQuery(v1::EmbedRequest* request);
 
 core::TextOptions ToTextOptions(const v1::TextOptions& options);
 
+// The inputs' texts and ids, moved out.
+std::vector<core::EmbedInput> MoveInputs(
+    google::protobuf::RepeatedPtrField<v1::Input>* inputs);
+
+// An EmbedSparseRequest as the core's EmbedQuery (with `sparse` set),
+// moving its inputs out.
+core::EmbedQuery ToSparseQuery(v1::EmbedSparseRequest* request);
+
+// Fills `response` with each input's sparse vector.
+void FillSparseResponse(const core::EmbedAnswer& answer,
+                        v1::EmbedSparseResponse* response);
+
 // Fills `response`, moving the answer's values into it.
 void FillEmbedResponse(const core::EmbedAnswer& answer,
                        v1::EmbedResponse* response);

@@ -219,6 +219,32 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Embed(
   return reactor;
 }
 
+grpc::ServerUnaryReactor* EncoderServiceImpl::EmbedSparse(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  auto call = std::make_shared<
+      UnaryMessages<v1::EmbedSparseRequest, v1::EmbedSparseResponse>>();
+  HoldingReactor* reactor = nullptr;
+  if (!Open("EmbedSparse", context, request, &call->request, &reactor)) {
+    return reactor;
+  }
+  if (IsUsableRequestId(call->request.request_id())) {
+    reactor->access.request_id = call->request.request_id();
+  }
+  core_->Embed(CallOf("EmbedSparse", context, &reactor->access),
+               ToSparseQuery(&call->request),
+               [this, context, reactor, call,
+                response](absl::StatusOr<core::EmbedAnswer> answer) {
+                 if (answer.ok()) FillSparseResponse(*answer, &call->response);
+                 const grpc::Status out = SerializeOnSuccess(
+                     ToGrpcStatus(answer.status()), call->response, response);
+                 FinishLogged(reactor, out,
+                              out.ok() ? HoldUnread(context, response->Length())
+                                       : UnreadResponses::Hold());
+               });
+  return reactor;
+}
+
 template <typename Request, typename Response, typename Fill>
 grpc::ServerUnaryReactor* EncoderServiceImpl::RunScore(
     const char* rpc, grpc::CallbackServerContext* context,

@@ -61,7 +61,9 @@ using EncoderServiceBase = v1::EncoderService::WithRawCallbackMethod_Embed<
                     v1::EncoderService::WithRawCallbackMethod_ListModels<
                         v1::EncoderService::WithRawCallbackMethod_Rerank<
                             v1::EncoderService::WithRawCallbackMethod_Classify<
-                                v1::EncoderService::Service>>>>>>>>;
+                                v1::EncoderService::
+                                    WithRawCallbackMethod_EmbedSparse<
+                                        v1::EncoderService::Service>>>>>>>>>;
 
 class EncoderServiceImpl final : public EncoderServiceBase {
  public:
@@ -98,6 +100,9 @@ class EncoderServiceImpl final : public EncoderServiceBase {
   grpc::ServerUnaryReactor* Classify(grpc::CallbackServerContext* context,
                                      const grpc::ByteBuffer* request,
                                      grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* EmbedSparse(grpc::CallbackServerContext* context,
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
 
   // Parses an EmbedRequest, maps it to the core's query and queues it.
   // `done` is called exactly once, on a batcher thread or inline on

@@ -82,6 +82,14 @@ void FillModelInfo(const runner::ModelDescription& model, bool is_default,
     info->set_score_activation(
         model::ScoreActivationName(model.head.activation));
   }
+  if (model.token_dim > 0) {
+    info->set_token_embedding_dim(static_cast<int32_t>(model.token_dim));
+    info->set_normalize_token_embeddings(model.normalize_tokens);
+  }
+  if (model.sparse.vocab > 0) {
+    info->set_sparse_pooling(model.sparse.pooling);
+    info->set_sparse_activation(model.sparse.activation);
+  }
   if (!model.tokenizer_kind.empty()) {
     info->set_tokenizer(model.tokenizer_kind);
     info->set_tokenizer_path(model.tokenizer_file);

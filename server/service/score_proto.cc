@@ -49,6 +49,7 @@ absl::StatusOr<core::ScoreQuery> ToScoreQuery(
                             attention.layers().end());
   q.attention_heads.assign(attention.heads().begin(), attention.heads().end());
   q.average_heads = attention.average_heads();
+  q.positional_probes = request.positional_probes();
   q.items.reserve(request.documents_size());
   for (const std::string& document : request.documents()) {
     q.items.push_back({request.query(), document});
@@ -103,6 +104,19 @@ void FillRerankResponse(const v1::RerankRequest& request,
       for (const std::string& t : item.second_tokens) {
         out->add_document_tokens(t);
       }
+    }
+    if (item.probes.has_value()) {
+      auto first = [&](const std::vector<float>& logits) {
+        const std::vector<float> s =
+            request.raw_scores()
+                ? logits
+                : core::ActivateScores(logits, answer.activation);
+        return s.empty() ? 0.0f : s[0];
+      };
+      out->mutable_probes()->set_swapped_score(
+          first(item.probes->swapped_logits));
+      out->mutable_probes()->set_reversed_document_score(
+          first(item.probes->reversed_logits));
     }
   }
 }

@@ -69,6 +69,17 @@ families against transformers' *ForSequenceClassification and
 sentence-transformers' CrossEncoder, through Classify, Rerank and the
 HTTP scoring routes; see there.
 
+Sparse vectors (sparse.py): SPLADE models of four families against
+sentence-transformers' SparseEncoder and transformers' *ForMaskedLM,
+through EmbedSparse and TEI's /embed_sparse; see there.
+
+Multi-vector token vectors (multivector.py): ColBERT-style projections
+against sentence-transformers' MultiVectorEncoder; see there.
+
+TEI's OpenAPI schema (tei_schema.py): every text-embeddings-inference
+route's requests and answers, successes and refusals, against the schema
+TEI publishes; see there.
+
 Quality (real models only, quality.py): see there.
 
 Usage: conformance_test.py --binary build/encoder-server [--work DIR]
@@ -101,6 +112,9 @@ import prompts  # noqa: E402
 import quantized  # noqa: E402
 import quality  # noqa: E402
 import real_models  # noqa: E402
+import multivector  # noqa: E402
+import sparse  # noqa: E402
+import tei_schema  # noqa: E402
 from server_process import ServerProcess  # noqa: E402
 
 POOLED_TOL = 1e-5
@@ -202,6 +216,7 @@ class Served:
                  f"--max-send-message-bytes={MAX_MESSAGE}",
                  f"--max-receive-message-bytes={MAX_MESSAGE}", *extra]
         pathlib.Path(work).mkdir(parents=True, exist_ok=True)
+        self.work = pathlib.Path(work)
         self.binary = pathlib.Path(binary)
         self.process = ServerProcess(binary, str(work), args)
         self.process.wait_ready(600)
@@ -543,9 +558,15 @@ def main():
                                                       args.only or None):
             entries.append((name, family, path, None, None))
     head_models = []  # (name, path): classification heads (heads.py)
+    sparse_models = []  # (name, path): masked-LM heads (sparse.py)
+    multi_models = []  # (name, path): token projections (multivector.py)
     if not args.skip_families:
         head_models = heads.build(work / "heads", args.only or None)
-    if not entries and not head_models:
+        sparse_models = sparse.build(work / "sparse", args.only or None)
+        multi_models = multivector.build(work / "multivector",
+                                         args.only or None)
+    if not entries and not head_models and not sparse_models and \
+            not multi_models:
         sys.exit("no models selected")
     # Copies of all-MiniLM-L6-v2 that pool without their prompts
     # (prompts.py), when the real models are checked.
@@ -556,7 +577,7 @@ def main():
     report = Report()
     served = Served(args.binary,
                     [(e[0], e[2]) for e in entries] + prompted +
-                    head_models,
+                    head_models + sparse_models + multi_models,
                     work / "server")
     pooled = {}
     try:
@@ -604,6 +625,26 @@ def main():
             heads.check(served, head_models, embedder, report)
             heads.check_hub_client(args.binary, work / "hub", head_models,
                                    report)
+        if sparse_models:
+            embedder = next((e[0] for e in entries if e[0] == "tf-bert"),
+                            None)
+            sparse.check(served, sparse_models, embedder, report)
+        if multi_models:
+            embedder = next((e[0] for e in entries if e[0] == "tf-bert"),
+                            None)
+            multivector.check(served, multi_models, embedder, report)
+        if not args.skip_families:
+            try:
+                served_names = set(served.models())
+
+                def pick(name):
+                    return name if name in served_names else None
+                tei_schema.check(served, {
+                    "embedder": pick("tf-bert"), "reranker": pick("ce-bert"),
+                    "classifier": pick("nli-roberta"),
+                    "sparse": pick("splade-bert")}, report)
+            except Exception as e:
+                report.fail(f"tei schema: {type(e).__name__}: {e}")
         if prompted:
             try:
                 prompts.check(served, (minilm[0][0], minilm[0][2]), prompted,

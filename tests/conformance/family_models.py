@@ -30,6 +30,23 @@ CONVERT = (pathlib.Path(__file__).resolve().parents[2] / "scripts" /
            "convert_to_safetensors.py")
 
 
+_TOKENIZERS = {}
+
+
+def tokenizer(kind):
+    """The tokenizer of `kind` (see _train), trained once per process."""
+    if kind not in _TOKENIZERS:
+        _TOKENIZERS[kind] = _train(kind)
+    return _TOKENIZERS[kind]
+
+
+def sized_config(make_config, tok):
+    """make_config()'s config with `tok`'s vocabulary size."""
+    config = make_config()
+    config.vocab_size = len(tok)
+    return config
+
+
 def _train(kind):
     """A tokenizer.json-backed PreTrainedTokenizerFast of one of three
     kinds: BERT WordPiece ([CLS] A [SEP]), RoBERTa byte-level BPE
@@ -345,17 +362,13 @@ FAMILIES = {
 def build(out_dir, names=None):
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    tokenizers = {}
     built = []
     for i, (name, (family, make_config, cls, kind, save)) in enumerate(
             FAMILIES.items()):
         if names and name not in names and family not in names:
             continue
-        if kind not in tokenizers:
-            tokenizers[kind] = _train(kind)
-        tok = tokenizers[kind]
-        config = make_config()
-        config.vocab_size = len(tok)
+        tok = tokenizer(kind)
+        config = sized_config(make_config, tok)
         torch.manual_seed(1000 + i)
         model = cls(config).eval()
         if name in CAUSAL or family == "deberta-v2":

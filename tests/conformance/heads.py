@@ -26,7 +26,11 @@ Rerank against CrossEncoder.predict (scores 1e-5, the same order) and a
 pair past the model's length with truncate against the tokenizer's
 longest_first truncation; the explained attention (query tokens to
 document tokens, chosen layers and heads) against transformers'
-attentions of the pair; text-embeddings-inference's /rerank and
+attentions of the pair; the positional probes (the pair swapped against
+CrossEncoder on (document, query), the document's tokens reversed
+against the model on those ids); encoder-client rerank --report's page
+(a section per result with its probes, heatmap labels the explained
+tokens); text-embeddings-inference's /rerank and
 /predict and /v1/rerank against the same gRPC answers; the refusals
 (rerank on a multi-label model or an embedding model, empty documents,
 more documents than --max-inputs-per-request, a pair over the length
@@ -34,6 +38,7 @@ without truncate) with their codes. huggingface_hub's InferenceClient
 (text_classification, feature_extraction, sentence_similarity) against
 the TEI routes of a server whose default model is the classifier.
 """
+import html.parser
 import json
 import urllib.error
 import urllib.request
@@ -99,17 +104,13 @@ def _spread(model):
 
 def build(out_dir, names=None):
     """Writes each model directory; returns [(name, path)]."""
-    tokenizers = {}
     built = []
     for i, (name, (make_config, cls, kind, labels, act)) in enumerate(
             HEADS.items()):
         if names and name not in names:
             continue
-        if kind not in tokenizers:
-            tokenizers[kind] = family_models._train(kind)
-        tok = tokenizers[kind]
-        config = make_config()
-        config.vocab_size = len(tok)
+        tok = family_models.tokenizer(kind)
+        config = family_models.sized_config(make_config, tok)
         config.num_labels = len(labels)
         config.id2label = dict(enumerate(labels))
         config.label2id = {l: i for i, l in enumerate(labels)}
@@ -268,6 +269,51 @@ def _check_model(name, path, served, report):
     _check_reranker(name, path, ref, served, report, activation)
 
 
+class _Page(html.parser.HTMLParser):
+    """The sections, the text of each and its heatmaps' <text> labels."""
+
+    def __init__(self):
+        super().__init__()
+        self.sections, self.labels = [], []
+        self._in_text = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "section":
+            self.sections.append("")
+            self.labels.append([])
+        self._in_text = tag == "text"
+
+    def handle_endtag(self, tag):
+        self._in_text = False
+
+    def handle_data(self, data):
+        if self.sections:
+            self.sections[-1] += data
+            if self._in_text:
+                self.labels[-1].append(data)
+
+
+def _check_rerank_page(name, path, results, report):
+    """encoder-client rerank --report: a section per result with its
+    score and probes, and a heatmap labelled with the explained tokens."""
+    page = _Page()
+    page.feed(path.read_text())
+    bad = []
+    if len(page.sections) != len(results):
+        bad.append(f"{len(page.sections)} sections for {len(results)} "
+                   "results")
+    for text, labels, r in zip(page.sections, page.labels, results):
+        if f"document {r.get('index', 0)}" not in text or \
+                "swapped" not in text or "reversed" not in text:
+            bad.append(f"section lacks its index or probes: {text[:120]}")
+        missing = [t for t in r["query_tokens"] if t not in labels]
+        if missing:
+            bad.append(f"heatmap lacks query tokens {missing[:3]}")
+    report.add(name, "rerank --report page", len(bad), 0, len(results))
+    for b in bad:
+        report.fail(f"{name}: rerank page: {b}")
+
+
 def _check_reranker(name, path, ref, served, report, activation):
     import grpc
     from sentence_transformers import CrossEncoder
@@ -327,13 +373,37 @@ def _check_reranker(name, path, ref, served, report, activation):
         report.fail(f"{name}: explained tokens {got['query_tokens']} "
                     f"{got['document_tokens']}")
 
+    # Positional probes: the pair swapped, against CrossEncoder on
+    # (document, query); the document's tokens reversed in place, against
+    # the model on the reversed ids.
+    probes_worst = 0.0
+    for d in documents[:4]:
+        got = served.client.rerank(q, [d], model=name,
+                                   positional_probes=True)[0]
+        swapped = float(ce.predict([(d, q)], show_progress_bar=False)[0])
+        enc = ref.tok(q, d, return_tensors="pt")
+        seq = enc.sequence_ids(0)
+        cols = [k for k, v in enumerate(seq) if v == 1]
+        ids = enc["input_ids"].clone()
+        ids[0, cols] = enc["input_ids"][0, cols[::-1]]
+        enc["input_ids"] = ids
+        with torch.no_grad():
+            logits = ref.model(**enc).logits[0].numpy()
+        reversed_score = float(_activate(logits, activation)[0])
+        probes_worst = max(probes_worst,
+                           abs(got["probes"]["swapped"] - swapped),
+                           abs(got["probes"]["reversed_document"] -
+                               reversed_score))
+    report.add(name, "rerank positional probes", probes_worst, SCORE_TOL, 8)
+
     # encoder-client rerank (beside the server binary) prints the same.
     cli = served.binary.parent / "encoder-client"
     if cli.is_file():
         import subprocess
         args = [str(cli), "rerank", f"--target=127.0.0.1:{served.process.port}",
                 f"--model={name}", f"--query={queries[1]}", "--top-n=3",
-                "--attention-layers=1", "--average-heads"]
+                "--attention-layers=1", "--average-heads",
+                "--positional-probes", f"--report={served.work}/rerank.html"]
         args += [f"--document={d}" for d in documents]
         printed = json.loads(subprocess.run(
             args, check=True, capture_output=True, text=True).stdout)
@@ -348,6 +418,8 @@ def _check_reranker(name, path, ref, served, report, activation):
         if "attention" not in results[0] or not results[0]["query_tokens"]:
             report.fail(f"{name}: encoder-client rerank printed no "
                         f"explanation: {results[0]}")
+        _check_rerank_page(name, served.work / "rerank.html", results,
+                           report)
 
     # TEI's /rerank and /v1/rerank give gRPC's scores and order.
     grpc_ranked = served.client.rerank(queries[1], documents, model=name)

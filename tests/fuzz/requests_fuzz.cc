@@ -3,8 +3,9 @@
 // as that request (the raw methods' parser, with its UTF-8 diagnosis) and,
 // when it parses, validated against six small hosted models exactly as the
 // RPC would before any forward pass: PrepareEmbed (limits, lengths, ids,
-// layers, heads, cost), BuildDiagnoseOptions, RunTokenize, RunDecode, and
-// Rerank's and Classify's ToScoreQuery and PrepareScore.
+// layers, heads, cost), BuildDiagnoseOptions, RunTokenize, RunDecode,
+// Rerank's and Classify's ToScoreQuery and PrepareScore, and EmbedSparse's
+// ToSparseQuery and PrepareEmbed.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -76,7 +77,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   limits.max_send_message_bytes = 4 << 20;
   svc::TokenizeLimits tokenize_limits;
   tokenize_limits.max_texts_per_request = 16;
-  switch (data[0] % 6) {
+  switch (data[0] % 7) {
     case 0: {
       v1::EmbedRequest request;
       if (!svc::ParseRequest(bytes, &request).ok()) break;
@@ -123,6 +124,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!svc::ParseRequest(bytes, &request).ok()) break;
       auto query = svc::ToScoreQuery(request);
       if (query.ok()) (void)encoder::core::PrepareScore(*query, *host, limits);
+      break;
+    }
+    case 6: {
+      v1::EmbedSparseRequest request;
+      if (!svc::ParseRequest(bytes, &request).ok()) break;
+      (void)encoder::core::PrepareEmbed(svc::ToSparseQuery(&request), *host,
+                                        limits);
       break;
     }
   }

@@ -6,7 +6,9 @@ model_type, a missing tensor, a tensor of the wrong shape, an unexpected
 tensor, a config whose width is not a multiple of its head count, sizes
 beyond any real model (2^40 layers; 5000 layers), a missing shard, a
 classification head whose id2label does not match its outputs or whose
-classifier does not fit the model's width.
+classifier does not fit the model's width, a sentence-transformers
+SpladePooling module on a checkpoint without a masked-LM head or with a
+pooling it does not define.
 """
 import json
 import os
@@ -127,6 +129,34 @@ def _head_wrong_width(directory):
     return ["classifier.weight", "[1, 40]", "48"]
 
 
+def _declare_splade(directory, pooling):
+    """sentence-transformers' SparseEncoder files: MLMTransformer and
+    SpladePooling."""
+    modules = [{"idx": 0, "name": "0", "path": "",
+                "type": "sentence_transformers.sparse_encoder.modules."
+                        "mlm_transformer.MLMTransformer"},
+               {"idx": 1, "name": "1", "path": "1_SpladePooling",
+                "type": "sentence_transformers.sparse_encoder.modules."
+                        "splade_pooling.SpladePooling"}]
+    with open(os.path.join(directory, "modules.json"), "w") as f:
+        json.dump(modules, f)
+    os.makedirs(os.path.join(directory, "1_SpladePooling"), exist_ok=True)
+    with open(os.path.join(directory, "1_SpladePooling", "config.json"),
+              "w") as f:
+        json.dump({"pooling_strategy": pooling,
+                   "activation_function": "relu"}, f)
+
+
+def _splade_without_head(directory):
+    _declare_splade(directory, "max")
+    return ["SpladePooling", "masked-LM head"]
+
+
+def _splade_bad_pooling(directory):
+    _declare_splade(directory, "mean")
+    return ["pooling_strategy", "mean"]
+
+
 def _missing_shard(directory):
     shard = "model-00002-of-00002.safetensors"
     os.remove(os.path.join(directory, shard))
@@ -142,6 +172,8 @@ CASES = [("unknown model_type", "bge", _unknown_model_type),
          ("too many layers", "bge", _too_many_layers),
          ("head labels mismatch", "bge", _head_labels_mismatch),
          ("head wrong width", "bge", _head_wrong_width),
+         ("splade without head", "bge", _splade_without_head),
+         ("splade bad pooling", "bert-mlm", _splade_bad_pooling),
          ("missing shard", "bert-mlm", _missing_shard)]
 
 

@@ -606,6 +606,33 @@ class HttpFrontTest(Fixture):
         self.assert_error_shape(json.loads(text), 400, "documents",
                                 "each document")
 
+    def test_sparse_and_info_routes(self):
+        # The built-in models have no masked-LM head: /embed_sparse is
+        # TEI's 424 naming the tasks; /info carries TEI's Info fields for
+        # the default model beside its own.
+        reply, _ = self.tei("/embed_sparse", {"inputs": ["a", "b"],
+                                              "model": "raw"}, 424)
+        self.assertEqual(reply["error_type"], "Backend")
+        self.assertIn("no sparse head", reply["error"])
+        self.assertIn("serves: embed", reply["error"])
+        reply, _ = self.tei("/embed_sparse", {"inputs": []}, 400)
+        self.assertEqual(reply["error_type"], "Empty")
+        code, _, text = self.http("GET", "/info")
+        self.assertEqual(code, 200, text)
+        info = json.loads(text)
+        for key in ("model_id", "served_model_name", "model_dtype",
+                    "model_type", "max_input_length", "max_batch_tokens",
+                    "max_client_batch_size", "max_concurrent_requests",
+                    "auto_truncate", "tokenization_workers", "version"):
+            self.assertIn(key, info)
+        self.assertEqual(info["model_id"], info["default_model"])
+        self.assertIn("embedding", info["model_type"])
+        self.assertIsInstance(info["auto_truncate"], bool)
+        default = next(m for m in info["models"]
+                       if m["name"] == info["default_model"])
+        self.assertEqual(info["max_input_length"], default["max_input_tokens"])
+        self.assertEqual(default["tasks"], ["embed"])
+
     def test_request_errors(self):
         code, _, text = self.http("POST", "/v1/embeddings", raw=b"{not json")
         self.assertEqual(code, 400)

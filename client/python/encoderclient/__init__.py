@@ -130,8 +130,11 @@ class EncoderClient:
                        prompt=None, chunk=False, chunk_overlap=0,
                        chunk_aggregation="mean", extrapolate=False,
                        late_chunk=False, chunk_tokens=0, return_chunks=False,
-                       embedding_type="float", quantization_ranges=None):
-        """The raw EmbedResponse of one Embed call. `prompt_name` names one
+                       embedding_type="float", quantization_ranges=None,
+                       project_tokens=False):
+        """The raw EmbedResponse of one Embed call. `project_tokens`:
+        the token embeddings (`tokens`) through a multi-vector model's
+        token projection. `prompt_name` names one
         of the model's prompts, `prompt` is a text of the caller's
         (sentence-transformers' encode(prompt_name=..., prompt=...)).
         `chunk`: inputs over the model's length are embedded in windows
@@ -153,7 +156,7 @@ class EncoderClient:
         request = pb2.EmbedRequest(
             model=model, inputs=[_input(i) for i in inputs],
             pooling=_POOLING[pooling], return_token_embeddings=tokens,
-            truncate=truncate,
+            truncate=truncate, project_token_embeddings=project_tokens,
             attention=pb2.AttentionSelection(
                 layers=list(attention_layers), heads=list(attention_heads),
                 average_heads=average_heads),
@@ -275,14 +278,17 @@ class EncoderClient:
     def rerank(self, query, documents, *, model="", top_n=0,
                keep_order=False, return_documents=False, raw_scores=False,
                truncate=False, truncation_side=None, attention_layers=(),
-               attention_heads=(), average_heads=False):
+               attention_heads=(), average_heads=False,
+               positional_probes=False):
         """A cross-encoder's scores of `documents` against `query`: a list
         of dicts (index, score, tokens, truncated, and document when
         return_documents), best first unless keep_order. raw_scores: the
         head's logits, not the model's score_activation. With
         attention_layers each dict also has "attention" ([L, H, Q, D], or
         [L, Q, D] averaged: query tokens to document tokens),
-        "query_tokens" and "document_tokens"."""
+        "query_tokens" and "document_tokens". With positional_probes, a
+        "probes" dict: "swapped" (the document first) and
+        "reversed_document" (its tokens reversed) scores."""
         if isinstance(documents, str):
             raise TypeError("documents is a list of str")
         request = pb2.RerankRequest(
@@ -291,7 +297,8 @@ class EncoderClient:
             raw_scores=raw_scores, truncate=truncate,
             attention=pb2.AttentionSelection(
                 layers=list(attention_layers), heads=list(attention_heads),
-                average_heads=average_heads))
+                average_heads=average_heads),
+            positional_probes=positional_probes)
         if truncation_side is not None:
             request.truncation_side = _truncation_side(truncation_side)
         response = self._call(self._stub.Rerank, request)
@@ -305,6 +312,10 @@ class EncoderClient:
                 item["attention"] = tensor_to_numpy(r.attention)
                 item["query_tokens"] = list(r.query_tokens)
                 item["document_tokens"] = list(r.document_tokens)
+            if positional_probes:
+                item["probes"] = {
+                    "swapped": r.probes.swapped_score,
+                    "reversed_document": r.probes.reversed_document_score}
             out.append(item)
         return out
 
@@ -335,6 +346,27 @@ class EncoderClient:
                 text, pair = item
                 request.inputs.add(text=text, text_pair=pair)
         return self._call(self._stub.Classify, request)
+
+    def embed_sparse(self, inputs, *, model="", top_k=0, threshold=0.0,
+                     truncate=False, prompt_name=""):
+        """Sparse (SPLADE) vectors of a model whose tasks include
+        "sparse": per input a dict {vocabulary id: weight} of its weights
+        above `threshold`, the `top_k` largest (0: all)."""
+        response = self.embed_sparse_response(
+            inputs, model=model, top_k=top_k, threshold=threshold,
+            truncate=truncate, prompt_name=prompt_name)
+        return [dict(zip(r.indices, r.values)) for r in response.results]
+
+    def embed_sparse_response(self, inputs, *, model="", top_k=0,
+                              threshold=0.0, truncate=False, prompt_name=""):
+        """The EmbedSparseResponse message for `inputs` (as embed_sparse;
+        an input is a text, raw bytes or token ids)."""
+        if isinstance(inputs, (str, bytes)):
+            inputs = [inputs]
+        request = pb2.EmbedSparseRequest(
+            model=model, inputs=[_input(i) for i in inputs], top_k=top_k,
+            threshold=threshold, truncate=truncate, prompt_name=prompt_name)
+        return self._call(self._stub.EmbedSparse, request)
 
     def diagnose(self, text=None, *, ids=None, model="", probes=(),
                  attention_maps=False, **fields):
