@@ -17,7 +17,8 @@ For each model (prepare.py's keys):
   3. --rounds rounds, each: every (length, callers) cell on every server
      endpoint in turn (ours gRPC by encoder-client bench with token-id
      inputs of exactly that length; ours HTTP and Infinity by loadgen.py
-     with texts of exactly that many tokens), the bulk job on every server
+     with texts of exactly that many tokens), in the first round the bulk
+     job on every server (--bulk-models)
      (ours: encoder-client embed --input over EmbedStream; Infinity: its
      /embeddings with --bulk-batch texts a request, --bulk-in-flight at
      once), then every in-process runtime at every thread setting.
@@ -288,7 +289,8 @@ def run_inproc(a, key, work, runtime, prec, threads, quality_out=None):
            prec, "--threads", str(threads), "--model-root",
            str(work / "models" / key), "--texts", str(work / "texts" / key),
            "--batch-sizes", a.batch_sizes, "--lengths", a.lengths,
-           "--seconds", str(a.inproc_seconds)]
+           "--seconds", str(a.inproc_seconds),
+           "--min-runs", str(a.inproc_min_runs)]
     if quality_out:
         cmd += ["--quality-out", str(quality_out)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=7200,
@@ -377,6 +379,12 @@ def main():
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--threads", default="1,2",
                    help="in-process thread counts tried for each runtime")
+    p.add_argument("--inproc-min-runs", type=int, default=3,
+                   help="timed forwards at least, whatever the seconds")
+    p.add_argument("--bulk-models", default="minilm",
+                   help="models whose bulk job runs (on two cores 10,000 "
+                        "texts take hours per server on the base-sized "
+                        "ones); 'all' for every model")
     p.add_argument("--bulk-batch", type=int, default=32)
     p.add_argument("--bulk-in-flight", type=int, default=4)
     p.add_argument("--infinity-batch-size", type=int, default=32)
@@ -459,7 +467,9 @@ def main():
                                            fmt(r.get("p99_ms")))
                                         + (" ERROR " + r["error"]
                                            if "error" in r else ""))
-                if "bulk" not in skip:
+                if "bulk" not in skip and rnd == 0 and (
+                        a.bulk_models == "all"
+                        or key in a.bulk_models.split(",")):
                     for s in servers:
                         r = measured(s, lambda: bulk_job(a, s, texts_dir,
                                                          tmp))

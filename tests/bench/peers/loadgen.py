@@ -27,8 +27,20 @@ class Conn:
             self.host, self.port)
 
     async def post(self, body):
+        """One request; a kept-alive connection the server closed while
+        idle (ours closes after --http-keep-alive, 2 s; uvicorn after 5 s)
+        is reopened once, as an HTTP client library would."""
         if self.writer is None:
             await self.open()
+            return await self._post(body)
+        try:
+            return await self._post(body)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            self.writer.close()
+            await self.open()
+            return await self._post(body)
+
+    async def _post(self, body):
         head = ("POST %s HTTP/1.1\r\nHost: %s:%d\r\n"
                 "Content-Type: application/json\r\nContent-Length: %d\r\n"
                 "\r\n" % (self.path, self.host, self.port, len(body)))
@@ -78,6 +90,7 @@ async def closed(a, url):
     texts = [json.loads(line)["text"] for line in open(a.texts)]
     stop_at = [None]
     lat, errors, seqs, warm = [], [0], [0], [0]
+    statuses = {}
 
     async def caller(i):
         c = Conn(url.hostname, url.port, url.path)
@@ -99,9 +112,12 @@ async def closed(a, url):
             k += 1
             s = time.perf_counter()
             try:
-                status, _ = await c.post(body)
-            except (ConnectionError, asyncio.IncompleteReadError):
-                status, c.writer = 0, None
+                status, data = await c.post(body)
+            except (ConnectionError, asyncio.IncompleteReadError) as e:
+                status, data, c.writer = 0, repr(e).encode(), None
+            if status != 200:
+                statuses.setdefault(str(status), data[:200].decode(
+                    "utf-8", "replace"))
             if status == 200:
                 lat.append(1000 * (time.perf_counter() - s))
                 seqs[0] += 1
@@ -123,7 +139,8 @@ async def closed(a, url):
     elapsed = time.perf_counter() - t0
     lat.sort()
     return {"sequences_per_s": seqs[0] / elapsed, "requests": len(lat),
-            "errors": errors[0], "elapsed_s": elapsed,
+            "errors": errors[0], "error_examples": statuses,
+            "elapsed_s": elapsed,
             "warmup_requests": a.warmup * a.concurrency,
             "p50_ms": percentile(lat, 0.5), "p99_ms": percentile(lat, 0.99)}
 

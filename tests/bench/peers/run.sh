@@ -38,7 +38,8 @@ fi
 
 if [ $quick = 1 ]; then
   models=minilm; bulk=200; per_length=64
-  set -- --models minilm --rounds 1 --duration 2 --inproc-seconds 1 "$@"
+  set -- --models minilm --rounds 1 --duration 2 --inproc-seconds 1 \
+    --inproc-min-runs 1 "$@"
 else
   models=minilm,mpnet,bert-base; bulk=10000; per_length=512
 fi
