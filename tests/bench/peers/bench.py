@@ -135,7 +135,7 @@ class Server:
         self.log.close()
 
 
-def start_servers(a, key, work, tmp, bf16_ok):
+def start_servers(a, key, work, tmp, bf16_ok, failed):
     base = work / "models" / key
     servers = []
     ours = [("fp32", []), ("int8", ["--quantize=int8"])]
@@ -189,10 +189,27 @@ def start_servers(a, key, work, tmp, bf16_ok):
                               tmp / ("infinity-%s-%s-%s.log" % (
                                   engine, prec, key)),
                               "/embeddings", http_port=port, cwd=cwd))
-    for s in servers:
-        s.wait_ready()
-        log("%s ready in %.1f s, RSS %d MiB" % (
-            s.name, s.startup_s, proc_rss_kib(s.proc.pid) // 1024))
+    started = []
+    try:
+        for s in servers:
+            try:
+                s.wait_ready()
+            except RuntimeError as e:
+                # Recorded and left out: the other servers still run.
+                log("FAILED to start:", e)
+                s.stop()
+                failed[s.name] = {"cmd": " ".join(s.cmd), "cwd": s.cwd,
+                                  "failed": str(e),
+                                  "log_tail": open(s.log.name).read()[-600:]}
+                continue
+            started.append(s)
+            log("%s ready in %.1f s, RSS %d MiB" % (
+                s.name, s.startup_s, proc_rss_kib(s.proc.pid) // 1024))
+    except BaseException:
+        for s in servers:
+            s.stop()
+        raise
+    servers = started
     return servers
 
 
@@ -419,7 +436,7 @@ def main():
         texts_dir = work / "texts" / key
         qtexts = json.loads((texts_dir / "quality.json").read_text())
         res = {"servers": {}, "cells": [], "bulk": [], "inproc": [],
-               "quality": {}}
+               "quality": {}, "failed_servers": {}}
         results["models"][key] = res
         log("model", key)
 
@@ -435,7 +452,8 @@ def main():
         servers = []
         try:
             if "servers" not in skip or "bulk" not in skip:
-                servers = start_servers(a, key, work, tmp, bf16_ok)
+                servers = start_servers(a, key, work, tmp, bf16_ok,
+                                        res["failed_servers"])
                 for s in servers:
                     res["servers"][s.name] = {"cmd": " ".join(s.cmd),
                                               "cwd": s.cwd,
@@ -526,6 +544,10 @@ def print_model(key, res, lengths, concs, a):
     for name, s in res["servers"].items():
         print("- `%s`: `%s` (ready in %.0f s)" % (name, s["cmd"],
                                                    s["startup_s"]))
+    for name, f in res.get("failed_servers", {}).items():
+        print("- `%s` FAILED to start: `%s`\n  %s" % (
+            name, f["cmd"], f["log_tail"].strip().splitlines()[-1][:300]
+            if f["log_tail"].strip() else f["failed"]))
     if res["cells"]:
         print("\n### Servers over the network (medians of %d rounds; "
               "%.0f s a cell)\n" % (a.rounds, a.duration))
