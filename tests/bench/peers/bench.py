@@ -200,7 +200,7 @@ def start_servers(a, key, work, tmp, bf16_ok, failed):
                 s.stop()
                 failed[s.name] = {"cmd": " ".join(s.cmd), "cwd": s.cwd,
                                   "failed": str(e),
-                                  "log_tail": open(s.log.name).read()[-600:]}
+                                  "log_tail": open(s.log.name).read()[-3000:]}
                 continue
             started.append(s)
             log("%s ready in %.1f s, RSS %d MiB" % (
@@ -545,9 +545,10 @@ def print_model(key, res, lengths, concs, a):
         print("- `%s`: `%s` (ready in %.0f s)" % (name, s["cmd"],
                                                    s["startup_s"]))
     for name, f in res.get("failed_servers", {}).items():
+        lines = [l for l in f["log_tail"].splitlines()
+                 if "Error" in l or "Exception" in l] or [f["failed"]]
         print("- `%s` FAILED to start: `%s`\n  %s" % (
-            name, f["cmd"], f["log_tail"].strip().splitlines()[-1][:300]
-            if f["log_tail"].strip() else f["failed"]))
+            name, f["cmd"], lines[-1].strip()[:300]))
     if res["cells"]:
         print("\n### Servers over the network (medians of %d rounds; "
               "%.0f s a cell)\n" % (a.rounds, a.duration))
