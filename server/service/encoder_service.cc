@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <type_traits>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "server/core/long_input.h"
@@ -41,14 +43,14 @@ struct UnaryMessages {
   Response response;
 };
 
-// The final status of a call whose response must still be serialized into
-// the raw response buffer.
-grpc::Status SerializeOnSuccess(const grpc::Status& status,
-                                const google::protobuf::Message& response,
-                                grpc::ByteBuffer* out) {
-  if (!status.ok()) return status;
-  return ToGrpcStatus(SerializeResponse(response, out));
-}
+// Whether a request message carries its own request id (C++17: the
+// Debian LibTorch build compiles without concepts).
+template <typename Request, typename = void>
+struct HasRequestId : std::false_type {};
+template <typename Request>
+struct HasRequestId<
+    Request, std::void_t<decltype(std::declval<const Request&>().request_id())>>
+    : std::true_type {};
 
 // The first value of metadata `key`, or empty.
 std::string MetadataValue(const grpc::CallbackServerContext* context,
@@ -140,6 +142,23 @@ void EncoderServiceImpl::FinishLogged(HoldingReactor* reactor,
   reactor->FinishHolding(status, std::move(unread));
 }
 
+void EncoderServiceImpl::FinishSent(HoldingReactor* reactor,
+                                    const grpc::Status& status,
+                                    const grpc::ByteBuffer* response) {
+  FinishLogged(reactor, status,
+               status.ok() ? HoldUnread(reactor->context, response->Length())
+                           : UnreadResponses::Hold());
+}
+
+void EncoderServiceImpl::FinishSerialized(
+    HoldingReactor* reactor, const grpc::Status& status,
+    const google::protobuf::Message& message, grpc::ByteBuffer* response) {
+  FinishSent(
+      reactor,
+      status.ok() ? ToGrpcStatus(SerializeResponse(message, response)) : status,
+      response);
+}
+
 EncoderServiceImpl::~EncoderServiceImpl() = default;
 
 grpc::Status EncoderServiceImpl::Authenticate(
@@ -170,7 +189,15 @@ bool EncoderServiceImpl::Open(const char* rpc,
   grpc::Status refused = Authenticate(context);
   if (refused.ok())
     refused = ToGrpcStatus(ParseRequest(*request_bytes, request));
-  if (refused.ok()) return true;
+  if (refused.ok()) {
+    // The request's own id comes before the metadata's.
+    if constexpr (HasRequestId<Request>::value) {
+      if (IsUsableRequestId(request->request_id())) {
+        (*reactor)->access.request_id = request->request_id();
+      }
+    }
+    return true;
+  }
   Refuse(*reactor, rpc, refused);
   return false;
 }
@@ -202,18 +229,10 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Embed(
   if (!Open("Embed", context, request, &call->request, &reactor)) {
     return reactor;
   }
-  // The request's own id comes before the metadata's.
-  if (IsUsableRequestId(call->request.request_id())) {
-    reactor->access.request_id = call->request.request_id();
-  }
   SubmitEmbed(
       "Embed", context, &call->request, &call->response,
-      [this, context, reactor, call, response](const grpc::Status& status) {
-        const grpc::Status out =
-            SerializeOnSuccess(status, call->response, response);
-        FinishLogged(reactor, out,
-                     out.ok() ? HoldUnread(context, response->Length())
-                              : UnreadResponses::Hold());
+      [this, reactor, call, response](const grpc::Status& status) {
+        FinishSerialized(reactor, status, call->response, response);
       },
       &reactor->access);
   return reactor;
@@ -228,19 +247,13 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::EmbedSparse(
   if (!Open("EmbedSparse", context, request, &call->request, &reactor)) {
     return reactor;
   }
-  if (IsUsableRequestId(call->request.request_id())) {
-    reactor->access.request_id = call->request.request_id();
-  }
   core_->Embed(CallOf("EmbedSparse", context, &reactor->access),
                ToSparseQuery(&call->request),
-               [this, context, reactor, call,
+               [this, reactor, call,
                 response](absl::StatusOr<core::EmbedAnswer> answer) {
                  if (answer.ok()) FillSparseResponse(*answer, &call->response);
-                 const grpc::Status out = SerializeOnSuccess(
-                     ToGrpcStatus(answer.status()), call->response, response);
-                 FinishLogged(reactor, out,
-                              out.ok() ? HoldUnread(context, response->Length())
-                                       : UnreadResponses::Hold());
+                 FinishSerialized(reactor, ToGrpcStatus(answer.status()),
+                                  call->response, response);
                });
   return reactor;
 }
@@ -255,25 +268,18 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::RunScore(
   if (!Open(rpc, context, request_bytes, &call->request, &reactor)) {
     return reactor;
   }
-  if (IsUsableRequestId(call->request.request_id())) {
-    reactor->access.request_id = call->request.request_id();
-  }
   absl::StatusOr<core::ScoreQuery> query = ToScoreQuery(call->request);
   if (!query.ok()) {
     Refuse(reactor, rpc, ToGrpcStatus(query.status()));
     return reactor;
   }
-  core_->Score(
-      CallOf(rpc, context, &reactor->access), *std::move(query),
-      [this, context, reactor, call, response_bytes,
-       fill](absl::StatusOr<core::ScoreAnswer> answer) {
-        if (answer.ok()) fill(call->request, *answer, &call->response);
-        const grpc::Status out = SerializeOnSuccess(
-            ToGrpcStatus(answer.status()), call->response, response_bytes);
-        FinishLogged(reactor, out,
-                     out.ok() ? HoldUnread(context, response_bytes->Length())
-                              : UnreadResponses::Hold());
-      });
+  core_->Score(CallOf(rpc, context, &reactor->access), *std::move(query),
+               [this, reactor, call, response_bytes,
+                fill](absl::StatusOr<core::ScoreAnswer> answer) {
+                 if (answer.ok()) fill(call->request, *answer, &call->response);
+                 FinishSerialized(reactor, ToGrpcStatus(answer.status()),
+                                  call->response, response_bytes);
+               });
   return reactor;
 }
 
@@ -354,10 +360,8 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Diagnose(
         }
         return SerializeResponse(*response, response_bytes);
       },
-      [this, context, reactor, response_bytes](const absl::Status& status) {
-        FinishLogged(reactor, ToGrpcStatus(status),
-                     status.ok() ? HoldUnread(context, response_bytes->Length())
-                                 : UnreadResponses::Hold());
+      [this, reactor, response_bytes](const absl::Status& status) {
+        FinishSent(reactor, ToGrpcStatus(status), response_bytes);
       });
   return reactor;
 }
@@ -388,9 +392,7 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::RunInline(
   const std::string model = s.ok() ? ModelOf(response) : "";
   core_->EndCall(rpc, model, s, start);
   if (!model.empty()) reactor->access.model = model;
-  FinishLogged(reactor, ToGrpcStatus(s),
-               s.ok() ? HoldUnread(context, response_bytes->Length())
-                      : UnreadResponses::Hold());
+  FinishSent(reactor, ToGrpcStatus(s), response_bytes);
   return reactor;
 }
 

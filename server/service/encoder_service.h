@@ -146,7 +146,8 @@ class EncoderServiceImpl final : public EncoderServiceBase {
 
  private:
   // Every unary handler's opening: a reactor for the call, the bearer
-  // token checked and the request parsed. Returns false when the call was
+  // token checked, the request parsed and its request id (where it has a
+  // usable one) made the call's. Returns false when the call was
   // refused (counted, logged and finished); `*reactor` is the call's either
   // way.
   template <typename Request>
@@ -178,6 +179,15 @@ class EncoderServiceImpl final : public EncoderServiceBase {
   // Echoes the call's metadata, logs its access line and finishes it.
   void FinishLogged(HoldingReactor* reactor, const grpc::Status& status,
                     UnreadResponses::Hold unread = {});
+  // FinishLogged for a call whose serialized response is `response`: on
+  // OK its bytes count as unread until gRPC is done with them.
+  void FinishSent(HoldingReactor* reactor, const grpc::Status& status,
+                  const grpc::ByteBuffer* response);
+  // FinishSent after serializing `message` into `response` when `status`
+  // is OK (a serialization failure becomes the call's status).
+  void FinishSerialized(HoldingReactor* reactor, const grpc::Status& status,
+                        const google::protobuf::Message& message,
+                        grpc::ByteBuffer* response);
 
   core::Inference* const core_;
   const EdgeAuth* auth_ = nullptr;
