@@ -245,6 +245,16 @@ absl::Status ConfigureCompute(Process& p) {
           ? flags.intra_op_threads
           : encoder::runner::DefaultIntraOpThreads(cores, executions),
       flags.blas_threads);
+  // Asked for, a CPU batch that runs alone takes every usable core for its
+  // products, and batches side by side split them.
+  std::string share = "intra-op threads fixed";
+  if (flags.share_intra_op) {
+    share = flags.intra_op_threads == 0 && !p.device.is_cuda()
+                ? encoder::runner::EnableIntraOpShare(cores.cores)
+                : std::string(
+                      "intra-op threads fixed (--intra-op-threads "
+                      "is set, or the device is a GPU)");
+  }
   const encoder::runner::IdleTrimOptions trim_options = flags.trim;
   p.trimmer = encoder::runner::IdleMallocTrimmer::Start(trim_options);
   spdlog::info("{}", p.trimmer
@@ -253,7 +263,8 @@ absl::Status ConfigureCompute(Process& p) {
   spdlog::info("{}", encoder::runner::InstallCpuBufferCache(
                          flags.cpu_buffer_cache_bytes));
   p.cpu = &encoder::model::DetectCpuFeatures();
-  spdlog::info("CPU {}: {}; {}", p.cpu->model, p.cpu->Joined(), threads);
+  spdlog::info("CPU {}: {}; {}; {}", p.cpu->model, p.cpu->Joined(), threads,
+               share);
   p.host_options = flags.host;
   p.host_options.device = p.device;
   p.host_options.batching.executions = executions;

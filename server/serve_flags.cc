@@ -80,6 +80,13 @@ void DefineComputeFlags(CLI::App& app, ServeFlags& f) {
                  "(--executions-per-model), at least 1")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
+  app.add_flag("--share-intra-op-threads", f.share_intra_op,
+               "with --intra-op-threads=0 on a CPU: a batch that starts alone "
+               "takes every usable core for its products and batches side by "
+               "side split them, where LibTorch multiplies on its OpenMP "
+               "threads (the wheel's MKL build; not with OpenBLAS, whose own "
+               "pool is split so always). Faster for a lone caller; the last "
+               "bits of a result then depend on the load");
   app.add_option("--blas-threads", f.blas_threads,
                  "OpenBLAS's thread pool when LibTorch uses OpenBLAS; 0: "
                  "every usable core (CPU affinity and the cgroup's CPU "

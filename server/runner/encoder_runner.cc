@@ -87,8 +87,8 @@ absl::Status EncoderRunner::RunEmbed(const std::vector<const EmbedSpec*>& batch,
     std::optional<c10::cuda::CUDAStreamGuard> guard;
     if (device_state_->stream) guard.emplace(*device_state_->stream);
 #endif
-    // Batches running side by side split OpenBLAS's threads.
-    const BlasShare share(/*counts=*/!model_->device().is_cuda());
+    // Batches running side by side split the intra-op and OpenBLAS threads.
+    const ThreadShare share(/*counts=*/!model_->device().is_cuda());
     status = RunImpl(batch, results, context);
   } catch (const c10::Error& e) {
     status = model::StatusFromTorchError(

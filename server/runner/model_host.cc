@@ -202,7 +202,7 @@ absl::Status HostedModel::Diagnose(DiagnoseWork work) const {
   item.cost = work.cost;
   item.run_alone = [model = encoder.get(), report,
                     options = std::move(work.options)] {
-    const BlasShare share(/*counts=*/!model->device().is_cuda());
+    const ThreadShare share(/*counts=*/!model->device().is_cuda());
     *report = diagnostics::Diagnose(*model, options);
     return report->status();
   };

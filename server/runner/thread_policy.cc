@@ -1,5 +1,6 @@
 #include "server/runner/thread_policy.h"
 
+#include <ATen/Config.h>
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
 #include <sched.h>
@@ -54,14 +55,21 @@ double CgroupQuota(const std::string& root, std::string* source) {
 
 using SetThreads = void (*)(int);
 using GetThreads = int (*)();
+using SetLocalThreads = int (*)(int);  // returns the previous local count
 
-// What BlasShare divides: OpenBLAS's pool as ApplyThreadPolicy left it.
+// What ThreadShare divides: OpenBLAS's pool as ApplyThreadPolicy left it.
 struct BlasPool {
   std::mutex mu;
   SetThreads set = nullptr;
   GetThreads get = nullptr;
   int threads = 0;  // 0: not OpenBLAS, or not configured yet
-  int running = 0;  // BlasShare instances alive
+  int running = 0;  // ThreadShare instances alive
+  // The intra-op share (EnableIntraOpShare): the cores divided, 0 when off,
+  // and the OpenMP and MKL calls that set the calling thread's count.
+  int intra_cores = 0;
+  SetThreads omp_set = nullptr;
+  GetThreads omp_get = nullptr;
+  SetLocalThreads mkl_local = nullptr;
 
   void ShareLocked() {
     if (set != nullptr && threads > 0) {
@@ -143,28 +151,91 @@ int DefaultIntraOpThreads(const UsableCores& cores, int executions) {
   return std::max(1, cores.cores / std::max(1, executions));
 }
 
-BlasShare::BlasShare(bool counts) : counts_(counts) {
+ThreadShare::ThreadShare(bool counts) : counts_(counts) {
   if (!counts_) return;
   BlasPool& pool = Pool();
-  std::lock_guard<std::mutex> lock(pool.mu);
-  ++pool.running;
-  pool.ShareLocked();
+  int intra = 0;
+  {
+    std::lock_guard<std::mutex> lock(pool.mu);
+    ++pool.running;
+    pool.ShareLocked();
+    if (pool.intra_cores > 1) {
+      intra = std::max(1, pool.intra_cores / pool.running);
+    }
+  }
+  if (intra == 0) return;
+  // LibTorch sets a thread's count on its first parallel region; done
+  // first here, so that it cannot undo the share later. Both copies of the
+  // once-per-thread flag: LibTorch's own (behind get_num_threads) and the
+  // header's inline one that code built outside LibTorch checks.
+  at::get_num_threads();
+  at::internal::lazy_init_num_threads();
+  previous_omp_ = pool.omp_get();
+  pool.omp_set(intra);
+  if (pool.mkl_local != nullptr) previous_mkl_ = pool.mkl_local(intra);
 }
 
-BlasShare::~BlasShare() {
+ThreadShare::~ThreadShare() {
   if (!counts_) return;
   BlasPool& pool = Pool();
-  std::lock_guard<std::mutex> lock(pool.mu);
-  --pool.running;
+  {
+    std::lock_guard<std::mutex> lock(pool.mu);
+    --pool.running;
+  }
+  if (previous_omp_ > 0) {
+    pool.omp_set(previous_omp_);
+    if (pool.mkl_local != nullptr) pool.mkl_local(previous_mkl_);
+  }
 }
 
-int BlasShare::threads_now() {
+std::string EnableIntraOpShare(int cores) {
+  BlasPool& pool = Pool();
+  std::lock_guard<std::mutex> lock(pool.mu);
+  pool.intra_cores = 0;
+#if AT_PARALLEL_OPENMP
+  // Looked up at run time, as OpenBLAS's: the OpenMP runtime and MKL are
+  // the ones LibTorch loaded. MKL's C entry point is the mixed-case name
+  // (mkl_service.h maps mkl_set_num_threads_local onto it); the lowercase
+  // symbol is the Fortran one, which takes a pointer.
+  pool.omp_set =
+      reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  pool.omp_get =
+      reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
+  pool.mkl_local = reinterpret_cast<SetLocalThreads>(
+      dlsym(RTLD_DEFAULT, "MKL_Set_Num_Threads_Local"));
+  if (pool.omp_set == nullptr || pool.omp_get == nullptr) {
+    return "intra-op threads fixed (no OpenMP runtime found)";
+  }
+  if (cores <= 1) return "intra-op threads fixed (one usable core)";
+  if (pool.set != nullptr) {
+    // Float32 products run on OpenBLAS's pool, which ThreadShare already
+    // splits; OpenMP threads beside it would spin on the same cores.
+    return "intra-op threads fixed (OpenBLAS multiplies on its own pool)";
+  }
+  pool.intra_cores = cores;
+  return absl::StrCat(
+      "intra-op threads shared: a batch that starts alone uses ", cores,
+      ", batches side by side split them");
+#else
+  (void)cores;
+  return "intra-op threads fixed (LibTorch's pool is not OpenMP)";
+#endif
+}
+
+int IntraOpShareCores() {
+  BlasPool& pool = Pool();
+  std::lock_guard<std::mutex> lock(pool.mu);
+  if (pool.intra_cores <= 1) return 0;
+  return std::max(1, pool.intra_cores / (pool.running + 1));
+}
+
+int ThreadShare::blas_threads_now() {
   BlasPool& pool = Pool();
   std::lock_guard<std::mutex> lock(pool.mu);
   return pool.get != nullptr ? pool.get() : 0;
 }
 
-int BlasShare::running() {
+int ThreadShare::running() {
   BlasPool& pool = Pool();
   std::lock_guard<std::mutex> lock(pool.mu);
   return pool.running;

@@ -45,34 +45,53 @@ int DefaultExecutionsPerModel(bool cuda, const UsableCores& cores);
 int DefaultIntraOpThreads(const UsableCores& cores, int executions);
 
 // Counts a forward pass as running for as long as it lives, and divides
-// the OpenBLAS pool that ApplyThreadPolicy set among the passes running in
-// the process. A pass that starts sets the threads per matrix product to
-// pool / running (at least 1): a pass that starts alone uses every thread,
-// and two passes side by side (two batches of one model, or of two
-// models) use half each instead of contending for the same threads. A
-// product already running keeps its count; the next one takes the new
-// share. When a pass ends, the share is not raised for those still
-// running: under a steady load another starts soon, and OpenBLAS's idle
-// threads spin for a while after each product they join, taking the cores
-// the running passes use. Does nothing when the BLAS is not OpenBLAS or
-// ApplyThreadPolicy has not run, and for a pass that does not count
-// (`counts` false: a GPU model's, whose products do not use OpenBLAS).
+// the compute threads among the passes running in the process: OpenBLAS's
+// pool that ApplyThreadPolicy set, and, once EnableIntraOpShare has run,
+// the usable cores as this pass's LibTorch intra-op threads. A pass that
+// starts sets its share to pool / running (at least 1): a pass that starts
+// alone uses every thread, and two passes side by side (two batches of one
+// model, or of two models) use half each instead of contending for the
+// same threads. A pass already running keeps its count (the intra-op one
+// until it ends; OpenBLAS's until its product ends); the next one takes
+// the new share. When a pass ends, the share is not raised for those still
+// running: under a steady load another starts soon, and idle pool threads
+// spin for a while after each product they join, taking the cores the
+// running passes use. The intra-op share is the calling thread's OpenMP
+// thread count (and MKL's thread-local count where LibTorch carries MKL),
+// set at construction and put back at destruction, so the pass must run
+// on the thread that made it. Does nothing where the pools are not
+// OpenBLAS or OpenMP, or not configured, and for a pass that does not
+// count (`counts` false: a GPU model's, whose work runs on the device).
 // Thread-safe.
-class BlasShare {
+class ThreadShare {
  public:
-  explicit BlasShare(bool counts = true);
-  ~BlasShare();
-  BlasShare(const BlasShare&) = delete;
-  BlasShare& operator=(const BlasShare&) = delete;
+  explicit ThreadShare(bool counts = true);
+  ~ThreadShare();
+  ThreadShare(const ThreadShare&) = delete;
+  ThreadShare& operator=(const ThreadShare&) = delete;
 
   // OpenBLAS's threads per product now (0: not OpenBLAS), and the passes
   // counted (tests and the log).
-  static int threads_now();
+  static int blas_threads_now();
   static int running();
 
  private:
   const bool counts_;
+  int previous_omp_ = 0;  // the thread's OpenMP count before; 0: unchanged
+  int previous_mkl_ = 0;  // MKL's thread-local count before
 };
+
+// Lets ThreadShare size each CPU pass's intra-op threads: `cores` over the
+// passes running when it starts (the usable cores, when --intra-op-threads
+// is left to its default). Returns what is in effect, for the log, or why
+// it is off: LibTorch's pool is not OpenMP, or its BLAS is OpenBLAS, whose
+// own pool (split by ThreadShare) does the float32 products, so that
+// OpenMP threads beside it would only contend for the cores; call it after
+// ApplyThreadPolicy, which finds OpenBLAS. `cores` <= 1 turns it off.
+std::string EnableIntraOpShare(int cores);
+// The intra-op threads a pass starting now on this thread would get (0:
+// the share is off); for tests and the log.
+int IntraOpShareCores();
 
 }  // namespace encoder::runner
 

@@ -150,7 +150,7 @@ TEST(EncoderRunner, BatchesRunningAtOnceMatchEachRunAlone) {
       EXPECT_EQ(errors[b], 0) << "int8 " << int8 << ", batch " << b;
       EXPECT_LT(worst[b], 1e-5) << "int8 " << int8 << ", batch " << b;
     }
-    EXPECT_EQ(BlasShare::running(), 0);
+    EXPECT_EQ(ThreadShare::running(), 0);
   }
   ApplyThreadPolicy(1, 0);
 }

@@ -1,11 +1,13 @@
 #include "server/runner/thread_policy.h"
 
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 namespace encoder::runner {
 namespace {
@@ -104,47 +106,97 @@ TEST(DefaultIntraOpThreads, TheCoresOverTheExecutions) {
 // Passes running side by side split the pool; the share is not raised
 // while passes still run, and a pass that starts alone gets all of it.
 // Needs OpenBLAS as LibTorch's BLAS (Debian's libtorch uses the system's).
-TEST(BlasShare, RunningPassesSplitTheOpenBlasPool) {
+TEST(ThreadShare, RunningPassesSplitTheOpenBlasPool) {
   const std::string applied = ApplyThreadPolicy(1, 4);
-  if (BlasShare::threads_now() == 0) {
+  if (ThreadShare::blas_threads_now() == 0) {
     GTEST_SKIP() << "the BLAS is not OpenBLAS: " << applied;
   }
-  ASSERT_EQ(BlasShare::running(), 0);
-  EXPECT_EQ(BlasShare::threads_now(), 4);
+  ASSERT_EQ(ThreadShare::running(), 0);
+  EXPECT_EQ(ThreadShare::blas_threads_now(), 4);
   {
-    BlasShare first;
-    EXPECT_EQ(BlasShare::running(), 1);
-    EXPECT_EQ(BlasShare::threads_now(), 4);
+    ThreadShare first;
+    EXPECT_EQ(ThreadShare::running(), 1);
+    EXPECT_EQ(ThreadShare::blas_threads_now(), 4);
     {
-      BlasShare second;
-      EXPECT_EQ(BlasShare::threads_now(), 2);
+      ThreadShare second;
+      EXPECT_EQ(ThreadShare::blas_threads_now(), 2);
       {
-        BlasShare third;
-        EXPECT_EQ(BlasShare::threads_now(), 1);  // 4 / 3, rounded down
-        BlasShare fourth, fifth;
-        EXPECT_EQ(BlasShare::threads_now(), 1);  // never below one
+        ThreadShare third;
+        EXPECT_EQ(ThreadShare::blas_threads_now(), 1);  // 4 / 3, rounded down
+        ThreadShare fourth, fifth;
+        EXPECT_EQ(ThreadShare::blas_threads_now(), 1);  // never below one
       }
-      EXPECT_EQ(BlasShare::running(), 2);
-      EXPECT_EQ(BlasShare::threads_now(), 1);  // not raised while running
-      BlasShare another;
-      EXPECT_EQ(BlasShare::threads_now(), 4 / 3);
+      EXPECT_EQ(ThreadShare::running(), 2);
+      EXPECT_EQ(ThreadShare::blas_threads_now(),
+                1);  // not raised while running
+      ThreadShare another;
+      EXPECT_EQ(ThreadShare::blas_threads_now(), 4 / 3);
     }
-    EXPECT_EQ(BlasShare::threads_now(), 1);
+    EXPECT_EQ(ThreadShare::blas_threads_now(), 1);
   }
-  EXPECT_EQ(BlasShare::running(), 0);
+  EXPECT_EQ(ThreadShare::running(), 0);
   {
-    BlasShare alone;  // the next pass that starts alone gets the pool
-    EXPECT_EQ(BlasShare::threads_now(), 4);
-    const BlasShare gpu(/*counts=*/false);  // a GPU pass takes no share
-    EXPECT_EQ(BlasShare::running(), 1);
-    EXPECT_EQ(BlasShare::threads_now(), 4);
+    ThreadShare alone;  // the next pass that starts alone gets the pool
+    EXPECT_EQ(ThreadShare::blas_threads_now(), 4);
+    const ThreadShare gpu(/*counts=*/false);  // a GPU pass takes no share
+    EXPECT_EQ(ThreadShare::running(), 1);
+    EXPECT_EQ(ThreadShare::blas_threads_now(), 4);
   }
   {
-    BlasShare first;
-    BlasShare second;  // and a second beside it half
-    EXPECT_EQ(BlasShare::threads_now(), 2);
+    ThreadShare first;
+    ThreadShare second;  // and a second beside it half
+    EXPECT_EQ(ThreadShare::blas_threads_now(), 2);
   }
   ApplyThreadPolicy(1, 0);
+}
+
+// With the intra-op share on, each pass's thread runs its products on the
+// cores over the passes running when it started, and gets its own count
+// back when the pass ends; other threads keep theirs. Needs LibTorch on
+// OpenMP (both the wheel's and Debian's are).
+TEST(ThreadShare, PassesSplitTheIntraOpThreads) {
+  ApplyThreadPolicy(1, 0);
+  const std::string enabled = EnableIntraOpShare(4);
+  if (IntraOpShareCores() == 0) GTEST_SKIP() << enabled;
+  EXPECT_NE(enabled.find("shared"), std::string::npos) << enabled;
+  ASSERT_EQ(ThreadShare::running(), 0);
+  EXPECT_EQ(at::get_num_threads(), 1);
+  EXPECT_EQ(IntraOpShareCores(), 4);
+  {
+    ThreadShare first;
+    EXPECT_EQ(at::get_num_threads(), 4);  // alone: every core
+    EXPECT_EQ(IntraOpShareCores(), 2);    // what the next one would get
+    {
+      ThreadShare second;
+      EXPECT_EQ(at::get_num_threads(), 2);
+      {
+        ThreadShare third;
+        EXPECT_EQ(at::get_num_threads(), 1);  // 4 / 3, rounded down
+        ThreadShare fourth, fifth;
+        EXPECT_EQ(at::get_num_threads(), 1);  // never below one
+      }
+      EXPECT_EQ(at::get_num_threads(), 2);  // the second's count again
+    }
+    EXPECT_EQ(at::get_num_threads(), 4);
+    // A pass on another thread takes its share there, not here.
+    int there = 0;
+    std::thread([&there] {
+      ThreadShare other;
+      there = at::get_num_threads();
+    }).join();
+    EXPECT_EQ(there, 2);
+    EXPECT_EQ(at::get_num_threads(), 4);
+    const ThreadShare gpu(/*counts=*/false);  // a GPU pass takes no share
+    EXPECT_EQ(at::get_num_threads(), 4);
+    EXPECT_EQ(ThreadShare::running(), 1);
+  }
+  EXPECT_EQ(at::get_num_threads(), 1);  // the thread's own count back
+  EnableIntraOpShare(0);                // off: passes keep the fixed count
+  {
+    ThreadShare fixed;
+    EXPECT_EQ(at::get_num_threads(), 1);
+  }
+  EXPECT_EQ(IntraOpShareCores(), 0);
 }
 
 }  // namespace
