@@ -67,6 +67,17 @@ class HeavyCallerTest(unittest.TestCase):
         cls.stub = pb2_grpc.EncoderServiceStub(cls.channel)
         cls.heavy = embed_request(cls.pb2, HEAVY_INPUTS, HEAVY_TOKENS, True)
         cls.small = embed_request(cls.pb2, 1, 1, False)
+        # One heavy sequence alone: beside a heavy call whose sequences
+        # hold every execution, a small call may wait for one of them to
+        # end, never for the whole call. How long that is depends on the
+        # CPU (about 1 s with AVX-512, 4 s on an AVX2-only EPYC).
+        one = embed_request(cls.pb2, 1, HEAVY_TOKENS, True)
+        cls.stub.Embed(one, timeout=600)  # warm
+        start = time.monotonic()
+        cls.stub.Embed(one, timeout=600)
+        cls.one_sequence_s = time.monotonic() - start
+        print(f"one {HEAVY_TOKENS}-token sequence alone: "
+              f"{cls.one_sequence_s:.2f} s", file=sys.stderr, flush=True)
 
     @classmethod
     def tearDownClass(cls):
@@ -106,7 +117,9 @@ class HeavyCallerTest(unittest.TestCase):
             time.sleep(0.1)
         self.assertFalse(future.done(), "the heavy call ended too early to "
                          "show anything; make it heavier")
-        self.assertLess(max(latencies), BOUND_S, latencies)
+        bound = max(BOUND_S, 1.5 * self.one_sequence_s)
+        self.assertLess(max(latencies), bound,
+                        (latencies, self.one_sequence_s))
         reply = future.result()
         self.assertEqual(len(reply.results), HEAVY_INPUTS)
 
