@@ -3,7 +3,8 @@ same machine, one run. See README.md beside this file; run.sh makes the
 environment and the models and calls this with its Python.
 
 For each model (prepare.py's keys):
-  1. Servers, all started at once and left idle while not measured:
+  1. Servers, all started at once; each is stopped (SIGSTOP) while
+     another one is measured, so that its idle CPU counts nowhere:
        ours  float32, int8 (--quantize=int8) and, where the CPU has native
              bfloat16, bfloat16 (--dtype=bfloat16): gRPC and HTTP ports
        Infinity (infinity_emb v2, offline from the local directories):
@@ -124,8 +125,16 @@ class Server:
     def url(self):
         return "http://127.0.0.1:%d%s" % (self.http_port, self.http_path)
 
+    def pause(self, paused):
+        """SIGSTOP / SIGCONT the server's process group: a server not being
+        measured takes no CPU at all (Infinity's idle loops do, otherwise)."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid,
+                      signal.SIGSTOP if paused else signal.SIGCONT)
+
     def stop(self):
         if self.proc.poll() is None:
+            self.pause(False)
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=30)
@@ -211,6 +220,25 @@ def start_servers(a, key, work, tmp, bf16_ok, failed):
         raise
     servers = started
     return servers
+
+
+def only(servers, server):
+    """Resumes server and stops every other one."""
+    for s in servers:
+        if s is not server:
+            s.pause(True)
+    server.pause(False)
+    time.sleep(0.2)
+
+
+def idle_cpu_pct(servers, seconds=3.0):
+    """CPU each started server burns while no request is sent, all running."""
+    for s in servers:
+        s.pause(False)
+    c0 = {s.name: proc_cpu_s(s.proc.pid) for s in servers}
+    time.sleep(seconds)
+    return {s.name: 100 * (proc_cpu_s(s.proc.pid) - c0[s.name]) / seconds
+            for s in servers}
 
 
 def measured(server, fn):
@@ -454,10 +482,14 @@ def main():
             if "servers" not in skip or "bulk" not in skip:
                 servers = start_servers(a, key, work, tmp, bf16_ok,
                                         res["failed_servers"])
+                idle = idle_cpu_pct(servers)
                 for s in servers:
+                    log("%s idle: %.1f%% CPU" % (s.name, idle[s.name]))
                     res["servers"][s.name] = {"cmd": " ".join(s.cmd),
                                               "cwd": s.cwd,
-                                              "startup_s": s.startup_s}
+                                              "startup_s": s.startup_s,
+                                              "idle_cpu_pct": idle[s.name]}
+                    only(servers, s)
                     emb[s.name] = server_quality_embeddings(s, qtexts)
             for rnd in range(a.rounds):
                 log("round", rnd + 1, "of", a.rounds)
@@ -467,6 +499,7 @@ def main():
                             for s in servers:
                                 kinds = (["grpc", "http"] if s.side == "ours"
                                          else ["http"])
+                                only(servers, s)
                                 for kind in kinds:
                                     fn = grpc_cell if kind == "grpc" else \
                                         http_cell
@@ -489,6 +522,7 @@ def main():
                         a.bulk_models == "all"
                         or key in a.bulk_models.split(",")):
                     for s in servers:
+                        only(servers, s)
                         r = measured(s, lambda: bulk_job(a, s, texts_dir,
                                                          tmp))
                         r.update({"server": s.name, "round": rnd})
@@ -497,6 +531,8 @@ def main():
                             s.name, fmt(r.get("sequences_per_s")),
                             " ERROR " + r["error"] if "error" in r else ""))
                 if "inproc" not in skip:
+                    for s in servers:  # nothing else runs beside them
+                        s.pause(True)
                     for runtime, prec in inproc_specs:
                         for t in threads:
                             qo = (tmp / ("q-%s-%s.npy" % (runtime, prec))
@@ -542,8 +578,9 @@ def main():
 def print_model(key, res, lengths, concs, a):
     print("\n## %s\n" % key)
     for name, s in res["servers"].items():
-        print("- `%s`: `%s` (ready in %.0f s)" % (name, s["cmd"],
-                                                   s["startup_s"]))
+        print("- `%s`: `%s` (ready in %.0f s; idle %.1f%% CPU, paused "
+              "with SIGSTOP while others are measured)" % (
+                  name, s["cmd"], s["startup_s"], s["idle_cpu_pct"]))
     for name, f in res.get("failed_servers", {}).items():
         lines = [l for l in f["log_tail"].splitlines()
                  if "Error" in l or "Exception" in l] or [f["failed"]]

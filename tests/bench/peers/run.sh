@@ -10,6 +10,7 @@
 # requirements.txt + models.txt when missing or stale (stamp file), the
 # models, ONNX files and texts under build-peers/ (PEERS_WORK), then runs
 # bench.py: Markdown on stdout, every number in build-peers/results-*.json.
+# PEERS_BULK=N sets the bulk job's text count (10,000; --quick 200).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../../.." && pwd)"
@@ -43,6 +44,7 @@ if [ $quick = 1 ]; then
 else
   models=minilm,mpnet,bert-base; bulk=10000; per_length=512
 fi
+bulk="${PEERS_BULK:-$bulk}"
 # A --models flag given to bench.py decides what is prepared too.
 args=("$@")
 for ((i = 0; i < ${#args[@]}; i++)); do
