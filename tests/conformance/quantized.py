@@ -13,7 +13,10 @@ ranges, byte for byte quantize_embeddings of the server's floats with its
 own ranges (the call's min and max, which the response returns exactly);
 with calibration ranges (sentence-transformers' min and max of encode over
 other texts), byte for byte quantize_embeddings(ranges=...), values
-outside their range clipped to the byte's end as it clips them; and the
+outside their range clipped to the byte's end as it clips them (both
+except values within 5e-8 of a step edge or range bound, which the float
+rounding of a second call may move across it: counted, at most 5%); and
+the
 bytes inside the ranges map back within one step of the float vectors.
 The same over /v1/embeddings.
 """
@@ -22,6 +25,11 @@ import base64
 import numpy as np
 
 NEAR_ZERO = 1e-5
+# How close to a step edge or range bound a float may be for a second
+# call's rounding to move its byte: a few units in the last place of
+# values of about 0.1. Steps are about 1e-4 wide, but a few dimensions
+# span a tiny range, and most of their values count as near.
+NEAR_EDGE = 5e-8
 
 
 def _bits(packed):
@@ -100,19 +108,30 @@ def check_scalar(served, name, path, texts, report):
         want = quantize_embeddings(ours, precision=kind)
         report.add(name, f"{kind}: bytes off quantize",
                    int(np.sum(got != want)), 0, got.size)
-        # Calibrated.
+        # Calibrated. The bytes come from a second call, whose floats may
+        # differ from `ours` in the last bits (its batches can be formed
+        # differently, and the products' sums rounded in another order);
+        # quantize_embeddings truncates, so a value within NEAR_EDGE of a
+        # step edge or a range bound may land one byte either side. Those
+        # are left out of the byte checks, counted, and must be few.
         got = served.client.embed(texts, model=name, truncate=True,
                                   embedding_type=kind,
                                   quantization_ranges=(ranges[0], ranges[1]))
         inside = (ours >= ranges[0]) & (ours <= ranges[1])
+        step = (ranges[1] - ranges[0]) / 255
+        pos = (ours - ranges[0]) / step
+        edge = (np.abs(pos - np.round(pos)) * step < NEAR_EDGE) | (
+            np.minimum(np.abs(ours - ranges[0]),
+                       np.abs(ours - ranges[1])) < NEAR_EDGE)
+        report.add(name, f"{kind}: values near an edge (left out)",
+                   int(edge.sum()), got.size // 20, got.size)
         want = quantize_embeddings(ours, precision=kind, ranges=ranges)
         report.add(name, f"{kind}: calibrated bytes off",
-                   int(np.sum(got != want)), 0, got.size)
+                   int(np.sum((got != want) & ~edge)), 0, got.size)
         clipped = np.where(ours < ranges[0], low, high)
         report.add(name, f"{kind}: clipped bytes off",
-                   int(np.sum((got != clipped) & ~inside)), 0,
+                   int(np.sum((got != clipped) & ~inside & ~edge)), 0,
                    int(np.sum(~inside)))
-        step = (ranges[1] - ranges[0]) / 255
         back = ranges[0] + (got.astype(np.float64) +
                             (128 if kind == "int8" else 0)) * step
         err = np.abs(back - ours)[inside] / step[np.nonzero(inside)[1]]
