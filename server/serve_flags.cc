@@ -85,8 +85,8 @@ void DefineComputeFlags(CLI::App& app, ServeFlags& f) {
                "takes every usable core for its products and batches side by "
                "side split them, where LibTorch multiplies on its OpenMP "
                "threads (the wheel's MKL build; not with OpenBLAS, whose own "
-               "pool is split so always). Faster for a lone caller; the last "
-               "bits of a result then depend on the load");
+               "pool is split so always). Faster for a lone caller; a batch's "
+               "thread count then depends on the load");
   app.add_option("--blas-threads", f.blas_threads,
                  "OpenBLAS's thread pool when LibTorch uses OpenBLAS; 0: "
                  "every usable core (CPU affinity and the cgroup's CPU "
