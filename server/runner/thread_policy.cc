@@ -57,6 +57,11 @@ using SetThreads = void (*)(int);
 using GetThreads = int (*)();
 using SetLocalThreads = int (*)(int);  // returns the previous local count
 
+// One pass's share of `total` threads among `passes` running: at least 1.
+int ShareOf(int total, int passes) {
+  return std::max(1, total / std::max(1, passes));
+}
+
 // What ThreadShare divides: OpenBLAS's pool as ApplyThreadPolicy left it.
 struct BlasPool {
   std::mutex mu;
@@ -73,7 +78,7 @@ struct BlasPool {
 
   void ShareLocked() {
     if (set != nullptr && threads > 0) {
-      set(std::max(1, threads / std::max(1, running)));
+      set(ShareOf(threads, running));
     }
   }
 };
@@ -160,7 +165,7 @@ ThreadShare::ThreadShare(bool counts) : counts_(counts) {
     ++pool.running;
     pool.ShareLocked();
     if (pool.intra_cores > 1) {
-      intra = std::max(1, pool.intra_cores / pool.running);
+      intra = ShareOf(pool.intra_cores, pool.running);
     }
   }
   if (intra == 0) return;
@@ -226,7 +231,7 @@ int IntraOpShareCores() {
   BlasPool& pool = Pool();
   std::lock_guard<std::mutex> lock(pool.mu);
   if (pool.intra_cores <= 1) return 0;
-  return std::max(1, pool.intra_cores / (pool.running + 1));
+  return ShareOf(pool.intra_cores, pool.running + 1);
 }
 
 int ThreadShare::blas_threads_now() {

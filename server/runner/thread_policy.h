@@ -90,7 +90,7 @@ class ThreadShare {
 // ApplyThreadPolicy, which finds OpenBLAS. `cores` <= 1 turns it off.
 std::string EnableIntraOpShare(int cores);
 // The intra-op threads a pass starting now on this thread would get (0:
-// the share is off); for tests and the log.
+// the share is off); for tests.
 int IntraOpShareCores();
 
 }  // namespace encoder::runner
