@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "server/diagnostics/matrix_stats.h"
@@ -51,17 +52,32 @@ StructureResult AnalyzeRotary(const model::Encoder& model, int64_t n) {
   return result;
 }
 
+// Machine epsilon of a floating type (the gap above 1.0).
+double RoundingEpsilon(at::ScalarType type) {
+  switch (type) {
+    case at::kDouble:
+      return 0x1p-52;
+    case at::kFloat:
+      return 0x1p-23;
+    case at::kHalf:
+      return 0x1p-10;
+    default:  // bfloat16
+      return 0x1p-7;
+  }
+}
+
 // A per-head bias [H, N, N] (float64, CPU) over positions 0..N-1: its
-// values, symmetry and Toeplitz deviation.
-StructureResult BiasStructure(const at::Tensor& bias, int64_t n) {
+// values, symmetry and Toeplitz deviation, judged within `tolerance`.
+StructureResult BiasStructure(const at::Tensor& bias, int64_t n,
+                              double tolerance) {
   StructureResult result;
   result.kind = "bias";
   result.positions = n;
   result.bias = ToDense<double>(bias);
   result.symmetry_deviation = SymmetryDeviation(bias);
-  result.symmetric = result.symmetry_deviation < kExactTolerance;
+  result.symmetric = result.symmetry_deviation < tolerance;
   result.toeplitz_deviation = ToeplitzDeviation(bias);
-  result.toeplitz = result.toeplitz_deviation <= kExactTolerance;
+  result.toeplitz = result.toeplitz_deviation <= tolerance;
   return result;
 }
 
@@ -74,7 +90,7 @@ StructureResult AnalyzeBias(const model::Encoder& model, int64_t n) {
                               .AttentionBias(positions, positions, at::kDouble)
                               .select(0, 0)
                               .to(at::kCPU, at::kDouble);  // [H, N, N]
-  StructureResult result = BiasStructure(bias, n);
+  StructureResult result = BiasStructure(bias, n, kExactTolerance);
   result.slopes = model.scheme().Describe().alibi_slopes;
   return result;
 }
@@ -101,7 +117,12 @@ StructureResult AnalyzeDisentangled(const model::Encoder& model, int64_t n) {
                               .ContentBias(q, k, positions, /*layer=*/0)
                               .select(0, 0)
                               .to(at::kCPU, at::kDouble);  // [H, N, N]
-  return BiasStructure(bias, n);
+  // Computed in the model's type: its rounding, not float64's, bounds
+  // how far equal distances may differ.
+  const double eps = RoundingEpsilon(model.dtype());
+  const double scale = std::max(1.0, bias.abs().max().item<double>());
+  return BiasStructure(bias, n,
+                       std::max(kExactTolerance, kRoundingUlps * eps * scale));
 }
 
 }  // namespace

@@ -15,6 +15,13 @@ namespace encoder::diagnostics {
 // Tolerance for the exact (float64) structure verdicts: symmetric, Toeplitz.
 inline constexpr double kExactTolerance = 1e-9;
 
+// Structure computed in the model's own floating type (disentangled
+// attention's position terms, which use its weights): the verdicts allow
+// this many units of that type's epsilon, scaled by max(1, the largest
+// |value|). Equal products may round differently where a BLAS kernel
+// handles the rows at a tile's edge on its own path.
+inline constexpr double kRoundingUlps = 16;
+
 // Dispatches on the scheme kind; `positions` is N >= 2. Throws c10::Error on
 // library failures.
 StructureResult AnalyzeStructure(const model::Encoder& model,
