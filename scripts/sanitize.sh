@@ -14,6 +14,7 @@ cd "$(dirname "$0")/.."
 build="${TSAN_BUILD_DIR:-build-tsan}"
 jobs="$(nproc)"  # before OMP_NUM_THREADS, which nproc honours
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -gline-tables-only -DNDEBUG" \
   -DCMAKE_CXX_COMPILER=clang++-14 -DENCODER_SANITIZE=thread \
   ${TSAN_CMAKE_ARGS:-}
 cmake --build "$build" -j "$jobs" \
