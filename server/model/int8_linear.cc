@@ -19,7 +19,7 @@ c10::OperatorHandle Op(const char* name) {
 
 }  // namespace
 
-bool Int8ReducesRange() { return !DetectCpuFeatures().native_int8(); }
+int Int8WeightLevels() { return DetectCpuFeatures().native_int8() ? 127 : 63; }
 
 bool Int8Supported() {
   const auto& engines = at::globalContext().supportedQEngines();
@@ -42,15 +42,16 @@ absl::StatusOr<Int8Linear> Int8Linear::Create(const at::Tensor& weight,
   try {
     c10::InferenceMode guard;
     // Packing follows the process-wide engine; oneDNN takes per-channel
-    // symmetric weights and needs no reduced activation range.
+    // symmetric weights.
     at::globalContext().setQEngine(at::QEngine::ONEDNN);
     Int8Linear out;
-    out.reduce_range_ = Int8ReducesRange();
     out.out_ = weight.size(0);
     out.in_ = weight.size(1);
     const at::Tensor w = weight.contiguous();
     const at::Tensor scales =
-        (w.abs().amax(1) / 127.0).clamp_min(1e-12).to(at::kDouble);
+        (w.abs().amax(1) / static_cast<double>(Int8WeightLevels()))
+            .clamp_min(1e-12)
+            .to(at::kDouble);
     const at::Tensor zeros = at::zeros({out.out_}, at::kLong);
     const at::Tensor qweight =
         at::quantize_per_channel(w, scales, zeros, 0, at::kQInt8);
@@ -77,7 +78,8 @@ at::Tensor Int8Linear::Forward(const at::Tensor& x) const {
       rows.abs().amax(1, /*keepdim=*/true).clamp_min(1e-30);
   const at::Tensor normalized = at::cat({rows / scale, anchor_}, 0);
   static const c10::OperatorHandle dynamic = Op("quantized::linear_dynamic");
-  std::vector<c10::IValue> stack{normalized, packed_, reduce_range_};
+  std::vector<c10::IValue> stack{normalized, packed_,
+                                 /*reduce_range=*/false};
   dynamic.callBoxed(&stack);
   const at::Tensor y = stack.at(0).toTensor().narrow(0, 0, n);
   at::Tensor out = bias_.defined() ? at::addcmul(bias_, y, scale) : y * scale;

@@ -11,9 +11,13 @@
 // for a row alone or in any batch.
 //
 // Without VNNI (or AMX) the kernels add pairs of u8 x s8 products in 16
-// bits, which saturates for full-range activations (8% error measured on an
-// AVX2 CPU); there activations use 7 bits (Int8ReducesRange), as the
-// library's own x86 backend does.
+// bits, which saturates when both operands use their full range (8% error
+// measured on an AVX2 CPU). There the weights use 7 bits (-63..63,
+// Int8WeightLevels) and the activations keep all 8: a pair then sums to at
+// most 2 * 255 * 64 = 32640 < 2^15. Weights have one scale per output
+// channel, so their lost bit costs less than the activations' would (on
+// MiniLM's real weights: mean cosine 0.9949 against 0.9932 with 7-bit
+// activations, BENCHMARKS.md).
 #ifndef ENCODER_SERVER_MODEL_INT8_LINEAR_H_
 #define ENCODER_SERVER_MODEL_INT8_LINEAR_H_
 
@@ -44,16 +48,15 @@ class Int8Linear {
   c10::IValue packed_;  // LinearPackedParamsBase
   at::Tensor bias_;
   at::Tensor anchor_;  // [1, in]: +1, -1, zeros
-  bool reduce_range_ = true;
   int64_t in_ = 0;
   int64_t out_ = 0;
 };
 
 // Whether the int8 kernels can run here (a oneDNN quantized engine).
 bool Int8Supported();
-// Whether activations are quantized to 7 bits (0..127) rather than 8: true
-// on CPUs without native int8 dot products (VNNI or AMX).
-bool Int8ReducesRange();
+// The largest |quantized weight|: 127, or 63 on CPUs without native int8
+// dot products (VNNI or AMX). Activations always use 8 bits.
+int Int8WeightLevels();
 
 }  // namespace encoder::model
 

@@ -21,17 +21,19 @@ Layer RandomLayer(int64_t out, int64_t in, uint64_t seed) {
           at::normal(0.0, 0.1, {out}, gen)};
 }
 
-// The arithmetic written out: weights rounded to 127 levels of their row's
-// max |w|; each activation row divided by its max |x| and rounded to the
-// 2^bits levels of [-1, 1] (an asymmetric unsigned quantizer: scale
-// 2/(2^bits - 1), zero point at half the range); then an exact product. The
-// kernel may round the zero point and ties otherwise, hence a tolerance of
-// a fraction of one level's effect.
+// The arithmetic written out: weights rounded to L levels of their row's
+// max |w| (L = 127, or 63 without VNNI); each activation row divided by
+// its max |x| and rounded to the 256 levels of [-1, 1] (an asymmetric
+// unsigned quantizer: scale 2/255, zero point at half the range); then an
+// exact product. The kernel may round the zero point and ties otherwise,
+// hence a tolerance of a fraction of one level's effect. A kernel whose
+// 16-bit pair sums saturated would miss it by far more (8% measured).
 at::Tensor Reference(const at::Tensor& x, const Layer& l) {
-  at::Tensor ws = l.weight.abs().amax(1, true) / 127.0;
-  at::Tensor wq = (l.weight / ws).round().clamp(-128, 127) * ws;
+  const double wl = Int8WeightLevels();
+  at::Tensor ws = l.weight.abs().amax(1, true) / wl;
+  at::Tensor wq = (l.weight / ws).round().clamp(-wl, wl) * ws;
   at::Tensor xs = x.abs().amax(1, true);
-  const double levels = Int8ReducesRange() ? 127.0 : 255.0;
+  const double levels = 255.0;
   const double step = 2.0 / levels, zero = levels / 2;
   at::Tensor xq =
       ((x / xs / step).round() + zero).clamp(0, levels).sub(zero) * step;
