@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 
 #include "server/diagnostics/matrix_stats.h"
 #include "server/model/pe_math.h"
@@ -52,17 +53,17 @@ StructureResult AnalyzeRotary(const model::Encoder& model, int64_t n) {
   return result;
 }
 
-// Machine epsilon of a floating type (the gap above 1.0).
+// Machine epsilon of a model's floating type (the gap above 1.0).
 double RoundingEpsilon(at::ScalarType type) {
   switch (type) {
     case at::kDouble:
-      return 0x1p-52;
+      return std::numeric_limits<double>::epsilon();
     case at::kFloat:
-      return 0x1p-23;
+      return std::numeric_limits<float>::epsilon();
     case at::kHalf:
-      return 0x1p-10;
-    default:  // bfloat16
-      return 0x1p-7;
+      return static_cast<double>(std::numeric_limits<c10::Half>::epsilon());
+    default:
+      return static_cast<double>(std::numeric_limits<c10::BFloat16>::epsilon());
   }
 }
 

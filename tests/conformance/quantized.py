@@ -15,12 +15,11 @@ call), and the bytes are quantize_embeddings of those floats in those
 ranges;
 with calibration ranges (sentence-transformers' min and max of encode over
 other texts), byte for byte quantize_embeddings(ranges=...), values
-outside their range clipped to the byte's end as it clips them (both
-except values within 5e-8 of a step edge or range bound, which the float
-rounding of a second call may move across it: counted, at most 5%); and
-the
+outside their range clipped to the byte's end as it clips them; and the
 bytes inside the ranges map back within one step of the float vectors.
-The same over /v1/embeddings.
+The byte checks against quantize_embeddings leave out values within 5e-8
+of a step edge or range bound, which the float rounding of a second call
+may move across it (counted, at most 5%). The same over /v1/embeddings.
 """
 import base64
 
