@@ -18,6 +18,22 @@ void DefinePrecisionFlags(CLI::App& app, PrecisionFlags& f) {
                  "per-token int8 activations for the linear layers (CPU, "
                  "float32); a repository entry's \"quantize\" overrides")
       ->capture_default_str();
+  app.add_option("--pack-weights", f.pack_weights,
+                 "float32 on the CPU: keep a second copy of the layers' "
+                 "projection weights laid out once at load in oneDNN's "
+                 "blocked format, so small products do not repack them on "
+                 "every call (where this LibTorch has the packed linear; "
+                 "/info says \"linear_kernel\"). A sequence's floats then "
+                 "depend on its batch's size by up to ~30 units in the last "
+                 "place, as the two kernels round differently")
+      ->capture_default_str();
+  app.add_option("--packed-max-rows", f.packed_max_rows,
+                 "with --pack-weights: products of up to this many rows "
+                 "(tokens of a batch) use the packed weights; larger ones "
+                 "multiply through the BLAS on the plain weights, whose "
+                 "kernel is as fast or faster there")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_flag("--force-dtype", f.force_dtype,
                "run --dtype bfloat16 on a CPU without native bfloat16 "
                "(emulated: much slower than float32)");
@@ -32,6 +48,8 @@ absl::Status ApplyPrecisionFlags(const PrecisionFlags& flags,
         absl::StrCat("--quantize must be none or int8, got ", flags.quantize));
   }
   options->quantize = flags.quantize;
+  options->pack_weights = flags.pack_weights;
+  options->packed_max_rows = flags.packed_max_rows;
   if (flags.dtype == "auto") {
     options->dtype = at::kFloat;
     options->auto_precision = on_cpu;

@@ -18,14 +18,16 @@ struct PrecisionFlags {
   std::string dtype = "float32";
   std::string quantize = "none";
   bool force_dtype = false;
+  bool pack_weights = false;
+  int64_t packed_max_rows = 256;
 };
 
 void DefinePrecisionFlags(CLI::App& app, PrecisionFlags& flags);
 
-// Fills options->dtype, quantize and auto_precision. On the CPU, bfloat16
-// needs native bfloat16 (AVX-512 BF16 or AMX BF16) unless --force-dtype:
-// the library emulates it otherwise, tens of times slower than float32.
-// float16 needs CUDA; int8 needs the CPU and float32.
+// Fills options->dtype, quantize, auto_precision and pack_weights. On the CPU,
+// bfloat16 needs native bfloat16 (AVX-512 BF16 or AMX BF16) unless
+// --force-dtype: the library emulates it otherwise, tens of times slower than
+// float32. float16 needs CUDA; int8 needs the CPU and float32.
 absl::Status ApplyPrecisionFlags(const PrecisionFlags& flags,
                                  const model::CpuFeatures& cpu,
                                  runner::HostOptions* options);

@@ -618,6 +618,8 @@ class HttpFront::Handlers {
                  {"precision", d.precision},
                  {"skip_padding_min_share", d.skip_padding_min_share},
                  {"attention_kernel", d.attention_kernel},
+                 {"linear_kernel", d.linear_kernel},
+                 {"packed_max_rows", d.packed_max_rows},
                  {"batching",
                   {{"max_batch_sequences", d.batching.max_batch_sequences},
                    {"max_batch_tokens", d.batching.max_batch_tokens},

@@ -105,8 +105,8 @@ at::Tensor Encoder::Attention(int64_t index, const at::Tensor& x,
   // Projected on the real tokens' rows, then onto the padded grid:
   // [B, S, A + 2K] -> [B, H, S, d] queries, [B, KV, S, d] keys and values.
   std::vector<at::Tensor> qkv =
-      pass.Unpack(
-              Project(x, w.in_proj_weight, w.in_proj_bias, w.in_proj_q, pass))
+      pass.Unpack(Project(x, w.in_proj_weight, w.in_proj_bias, w.in_proj_q,
+                          w.in_proj_p, pass))
           .split_with_sizes({h * d, kvh * d, kvh * d}, -1);
   auto heads = [&](const at::Tensor& t, int64_t n, const at::Tensor& gain) {
     at::Tensor split = t.view({b, s, n, d});
@@ -133,7 +133,7 @@ at::Tensor Encoder::Attention(int64_t index, const at::Tensor& x,
                 pass.fused, attention)
           : MixEach(q, k, v, layer_bias, pass.lengths, pass, attention);
   return Project(pass.Pack(out), w.out_proj_weight, w.out_proj_bias,
-                 w.out_proj_q, pass);
+                 w.out_proj_q, w.out_proj_p, pass);
 }
 
 at::Tensor Encoder::Mix(const at::Tensor& q, const at::Tensor& k,
@@ -194,22 +194,25 @@ at::Tensor Encoder::MixEach(const at::Tensor& q, const at::Tensor& k,
 at::Tensor Encoder::Project(const at::Tensor& x, const at::Tensor& weight,
                             const at::Tensor& bias,
                             const std::optional<Int8Linear>& q,
+                            const std::optional<PackedLinear>& packed,
                             const Pass& pass) {
-  return pass.int8 && q.has_value() ? q->Forward(x)
-                                    : at::linear(x, weight, bias);
+  if (pass.int8 && q.has_value()) return q->Forward(x);
+  if (packed.has_value()) return packed->Forward(x);
+  return at::linear(x, weight, bias);
 }
 
 at::Tensor Encoder::FeedForward(const LayerWeights& w, const at::Tensor& x,
                                 const Pass& pass) const {
-  at::Tensor hidden =
-      Project(x, w.linear1_weight, w.linear1_bias, w.linear1_q, pass);
+  at::Tensor hidden = Project(x, w.linear1_weight, w.linear1_bias, w.linear1_q,
+                              w.linear1_p, pass);
   if (config_.arch.gated_ffn) {
     std::vector<at::Tensor> parts = hidden.chunk(2, -1);
     hidden = Activate(config_.activation, parts[0]) * parts[1];
   } else {
     hidden = Activate(config_.activation, hidden);
   }
-  return Project(hidden, w.linear2_weight, w.linear2_bias, w.linear2_q, pass);
+  return Project(hidden, w.linear2_weight, w.linear2_bias, w.linear2_q,
+                 w.linear2_p, pass);
 }
 
 at::Tensor Encoder::Layer(int64_t index, const at::Tensor& x,

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "server/model/config.h"
 #include "server/model/int8_linear.h"
+#include "server/model/packed_linear.h"
 #include "server/model/positional.h"
 
 namespace encoder::model {
@@ -40,6 +41,9 @@ struct LayerWeights {
   at::Tensor q_norm_weight, k_norm_weight;  // [head_dim]
   // The four projections in int8, once Encoder::QuantizeInt8 has run.
   std::optional<Int8Linear> in_proj_q, out_proj_q, linear1_q, linear2_q;
+  // The four projections with oneDNN-packed float32 weights beside the
+  // plain ones, once Encoder::PrepackWeights has run.
+  std::optional<PackedLinear> in_proj_p, out_proj_p, linear1_p, linear2_p;
 };
 
 // A dense layer applied to the pooled embedding (sentence-transformers'
@@ -232,6 +236,17 @@ class Encoder {
   // "none" or "int8".
   std::string quantization() const { return quantized_ ? "int8" : "none"; }
 
+  // Lays every layer's four float32 projection weights out once more in
+  // oneDNN's blocked format (PackedLinear): products of up to `max_rows`
+  // rows then run without the BLAS repacking each weight on every call,
+  // larger ones on the plain weights as before. Costs one more copy of
+  // those weights. CPU and float32 only; FailedPrecondition otherwise or
+  // without the operator (PackedLinearSupported). Call once, before
+  // serving; either order with QuantizeInt8.
+  absl::Status PrepackWeights(
+      int64_t max_rows = PackedLinear::kDefaultPackedMaxRows);
+  bool prepacked() const { return prepacked_; }
+
   const ModelConfig& config() const { return config_; }
   const PositionalScheme& scheme() const { return *scheme_; }
   at::Device device() const { return device_; }
@@ -298,10 +313,12 @@ class Encoder {
                                     bool packed) const;
   at::Tensor FeedForward(const LayerWeights& w, const at::Tensor& x,
                          const Pass& pass) const;
-  // x W^T + b, through `q` when the pass uses int8.
+  // x W^T + b, through `q` when the pass uses int8, else through `packed`
+  // when the weights are packed.
   static at::Tensor Project(const at::Tensor& x, const at::Tensor& weight,
                             const at::Tensor& bias,
                             const std::optional<Int8Linear>& q,
+                            const std::optional<PackedLinear>& packed,
                             const Pass& pass);
   // LayerNorm or RMSNorm per the config; identity when `weight` is
   // undefined.
@@ -329,6 +346,7 @@ class Encoder {
   std::optional<ScoreHead> score_head_;
   std::optional<SparseHead> sparse_head_;
   bool quantized_ = false;
+  bool prepacked_ = false;
 };
 
 // Pools token embeddings [batch, seq, D] with mask [batch, seq] -> [batch, D].

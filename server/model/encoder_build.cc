@@ -2,6 +2,7 @@
 // random weights, and checked loading of a state_dict onto a device.
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <array>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -331,6 +332,26 @@ int64_t Encoder::parameter_count() const {
   return n;
 }
 
+namespace {
+
+// One of a layer's four projections: its plain weight and bias and the
+// slots of its int8 and packed forms.
+struct Projection {
+  at::Tensor* weight;
+  at::Tensor* bias;
+  std::optional<Int8Linear>* int8;
+  std::optional<PackedLinear>* packed;
+};
+
+std::array<Projection, 4> Projections(LayerWeights& w) {
+  return {{{&w.in_proj_weight, &w.in_proj_bias, &w.in_proj_q, &w.in_proj_p},
+           {&w.out_proj_weight, &w.out_proj_bias, &w.out_proj_q, &w.out_proj_p},
+           {&w.linear1_weight, &w.linear1_bias, &w.linear1_q, &w.linear1_p},
+           {&w.linear2_weight, &w.linear2_bias, &w.linear2_q, &w.linear2_p}}};
+}
+
+}  // namespace
+
 absl::Status Encoder::QuantizeInt8() {
   if (!device_.is_cpu() || dtype_ != at::kFloat) {
     return absl::FailedPreconditionError(
@@ -340,21 +361,33 @@ absl::Status Encoder::QuantizeInt8() {
   if (quantized_) return absl::OkStatus();
   std::vector<LayerWeights> layers = layers_;
   for (LayerWeights& w : layers) {
-    const std::pair<const at::Tensor*, const at::Tensor*> sources[] = {
-        {&w.in_proj_weight, &w.in_proj_bias},
-        {&w.out_proj_weight, &w.out_proj_bias},
-        {&w.linear1_weight, &w.linear1_bias},
-        {&w.linear2_weight, &w.linear2_bias}};
-    std::optional<Int8Linear>* targets[] = {&w.in_proj_q, &w.out_proj_q,
-                                            &w.linear1_q, &w.linear2_q};
-    for (size_t i = 0; i < 4; ++i) {
-      ASSIGN_OR_RETURN(
-          auto q, Int8Linear::Create(*sources[i].first, *sources[i].second));
-      targets[i]->emplace(std::move(q));
+    for (const Projection& p : Projections(w)) {
+      ASSIGN_OR_RETURN(auto q, Int8Linear::Create(*p.weight, *p.bias));
+      p.int8->emplace(std::move(q));
     }
   }
   layers_ = std::move(layers);
   quantized_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status Encoder::PrepackWeights(int64_t max_rows) {
+  if (!device_.is_cpu() || dtype_ != at::kFloat) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("packed weights are for the CPU in float32, not ",
+                     device_.str(), " in ", c10::toString(dtype_)));
+  }
+  if (prepacked_) return absl::OkStatus();
+  std::vector<LayerWeights> layers = layers_;
+  for (LayerWeights& w : layers) {
+    for (const Projection& p : Projections(w)) {
+      ASSIGN_OR_RETURN(auto packed,
+                       PackedLinear::Create(*p.weight, *p.bias, max_rows));
+      p.packed->emplace(std::move(packed));
+    }
+  }
+  layers_ = std::move(layers);
+  prepacked_ = true;
   return absl::OkStatus();
 }
 

@@ -11,6 +11,7 @@
 #include "server/common/status_macros.h"
 #include "server/diagnostics/diagnostics.h"
 #include "server/model/dtype.h"
+#include "server/model/packed_linear.h"
 #include "server/model/torch_compat.h"
 #include "server/runner/thread_policy.h"
 #include "server/tokenizer/byte_tokenizer.h"
@@ -263,6 +264,13 @@ absl::StatusOr<std::unique_ptr<model::Encoder>> LoadPrecision(
     return absl::Status(
         s.code(), absl::StrCat("model \"", spec.name, "\": ", s.message()));
   };
+  if (options.pack_weights && cpu && dtype == at::kFloat &&
+      model::PackedLinearSupported()) {
+    if (absl::Status s = encoder->PrepackWeights(options.packed_max_rows);
+        !s.ok()) {
+      return named(s);
+    }
+  }
   if (options.auto_precision && cpu) {
     auto choice = ChoosePrecision(hosted->spec, std::move(encoder));
     if (!choice.ok()) return named(choice.status());
@@ -299,6 +307,10 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Create(
     hosted->desc.attention_kernel =
         options.fused_attention && model::kHasFusedAttention ? "fused"
                                                              : "explicit";
+    hosted->desc.linear_kernel =
+        hosted->encoder->prepacked() ? "packed" : "plain";
+    hosted->desc.packed_max_rows =
+        hosted->encoder->prepacked() ? options.packed_max_rows : 0;
     if (options.warm_up) {
       if (absl::Status s = hosted->runner->WarmUp(); !s.ok()) {
         return absl::Status(s.code(),

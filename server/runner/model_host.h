@@ -15,6 +15,7 @@
 #include "server/batching/batcher.h"
 #include "server/batching/memory_budget.h"
 #include "server/model/model_repository.h"
+#include "server/model/packed_linear.h"
 #include "server/runner/encoder_runner.h"
 #include "server/runner/precision_choice.h"
 #include "server/runner/served_model.h"
@@ -31,6 +32,10 @@ struct HostOptions {
   // --dtype auto: each model runs the fastest precision that passes the
   // quality gate (ChoosePrecision); dtype and quantize are then ignored.
   bool auto_precision = false;
+  // Float32 on the CPU: pack each layer's projection weights once at load
+  // (model::Encoder::PrepackWeights) where the LibTorch can.
+  bool pack_weights = false;
+  int64_t packed_max_rows = model::PackedLinear::kDefaultPackedMaxRows;
   // Defaults for every model; a model's repository entry may override.
   batching::BatchOptions batching;
   bool warm_up = true;

@@ -70,7 +70,12 @@ struct ModelDescription {
   // How attention without maps runs: "fused" (scaled_dot_product_attention)
   // or "explicit" (the products that maps and diagnostics always use).
   std::string attention_kernel;
-  batching::BatchOptions batching;       // effective, caps included
+  // How the layers' float32 projections run: "packed" (weights laid out
+  // once at load for oneDNN, --pack-weights) or "plain" (the BLAS on the
+  // weights as loaded; also every non-float32 or GPU model).
+  std::string linear_kernel;
+  int64_t packed_max_rows = 0;      // larger products use the BLAS; 0: plain
+  batching::BatchOptions batching;  // effective, caps included
   batching::BatchProfile batch_profile;  // empty when not measured
   HeadDescription head;
   SparseDescription sparse;

@@ -15,6 +15,7 @@
 
 #include "server/model/dtype.h"
 #include "server/model/model_repository.h"
+#include "server/model/packed_linear.h"
 #include "server/model/torch_compat.h"
 #include "server/runner/cpu_buffer_cache.h"
 #include "server/runner/encoder_runner.h"
@@ -48,6 +49,8 @@ struct Options {
   std::string device = "cpu";
   std::string dtype = "float32";
   std::string quantize = "none";
+  bool pack_weights = false;
+  int64_t packed_max_rows = encoder::model::PackedLinear::kDefaultPackedMaxRows;
   // Idle time before each timed forward, as a server sees between calls.
   int64_t pause_us = 0;
   // The server's allocator setting, so that in-process and served runs
@@ -152,6 +155,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--quantize", o.quantize, "none | int8 (CPU, float32)")
       ->capture_default_str();
+  app.add_option("--pack-weights", o.pack_weights,
+                 "float32 CPU weights packed at load, as the server's flag")
+      ->capture_default_str();
+  app.add_option("--packed-max-rows", o.packed_max_rows, "as the server's flag")
+      ->capture_default_str();
   app.add_option("--dtype", o.dtype, "float32 | float16 | bfloat16")
       ->capture_default_str();
   app.add_option("--cpu-buffer-cache-bytes", o.cpu_buffer_cache_bytes,
@@ -200,6 +208,16 @@ int main(int argc, char** argv) {
     std::cerr << encoder.status() << "\n";
     return 1;
   }
+  const bool packed = o.pack_weights && device.is_cpu() &&
+                      dtype == at::kFloat &&
+                      encoder::model::PackedLinearSupported();
+  if (packed) {
+    if (absl::Status s = (*encoder)->PrepackWeights(o.packed_max_rows);
+        !s.ok()) {
+      std::cerr << s << "\n";
+      return 1;
+    }
+  }
   // The server's own batch path: pad, forward, slice, pool.
   if (o.quantize == "int8") {
     if (absl::Status s = (*encoder)->QuantizeInt8(); !s.ok()) {
@@ -217,6 +235,8 @@ int main(int argc, char** argv) {
   out["device"] = device.str();
   out["dtype"] = o.dtype;
   out["quantize"] = o.quantize;
+  out["packed_weights"] = packed;
+  out["packed_max_rows"] = o.packed_max_rows;
   out["pause_us"] = o.pause_us;
   out["executions"] = o.executions;
   const int64_t shortest = o.min_length > 0 ? o.min_length : o.length;

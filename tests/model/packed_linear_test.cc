@@ -1,0 +1,162 @@
+#include "server/model/packed_linear.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "server/model/encoder.h"
+#include "server/model/int8_linear.h"
+
+namespace encoder::model {
+namespace {
+
+// The layer computed in float64 from the same float32 values.
+at::Tensor Reference(const at::Tensor& x, const at::Tensor& w,
+                     const at::Tensor& b) {
+  return at::linear(x.to(at::kDouble), w.to(at::kDouble),
+                    b.defined() ? b.to(at::kDouble) : at::Tensor());
+}
+
+double MaxRelative(const at::Tensor& got, const at::Tensor& want) {
+  return ((got.to(at::kDouble) - want).abs().max() /
+          want.abs().max().clamp_min(1e-30))
+      .item<double>();
+}
+
+TEST(PackedLinear, MatchesTheLayerForEveryInputShape) {
+  if (!PackedLinearSupported()) GTEST_SKIP() << "no packed oneDNN linear";
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
+  const at::Tensor w = at::normal(0.0, 0.05, {96, 80}, gen);
+  const at::Tensor b = at::normal(0.0, 0.1, {96}, gen);
+  auto with_bias = PackedLinear::Create(w, b);
+  auto without = PackedLinear::Create(w, at::Tensor());
+  // Inputs of more than 4 rows go through the BLAS on the plain weight.
+  auto few_rows = PackedLinear::Create(w, b, /*max_rows=*/4);
+  ASSERT_TRUE(with_bias.ok()) << with_bias.status();
+  ASSERT_TRUE(without.ok()) << without.status();
+  ASSERT_TRUE(few_rows.ok()) << few_rows.status();
+  EXPECT_EQ(with_bias->out_features(), 96);
+  EXPECT_EQ(with_bias->in_features(), 80);
+  // One row, a few rows, a batch of sequences, and a transposed
+  // (non-contiguous) input.
+  const at::Tensor inputs[] = {at::randn({1, 80}, gen), at::randn({7, 80}, gen),
+                               at::randn({3, 5, 80}, gen),
+                               at::randn({80, 6}, gen).t()};
+  for (const at::Tensor& x : inputs) {
+    const at::Tensor got = with_bias->Forward(x);
+    std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+    shape.back() = 96;
+    EXPECT_EQ(got.sizes(), at::IntArrayRef(shape));
+    EXPECT_EQ(got.scalar_type(), at::kFloat);
+    EXPECT_LT(MaxRelative(got, Reference(x, w, b)), 1e-5) << x.sizes();
+    const at::Tensor either = few_rows->Forward(x);
+    EXPECT_EQ(either.sizes(), at::IntArrayRef(shape));
+    EXPECT_LT(MaxRelative(either, Reference(x, w, b)), 1e-5) << x.sizes();
+    EXPECT_LT(MaxRelative(without->Forward(x), Reference(x, w, at::Tensor())),
+              1e-5)
+        << x.sizes();
+  }
+}
+
+TEST(PackedLinear, RefusesWhatItCannotPack) {
+  const at::Tensor bf16 = at::ones({4, 4}, at::kBFloat16);
+  auto p = PackedLinear::Create(bf16, at::Tensor());
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), PackedLinearSupported()
+                                   ? absl::StatusCode::kInvalidArgument
+                                   : absl::StatusCode::kFailedPrecondition);
+}
+
+ModelConfig SmallConfig() {
+  ModelConfig c;
+  c.vocab_size = 300;
+  c.d_model = 32;
+  c.num_heads = 4;
+  c.num_layers = 2;
+  c.d_ff = 64;
+  c.max_positions = 40;
+  c.positional.type = SchemeType::kRope;
+  return c;
+}
+
+std::unique_ptr<Encoder> Make(at::ScalarType dtype = at::kFloat) {
+  const ModelConfig c = SmallConfig();
+  std::map<std::string, at::Tensor> state = Encoder::RandomStateDict(c, 7);
+  // Random weights come with zero biases; give them values so a packed
+  // layer that dropped its bias would show.
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(8);
+  for (auto& [name, t] : state) {
+    if (absl::EndsWith(name, "bias")) t = at::normal(0.0, 0.1, t.sizes(), gen);
+  }
+  auto enc = Encoder::Create(c, state, at::kCPU, dtype);
+  EXPECT_TRUE(enc.ok()) << enc.status();
+  return std::move(enc).value();
+}
+
+EncoderInput Batch() {
+  // Two sequences, the second padded: the packed products see the padded
+  // grid and the rows packed past padding alike.
+  EncoderInput in;
+  in.ids = at::tensor({5, 9, 13, 2, 7, 11, 4, 8, 21, 3, 6, 0}, at::kLong)
+               .view({2, 6});
+  in.mask = at::ones({2, 6}, at::kBool);
+  in.mask.index_put_({1, at::indexing::Slice(3, 6)}, false);
+  return in;
+}
+
+at::Tensor Tokens(const Encoder& enc, const ForwardOptions& options = {}) {
+  auto out = enc.Forward(Batch(), options);
+  EXPECT_TRUE(out.ok()) << out.status();
+  // Padded rows are unspecified.
+  return at::cat({out->tokens[0], out->tokens[1].narrow(0, 0, 3)}, 0);
+}
+
+TEST(PackedLinear, PackedEncoderMatchesThePlainOne) {
+  if (!PackedLinearSupported()) GTEST_SKIP() << "no packed oneDNN linear";
+  auto plain = Make();
+  auto packed = Make();
+  const int64_t params = plain->parameter_count();
+  ASSERT_TRUE(packed->PrepackWeights().ok());
+  EXPECT_TRUE(packed->prepacked());
+  EXPECT_FALSE(plain->prepacked());
+  EXPECT_EQ(packed->parameter_count(), params);
+  ASSERT_TRUE(packed->PrepackWeights().ok());  // a second call is a no-op
+  for (double skip : {1.0, 0.0}) {             // padded grid; padding skipped
+    ForwardOptions o;
+    o.skip_padding_min_share = skip;
+    const at::Tensor want = Tokens(*plain, o).to(at::kDouble);
+    EXPECT_LT(MaxRelative(Tokens(*packed, o), want), 1e-5) << skip;
+  }
+}
+
+TEST(PackedLinear, Int8BesidePackedWeightsIsTheSame) {
+  if (!PackedLinearSupported()) GTEST_SKIP() << "no packed oneDNN linear";
+  if (!Int8Supported()) GTEST_SKIP() << "no oneDNN quantized engine";
+  auto plain = Make();
+  auto packed = Make();
+  ASSERT_TRUE(plain->QuantizeInt8().ok());
+  ASSERT_TRUE(packed->PrepackWeights().ok());
+  ASSERT_TRUE(packed->QuantizeInt8().ok());
+  EXPECT_TRUE(at::equal(Tokens(*packed), Tokens(*plain)));
+  // A full-precision request on the int8 model runs the packed float32.
+  ForwardOptions full;
+  full.full_precision = true;
+  auto reference = Make();
+  EXPECT_LT(
+      MaxRelative(Tokens(*packed, full), Tokens(*reference).to(at::kDouble)),
+      1e-5);
+}
+
+TEST(PackedLinear, EncoderPacksOnlyFloat32) {
+  auto bf16 = Make(at::kBFloat16);
+  const absl::Status s = bf16->PrepackWeights();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_FALSE(bf16->prepacked());
+}
+
+}  // namespace
+}  // namespace encoder::model
