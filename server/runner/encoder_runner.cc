@@ -89,7 +89,7 @@ absl::Status EncoderRunner::RunEmbed(const std::vector<const EmbedSpec*>& batch,
 #endif
     // Batches running side by side split the intra-op and OpenBLAS threads.
     const ThreadShare share(/*counts=*/!model_->device().is_cuda());
-    status = RunImpl(batch, results, context);
+    status = share.Run([&] { return RunImpl(batch, results, context); });
   } catch (const c10::Error& e) {
     status = model::StatusFromTorchError(
         e, absl::StrCat("a batch of ", batch.size(), " sequences"));

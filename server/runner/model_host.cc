@@ -204,8 +204,10 @@ absl::Status HostedModel::Diagnose(DiagnoseWork work) const {
   item.run_alone = [model = encoder.get(), report,
                     options = std::move(work.options)] {
     const ThreadShare share(/*counts=*/!model->device().is_cuda());
-    *report = diagnostics::Diagnose(*model, options);
-    return report->status();
+    return share.Run([&] {
+      *report = diagnostics::Diagnose(*model, options);
+      return report->status();
+    });
   };
   auto request = std::make_shared<batching::Request>();
   request->sequences.push_back(std::move(item));
@@ -286,6 +288,14 @@ absl::StatusOr<std::unique_ptr<model::Encoder>> LoadPrecision(
 }
 
 absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Create(
+    const model::Repository& repository, const HostOptions& options) {
+  absl::StatusOr<std::unique_ptr<ModelHost>> host =
+      absl::UnknownError("loading did not run");
+  RunOnTransientThread([&] { host = Load(repository, options); });
+  return host;
+}
+
+absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Load(
     const model::Repository& repository, const HostOptions& options) {
   std::unique_ptr<ModelHost> host(new ModelHost());
   host->options_ = options;

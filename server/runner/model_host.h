@@ -106,7 +106,8 @@ class ModelHost final : public ModelCatalog {
  public:
   // Loads every model of the repository (weights, tokenizer, device,
   // warm-up) and starts its batcher. Fails on the first model that cannot be
-  // loaded, naming it.
+  // loaded, naming it. The loading runs on a thread of its own
+  // (RunOnTransientThread): the compute threads it starts end with it.
   static absl::StatusOr<std::unique_ptr<ModelHost>> Create(
       const model::Repository& repository, const HostOptions& options);
 
@@ -133,6 +134,9 @@ class ModelHost final : public ModelCatalog {
 
  private:
   ModelHost() = default;
+  // Create's work, on the calling thread.
+  static absl::StatusOr<std::unique_ptr<ModelHost>> Load(
+      const model::Repository& repository, const HostOptions& options);
 
   HostOptions options_;
   std::unique_ptr<batching::MemoryBudget> budget_;  // outlives the batchers

@@ -8,8 +8,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
+#include <exception>
 #include <fstream>
 #include <mutex>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -88,6 +91,95 @@ BlasPool& Pool() {
   return *pool;
 }
 
+// Sets the calling thread's OpenMP count (and MKL's thread-local one) to
+// `threads`, after LibTorch's once-per-thread setup, which would otherwise
+// undo it at the thread's first parallel region. Both copies of the
+// once-per-thread flag are set: LibTorch's own (behind get_num_threads) and
+// the header's inline one that code built outside LibTorch checks. Returns
+// the OpenMP count before.
+int SetThreadCount(BlasPool& pool, int threads, int* previous_mkl) {
+  at::get_num_threads();
+  at::internal::lazy_init_num_threads();
+  const int previous = pool.omp_get();
+  pool.omp_set(threads);
+  if (pool.mkl_local != nullptr) {
+    const int mkl = pool.mkl_local(threads);
+    if (previous_mkl != nullptr) *previous_mkl = mkl;
+  }
+  return previous;
+}
+
+// The one thread that runs the passes that have every core (ThreadShare),
+// so that only it keeps an OpenMP pool of every core. Started at the first
+// such pass; lives as long as the process. Takes one task at a time.
+class WideLane {
+ public:
+  static WideLane& Get() {
+    static WideLane* lane = new WideLane;  // never destroyed: see Loop
+    return *lane;
+  }
+
+  // Runs `fn` on the lane with `threads` intra-op threads and returns its
+  // status, or throws what it threw.
+  absl::Status Run(int threads, absl::FunctionRef<absl::Status()> fn) {
+    Task task{fn, threads, absl::OkStatus(), nullptr, false};
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!thread_started_) {
+      // Detached: a process that exits with the lane waiting does not wait
+      // for it.
+      std::thread(&WideLane::Loop, this).detach();
+      thread_started_ = true;
+    }
+    room_.wait(lock, [this] { return task_ == nullptr; });
+    task_ = &task;
+    work_.notify_one();
+    done_.wait(lock, [&task] { return task.finished; });
+    lock.unlock();
+    if (task.thrown) std::rethrow_exception(task.thrown);
+    return task.status;
+  }
+
+ private:
+  struct Task {
+    absl::FunctionRef<absl::Status()> fn;
+    int threads;
+    absl::Status status;
+    std::exception_ptr thrown;
+    bool finished = false;
+  };
+
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      work_.wait(lock, [this] { return task_ != nullptr; });
+      Task* task = task_;
+      lock.unlock();
+      if (task->threads != threads_) {
+        SetThreadCount(Pool(), task->threads, nullptr);
+        threads_ = task->threads;
+      }
+      try {
+        task->status = task->fn();
+      } catch (...) {
+        task->thrown = std::current_exception();
+      }
+      lock.lock();
+      task->finished = true;
+      task_ = nullptr;
+      done_.notify_all();
+      room_.notify_one();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable work_;  // a task is waiting for the lane
+  std::condition_variable done_;  // a task finished
+  std::condition_variable room_;  // the lane has no task
+  Task* task_ = nullptr;
+  bool thread_started_ = false;
+  int threads_ = 0;  // the lane thread's count now (the lane's only)
+};
+
 int AffinityCpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -147,6 +239,11 @@ std::string ApplyThreadPolicy(int intra_op_threads, int blas_threads) {
   return absl::StrCat(out, ", OpenBLAS ", get(), " threads", why);
 }
 
+void RunOnTransientThread(absl::FunctionRef<void()> fn) {
+  std::thread thread([fn] { fn(); });
+  thread.join();
+}
+
 int DefaultExecutionsPerModel(bool cuda, const UsableCores& cores) {
   if (cuda) return 1;
   return std::clamp(cores.cores, 1, kMaxDefaultExecutions);
@@ -166,18 +263,12 @@ ThreadShare::ThreadShare(bool counts) : counts_(counts) {
     pool.ShareLocked();
     if (pool.intra_cores > 1) {
       intra = ShareOf(pool.intra_cores, pool.running);
+      // Every core: the pass runs on the wide thread (Run).
+      if (intra == pool.intra_cores) wide_threads_ = intra;
     }
   }
-  if (intra == 0) return;
-  // LibTorch sets a thread's count on its first parallel region; done
-  // first here, so that it cannot undo the share later. Both copies of the
-  // once-per-thread flag: LibTorch's own (behind get_num_threads) and the
-  // header's inline one that code built outside LibTorch checks.
-  at::get_num_threads();
-  at::internal::lazy_init_num_threads();
-  previous_omp_ = pool.omp_get();
-  pool.omp_set(intra);
-  if (pool.mkl_local != nullptr) previous_mkl_ = pool.mkl_local(intra);
+  if (intra == 0 || wide_threads_ > 0) return;
+  previous_omp_ = SetThreadCount(pool, intra, &previous_mkl_);
 }
 
 ThreadShare::~ThreadShare() {
@@ -191,6 +282,11 @@ ThreadShare::~ThreadShare() {
     pool.omp_set(previous_omp_);
     if (pool.mkl_local != nullptr) pool.mkl_local(previous_mkl_);
   }
+}
+
+absl::Status ThreadShare::Run(absl::FunctionRef<absl::Status()> fn) const {
+  if (wide_threads_ == 0) return fn();
+  return WideLane::Get().Run(wide_threads_, fn);
 }
 
 std::string EnableIntraOpShare(int cores) {
@@ -220,7 +316,7 @@ std::string EnableIntraOpShare(int cores) {
   pool.intra_cores = cores;
   return absl::StrCat(
       "intra-op threads shared: a batch that starts alone uses ", cores,
-      ", batches side by side split them");
+      " (on the one thread kept for that), batches side by side split them");
 #else
   (void)cores;
   return "intra-op threads fixed (LibTorch's pool is not OpenMP)";

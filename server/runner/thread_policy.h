@@ -7,6 +7,9 @@
 
 #include <string>
 
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+
 namespace encoder::runner {
 
 // The cores this process may keep busy: the CPUs of its affinity mask, or
@@ -44,6 +47,16 @@ int DefaultExecutionsPerModel(bool cuda, const UsableCores& cores);
 // threads.
 int DefaultIntraOpThreads(const UsableCores& cores, int executions);
 
+// Runs `fn` on a new thread and waits for it to end. For work done once
+// with LibTorch's intra-op threads (loading and warming models): an OpenMP
+// runtime keeps a pool of threads for each thread that starts parallel work,
+// for as long as that thread lives, and GNU libgomp, once the threads of all
+// pools outnumber the CPUs, stops spinning before it sleeps (1,000 rounds
+// instead of 300,000). A pool left behind by loading would make the
+// threads of every later batch sleep and be woken between products; on a
+// thread that ends, it is released with it.
+void RunOnTransientThread(absl::FunctionRef<void()> fn);
+
 // Counts a forward pass as running for as long as it lives, and divides
 // the compute threads among the passes running in the process: OpenBLAS's
 // pool that ApplyThreadPolicy set, and, once EnableIntraOpShare has run,
@@ -56,19 +69,33 @@ int DefaultIntraOpThreads(const UsableCores& cores, int executions);
 // the new share. When a pass ends, the share is not raised for those still
 // running: under a steady load another starts soon, and idle pool threads
 // spin for a while after each product they join, taking the cores the
-// running passes use. The intra-op share is the calling thread's OpenMP
-// thread count (and MKL's thread-local count where LibTorch carries MKL),
-// set at construction and put back at destruction, so the pass must run
-// on the thread that made it. Does nothing where the pools are not
-// OpenBLAS or OpenMP, or not configured, and for a pass that does not
-// count (`counts` false: a GPU model's, whose work runs on the device).
-// Thread-safe.
+// running passes use.
+//
+// The intra-op share is an OpenMP thread count, and OpenMP keeps a pool of
+// threads for each thread that runs parallel work, as large as the largest
+// count it ran with. Were every pass that started alone to run on its own
+// thread, each executing thread would keep a pool of every core, and
+// together they would outnumber the cores, which makes GNU libgomp sleep
+// between products (see RunOnTransientThread). So a pass that gets every
+// core (`wide()`) runs its work, through Run, on one thread of the process
+// kept for that, whose pool is the only one that size; the other passes run
+// on the calling thread with their share set there and put back at
+// destruction, so such a pass must run on the thread that made it. Does
+// nothing where the pools are not OpenBLAS or OpenMP, or not configured,
+// and for a pass that does not count (`counts` false: a GPU model's, whose
+// work runs on the device). Thread-safe.
 class ThreadShare {
  public:
   explicit ThreadShare(bool counts = true);
   ~ThreadShare();
   ThreadShare(const ThreadShare&) = delete;
   ThreadShare& operator=(const ThreadShare&) = delete;
+
+  // Runs the pass's work and returns its status: on the wide thread when
+  // the pass has every core, else here. What `fn` throws is thrown here.
+  absl::Status Run(absl::FunctionRef<absl::Status()> fn) const;
+  // Whether Run hands the work to the wide thread.
+  bool wide() const { return wide_threads_ > 0; }
 
   // OpenBLAS's threads per product now (0: not OpenBLAS), and the passes
   // counted (tests and the log).
@@ -77,6 +104,7 @@ class ThreadShare {
 
  private:
   const bool counts_;
+  int wide_threads_ = 0;  // the wide thread's count for this pass; 0: here
   int previous_omp_ = 0;  // the thread's OpenMP count before; 0: unchanged
   int previous_mkl_ = 0;  // MKL's thread-local count before
 };

@@ -99,60 +99,90 @@ TEST(EncoderRunner, MixedBatchEqualsEachSequenceAlone) {
 // Two batches running at once on one runner (--executions-per-model 2),
 // splitting OpenBLAS's threads between them, give what each gives alone:
 // in float32 and in int8, with products large enough to use the threads.
+// With the intra-op share on, one of the two runs on the wide thread and
+// the other here, on a share of the cores.
 TEST(EncoderRunner, BatchesRunningAtOnceMatchEachRunAlone) {
   ApplyThreadPolicy(1, 2);
-  for (const bool int8 : {false, true}) {
-    auto model = SmallModel(128, model::SchemeType::kRope, 4);
-    if (int8) ASSERT_TRUE(model->QuantizeInt8().ok());
-    EncoderRunner runner(model.get());
-    std::mt19937 rng(7);
-    std::uniform_int_distribution<int64_t> id(3, 299), length(20, 60);
-    std::vector<std::vector<EmbedSpec>> specs(2);
-    specs[0].resize(5);
-    specs[1].resize(3);
-    for (auto& batch : specs) {
-      for (EmbedSpec& s : batch) {
-        s.token_ids.resize(length(rng));
-        for (int64_t& t : s.token_ids) t = id(rng);
-        s.want_tokens = true;
-      }
-    }
-    specs[1][0].attention_layers = {1};
-    std::vector<std::vector<const EmbedSpec*>> batches(2);
-    std::vector<std::vector<EmbedResult>> alone(2);
-    for (int b = 0; b < 2; ++b) {
-      for (const EmbedSpec& s : specs[b]) batches[b].push_back(&s);
-      ASSERT_TRUE(runner.RunEmbed(batches[b], &alone[b]).ok());
-    }
-    std::vector<double> worst(2, 0);
-    std::vector<int> errors(2, 0);
-    std::vector<std::thread> threads;
-    for (int b = 0; b < 2; ++b) {
-      threads.emplace_back([&, b] {
-        for (int round = 0; round < 8; ++round) {
-          std::vector<EmbedResult> got;
-          if (!runner.RunEmbed(batches[b], &got).ok() ||
-              got.size() != alone[b].size()) {
-            ++errors[b];
-            continue;
-          }
-          for (size_t i = 0; i < got.size(); ++i) {
-            worst[b] =
-                std::max({worst[b], MaxDiff(got[i].pooled, alone[b][i].pooled),
-                          MaxDiff(got[i].tokens, alone[b][i].tokens),
-                          MaxDiff(got[i].attention, alone[b][i].attention)});
-          }
+  for (const int share : {0, 2}) {
+    SCOPED_TRACE(share > 0 ? "intra-op share" : "fixed intra-op threads");
+    EnableIntraOpShare(share);
+    for (const bool int8 : {false, true}) {
+      auto model = SmallModel(128, model::SchemeType::kRope, 4);
+      if (int8) ASSERT_TRUE(model->QuantizeInt8().ok());
+      EncoderRunner runner(model.get());
+      std::mt19937 rng(7);
+      std::uniform_int_distribution<int64_t> id(3, 299), length(20, 60);
+      std::vector<std::vector<EmbedSpec>> specs(2);
+      specs[0].resize(5);
+      specs[1].resize(3);
+      for (auto& batch : specs) {
+        for (EmbedSpec& s : batch) {
+          s.token_ids.resize(length(rng));
+          for (int64_t& t : s.token_ids) t = id(rng);
+          s.want_tokens = true;
         }
-      });
+      }
+      specs[1][0].attention_layers = {1};
+      std::vector<std::vector<const EmbedSpec*>> batches(2);
+      std::vector<std::vector<EmbedResult>> alone(2);
+      for (int b = 0; b < 2; ++b) {
+        for (const EmbedSpec& s : specs[b]) batches[b].push_back(&s);
+        ASSERT_TRUE(runner.RunEmbed(batches[b], &alone[b]).ok());
+      }
+      std::vector<double> worst(2, 0);
+      std::vector<int> errors(2, 0);
+      std::vector<std::thread> threads;
+      for (int b = 0; b < 2; ++b) {
+        threads.emplace_back([&, b] {
+          for (int round = 0; round < 8; ++round) {
+            std::vector<EmbedResult> got;
+            if (!runner.RunEmbed(batches[b], &got).ok() ||
+                got.size() != alone[b].size()) {
+              ++errors[b];
+              continue;
+            }
+            for (size_t i = 0; i < got.size(); ++i) {
+              worst[b] = std::max(
+                  {worst[b], MaxDiff(got[i].pooled, alone[b][i].pooled),
+                   MaxDiff(got[i].tokens, alone[b][i].tokens),
+                   MaxDiff(got[i].attention, alone[b][i].attention)});
+            }
+          }
+        });
+      }
+      for (std::thread& t : threads) t.join();
+      for (int b = 0; b < 2; ++b) {
+        EXPECT_EQ(errors[b], 0) << "int8 " << int8 << ", batch " << b;
+        EXPECT_LT(worst[b], 1e-5) << "int8 " << int8 << ", batch " << b;
+      }
+      EXPECT_EQ(ThreadShare::running(), 0);
     }
-    for (std::thread& t : threads) t.join();
-    for (int b = 0; b < 2; ++b) {
-      EXPECT_EQ(errors[b], 0) << "int8 " << int8 << ", batch " << b;
-      EXPECT_LT(worst[b], 1e-5) << "int8 " << int8 << ", batch " << b;
-    }
-    EXPECT_EQ(ThreadShare::running(), 0);
   }
+  EnableIntraOpShare(0);
   ApplyThreadPolicy(1, 0);
+}
+
+// A batch that fails inside LibTorch on the wide thread (an id past the
+// vocabulary) gets an error status here, and the next batch runs.
+TEST(EncoderRunner, AFailureOnTheWideThreadComesBackAsAStatus) {
+  ApplyThreadPolicy(1, 0);
+  const std::string enabled = EnableIntraOpShare(2);
+  if (IntraOpShareCores() == 0) GTEST_SKIP() << enabled;
+  auto model = SmallModel();
+  EncoderRunner runner(model.get());
+  EmbedSpec bad;
+  bad.token_ids = {1, 5000, 2};  // vocab_size is 300
+  EmbedSpec good;
+  good.token_ids = {1, 5, 6, 2};
+  std::vector<EmbedResult> out;
+  const absl::Status failed = runner.RunEmbed({&bad}, &out);
+  EXPECT_FALSE(failed.ok());
+  std::vector<EmbedResult> fine;
+  ASSERT_TRUE(runner.RunEmbed({&good}, &fine).ok());
+  ASSERT_EQ(fine.size(), 1u);
+  EXPECT_EQ(fine[0].pooled.size(), 32u);
+  EXPECT_EQ(ThreadShare::running(), 0);
+  EnableIntraOpShare(0);
 }
 
 TEST(EncoderRunner, BatchItemsCarryTheirSpecAndResultThroughTheBatcherEntry) {

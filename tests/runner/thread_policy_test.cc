@@ -1,13 +1,20 @@
 #include "server/runner/thread_policy.h"
 
+#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace encoder::runner {
 namespace {
@@ -150,10 +157,88 @@ TEST(ThreadShare, RunningPassesSplitTheOpenBlasPool) {
   ApplyThreadPolicy(1, 0);
 }
 
-// With the intra-op share on, each pass's thread runs its products on the
-// cores over the passes running when it started, and gets its own count
-// back when the pass ends; other threads keep theirs. Needs LibTorch on
-// OpenMP (both the wheel's and Debian's are).
+// The threads of this process now.
+int ProcessThreads() {
+  int n = 0;
+  for (const auto& entry : fs::directory_iterator("/proc/self/task")) {
+    (void)entry;
+    ++n;
+  }
+  return n;
+}
+
+// Polls until the process has `want` threads (pool threads told to exit
+// take a moment to be gone); returns the last count.
+int WaitForThreads(int want) {
+  int n = ProcessThreads();
+  for (int i = 0; i < 200 && n != want; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    n = ProcessThreads();
+  }
+  return n;
+}
+
+// Runs parallel work with `threads` intra-op threads on the calling thread,
+// which makes OpenMP start a pool of `threads` - 1 workers for it: an
+// element-wise product long enough for LibTorch to split (its own
+// parallel_for, built with OpenMP; this file is not).
+void ParallelWork(int threads) {
+  at::set_num_threads(threads);
+  const at::Tensor x = at::ones({1 << 20});
+  EXPECT_EQ((x * 2).sum().item<double>(), 2.0 * (1 << 20));
+}
+
+// The pool that parallel work on a transient thread starts ends with it; on
+// a thread that stays, it stays (the case the helper exists for).
+TEST(RunOnTransientThread, ThePoolItStartedEndsWithIt) {
+  // The count first: LibTorch sizes its other pool (pthreadpool, not
+  // OpenMP) to it, and that pool is the process's, not the thread's.
+  at::set_num_threads(3);
+  const int before = ProcessThreads();
+  std::thread::id ran_on;
+  RunOnTransientThread([&ran_on] {
+    ran_on = std::this_thread::get_id();
+    ParallelWork(3);
+  });
+  EXPECT_NE(ran_on, std::this_thread::get_id());
+  EXPECT_EQ(WaitForThreads(before), before);
+
+  // The same work on a thread that lives on keeps its two pool workers.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool worked = false, leave = false;
+  std::thread stays([&] {
+    ParallelWork(3);
+    std::unique_lock<std::mutex> lock(mu);
+    worked = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return leave; });
+  });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return worked; });
+  }
+  const int kept = ProcessThreads();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    leave = true;
+  }
+  cv.notify_all();
+  stays.join();
+  if (kept == before + 1) {
+    GTEST_SKIP() << "parallel work started no pool threads (LibTorch's pool "
+                    "is not OpenMP here)";
+  }
+  EXPECT_EQ(kept, before + 3);  // the thread and its two workers
+  EXPECT_EQ(WaitForThreads(before), before);
+  ApplyThreadPolicy(1, 0);
+}
+
+// With the intra-op share on, a pass that starts alone runs on the wide
+// thread with every core; passes beside it run here on the cores over the
+// passes running, and the thread gets its own count back when a pass ends;
+// other threads keep theirs. Needs LibTorch on OpenMP (both the wheel's and
+// Debian's are).
 TEST(ThreadShare, PassesSplitTheIntraOpThreads) {
   ApplyThreadPolicy(1, 0);
   const std::string enabled = EnableIntraOpShare(4);
@@ -164,11 +249,35 @@ TEST(ThreadShare, PassesSplitTheIntraOpThreads) {
   EXPECT_EQ(IntraOpShareCores(), 4);
   {
     ThreadShare first;
-    EXPECT_EQ(at::get_num_threads(), 4);  // alone: every core
+    EXPECT_TRUE(first.wide());            // alone: every core, on the lane
+    EXPECT_EQ(at::get_num_threads(), 1);  // this thread's count unchanged
     EXPECT_EQ(IntraOpShareCores(), 2);    // what the next one would get
+    int inside = 0;
+    std::thread::id lane;
+    ASSERT_TRUE(first
+                    .Run([&] {
+                      inside = at::get_num_threads();
+                      lane = std::this_thread::get_id();
+                      return absl::OkStatus();
+                    })
+                    .ok());
+    EXPECT_EQ(inside, 4);
+    EXPECT_NE(lane, std::this_thread::get_id());
     {
       ThreadShare second;
+      EXPECT_FALSE(second.wide());
       EXPECT_EQ(at::get_num_threads(), 2);
+      int here = 0;
+      std::thread::id ran_on;
+      ASSERT_TRUE(second
+                      .Run([&] {
+                        here = at::get_num_threads();
+                        ran_on = std::this_thread::get_id();
+                        return absl::OkStatus();
+                      })
+                      .ok());
+      EXPECT_EQ(here, 2);
+      EXPECT_EQ(ran_on, std::this_thread::get_id());  // run here
       {
         ThreadShare third;
         EXPECT_EQ(at::get_num_threads(), 1);  // 4 / 3, rounded down
@@ -177,26 +286,85 @@ TEST(ThreadShare, PassesSplitTheIntraOpThreads) {
       }
       EXPECT_EQ(at::get_num_threads(), 2);  // the second's count again
     }
-    EXPECT_EQ(at::get_num_threads(), 4);
+    EXPECT_EQ(at::get_num_threads(), 1);
     // A pass on another thread takes its share there, not here.
     int there = 0;
     std::thread([&there] {
       ThreadShare other;
+      EXPECT_FALSE(other.wide());
       there = at::get_num_threads();
     }).join();
     EXPECT_EQ(there, 2);
-    EXPECT_EQ(at::get_num_threads(), 4);
     const ThreadShare gpu(/*counts=*/false);  // a GPU pass takes no share
-    EXPECT_EQ(at::get_num_threads(), 4);
+    EXPECT_FALSE(gpu.wide());
+    EXPECT_EQ(at::get_num_threads(), 1);
     EXPECT_EQ(ThreadShare::running(), 1);
   }
-  EXPECT_EQ(at::get_num_threads(), 1);  // the thread's own count back
-  EnableIntraOpShare(0);                // off: passes keep the fixed count
+  EXPECT_EQ(at::get_num_threads(), 1);
+  {
+    // The next pass alone runs on the same wide thread, with every core.
+    ThreadShare again;
+    ASSERT_TRUE(again.wide());
+    int inside = 0;
+    ASSERT_TRUE(again
+                    .Run([&] {
+                      inside = at::get_num_threads();
+                      return absl::OkStatus();
+                    })
+                    .ok());
+    EXPECT_EQ(inside, 4);
+  }
+  EnableIntraOpShare(0);  // off: passes keep the fixed count, here
   {
     ThreadShare fixed;
+    EXPECT_FALSE(fixed.wide());
     EXPECT_EQ(at::get_num_threads(), 1);
   }
   EXPECT_EQ(IntraOpShareCores(), 0);
+}
+
+// What a pass run on the wide thread returns or throws reaches its caller,
+// and passes from many threads, one wide at a time, each get their own
+// result.
+TEST(ThreadShare, TheWideThreadHandsBackStatusAndExceptions) {
+  ApplyThreadPolicy(1, 0);
+  const std::string enabled = EnableIntraOpShare(2);
+  if (IntraOpShareCores() == 0) GTEST_SKIP() << enabled;
+  {
+    ThreadShare alone;
+    ASSERT_TRUE(alone.wide());
+    const absl::Status status =
+        alone.Run([] { return absl::NotFoundError("the pass's own error"); });
+    EXPECT_EQ(status, absl::NotFoundError("the pass's own error"));
+    EXPECT_THROW(alone.Run([]() -> absl::Status {
+      throw std::runtime_error("thrown on the wide thread");
+    }),
+                 std::runtime_error);
+    // The lane still serves after a throw.
+    EXPECT_TRUE(alone.Run([] { return absl::OkStatus(); }).ok());
+  }
+  std::atomic<int> wide{0}, ok{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 8; ++t) {
+    callers.emplace_back([t, &wide, &ok] {
+      for (int i = 0; i < 50; ++i) {
+        ThreadShare pass;
+        if (pass.wide()) ++wide;
+        const int want = t * 1000 + i;
+        int got = -1;
+        const absl::Status s = pass.Run([&] {
+          got = want;
+          return absl::OkStatus();
+        });
+        if (s.ok() && got == want) ++ok;
+      }
+    });
+  }
+  for (std::thread& c : callers) c.join();
+  EXPECT_EQ(ok.load(), 8 * 50);
+  EXPECT_GT(wide.load(), 0);
+  EXPECT_EQ(ThreadShare::running(), 0);
+  EnableIntraOpShare(0);
 }
 
 }  // namespace
