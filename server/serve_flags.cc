@@ -82,8 +82,9 @@ void DefineComputeFlags(CLI::App& app, ServeFlags& f) {
       ->capture_default_str();
   app.add_flag("--share-intra-op-threads", f.share_intra_op,
                "with --intra-op-threads=0 on a CPU: a batch that starts alone "
-               "takes every usable core for its products and batches side by "
-               "side split them, where LibTorch multiplies on its OpenMP "
+               "takes every usable core for its products (on one thread kept "
+               "for that) and batches side by side split them, where "
+               "LibTorch multiplies on its OpenMP "
                "threads (the wheel's MKL build; not with OpenBLAS, whose own "
                "pool is split so always). Faster for a lone caller; a batch's "
                "thread count then depends on the load");
