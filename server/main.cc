@@ -248,12 +248,18 @@ absl::Status ConfigureCompute(Process& p) {
   // Asked for, a CPU batch that runs alone takes every usable core for its
   // products, and batches side by side split them.
   std::string share = "intra-op threads fixed";
-  if (flags.share_intra_op) {
-    share = flags.intra_op_threads == 0 && !p.device.is_cuda()
+  const bool can_share = flags.intra_op_threads == 0 && !p.device.is_cuda();
+  if (flags.share_intra_op == "on") {
+    share = can_share ? encoder::runner::EnableIntraOpShare(cores.cores)
+                      : std::string(
+                            "intra-op threads fixed (--intra-op-threads "
+                            "is set, or the device is a GPU)");
+  } else if (flags.share_intra_op == "auto" && can_share) {
+    share = encoder::runner::ShareIntraOpByDefault(cores)
                 ? encoder::runner::EnableIntraOpShare(cores.cores)
-                : std::string(
-                      "intra-op threads fixed (--intra-op-threads "
-                      "is set, or the device is a GPU)");
+                : absl::StrCat("intra-op threads fixed (", cores.cores,
+                               " usable cores; --share-intra-op-threads=auto "
+                               "shares with 2 or 3)");
   }
   const encoder::runner::IdleTrimOptions trim_options = flags.trim;
   p.trimmer = encoder::runner::IdleMallocTrimmer::Start(trim_options);

@@ -80,14 +80,18 @@ void DefineComputeFlags(CLI::App& app, ServeFlags& f) {
                  "(--executions-per-model), at least 1")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
-  app.add_flag("--share-intra-op-threads", f.share_intra_op,
-               "with --intra-op-threads=0 on a CPU: a batch that starts alone "
+  app.add_flag("--share-intra-op-threads{on}", f.share_intra_op,
+               "auto | on | off (the flag alone: on). On, with "
+               "--intra-op-threads=0 on a CPU: a batch that starts alone "
                "takes every usable core for its products (on one thread kept "
                "for that) and batches side by side split them, where "
-               "LibTorch multiplies on its OpenMP "
-               "threads (the wheel's MKL build; not with OpenBLAS, whose own "
-               "pool is split so always). Faster for a lone caller; a batch's "
-               "thread count then depends on the load");
+               "LibTorch multiplies on its OpenMP threads (the wheel's MKL "
+               "build; not with OpenBLAS, whose own pool is split so "
+               "always). Faster for a lone caller; a batch's thread count "
+               "then depends on the load. auto: on with 2 or 3 usable cores, "
+               "where a batch beside another gets one thread")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
   app.add_option("--blas-threads", f.blas_threads,
                  "OpenBLAS's thread pool when LibTorch uses OpenBLAS; 0: "
                  "every usable core (CPU affinity and the cgroup's CPU "

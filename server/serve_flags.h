@@ -35,9 +35,10 @@ struct ServeFlags {
   std::vector<std::string> model_dirs;
   std::string model_dir_pooling;
   std::string device = "auto";
-  int intra_op_threads = 0;     // 0: runner::DefaultIntraOpThreads
-  bool share_intra_op = false;  // runner::EnableIntraOpShare
-  int blas_threads = 0;         // 0: every usable core (thread_policy.h)
+  int intra_op_threads = 0;  // 0: runner::DefaultIntraOpThreads
+  // runner::EnableIntraOpShare: auto | on | off (auto: ShareIntraOpByDefault).
+  std::string share_intra_op = "auto";
+  int blas_threads = 0;  // 0: every usable core (thread_policy.h)
   // 0: runner::DefaultExecutionsPerModel.
   int executions_per_model = 0;
   int64_t cpu_buffer_cache_bytes = runner::kDefaultCpuBufferCacheBytes;

@@ -244,6 +244,10 @@ void RunOnTransientThread(absl::FunctionRef<void()> fn) {
   thread.join();
 }
 
+bool ShareIntraOpByDefault(const UsableCores& cores) {
+  return cores.cores >= 2 && cores.cores <= kShareIntraOpMaxAutoCores;
+}
+
 int DefaultExecutionsPerModel(bool cuda, const UsableCores& cores) {
   if (cuda) return 1;
   return std::clamp(cores.cores, 1, kMaxDefaultExecutions);

@@ -109,6 +109,15 @@ class ThreadShare {
   int previous_mkl_ = 0;  // MKL's thread-local count before
 };
 
+// The most usable cores with which --share-intra-op-threads=auto shares.
+// With up to three, a pass that starts beside another gets one thread and
+// so starts no OpenMP pool: the wide thread's pool is the only one, and
+// libgomp's threads never outnumber the cores. With four or more, passes
+// side by side would keep pools of their own beside it.
+inline constexpr int kShareIntraOpMaxAutoCores = 3;
+// Whether auto shares on these cores: 2 to kShareIntraOpMaxAutoCores.
+bool ShareIntraOpByDefault(const UsableCores& cores);
+
 // Lets ThreadShare size each CPU pass's intra-op threads: `cores` over the
 // passes running when it starts (the usable cores, when --intra-op-threads
 // is left to its default). Returns what is in effect, for the log, or why

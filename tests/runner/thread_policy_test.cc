@@ -97,6 +97,14 @@ TEST(DefaultExecutionsPerModel, OneOnAGpuAndUpToTwoOnACpu) {
   EXPECT_EQ(DefaultExecutionsPerModel(false, cores), 1);
 }
 
+TEST(ShareIntraOpByDefault, TwoOrThreeUsableCores) {
+  UsableCores cores;
+  for (const int n : {1, 2, 3, 4, 16}) {
+    cores.cores = n;
+    EXPECT_EQ(ShareIntraOpByDefault(cores), n == 2 || n == 3) << n;
+  }
+}
+
 TEST(DefaultIntraOpThreads, TheCoresOverTheExecutions) {
   UsableCores cores;
   cores.cores = 2;

@@ -124,6 +124,16 @@ TEST(ServeFlags, EnvironmentSetsAFieldAndTheCommandLineWins) {
   EXPECT_EQ(f.host.batching.max_batch_tokens, 2048);
 }
 
+// --share-intra-op-threads: auto by default, on as a bare flag, or the
+// value given; anything else is refused.
+TEST(ServeFlags, ShareIntraOpThreadsIsAutoOnOrOff) {
+  EXPECT_EQ(Parse({}).share_intra_op, "auto");
+  EXPECT_EQ(Parse({"--share-intra-op-threads"}).share_intra_op, "on");
+  EXPECT_EQ(Parse({"--share-intra-op-threads=off"}).share_intra_op, "off");
+  EXPECT_EQ(Parse({"--share-intra-op-threads=on"}).share_intra_op, "on");
+  EXPECT_THROW(Parse({"--share-intra-op-threads=yes"}), CLI::ValidationError);
+}
+
 TEST(ServeFlags, OutOfRangeValuesAreRefused) {
   EXPECT_THROW(Parse({"--max-queue-delay-us=-1"}), CLI::ValidationError);
   EXPECT_THROW(Parse({"--max-pending-diagnose=0"}), CLI::ValidationError);
