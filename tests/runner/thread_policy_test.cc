@@ -242,6 +242,22 @@ TEST(RunOnTransientThread, ThePoolItStartedEndsWithIt) {
   ApplyThreadPolicy(1, 0);
 }
 
+// What a pass's work saw: its intra-op threads and the thread it ran on.
+struct Seen {
+  int threads = 0;
+  std::thread::id on;
+};
+Seen RunAndSee(const ThreadShare& pass) {
+  Seen seen;
+  EXPECT_TRUE(pass.Run([&seen] {
+                    seen.threads = at::get_num_threads();
+                    seen.on = std::this_thread::get_id();
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  return seen;
+}
+
 // With the intra-op share on, a pass that starts alone runs on the wide
 // thread with every core; passes beside it run here on the cores over the
 // passes running, and the thread gets its own count back when a pass ends;
@@ -255,37 +271,23 @@ TEST(ThreadShare, PassesSplitTheIntraOpThreads) {
   ASSERT_EQ(ThreadShare::running(), 0);
   EXPECT_EQ(at::get_num_threads(), 1);
   EXPECT_EQ(IntraOpShareCores(), 4);
+  std::thread::id lane;  // the wide thread
   {
     ThreadShare first;
     EXPECT_TRUE(first.wide());            // alone: every core, on the lane
     EXPECT_EQ(at::get_num_threads(), 1);  // this thread's count unchanged
     EXPECT_EQ(IntraOpShareCores(), 2);    // what the next one would get
-    int inside = 0;
-    std::thread::id lane;
-    ASSERT_TRUE(first
-                    .Run([&] {
-                      inside = at::get_num_threads();
-                      lane = std::this_thread::get_id();
-                      return absl::OkStatus();
-                    })
-                    .ok());
-    EXPECT_EQ(inside, 4);
+    const Seen wide = RunAndSee(first);
+    lane = wide.on;
+    EXPECT_EQ(wide.threads, 4);
     EXPECT_NE(lane, std::this_thread::get_id());
     {
       ThreadShare second;
       EXPECT_FALSE(second.wide());
       EXPECT_EQ(at::get_num_threads(), 2);
-      int here = 0;
-      std::thread::id ran_on;
-      ASSERT_TRUE(second
-                      .Run([&] {
-                        here = at::get_num_threads();
-                        ran_on = std::this_thread::get_id();
-                        return absl::OkStatus();
-                      })
-                      .ok());
-      EXPECT_EQ(here, 2);
-      EXPECT_EQ(ran_on, std::this_thread::get_id());  // run here
+      const Seen here = RunAndSee(second);
+      EXPECT_EQ(here.threads, 2);
+      EXPECT_EQ(here.on, std::this_thread::get_id());  // run here
       {
         ThreadShare third;
         EXPECT_EQ(at::get_num_threads(), 1);  // 4 / 3, rounded down
@@ -313,14 +315,9 @@ TEST(ThreadShare, PassesSplitTheIntraOpThreads) {
     // The next pass alone runs on the same wide thread, with every core.
     ThreadShare again;
     ASSERT_TRUE(again.wide());
-    int inside = 0;
-    ASSERT_TRUE(again
-                    .Run([&] {
-                      inside = at::get_num_threads();
-                      return absl::OkStatus();
-                    })
-                    .ok());
-    EXPECT_EQ(inside, 4);
+    const Seen wide = RunAndSee(again);
+    EXPECT_EQ(wide.threads, 4);
+    EXPECT_EQ(wide.on, lane);
   }
   EnableIntraOpShare(0);  // off: passes keep the fixed count, here
   {
