@@ -307,8 +307,13 @@ const auto kFixtures = ::testing::Values(
     "unigram_always", "unigram_first", "unigram_never", "bert_vocab", "gpt2",
     "llama3", "qwen3", "gemma3", "spm_nmt_nfkc", "spm_nfkc_cf");
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceTest, kFixtures);
-INSTANTIATE_TEST_SUITE_P(Fixtures, PairReferenceTest, kFixtures);
+// Tests are named after their fixture (CTest runs each on its own).
+std::string FixtureName(const ::testing::TestParamInfo<std::string>& info) {
+  return info.param;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceTest, kFixtures, FixtureName);
+INSTANTIATE_TEST_SUITE_P(Fixtures, PairReferenceTest, kFixtures, FixtureName);
 
 }  // namespace
 }  // namespace encoder::tokenizer
