@@ -18,6 +18,14 @@ void DefinePrecisionFlags(CLI::App& app, PrecisionFlags& f) {
                  "per-token int8 activations for the linear layers (CPU, "
                  "float32); a repository entry's \"quantize\" overrides")
       ->capture_default_str();
+  app.add_option("--int8-float-channels", f.int8_float_channels,
+                 "int8: in each projection, keep this many input channels "
+                 "in float32, those reaching the largest |x| on a "
+                 "calibration pass over seeded random tokens at load (a "
+                 "few channels run far above the rest and would set every "
+                 "token's int8 range); 0 quantizes every channel")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--pack-weights", f.pack_weights,
                  "float32 on the CPU: keep a second copy of the layers' "
                  "projection weights laid out once at load in oneDNN's "
@@ -50,6 +58,7 @@ absl::Status ApplyPrecisionFlags(const PrecisionFlags& flags,
   options->quantize = flags.quantize;
   options->pack_weights = flags.pack_weights;
   options->packed_max_rows = flags.packed_max_rows;
+  options->int8_float_channels = flags.int8_float_channels;
   if (flags.dtype == "auto") {
     options->dtype = at::kFloat;
     options->auto_precision = on_cpu;

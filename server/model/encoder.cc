@@ -196,6 +196,14 @@ at::Tensor Encoder::Project(const at::Tensor& x, const at::Tensor& weight,
                             const std::optional<Int8Linear>& q,
                             const std::optional<PackedLinear>& packed,
                             const Pass& pass) {
+  if (pass.input_max != nullptr) {
+    // Calibrating: the plain weights, so that packed or not, the pass (and
+    // the channels it picks) is the same.
+    const at::Tensor m = x.reshape({-1, x.size(-1)}).abs().amax(0);
+    auto [it, fresh] = pass.input_max->try_emplace(weight.data_ptr(), m);
+    if (!fresh) it->second = at::maximum(it->second, m);
+    return at::linear(x, weight, bias);
+  }
   if (pass.int8 && q.has_value()) return q->Forward(x);
   if (packed.has_value()) return packed->Forward(x);
   return at::linear(x, weight, bias);
@@ -389,6 +397,7 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
     const std::vector<at::Tensor> biases = LayerBiases(bias, positions);
     Pass pass;
     pass.int8 = quantized_ && !options.full_precision;
+    pass.input_max = calibrating_;
     pass.fused = kHasFusedAttention && options.fused_attention;
     pass.batch = b;
     pass.seq = s;

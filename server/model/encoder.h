@@ -93,6 +93,16 @@ struct SparseHead {
   }
 };
 
+// Encoder::QuantizeInt8's float32 channels per projection by default. On
+// all-MiniLM-L6-v2's real weights without VNNI, served mean cosine against
+// float32 0.9965 with none and 0.9990 with 8, for about 15% of int8's
+// throughput (8 multiply-adds per output; BENCHMARKS.md, "int8 quality").
+inline constexpr int64_t kDefaultInt8FloatChannels = 8;
+// The calibration pass: this many sequences of this many seeded random ids
+// (at most the model's length limit).
+inline constexpr int64_t kInt8CalibrationSequences = 4;
+inline constexpr int64_t kInt8CalibrationTokens = 128;
+
 struct EncoderInput {
   at::Tensor ids;        // [batch, seq] int64, padded with any valid id
   at::Tensor mask;       // [batch, seq] bool, true for real tokens
@@ -229,10 +239,14 @@ class Encoder {
   at::Tensor SparseWeights(const at::Tensor& tokens) const;
 
   // Runs every layer's four projections with int8 weights (per output
-  // channel) and per-token dynamic int8 activations (Int8Linear). CPU and
-  // float32 only; FailedPrecondition otherwise or without the kernels. Call
-  // once, before serving.
-  absl::Status QuantizeInt8();
+  // channel) and per-token dynamic int8 activations (Int8Linear). In each
+  // projection, the `float_channels` input channels that reach the
+  // largest |x| on a calibration pass stay in float32 (0: none): the pass
+  // runs the float32 model on seeded random token ids (no data needed;
+  // the channels that run high are a property of the weights). CPU and
+  // float32 only; FailedPrecondition otherwise or without the kernels;
+  // InvalidArgument for a negative count. Call once, before serving.
+  absl::Status QuantizeInt8(int64_t float_channels = kDefaultInt8FloatChannels);
   // "none" or "int8".
   std::string quantization() const { return quantized_ ? "int8" : "none"; }
 
@@ -281,6 +295,9 @@ class Encoder {
     // row) where it is not one of them.
     at::Tensor grid_rows;
     bool packed() const { return rows.defined(); }
+    // While QuantizeInt8 calibrates: each projection's largest |x| per
+    // input channel so far, keyed by its float32 weight's storage.
+    std::map<const void*, at::Tensor>* input_max = nullptr;
     // [batch, seq, C] -> [tokens, C]; identity when not packed.
     at::Tensor Pack(const at::Tensor& grid) const;
     // [tokens, C] -> [batch, seq, C] with zero padding; identity when not
@@ -346,6 +363,8 @@ class Encoder {
   std::optional<ScoreHead> score_head_;
   std::optional<SparseHead> sparse_head_;
   bool quantized_ = false;
+  // Set only during QuantizeInt8's calibration pass (before serving).
+  std::map<const void*, at::Tensor>* calibrating_ = nullptr;
   bool prepacked_ = false;
 };
 

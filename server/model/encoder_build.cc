@@ -2,6 +2,7 @@
 // random weights, and checked loading of a state_dict onto a device.
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 
@@ -352,17 +353,47 @@ std::array<Projection, 4> Projections(LayerWeights& w) {
 
 }  // namespace
 
-absl::Status Encoder::QuantizeInt8() {
+absl::Status Encoder::QuantizeInt8(int64_t float_channels) {
   if (!device_.is_cpu() || dtype_ != at::kFloat) {
     return absl::FailedPreconditionError(
         absl::StrCat("int8 runs on the CPU in float32, not on ", device_.str(),
                      " in ", c10::toString(dtype_)));
   }
+  if (float_channels < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "int8 float channels must be 0 or more, not ", float_channels));
+  }
   if (quantized_) return absl::OkStatus();
+  std::map<const void*, at::Tensor> input_max;
+  if (float_channels > 0) {
+    // Seeded random ids over the whole vocabulary, no padding.
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(20261129);
+    EncoderInput in;
+    in.ids =
+        at::randint(0, config_.vocab_size,
+                    {kInt8CalibrationSequences,
+                     std::min(kInt8CalibrationTokens, config_.max_length())},
+                    gen, at::TensorOptions().dtype(at::kLong));
+    in.mask = at::ones_like(in.ids, at::kBool);
+    calibrating_ = &input_max;
+    absl::StatusOr<EncoderOutput> out = Forward(in, {});
+    calibrating_ = nullptr;
+    if (!out.ok()) {
+      return absl::Status(
+          out.status().code(),
+          absl::StrCat("int8 calibration pass: ", out.status().message()));
+    }
+  }
   std::vector<LayerWeights> layers = layers_;
   for (LayerWeights& w : layers) {
     for (const Projection& p : Projections(w)) {
-      ASSIGN_OR_RETURN(auto q, Int8Linear::Create(*p.weight, *p.bias));
+      at::Tensor keep;
+      auto it = input_max.find(p.weight->data_ptr());
+      if (it != input_max.end()) {
+        keep = std::get<1>(
+            it->second.topk(std::min(float_channels, it->second.numel())));
+      }
+      ASSIGN_OR_RETURN(auto q, Int8Linear::Create(*p.weight, *p.bias, keep));
       p.int8->emplace(std::move(q));
     }
   }

@@ -3,21 +3,27 @@
 //
 // The library's dynamic kernel picks one activation scale for the whole
 // input tensor, which would make a sequence's result depend on the other
-// sequences of its batch. So each row (token) is first divided by its own
-// max |x|, and one fixed anchor row holding +1 and -1 is appended: the
-// tensor's range is then exactly [-1, 1] whatever the batch holds, every
-// row is quantized with its own effective scale, and the row's factor is
-// multiplied back after the integer product. Results are bitwise the same
-// for a row alone or in any batch.
+// sequences of its batch. So each row (token) is first mapped onto
+// [-1, 1] by its own centre c = (max + min) / 2 and half range
+// h = (max - min) / 2, and one fixed anchor row holding +1 and -1 is
+// appended: the tensor's range is then exactly [-1, 1] whatever the batch
+// holds, every row is quantized over its own range, and after the integer
+// product y = h (W q) + c (W 1) + bias, with W 1 each output's sum of
+// quantized weights. Results are bitwise the same for a row alone or in
+// any batch. Centring, rather than dividing by max |x|, gives a one-sided
+// row (a GELU output) all 256 levels instead of half of them: on
+// MiniLM's real weights, mean cosine against float32 0.9965 instead of
+// 0.9949 without VNNI (BENCHMARKS.md).
 //
 // Without VNNI (or AMX) the kernels add pairs of u8 x s8 products in 16
 // bits, which saturates when both operands use their full range (8% error
-// measured on an AVX2 CPU). There the weights use 7 bits (-63..63,
-// Int8WeightLevels) and the activations keep all 8: a pair then sums to at
-// most 2 * 255 * 64 = 32640 < 2^15. Weights have one scale per output
-// channel, so their lost bit costs less than the activations' would (on
-// MiniLM's real weights: mean cosine 0.9949 against 0.9932 with 7-bit
-// activations, BENCHMARKS.md).
+// measured on an AVX2 CPU). There one operand gives up a bit, whichever
+// costs less: with channels kept in float32 (below) the activations'
+// ranges are tight, and they use 7 bits (0..127) with 8-bit weights
+// (MiniLM, 8 channels: mean cosine 0.9991 against 0.9988 the other way);
+// with every channel quantized the weights use 7 bits (-63..63; 0.9949
+// against 0.9932). A pair then sums to at most 2 * 127 * 127 = 32258, or
+// 2 * 255 * 64 = 32640, < 2^15 (BENCHMARKS.md).
 #ifndef ENCODER_SERVER_MODEL_INT8_LINEAR_H_
 #define ENCODER_SERVER_MODEL_INT8_LINEAR_H_
 
@@ -31,15 +37,28 @@ namespace encoder::model {
 class Int8Linear {
  public:
   // weight [out, in] float32 on the CPU; bias [out] or undefined.
-  // FailedPrecondition when this LibTorch build has no oneDNN quantized
-  // engine.
-  static absl::StatusOr<Int8Linear> Create(const at::Tensor& weight,
-                                           const at::Tensor& bias);
+  // float_channels: undefined, or int64 indices of input channels whose
+  // part of the product stays in float32 (k multiply-adds per output in a
+  // fixed order, so a row's result still does not depend on its batch;
+  // those channels are zeros for the int8 product). A few channels of
+  // a Transformer's activations run far above the rest, and a row's range
+  // follows them (Encoder::QuantizeInt8 picks them). FailedPrecondition
+  // when this LibTorch build has no oneDNN quantized engine;
+  // InvalidArgument for a bad weight or channel.
+  static absl::StatusOr<Int8Linear> Create(
+      const at::Tensor& weight, const at::Tensor& bias,
+      const at::Tensor& float_channels = at::Tensor());
 
   // x [..., in] float32 -> [..., out] float32. Thread-safe.
   at::Tensor Forward(const at::Tensor& x) const;
 
   int64_t in_features() const { return in_; }
+  // The input channels kept in float32 (int64, ascending), or undefined.
+  const at::Tensor& float_channels() const { return float_channels_; }
+  // The largest |quantized weight| (127 or 63) and the activations' number
+  // of levels (255 or 127), per the rule above.
+  int weight_levels() const { return weight_levels_; }
+  int activation_levels() const { return reduce_range_ ? 127 : 255; }
   int64_t out_features() const { return out_; }
 
  private:
@@ -47,16 +66,18 @@ class Int8Linear {
 
   c10::IValue packed_;  // LinearPackedParamsBase
   at::Tensor bias_;
-  at::Tensor anchor_;  // [1, in]: +1, -1, zeros
+  at::Tensor anchor_;          // [1, in]: +1, -1, zeros
+  at::Tensor weight_sums_;     // [out]: sum of each row of the quantized weight
+  at::Tensor float_channels_;  // [k] int64, or undefined
+  at::Tensor float_weight_;    // [k, out]: those channels' float32 weights
   int64_t in_ = 0;
   int64_t out_ = 0;
+  int weight_levels_ = 127;
+  bool reduce_range_ = false;  // 7-bit activations
 };
 
 // Whether the int8 kernels can run here (a oneDNN quantized engine).
 bool Int8Supported();
-// The largest |quantized weight|: 127, or 63 on CPUs without native int8
-// dot products (VNNI or AMX). Activations always use 8 bits.
-int Int8WeightLevels();
 
 }  // namespace encoder::model
 

@@ -274,7 +274,8 @@ absl::StatusOr<std::unique_ptr<model::Encoder>> LoadPrecision(
     }
   }
   if (options.auto_precision && cpu) {
-    auto choice = ChoosePrecision(hosted->spec, std::move(encoder));
+    auto choice = ChoosePrecision(hosted->spec, std::move(encoder),
+                                  options.int8_float_channels);
     if (!choice.ok()) return named(choice.status());
     hosted->precision_trials = std::move(choice->trials);
     return std::move(choice->encoder);
@@ -282,7 +283,10 @@ absl::StatusOr<std::unique_ptr<model::Encoder>> LoadPrecision(
   const std::string quantize =
       spec.quantize.empty() ? options.quantize : spec.quantize;
   if (quantize == "int8") {
-    if (absl::Status s = encoder->QuantizeInt8(); !s.ok()) return named(s);
+    if (absl::Status s = encoder->QuantizeInt8(options.int8_float_channels);
+        !s.ok()) {
+      return named(s);
+    }
   }
   return encoder;
 }

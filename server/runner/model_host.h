@@ -36,6 +36,9 @@ struct HostOptions {
   // (model::Encoder::PrepackWeights) where the LibTorch can.
   bool pack_weights = false;
   int64_t packed_max_rows = model::PackedLinear::kDefaultPackedMaxRows;
+  // int8 models: input channels per projection kept in float32
+  // (model::Encoder::QuantizeInt8).
+  int64_t int8_float_channels = model::kDefaultInt8FloatChannels;
   // Defaults for every model; a model's repository entry may override.
   batching::BatchOptions batching;
   bool warm_up = true;

@@ -38,8 +38,11 @@ struct PrecisionChoice {
 
 // Chooses among the candidates for `spec` (already resolved, so a
 // checkpoint is not read twice for float32: `float32` is its encoder).
+// int8 keeps `int8_float_channels` per projection in float32
+// (model::Encoder::QuantizeInt8).
 absl::StatusOr<PrecisionChoice> ChoosePrecision(
-    const model::ModelSpec& spec, std::unique_ptr<model::Encoder> float32);
+    const model::ModelSpec& spec, std::unique_ptr<model::Encoder> float32,
+    int64_t int8_float_channels = model::kDefaultInt8FloatChannels);
 
 // The precision an encoder runs in: "int8" when quantized, else its dtype.
 std::string PrecisionName(const model::Encoder& encoder);

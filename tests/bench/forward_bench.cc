@@ -49,6 +49,7 @@ struct Options {
   std::string device = "cpu";
   std::string dtype = "float32";
   std::string quantize = "none";
+  int64_t int8_float_channels = encoder::model::kDefaultInt8FloatChannels;
   bool pack_weights = false;
   int64_t packed_max_rows = encoder::model::PackedLinear::kDefaultPackedMaxRows;
   // Idle time before each timed forward, as a server sees between calls.
@@ -155,6 +156,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--quantize", o.quantize, "none | int8 (CPU, float32)")
       ->capture_default_str();
+  app.add_option("--int8-float-channels", o.int8_float_channels,
+                 "int8: input channels per projection kept in float32, as "
+                 "the server's flag")
+      ->capture_default_str();
   app.add_option("--pack-weights", o.pack_weights,
                  "float32 CPU weights packed at load, as the server's flag")
       ->capture_default_str();
@@ -220,7 +225,8 @@ int main(int argc, char** argv) {
   }
   // The server's own batch path: pad, forward, slice, pool.
   if (o.quantize == "int8") {
-    if (absl::Status s = (*encoder)->QuantizeInt8(); !s.ok()) {
+    if (absl::Status s = (*encoder)->QuantizeInt8(o.int8_float_channels);
+        !s.ok()) {
       std::cerr << s << "\n";
       return 1;
     }
@@ -235,6 +241,7 @@ int main(int argc, char** argv) {
   out["device"] = device.str();
   out["dtype"] = o.dtype;
   out["quantize"] = o.quantize;
+  out["int8_float_channels"] = o.int8_float_channels;
   out["packed_weights"] = packed;
   out["packed_max_rows"] = o.packed_max_rows;
   out["pause_us"] = o.pause_us;

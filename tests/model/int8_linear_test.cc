@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+
+#include "server/model/cpu_features.h"
 
 namespace encoder::model {
 namespace {
@@ -21,24 +24,38 @@ Layer RandomLayer(int64_t out, int64_t in, uint64_t seed) {
           at::normal(0.0, 0.1, {out}, gen)};
 }
 
-// The arithmetic written out: weights rounded to L levels of their row's
-// max |w| (L = 127, or 63 without VNNI); each activation row divided by
-// its max |x| and rounded to the 256 levels of [-1, 1] (an asymmetric
-// unsigned quantizer: scale 2/255, zero point at half the range); then an
-// exact product. The kernel may round the zero point and ties otherwise,
-// hence a tolerance of a fraction of one level's effect. A kernel whose
-// 16-bit pair sums saturated would miss it by far more (8% measured).
-at::Tensor Reference(const at::Tensor& x, const Layer& l) {
-  const double wl = Int8WeightLevels();
-  at::Tensor ws = l.weight.abs().amax(1, true) / wl;
-  at::Tensor wq = (l.weight / ws).round().clamp(-wl, wl) * ws;
-  at::Tensor xs = x.abs().amax(1, true);
-  const double levels = 255.0;
+// The arithmetic written out, with the layer's bit split: weights rounded
+// to L levels of their row's max |w| (L = 127, or 63); each activation row
+// moved by its centre c = (max + min) / 2, divided by its half range h,
+// rounded to the A + 1 levels of [-1, 1] (A = 255, or 127; an asymmetric
+// unsigned quantizer: scale 2/A, zero point at half the range) and mapped
+// back (q h + c); then an exact product. The kernel may round the zero point
+// and ties otherwise, hence a tolerance of a fraction of one level's effect. A
+// kernel whose 16-bit pair sums saturated would miss it by far more (8%
+// measured). With `keep` (input channels kept in float32), those channels'
+// product is exact and they are zeros in both int8 operands.
+at::Tensor Reference(at::Tensor x, const Layer& l, const Int8Linear& q,
+                     const at::Tensor& keep = at::Tensor()) {
+  const double wl = q.weight_levels();
+  at::Tensor w = l.weight;
+  at::Tensor exact_part = at::zeros({x.size(0), w.size(0)}, at::kDouble);
+  if (keep.defined()) {
+    exact_part = at::mm(x.index_select(1, keep).to(at::kDouble),
+                        w.index_select(1, keep).to(at::kDouble).t());
+    x = x.index_fill(1, keep, 0.0);
+    w = w.index_fill(1, keep, 0.0);
+  }
+  at::Tensor ws = w.abs().amax(1, true) / wl;
+  at::Tensor wq = (w / ws).round().clamp(-wl, wl) * ws;
+  at::Tensor hi = x.amax(1, true), lo = x.amin(1, true);
+  at::Tensor c = (hi + lo) / 2, h = (hi - lo) / 2;
+  const double levels = q.activation_levels();
   const double step = 2.0 / levels, zero = levels / 2;
   at::Tensor xq =
-      ((x / xs / step).round() + zero).clamp(0, levels).sub(zero) * step;
-  return at::linear((xq * xs).to(at::kDouble), wq.to(at::kDouble),
-                    l.bias.to(at::kDouble))
+      (((x - c) / h / step).round() + zero).clamp(0, levels).sub(zero) * step;
+  return (at::linear((xq * h + c).to(at::kDouble), wq.to(at::kDouble),
+                     l.bias.to(at::kDouble)) +
+          exact_part)
       .to(at::kFloat);
 }
 
@@ -48,12 +65,14 @@ TEST(Int8Linear, MatchesTheQuantizationArithmetic) {
   auto q = Int8Linear::Create(l.weight, l.bias);
   ASSERT_TRUE(q.ok()) << q.status();
   auto gen = at::make_generator<at::CPUGeneratorImpl>(9);
-  // Rows of very different magnitudes: a shared scale would crush the
-  // small ones.
-  at::Tensor x = at::randn({12, 64}, gen) *
-                 at::pow(10.0, at::arange(-3, 3, 0.5)).view({12, 1});
+  // Rows of very different magnitudes (a shared scale would crush the
+  // small ones), every other one moved off zero by twice its spread, so
+  // the row's centre matters.
+  const at::Tensor spread = at::pow(10.0, at::arange(-3, 3, 0.5)).view({12, 1});
+  const at::Tensor offset = at::arange(12).remainder(2).view({12, 1}) * 2.0;
+  at::Tensor x = (at::randn({12, 64}, gen) + offset) * spread;
   const at::Tensor got = q->Forward(x);
-  const at::Tensor want = Reference(x, l);
+  const at::Tensor want = Reference(x, l, *q);
   for (int64_t r = 0; r < 12; ++r) {
     EXPECT_LT(RelativeError(got[r], want[r]), 5e-3) << "row " << r;
   }
@@ -64,29 +83,103 @@ TEST(Int8Linear, MatchesTheQuantizationArithmetic) {
   }
 }
 
-TEST(Int8Linear, ARowsResultDoesNotDependOnItsBatch) {
+TEST(Int8Linear, FloatChannelsKeepAnOutlierFromSettingTheRange) {
   if (!Int8Supported()) GTEST_SKIP() << "no oneDNN quantized engine";
-  const Layer l = RandomLayer(48, 32, 5);
-  auto q = Int8Linear::Create(l.weight, l.bias);
-  ASSERT_TRUE(q.ok()) << q.status();
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
-  at::Tensor batch = at::randn({2, 7, 32}, gen);
-  batch[1] *= 50.0;  // a loud neighbour
-  const at::Tensor together = q->Forward(batch);
-  ASSERT_EQ(together.sizes(), (at::IntArrayRef{2, 7, 48}));
-  for (int64_t s = 0; s < 2; ++s) {
-    const at::Tensor alone = q->Forward(batch[s]);
-    EXPECT_EQ((alone - together[s]).abs().max().item<double>(), 0.0)
-        << "sequence " << s;
+  const Layer l = RandomLayer(40, 64, 4);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(13);
+  at::Tensor x = at::randn({16, 64}, gen);
+  x.select(1, 5).mul_(200.0);  // one channel far above the rest
+  const at::Tensor keep = at::tensor({5}, at::kLong);
+  auto plain = Int8Linear::Create(l.weight, l.bias);
+  // Repeats and any order are accepted; the channels come back sorted.
+  auto kept =
+      Int8Linear::Create(l.weight, l.bias, at::tensor({5, 5}, at::kLong));
+  ASSERT_TRUE(plain.ok() && kept.ok());
+  EXPECT_FALSE(plain->float_channels().defined());
+  EXPECT_TRUE(at::equal(kept->float_channels(), keep));
+  const at::Tensor got = kept->Forward(x);
+  const at::Tensor want = Reference(x, l, *kept, keep);
+  for (int64_t r = 0; r < 16; ++r) {
+    EXPECT_LT(RelativeError(got[r], want[r]), 5e-3) << "row " << r;
+  }
+  // The other 63 channels' part of the product, which the outlier's range
+  // crushes to a few levels when it is quantized with them.
+  const at::Tensor rest =
+      at::linear(x.index_fill(1, keep, 0.0), l.weight, at::Tensor());
+  const at::Tensor outlier = at::linear(x, l.weight, l.bias) - rest;
+  const double with_float = RelativeError(got - outlier, rest);
+  const double all_int8 = RelativeError(plain->Forward(x) - outlier, rest);
+  EXPECT_LT(with_float, 0.03);
+  EXPECT_GT(all_int8, 4 * with_float);
+  std::printf("the rest's relative error: %.4f kept in float32, %.4f not\n",
+              with_float, all_int8);
+  // Channels outside [0, in) or of the wrong type are refused.
+  for (const at::Tensor& bad :
+       {at::tensor({64}, at::kLong), at::tensor({-1}, at::kLong),
+        at::tensor({1}, at::kInt), at::zeros({1, 1}, at::kLong)}) {
+    EXPECT_EQ(Int8Linear::Create(l.weight, l.bias, bad).status().code(),
+              absl::StatusCode::kInvalidArgument);
   }
 }
 
-TEST(Int8Linear, ZeroRowsStayZeroAndShapesAreChecked) {
+TEST(Int8Linear, TheBitSplitFollowsTheCpuAndTheFloatChannels) {
+  if (!Int8Supported()) GTEST_SKIP() << "no oneDNN quantized engine";
+  const Layer l = RandomLayer(8, 16, 2);
+  auto all = Int8Linear::Create(l.weight, l.bias);
+  auto kept = Int8Linear::Create(l.weight, l.bias, at::tensor({1}, at::kLong));
+  ASSERT_TRUE(all.ok() && kept.ok());
+  if (DetectCpuFeatures().native_int8()) {
+    EXPECT_EQ(all->weight_levels(), 127);
+    EXPECT_EQ(all->activation_levels(), 255);
+    EXPECT_EQ(kept->weight_levels(), 127);
+    EXPECT_EQ(kept->activation_levels(), 255);
+  } else {
+    // One operand gives up a bit, so that pair sums stay in 16 bits.
+    EXPECT_EQ(all->weight_levels(), 63);
+    EXPECT_EQ(all->activation_levels(), 255);
+    EXPECT_EQ(kept->weight_levels(), 127);
+    EXPECT_EQ(kept->activation_levels(), 127);
+  }
+}
+
+TEST(Int8Linear, ARowsResultDoesNotDependOnItsBatch) {
+  if (!Int8Supported()) GTEST_SKIP() << "no oneDNN quantized engine";
+  const Layer l = RandomLayer(48, 32, 5);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
+  at::Tensor batch = at::randn({2, 7, 32}, gen);
+  batch[1] *= 50.0;  // a loud neighbour
+  // With and without channels kept in float32.
+  for (const at::Tensor& keep :
+       {at::Tensor(), at::tensor({3, 17}, at::kLong)}) {
+    auto q = Int8Linear::Create(l.weight, l.bias, keep);
+    ASSERT_TRUE(q.ok()) << q.status();
+    const at::Tensor together = q->Forward(batch);
+    ASSERT_EQ(together.sizes(), (at::IntArrayRef{2, 7, 48}));
+    for (int64_t s = 0; s < 2; ++s) {
+      for (const at::Tensor& alone :
+           {q->Forward(batch[s]), q->Forward(batch[s].narrow(0, 2, 1))}) {
+        const at::Tensor same =
+            alone.size(0) == 7 ? together[s] : together[s].narrow(0, 2, 1);
+        EXPECT_EQ((alone - same).abs().max().item<double>(), 0.0)
+            << "sequence " << s << ", " << alone.size(0) << " rows, "
+            << (keep.defined() ? "float channels" : "all int8");
+      }
+    }
+  }
+}
+
+TEST(Int8Linear, FlatRowsAreExactAndShapesAreChecked) {
   if (!Int8Supported()) GTEST_SKIP() << "no oneDNN quantized engine";
   const Layer l = RandomLayer(8, 4, 1);
   auto q = Int8Linear::Create(l.weight, at::Tensor());
   ASSERT_TRUE(q.ok()) << q.status();
   EXPECT_EQ(q->Forward(at::zeros({3, 4})).abs().max().item<double>(), 0.0);
+  // A row of one repeated value has no range: it comes back through its
+  // centre, as the quantized weights' product with it.
+  const at::Tensor flat = at::full({2, 4}, 0.75);
+  const at::Tensor ws = l.weight.abs().amax(1, true) / q->weight_levels();
+  const at::Tensor wq = (l.weight / ws).round() * ws;
+  EXPECT_LT(RelativeError(q->Forward(flat), at::linear(flat, wq)), 1e-5);
   EXPECT_FALSE(Int8Linear::Create(at::zeros({8}), at::Tensor()).ok());
   EXPECT_FALSE(Int8Linear::Create(l.weight.to(at::kDouble), at::Tensor()).ok());
 }

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "server/model/encoder.h"
@@ -88,6 +90,52 @@ TEST(PrecisionGate, Int8OnEveryBuiltInModel) {
                 variance);
     EXPECT_LE(variance, 1e-5) << spec.name;
   }
+}
+
+// One channel of each feed-forward's hidden state runs 100x above the rest
+// (its row of linear1 scaled up, its column of linear2 scaled down, so the
+// float32 model still works), as a few channels of trained Transformers
+// do. Quantized with the rest, it sets every token's int8 range for
+// linear2 and leaves the other channels a few levels. The calibration
+// pass must find it without being told.
+TEST(PrecisionGate, Int8KeepsTheChannelsThatRunHighInFloat32) {
+  if (!Int8Supported()) GTEST_SKIP() << "no oneDNN quantized engine";
+  const ModelSpec spec = BuiltinRepository().models.at(0);
+  ASSERT_FALSE(spec.config.arch.gated_ffn);
+  std::map<std::string, at::Tensor> weights =
+      Encoder::RandomStateDict(spec.config, 7);
+  constexpr int64_t kHot = 11;
+  constexpr double kGain = 100.0;
+  for (int64_t i = 0; i < spec.config.num_layers; ++i) {
+    const std::string layer = "encoder.layers." + std::to_string(i) + ".";
+    weights.at(layer + "linear1.weight")[kHot].mul_(kGain);
+    if (weights.count(layer + "linear1.bias") > 0) {
+      weights.at(layer + "linear1.bias")[kHot].mul_(kGain);
+    }
+    weights.at(layer + "linear2.weight").select(1, kHot).div_(kGain);
+  }
+  auto make = [&] {
+    auto enc = Encoder::Create(spec.config, weights, at::kCPU);
+    EXPECT_TRUE(enc.ok()) << enc.status();
+    return std::move(enc).value();
+  };
+  const EncoderInput in = FixedInputs(8, 48, spec.config.vocab_size);
+  auto reference = make();
+  const at::Tensor want = Pooled(*reference, in);
+  Gate gate[2];
+  for (const int64_t channels : {int64_t{0}, int64_t{8}}) {
+    auto quantized = make();
+    ASSERT_TRUE(quantized->QuantizeInt8(channels).ok());
+    gate[channels > 0] = Cosines(Pooled(*quantized, in), want);
+    std::printf("int8, %ld float32 channels: cosine mean %.6f worst %.6f\n",
+                static_cast<long>(channels), gate[channels > 0].mean,
+                gate[channels > 0].worst);
+  }
+  EXPECT_GE(gate[1].mean, 0.999);
+  // Half the distance to 1 at least: the kept channel is what helps.
+  EXPECT_LT(1 - gate[1].mean, (1 - gate[0].mean) / 2);
+  EXPECT_EQ(make()->QuantizeInt8(-1).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(PrecisionGate, Bfloat16OnABuiltInModel) {
