@@ -24,6 +24,12 @@ Layer RandomLayer(int64_t out, int64_t in, uint64_t seed) {
           at::normal(0.0, 0.1, {out}, gen)};
 }
 
+// Each row of w rounded to `levels` levels of its max |w|, as a float.
+at::Tensor QuantizedWeight(const at::Tensor& w, double levels) {
+  const at::Tensor ws = w.abs().amax(1, true) / levels;
+  return (w / ws).round().clamp(-levels, levels) * ws;
+}
+
 // The arithmetic written out, with the layer's bit split: weights rounded
 // to L levels of their row's max |w| (L = 127, or 63); each activation row
 // moved by its centre c = (max + min) / 2, divided by its half range h,
@@ -45,8 +51,7 @@ at::Tensor Reference(at::Tensor x, const Layer& l, const Int8Linear& q,
     x = x.index_fill(1, keep, 0.0);
     w = w.index_fill(1, keep, 0.0);
   }
-  at::Tensor ws = w.abs().amax(1, true) / wl;
-  at::Tensor wq = (w / ws).round().clamp(-wl, wl) * ws;
+  const at::Tensor wq = QuantizedWeight(w, wl);
   at::Tensor hi = x.amax(1, true), lo = x.amin(1, true);
   at::Tensor c = (hi + lo) / 2, h = (hi - lo) / 2;
   const double levels = q.activation_levels();
@@ -177,8 +182,7 @@ TEST(Int8Linear, FlatRowsAreExactAndShapesAreChecked) {
   // A row of one repeated value has no range: it comes back through its
   // centre, as the quantized weights' product with it.
   const at::Tensor flat = at::full({2, 4}, 0.75);
-  const at::Tensor ws = l.weight.abs().amax(1, true) / q->weight_levels();
-  const at::Tensor wq = (l.weight / ws).round() * ws;
+  const at::Tensor wq = QuantizedWeight(l.weight, q->weight_levels());
   EXPECT_LT(RelativeError(q->Forward(flat), at::linear(flat, wq)), 1e-5);
   EXPECT_FALSE(Int8Linear::Create(at::zeros({8}), at::Tensor()).ok());
   EXPECT_FALSE(Int8Linear::Create(l.weight.to(at::kDouble), at::Tensor()).ok());
