@@ -19,7 +19,9 @@ test_pkgs=(libgtest-dev libgmock-dev python3-torch python3-numpy python3-grpcio 
   python3-protobuf clang-format prometheus nginx docker-compose python3-yaml
   python3-matplotlib python3-pip python3-setuptools python3-venv
   chromium nodejs openssl clang-14 libclang-rt-14-dev python3-sentencepiece
-  curl)
+  curl lld)
+# lld links the test builds' programs several times faster than GNU ld
+# (CMakeLists.txt, ENCODER_LINKER).
 # libboost1.74-dev: the HTTP port is Boost.Beast on Boost.Asio, header-only
 # (nothing of Boost at run time); OpenSSL for its TLS, zlib for gzip.
 # python3-pip, -setuptools and -venv install the encoderclient package offline
