@@ -18,27 +18,85 @@ c10::OperatorHandle Op(const char* name) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
 }
 
-// Rows [begin, end) of AddFloatChannels. The AVX2 clone runs the same
-// multiplies and adds as the default one (no FMA), so results do not
-// depend on which one the CPU gets either.
-__attribute__((target_clones("avx2", "default"))) void AddRows(
-    const float* x, const float* w, float* y, int64_t begin, int64_t end,
-    int64_t m, int64_t k) {
-  // Blocks of 64 outputs: their k weight rows (k x 256 bytes) stay in L1
-  // across the rows, and the 64 sums in a local array, which the compiler
-  // keeps in vector registers (the row and the weight might alias for all
-  // it knows, so a plain loop over the row stays scalar).
+// The int8 layer's two passes of its own, before and after the library's
+// product (Int8Linear::Forward). Each works on one row at a time, in a
+// fixed order of operations whatever the batch, so a row's result does not
+// depend on the other rows. The AVX2 clones run the same multiplies and
+// adds as the default ones (no FMA), so results do not depend on which
+// clone the CPU gets either. Fused, they replace eleven elementwise
+// LibTorch passes over the activations and outputs (gather, fill, min, max,
+// centre, scale, concatenate; two multiply-adds and the float channels'
+// sum), which together cost about as much as the int8 product itself.
+constexpr int64_t kLanes = 16;
+
+// Rows [begin, end) of x [n, in]: each row's centre c and half range h over
+// its int8 channels (and zero, which the float32 channels' slots hold),
+// written as (x - c) / h to norm [n, in] with those slots zero, and the
+// float32 channels' inputs gathered to kept [n, k].
+__attribute__((target_clones("avx2", "default"))) void NormalizeRows(
+    const float* x, float* norm, float* kept, float* centre, float* half,
+    const int64_t* channels, int64_t k, int64_t in, int64_t begin,
+    int64_t end) {
+  for (int64_t r = begin; r < end; ++r) {
+    const float* xr = x + r * in;
+    float* nr = norm + r * in;
+    for (int64_t j = 0; j < k; ++j) kept[r * k + j] = xr[channels[j]];
+    std::copy(xr, xr + in, nr);
+    for (int64_t j = 0; j < k; ++j) nr[channels[j]] = 0.0f;
+    // Sixteen lanes of running minima and maxima (a plain `std::min` over
+    // the row stays scalar without -ffinite-math-only).
+    float lo[kLanes], hi[kLanes];
+    for (int64_t t = 0; t < kLanes; ++t) lo[t] = hi[t] = nr[0];
+    int64_t i = 0;
+    for (; i + kLanes <= in; i += kLanes) {
+      for (int64_t t = 0; t < kLanes; ++t) {
+        const float v = nr[i + t];
+        lo[t] = v < lo[t] ? v : lo[t];
+        hi[t] = v > hi[t] ? v : hi[t];
+      }
+    }
+    float mn = lo[0], mx = hi[0];
+    for (int64_t t = 1; t < kLanes; ++t) {
+      mn = lo[t] < mn ? lo[t] : mn;
+      mx = hi[t] > mx ? hi[t] : mx;
+    }
+    for (; i < in; ++i) {
+      mn = nr[i] < mn ? nr[i] : mn;
+      mx = nr[i] > mx ? nr[i] : mx;
+    }
+    const float c = (mx + mn) * 0.5f;
+    const float h = std::max((mx - mn) * 0.5f, 1e-30f);
+    centre[r] = c;
+    half[r] = h;
+    for (int64_t t = 0; t < in; ++t) nr[t] = (nr[t] - c) / h;
+    for (int64_t j = 0; j < k; ++j) nr[channels[j]] = 0.0f;
+  }
+}
+
+// Rows [begin, end) of y [n, m], the product of the normalized rows, turned
+// in place into the layer's output: bias + h y + c (W 1) + the float32
+// channels' part, sum_j kept[r, j] fw[j] (fw [k, m]). Blocks of 64 outputs:
+// their k float32 weight rows stay in L1 across the rows, and the 64 sums
+// in a local array, which the compiler keeps in vector registers (the row
+// and the weights might alias for all it knows, so a plain loop over the
+// row stays scalar).
+__attribute__((target_clones("avx2", "default"))) void FinishRows(
+    float* y, const float* bias, const float* weight_sums, const float* centre,
+    const float* half, const float* kept, const float* fw, int64_t m, int64_t k,
+    int64_t begin, int64_t end) {
   constexpr int64_t kBlock = 64;
   for (int64_t o0 = 0; o0 < m; o0 += kBlock) {
     if (o0 + kBlock <= m) {
       for (int64_t r = begin; r < end; ++r) {
         float* row = y + r * m + o0;
-        const float* xr = x + r * k;
+        const float h = half[r], c = centre[r];
         float acc[kBlock];
-        for (int64_t t = 0; t < kBlock; ++t) acc[t] = row[t];
+        for (int64_t t = 0; t < kBlock; ++t) {
+          acc[t] = bias[o0 + t] + h * row[t] + c * weight_sums[o0 + t];
+        }
         for (int64_t j = 0; j < k; ++j) {
-          const float a = xr[j];
-          const float* wj = w + j * m + o0;
+          const float a = kept[r * k + j];
+          const float* wj = fw + j * m + o0;
           for (int64_t t = 0; t < kBlock; ++t) acc[t] += a * wj[t];
         }
         for (int64_t t = 0; t < kBlock; ++t) row[t] = acc[t];
@@ -46,30 +104,15 @@ __attribute__((target_clones("avx2", "default"))) void AddRows(
     } else {
       for (int64_t r = begin; r < end; ++r) {
         for (int64_t o = o0; o < m; ++o) {
-          float acc = y[r * m + o];
-          for (int64_t j = 0; j < k; ++j) acc += x[r * k + j] * w[j * m + o];
+          float acc =
+              bias[o] + half[r] * y[r * m + o] + centre[r] * weight_sums[o];
+          for (int64_t j = 0; j < k; ++j)
+            acc += kept[r * k + j] * fw[j * m + o];
           y[r * m + o] = acc;
         }
       }
     }
   }
-}
-
-// out[r] += sum_j kept[r, j] * weight[j] for contiguous float32 kept [n, k],
-// weight [k, m] and out [n, m], in one pass over `out` (k elementwise
-// passes through LibTorch cost about as much as the int8 product itself on
-// 4096 x 1536 outputs). Each element adds its k terms in the same order
-// whatever n is, so a row's result does not depend on its batch, as a BLAS
-// product's blocking or its one-row path could make it.
-void AddFloatChannels(const at::Tensor& kept, const at::Tensor& weight,
-                      at::Tensor& out) {
-  const int64_t n = out.size(0), m = out.size(1), k = kept.size(1);
-  const float* x = kept.data_ptr<float>();
-  const float* w = weight.data_ptr<float>();
-  float* y = out.data_ptr<float>();
-  at::parallel_for(0, n, 16, [&](int64_t begin, int64_t end) {
-    AddRows(x, w, y, begin, end, m, k);
-  });
 }
 
 }  // namespace
@@ -120,6 +163,9 @@ absl::StatusOr<Int8Linear> Int8Linear::Create(
       out.float_channels_ = std::get<0>(at::_unique(float_channels));
       out.float_weight_ =
           w.index_select(1, out.float_channels_).t().contiguous();
+      const at::Tensor sorted = out.float_channels_.contiguous();
+      out.channels_.assign(sorted.data_ptr<int64_t>(),
+                           sorted.data_ptr<int64_t>() + sorted.numel());
       w = w.index_fill(1, out.float_channels_, 0.0);
     }
     // The bit split without native int8 dot products (header).
@@ -138,8 +184,9 @@ absl::StatusOr<Int8Linear> Int8Linear::Create(
     out.packed_ = std::move(stack.at(0));
     // What a row's centre contributes: each output's sum of its quantized
     // weights (Forward).
-    out.weight_sums_ = qweight.dequantize().sum(1);
-    if (bias.defined()) out.bias_ = bias.to(at::kFloat).contiguous();
+    out.weight_sums_ = qweight.dequantize().sum(1).contiguous();
+    out.bias_ = bias.defined() ? bias.to(at::kFloat).contiguous()
+                               : at::zeros({out.out_}, at::kFloat);
     out.anchor_ = at::zeros({1, out.in_}, at::kFloat);
     out.anchor_.index_put_({0, 0}, 1.0);
     if (out.in_ > 1) out.anchor_.index_put_({0, 1}, -1.0);
@@ -152,38 +199,51 @@ absl::StatusOr<Int8Linear> Int8Linear::Create(
 
 at::Tensor Int8Linear::Forward(const at::Tensor& x) const {
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
-  at::Tensor rows = x.reshape({-1, in_});
+  const at::Tensor rows = x.reshape({-1, in_}).contiguous();
   const int64_t n = rows.size(0);
-  at::Tensor kept;  // [n, k]: the float32 channels' inputs
-  if (float_channels_.defined()) {
-    kept = rows.index_select(1, float_channels_);
-    rows = rows.index_fill(1, float_channels_, 0.0);
-  }
+  const int64_t k = static_cast<int64_t>(channels_.size());
   // Each row mapped onto [-1, 1] by its own centre and half range, so its
   // 256 levels span what it holds (one-sided rows, such as GELU outputs,
   // would waste half of them on a range centred at zero). A row of equal
   // values (zeros included) maps to zeros and comes back through its
-  // centre alone.
-  // (Two vectorized reductions: at::aminmax along rows took 9.9% of a
-  // 1 x 128 int8 forward in a profile, these two 2.8% of a 32 x 128 one.)
-  const at::Tensor lo = rows.amin(1, /*keepdim=*/true);
-  const at::Tensor hi = rows.amax(1, /*keepdim=*/true);
-  const at::Tensor centre = (hi + lo) * 0.5;
-  const at::Tensor half = ((hi - lo) * 0.5).clamp_min(1e-30);
-  const at::Tensor normalized = at::cat({(rows - centre) / half, anchor_}, 0);
+  // centre alone. The anchor row goes last.
+  at::Tensor normalized = at::empty({n + 1, in_}, at::kFloat);
+  normalized[n].copy_(anchor_[0]);
+  const at::Tensor kept = at::empty({n, k}, at::kFloat);
+  const at::Tensor centre = at::empty({n}, at::kFloat);
+  const at::Tensor half = at::empty({n}, at::kFloat);
+  {
+    const float* xp = rows.data_ptr<float>();
+    float* np = normalized.data_ptr<float>();
+    float* kp = kept.data_ptr<float>();
+    float* cp = centre.data_ptr<float>();
+    float* hp = half.data_ptr<float>();
+    const int64_t* ch = channels_.data();
+    at::parallel_for(0, n, 16, [&](int64_t begin, int64_t end) {
+      NormalizeRows(xp, np, kp, cp, hp, ch, k, in_, begin, end);
+    });
+  }
   static const c10::OperatorHandle dynamic = Op("quantized::linear_dynamic");
   std::vector<c10::IValue> stack{normalized, packed_, reduce_range_};
   dynamic.callBoxed(&stack);
-  const at::Tensor y = stack.at(0).toTensor().narrow(0, 0, n);
-  // W (h q + c) = h (W q) + c (W 1).
-  at::Tensor out = bias_.defined() ? at::addcmul(bias_, y, half) : y * half;
-  out.addcmul_(centre, weight_sums_);
-  if (kept.defined()) {
-    out = out.contiguous();
-    AddFloatChannels(kept.contiguous(), float_weight_, out);
+  // W (h q + c) = h (W q) + c (W 1), plus the bias and the float32
+  // channels, in place over the product's first n rows.
+  at::Tensor y = stack.at(0).toTensor().contiguous();
+  {
+    float* yp = y.data_ptr<float>();
+    const float* fw = k > 0 ? float_weight_.data_ptr<float>() : nullptr;
+    const float* kp = kept.data_ptr<float>();
+    const float* cp = centre.data_ptr<float>();
+    const float* hp = half.data_ptr<float>();
+    const float* bp = bias_.data_ptr<float>();
+    const float* ws = weight_sums_.data_ptr<float>();
+    const int64_t m = out_;
+    at::parallel_for(0, n, 16, [&](int64_t begin, int64_t end) {
+      FinishRows(yp, bp, ws, cp, hp, kp, fw, m, k, begin, end);
+    });
   }
   shape.back() = out_;
-  return out.view(shape);
+  return y.narrow(0, 0, n).view(shape);
 }
 
 }  // namespace encoder::model
