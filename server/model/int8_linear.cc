@@ -160,12 +160,10 @@ absl::StatusOr<Int8Linear> Int8Linear::Create(
     out.in_ = weight.size(1);
     at::Tensor w = weight.contiguous();
     if (float_channels.defined() && float_channels.numel() > 0) {
-      out.float_channels_ = std::get<0>(at::_unique(float_channels));
+      out.float_channels_ =
+          std::get<0>(at::_unique(float_channels)).contiguous();
       out.float_weight_ =
           w.index_select(1, out.float_channels_).t().contiguous();
-      const at::Tensor sorted = out.float_channels_.contiguous();
-      out.channels_.assign(sorted.data_ptr<int64_t>(),
-                           sorted.data_ptr<int64_t>() + sorted.numel());
       w = w.index_fill(1, out.float_channels_, 0.0);
     }
     // The bit split without native int8 dot products (header).
@@ -201,7 +199,7 @@ at::Tensor Int8Linear::Forward(const at::Tensor& x) const {
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
   const at::Tensor rows = x.reshape({-1, in_}).contiguous();
   const int64_t n = rows.size(0);
-  const int64_t k = static_cast<int64_t>(channels_.size());
+  const int64_t k = float_channels_.defined() ? float_channels_.numel() : 0;
   // Each row mapped onto [-1, 1] by its own centre and half range, so its
   // 256 levels span what it holds (one-sided rows, such as GELU outputs,
   // would waste half of them on a range centred at zero). A row of equal
@@ -218,7 +216,7 @@ at::Tensor Int8Linear::Forward(const at::Tensor& x) const {
     float* kp = kept.data_ptr<float>();
     float* cp = centre.data_ptr<float>();
     float* hp = half.data_ptr<float>();
-    const int64_t* ch = channels_.data();
+    const int64_t* ch = k > 0 ? float_channels_.data_ptr<int64_t>() : nullptr;
     at::parallel_for(0, n, 16, [&](int64_t begin, int64_t end) {
       NormalizeRows(xp, np, kp, cp, hp, ch, k, in_, begin, end);
     });

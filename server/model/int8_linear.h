@@ -30,8 +30,6 @@
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
 
-#include <vector>
-
 #include "absl/status/statusor.h"
 
 namespace encoder::model {
@@ -72,7 +70,6 @@ class Int8Linear {
   at::Tensor weight_sums_;     // [out]: sum of each row of the quantized weight
   at::Tensor float_channels_;  // [k] int64, or undefined
   at::Tensor float_weight_;    // [k, out]: those channels' float32 weights
-  std::vector<int64_t> channels_;  // float_channels_, for the row loops
   int64_t in_ = 0;
   int64_t out_ = 0;
   int weight_levels_ = 127;
