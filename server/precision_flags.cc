@@ -26,6 +26,14 @@ void DefinePrecisionFlags(CLI::App& app, PrecisionFlags& f) {
                  "token's int8 range); 0 quantizes every channel")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--int8-row-outliers", f.int8_row_outliers,
+                 "int8: in each layer's second feed-forward projection, "
+                 "also keep each token's this many largest |x| in float32, "
+                 "wherever they fall (the large values after a GELU move "
+                 "from token to token, so fixed channels miss them); costs "
+                 "a second int8 copy of that weight. 0: none")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--pack-weights", f.pack_weights,
                  "float32 on the CPU: keep a second copy of the layers' "
                  "projection weights laid out once at load in oneDNN's "
@@ -59,6 +67,7 @@ absl::Status ApplyPrecisionFlags(const PrecisionFlags& flags,
   options->pack_weights = flags.pack_weights;
   options->packed_max_rows = flags.packed_max_rows;
   options->int8_float_channels = flags.int8_float_channels;
+  options->int8_row_outliers = flags.int8_row_outliers;
   if (flags.dtype == "auto") {
     options->dtype = at::kFloat;
     options->auto_precision = on_cpu;

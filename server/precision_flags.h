@@ -22,12 +22,13 @@ struct PrecisionFlags {
   bool pack_weights = false;
   int64_t packed_max_rows = 256;
   int64_t int8_float_channels = model::kDefaultInt8FloatChannels;
+  int64_t int8_row_outliers = 0;
 };
 
 void DefinePrecisionFlags(CLI::App& app, PrecisionFlags& flags);
 
-// Fills options->dtype, quantize, auto_precision, pack_weights and
-// int8_float_channels. On the CPU,
+// Fills options->dtype, quantize, auto_precision, pack_weights,
+// int8_float_channels and int8_row_outliers. On the CPU,
 // bfloat16 needs native bfloat16 (AVX-512 BF16 or AMX BF16) unless
 // --force-dtype: the library emulates it otherwise, tens of times slower than
 // float32. float16 needs CUDA; int8 needs the CPU and float32.

@@ -246,7 +246,11 @@ class Encoder {
   // the channels that run high are a property of the weights). CPU and
   // float32 only; FailedPrecondition otherwise or without the kernels;
   // InvalidArgument for a negative count. Call once, before serving.
-  absl::Status QuantizeInt8(int64_t float_channels = kDefaultInt8FloatChannels);
+  // `row_outliers`: in each layer's second feed-forward projection (its
+  // input is the activation's output), each token's that many largest |x|
+  // stay in float32 as well (Int8Linear::Create; at most the input width).
+  absl::Status QuantizeInt8(int64_t float_channels = kDefaultInt8FloatChannels,
+                            int64_t row_outliers = 0);
   // "none" or "int8".
   std::string quantization() const { return quantized_ ? "int8" : "none"; }
 

@@ -5,6 +5,8 @@
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -29,20 +31,81 @@ c10::OperatorHandle Op(const char* name) {
 // into a fresh tensor: short inputs run 12-16% faster (BENCHMARKS.md).
 constexpr int64_t kLanes = 16;
 
-// Rows [begin, end) of x [n, in]: each row's centre c and half range h over
-// its int8 channels (and zero, which the float32 channels' slots hold),
-// written as (x - c) / h to norm [n, in] with those slots zero, and the
-// float32 channels' inputs gathered to kept [n, k].
+// The d entries of row [0, in) with the largest |value|, their indices to
+// idx and values to val, largest first; of equal magnitudes the earlier
+// entry wins. A first vector pass takes each of 16 lanes' largest |value|;
+// the d-th largest of those 16 entries is a floor the answer cannot fall
+// below (d <= 16), so the second pass skips every block of 16 whose
+// largest |value| is under it (most are) and inserts the rest into a short
+// sorted list. Inlined into the callers' clones.
+__attribute__((always_inline)) inline void LargestEntries(const float* row,
+                                                          int64_t in, int64_t d,
+                                                          int64_t* idx,
+                                                          float* val) {
+  const int64_t full = in / kLanes * kLanes;
+  float floor0 = 0.0f;
+  if (full > 0 && d <= kLanes) {
+    float lane[kLanes] = {};
+    for (int64_t i0 = 0; i0 < full; i0 += kLanes) {
+      for (int64_t t = 0; t < kLanes; ++t) {
+        const float a = std::fabs(row[i0 + t]);
+        lane[t] = a > lane[t] ? a : lane[t];
+      }
+    }
+    std::nth_element(lane, lane + d - 1, lane + kLanes, std::greater<>());
+    floor0 = lane[d - 1];
+  }
+  int64_t count = 0;
+  float floor = 0.0f;  // |val[d - 1]| once the list is full
+  for (int64_t i0 = 0; i0 < in; i0 += kLanes) {
+    const int64_t i1 = std::min(i0 + kLanes, in);
+    if (i1 - i0 == kLanes) {
+      float top = 0.0f;
+      for (int64_t t = 0; t < kLanes; ++t) {
+        const float a = std::fabs(row[i0 + t]);
+        top = a > top ? a : top;
+      }
+      if (top < floor0 || (count == d && !(top > floor))) continue;
+    }
+    for (int64_t i = i0; i < i1; ++i) {
+      const float a = std::fabs(row[i]);
+      if (a < floor0 || (count == d && !(a > floor))) continue;
+      int64_t p = count < d ? count++ : d - 1;
+      while (p > 0 && a > std::fabs(val[p - 1])) {
+        idx[p] = idx[p - 1];
+        val[p] = val[p - 1];
+        --p;
+      }
+      idx[p] = i;
+      val[p] = row[i];
+      floor = std::fabs(val[count - 1]);
+    }
+  }
+}
+
+// Rows [begin, end) of x [n, in]: the float32 channels' inputs gathered to
+// kept [n, k]; then the row's d largest |values| among the rest (row
+// outliers) to out_idx/out_val [n, d], and zeros in their place; each
+// row's centre c and half range h over what remains (zeros included),
+// written as (x - c) / h to norm [n, in]. The float32 channels' slots are
+// then set to zero, as their weights are (Create). The row outliers'
+// columns stay in the int8 weight, so their slots keep (0 - c) / h and
+// come back as about zero, like any zero of the row.
 __attribute__((target_clones("avx2", "default"))) void NormalizeRows(
     const float* x, float* norm, float* kept, float* centre, float* half,
-    const int64_t* channels, int64_t k, int64_t in, int64_t begin,
-    int64_t end) {
+    const int64_t* channels, int64_t k, int64_t in, int64_t d, int64_t* out_idx,
+    float* out_val, int64_t begin, int64_t end) {
   for (int64_t r = begin; r < end; ++r) {
     const float* xr = x + r * in;
     float* nr = norm + r * in;
     for (int64_t j = 0; j < k; ++j) kept[r * k + j] = xr[channels[j]];
     std::copy(xr, xr + in, nr);
     for (int64_t j = 0; j < k; ++j) nr[channels[j]] = 0.0f;
+    int64_t* ri = out_idx + r * d;
+    if (d > 0) {
+      LargestEntries(nr, in, d, ri, out_val + r * d);
+      for (int64_t j = 0; j < d; ++j) nr[ri[j]] = 0.0f;
+    }
     // Sixteen lanes of running minima and maxima (a plain `std::min` over
     // the row stays scalar without -ffinite-math-only).
     float lo[kLanes], hi[kLanes];
@@ -73,9 +136,26 @@ __attribute__((target_clones("avx2", "default"))) void NormalizeRows(
   }
 }
 
+// row += a (q * scale) over [0, m), in blocks of kLanes with a fixed
+// trip count so that -O2's vectorizer takes them; restrict, as an int8
+// pointer may alias anything. Inlined into the callers' clones.
+__attribute__((always_inline)) inline void AddScaledRow(
+    float* __restrict row, const int8_t* __restrict q,
+    const float* __restrict scale, float a, int64_t m) {
+  int64_t o = 0;
+  for (; o + kLanes <= m; o += kLanes) {
+    for (int64_t t = 0; t < kLanes; ++t) {
+      row[o + t] += a * (static_cast<float>(q[o + t]) * scale[o + t]);
+    }
+  }
+  for (; o < m; ++o) row[o] += a * (static_cast<float>(q[o]) * scale[o]);
+}
+
 // Rows [begin, end) of y [n, m], the product of the normalized rows, turned
 // in place into the layer's output: bias + h y + c (W 1) + the float32
-// channels' part, sum_j kept[r, j] fw[j] (fw [k, m]). Blocks of 64 outputs:
+// channels' part, sum_j kept[r, j] fw[j] (fw [k, m]) + the row outliers'
+// part, sum_j out_val[r, j] (qw[out_idx[r, j]] * scale) (qw [in, m], the
+// quantized weight's columns; scale [m]). Blocks of 64 outputs:
 // their k float32 weight rows stay in L1 across the rows, and the 64 sums
 // in a local array, which the compiler keeps in vector registers (the row
 // and the weights might alias for all it knows, so a plain loop over the
@@ -83,7 +163,8 @@ __attribute__((target_clones("avx2", "default"))) void NormalizeRows(
 __attribute__((target_clones("avx2", "default"))) void FinishRows(
     float* y, const float* bias, const float* weight_sums, const float* centre,
     const float* half, const float* kept, const float* fw, int64_t m, int64_t k,
-    int64_t begin, int64_t end) {
+    const int8_t* qw, const float* scale, const int64_t* out_idx,
+    const float* out_val, int64_t d, int64_t begin, int64_t end) {
   constexpr int64_t kBlock = 64;
   for (int64_t o0 = 0; o0 < m; o0 += kBlock) {
     if (o0 + kBlock <= m) {
@@ -113,6 +194,17 @@ __attribute__((target_clones("avx2", "default"))) void FinishRows(
       }
     }
   }
+  // The row outliers last, one whole weight row each: they fall in a
+  // different row of qw for every row of y, so walking qw in blocks would
+  // miss the cache once per block and outlier.
+  for (int64_t r = begin; r < end; ++r) {
+    float* row = y + r * m;
+    for (int64_t j = 0; j < d; ++j) {
+      const float a = out_val[r * d + j];
+      const int8_t* qj = qw + out_idx[r * d + j] * m;
+      AddScaledRow(row, qj, scale, a, m);
+    }
+  }
 }
 
 }  // namespace
@@ -123,9 +215,10 @@ bool Int8Supported() {
          engines.end();
 }
 
-absl::StatusOr<Int8Linear> Int8Linear::Create(
-    const at::Tensor& weight, const at::Tensor& bias,
-    const at::Tensor& float_channels) {
+absl::StatusOr<Int8Linear> Int8Linear::Create(const at::Tensor& weight,
+                                              const at::Tensor& bias,
+                                              const at::Tensor& float_channels,
+                                              int64_t row_outliers) {
   if (!Int8Supported()) {
     return absl::FailedPreconditionError(
         "int8 needs LibTorch's oneDNN quantized engine, which this build "
@@ -135,6 +228,11 @@ absl::StatusOr<Int8Linear> Int8Linear::Create(
       weight.scalar_type() != at::kFloat) {
     return absl::InvalidArgumentError(
         "int8 linear needs a float32 [out, in] weight on the CPU");
+  }
+  if (row_outliers < 0 || row_outliers > weight.size(1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("int8 row outliers must lie in [0, ", weight.size(1),
+                     "], not ", row_outliers));
   }
   if (float_channels.defined()) {
     if (float_channels.dim() != 1 ||
@@ -168,7 +266,8 @@ absl::StatusOr<Int8Linear> Int8Linear::Create(
     }
     // The bit split without native int8 dot products (header).
     const bool native = DetectCpuFeatures().native_int8();
-    out.reduce_range_ = !native && out.float_channels_.defined();
+    out.reduce_range_ =
+        !native && (out.float_channels_.defined() || row_outliers > 0);
     out.weight_levels_ = native || out.reduce_range_ ? 127 : 63;
     const at::Tensor scales =
         (w.abs().amax(1) / static_cast<double>(out.weight_levels_))
@@ -183,6 +282,11 @@ absl::StatusOr<Int8Linear> Int8Linear::Create(
     // What a row's centre contributes: each output's sum of its quantized
     // weights (Forward).
     out.weight_sums_ = qweight.dequantize().sum(1).contiguous();
+    out.row_outliers_ = row_outliers;
+    if (row_outliers > 0) {
+      out.outlier_weight_ = qweight.int_repr().t().contiguous();
+      out.outlier_scales_ = scales.to(at::kFloat).contiguous();
+    }
     out.bias_ = bias.defined() ? bias.to(at::kFloat).contiguous()
                                : at::zeros({out.out_}, at::kFloat);
     out.anchor_ = at::zeros({1, out.in_}, at::kFloat);
@@ -210,6 +314,9 @@ at::Tensor Int8Linear::Forward(const at::Tensor& x) const {
   const at::Tensor kept = at::empty({n, k}, at::kFloat);
   const at::Tensor centre = at::empty({n}, at::kFloat);
   const at::Tensor half = at::empty({n}, at::kFloat);
+  const int64_t d = row_outliers_;
+  const at::Tensor out_idx = at::empty({n, d}, at::kLong);
+  const at::Tensor out_val = at::empty({n, d}, at::kFloat);
   {
     const float* xp = rows.data_ptr<float>();
     float* np = normalized.data_ptr<float>();
@@ -218,7 +325,9 @@ at::Tensor Int8Linear::Forward(const at::Tensor& x) const {
     float* hp = half.data_ptr<float>();
     const int64_t* ch = k > 0 ? float_channels_.data_ptr<int64_t>() : nullptr;
     at::parallel_for(0, n, 16, [&](int64_t begin, int64_t end) {
-      NormalizeRows(xp, np, kp, cp, hp, ch, k, in_, begin, end);
+      NormalizeRows(xp, np, kp, cp, hp, ch, k, in_, d,
+                    out_idx.data_ptr<int64_t>(), out_val.data_ptr<float>(),
+                    begin, end);
     });
   }
   static const c10::OperatorHandle dynamic = Op("quantized::linear_dynamic");
@@ -235,9 +344,13 @@ at::Tensor Int8Linear::Forward(const at::Tensor& x) const {
     const float* hp = half.data_ptr<float>();
     const float* bp = bias_.data_ptr<float>();
     const float* ws = weight_sums_.data_ptr<float>();
+    const int8_t* qw = d > 0 ? outlier_weight_.data_ptr<int8_t>() : nullptr;
+    const float* qs = d > 0 ? outlier_scales_.data_ptr<float>() : nullptr;
     const int64_t m = out_;
     at::parallel_for(0, n, 16, [&](int64_t begin, int64_t end) {
-      FinishRows(yp, bp, ws, cp, hp, kp, fw, m, k, begin, end);
+      FinishRows(yp, bp, ws, cp, hp, kp, fw, m, k, qw, qs,
+                 out_idx.data_ptr<int64_t>(), out_val.data_ptr<float>(), d,
+                 begin, end);
     });
   }
   shape.back() = out_;

@@ -18,9 +18,10 @@
 // Without VNNI (or AMX) the kernels add pairs of u8 x s8 products in 16
 // bits, which saturates when both operands use their full range (8% error
 // measured on an AVX2 CPU). There one operand gives up a bit, whichever
-// costs less: with channels kept in float32 (below) the activations'
-// ranges are tight, and they use 7 bits (0..127) with 8-bit weights
-// (MiniLM, 8 channels: mean cosine 0.9991 against 0.9988 the other way);
+// costs less: with channels kept in float32 (fixed channels or row
+// outliers, below) the activations' ranges are tight, and they use 7 bits
+// (0..127) with 8-bit weights (MiniLM, 8 channels: mean cosine 0.9991
+// against 0.9988 the other way);
 // with every channel quantized the weights use 7 bits (-63..63; 0.9949
 // against 0.9932). A pair then sums to at most 2 * 127 * 127 = 32258, or
 // 2 * 255 * 64 = 32640, < 2^15 (BENCHMARKS.md).
@@ -45,9 +46,18 @@ class Int8Linear {
   // follows them (Encoder::QuantizeInt8 picks them). FailedPrecondition
   // when this LibTorch build has no oneDNN quantized engine;
   // InvalidArgument for a bad weight or channel.
+  //
+  // row_outliers d: besides those fixed channels, each row's d largest
+  // |values| among the rest stay out of its range and the int8 product too;
+  // they are multiplied in float32 by the quantized weight's columns (the
+  // int8 weight kept a second time, [in, out], 1 byte per weight). This
+  // follows what fixed channels cannot: a GELU output's large values sit
+  // in different channels from token to token. InvalidArgument outside
+  // [0, in].
   static absl::StatusOr<Int8Linear> Create(
       const at::Tensor& weight, const at::Tensor& bias,
-      const at::Tensor& float_channels = at::Tensor());
+      const at::Tensor& float_channels = at::Tensor(),
+      int64_t row_outliers = 0);
 
   // x [..., in] float32 -> [..., out] float32. Thread-safe.
   at::Tensor Forward(const at::Tensor& x) const;
@@ -60,6 +70,7 @@ class Int8Linear {
   int weight_levels() const { return weight_levels_; }
   int activation_levels() const { return reduce_range_ ? 127 : 255; }
   int64_t out_features() const { return out_; }
+  int64_t row_outliers() const { return row_outliers_; }
 
  private:
   Int8Linear() = default;
@@ -70,6 +81,10 @@ class Int8Linear {
   at::Tensor weight_sums_;     // [out]: sum of each row of the quantized weight
   at::Tensor float_channels_;  // [k] int64, or undefined
   at::Tensor float_weight_;    // [k, out]: those channels' float32 weights
+  at::Tensor outlier_weight_;  // [in, out] int8: the quantized weight, or
+                               // undefined without row outliers
+  at::Tensor outlier_scales_;  // [out]: its scales
+  int64_t row_outliers_ = 0;
   int64_t in_ = 0;
   int64_t out_ = 0;
   int weight_levels_ = 127;

@@ -274,8 +274,9 @@ absl::StatusOr<std::unique_ptr<model::Encoder>> LoadPrecision(
     }
   }
   if (options.auto_precision && cpu) {
-    auto choice = ChoosePrecision(hosted->spec, std::move(encoder),
-                                  options.int8_float_channels);
+    auto choice =
+        ChoosePrecision(hosted->spec, std::move(encoder),
+                        options.int8_float_channels, options.int8_row_outliers);
     if (!choice.ok()) return named(choice.status());
     hosted->precision_trials = std::move(choice->trials);
     return std::move(choice->encoder);
@@ -283,7 +284,8 @@ absl::StatusOr<std::unique_ptr<model::Encoder>> LoadPrecision(
   const std::string quantize =
       spec.quantize.empty() ? options.quantize : spec.quantize;
   if (quantize == "int8") {
-    if (absl::Status s = encoder->QuantizeInt8(options.int8_float_channels);
+    if (absl::Status s = encoder->QuantizeInt8(options.int8_float_channels,
+                                               options.int8_row_outliers);
         !s.ok()) {
       return named(s);
     }

@@ -39,6 +39,9 @@ struct HostOptions {
   // int8 models: input channels per projection kept in float32
   // (model::Encoder::QuantizeInt8).
   int64_t int8_float_channels = model::kDefaultInt8FloatChannels;
+  // And each token's this many largest |x| in the feed-forward's second
+  // projection (0: none).
+  int64_t int8_row_outliers = 0;
   // Defaults for every model; a model's repository entry may override.
   batching::BatchOptions batching;
   bool warm_up = true;

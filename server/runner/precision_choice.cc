@@ -55,12 +55,12 @@ absl::StatusOr<double> TimeForward(const model::Encoder& enc,
 
 absl::StatusOr<std::unique_ptr<model::Encoder>> Build(
     const model::ModelSpec& spec, const std::string& precision,
-    int64_t int8_float_channels) {
+    int64_t int8_float_channels, int64_t int8_row_outliers) {
   if (precision == "bfloat16") {
     return model::LoadModel(spec, at::kCPU, at::kBFloat16);
   }
   ASSIGN_OR_RETURN(auto enc, model::LoadModel(spec, at::kCPU, at::kFloat));
-  RETURN_IF_ERROR(enc->QuantizeInt8(int8_float_channels));
+  RETURN_IF_ERROR(enc->QuantizeInt8(int8_float_channels, int8_row_outliers));
   return enc;
 }
 
@@ -80,7 +80,7 @@ std::string PrecisionName(const model::Encoder& encoder) {
 
 absl::StatusOr<PrecisionChoice> ChoosePrecision(
     const model::ModelSpec& spec, std::unique_ptr<model::Encoder> float32,
-    int64_t int8_float_channels) {
+    int64_t int8_float_channels, int64_t int8_row_outliers) {
   c10::InferenceMode guard;
   const model::ModelConfig& c = float32->config();
   const int64_t length = std::min<int64_t>(128, c.max_length());
@@ -101,7 +101,8 @@ absl::StatusOr<PrecisionChoice> ChoosePrecision(
     candidates.push_back({"bfloat16", kBfloat16MinCosine});
   }
   for (const auto& [precision, min_cosine] : candidates) {
-    ASSIGN_OR_RETURN(auto enc, Build(spec, precision, int8_float_channels));
+    ASSIGN_OR_RETURN(auto enc, Build(spec, precision, int8_float_channels,
+                                     int8_row_outliers));
     ASSIGN_OR_RETURN(auto pooled, Pooled(*enc, gate));
     const at::Tensor cos = at::cosine_similarity(pooled, reference, 1);
     PrecisionTrial trial{precision, 0, 8, length};

@@ -50,6 +50,7 @@ struct Options {
   std::string dtype = "float32";
   std::string quantize = "none";
   int64_t int8_float_channels = encoder::model::kDefaultInt8FloatChannels;
+  int64_t int8_row_outliers = 0;
   bool pack_weights = false;
   int64_t packed_max_rows = encoder::model::PackedLinear::kDefaultPackedMaxRows;
   // Idle time before each timed forward, as a server sees between calls.
@@ -160,6 +161,10 @@ int main(int argc, char** argv) {
                  "int8: input channels per projection kept in float32, as "
                  "the server's flag")
       ->capture_default_str();
+  app.add_option("--int8-row-outliers", o.int8_row_outliers,
+                 "int8: each token's largest |x| in the feed-forward's "
+                 "second projection kept in float32, as the server's flag")
+      ->capture_default_str();
   app.add_option("--pack-weights", o.pack_weights,
                  "float32 CPU weights packed at load, as the server's flag")
       ->capture_default_str();
@@ -225,7 +230,8 @@ int main(int argc, char** argv) {
   }
   // The server's own batch path: pad, forward, slice, pool.
   if (o.quantize == "int8") {
-    if (absl::Status s = (*encoder)->QuantizeInt8(o.int8_float_channels);
+    if (absl::Status s = (*encoder)->QuantizeInt8(o.int8_float_channels,
+                                                  o.int8_row_outliers);
         !s.ok()) {
       std::cerr << s << "\n";
       return 1;
@@ -242,6 +248,7 @@ int main(int argc, char** argv) {
   out["dtype"] = o.dtype;
   out["quantize"] = o.quantize;
   out["int8_float_channels"] = o.int8_float_channels;
+  out["int8_row_outliers"] = o.int8_row_outliers;
   out["packed_weights"] = packed;
   out["packed_max_rows"] = o.packed_max_rows;
   out["pause_us"] = o.pause_us;

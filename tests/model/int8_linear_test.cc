@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 #include "server/model/cpu_features.h"
 
@@ -39,9 +40,12 @@ at::Tensor QuantizedWeight(const at::Tensor& w, double levels) {
 // and ties otherwise, hence a tolerance of a fraction of one level's effect. A
 // kernel whose 16-bit pair sums saturated would miss it by far more (8%
 // measured). With `keep` (input channels kept in float32), those channels'
-// product is exact and they are zeros in both int8 operands.
+// product is exact and they are zeros in both int8 operands. With
+// `row_outliers` d, each row's d largest |x| among the rest multiply the
+// rounded weights exactly and are zeros in the row's int8 operand.
 at::Tensor Reference(at::Tensor x, const Layer& l, const Int8Linear& q,
-                     const at::Tensor& keep = at::Tensor()) {
+                     const at::Tensor& keep = at::Tensor(),
+                     int64_t row_outliers = 0) {
   const double wl = q.weight_levels();
   at::Tensor w = l.weight;
   at::Tensor exact_part = at::zeros({x.size(0), w.size(0)}, at::kDouble);
@@ -52,6 +56,17 @@ at::Tensor Reference(at::Tensor x, const Layer& l, const Int8Linear& q,
     w = w.index_fill(1, keep, 0.0);
   }
   const at::Tensor wq = QuantizedWeight(w, wl);
+  if (row_outliers > 0) {
+    const at::Tensor idx = std::get<1>(x.abs().topk(row_outliers, 1));
+    const at::Tensor vals = x.gather(1, idx).to(at::kDouble);
+    // [rows, d, out]: each outlier's column of the rounded weights.
+    const at::Tensor cols =
+        wq.t().to(at::kDouble).index_select(0, idx.flatten());
+    exact_part +=
+        (vals.unsqueeze(2) * cols.view({x.size(0), row_outliers, wq.size(0)}))
+            .sum(1);
+    x = x.scatter(1, idx, 0.0);
+  }
   at::Tensor hi = x.amax(1, true), lo = x.amin(1, true);
   at::Tensor c = (hi + lo) / 2, h = (hi - lo) / 2;
   const double levels = q.activation_levels();
@@ -127,12 +142,72 @@ TEST(Int8Linear, FloatChannelsKeepAnOutlierFromSettingTheRange) {
   }
 }
 
+TEST(Int8Linear, RowOutliersFollowEachTokensLargeValues) {
+  if (!Int8Supported()) GTEST_SKIP() << "no oneDNN quantized engine";
+  const Layer l = RandomLayer(40, 64, 6);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(17);
+  at::Tensor x = at::randn({16, 64}, gen);
+  // Each row's one loud value in a channel of its own, as after a GELU:
+  // no fixed channel catches them all.
+  const at::Tensor loud = (at::arange(16) * 5).remainder(64);
+  for (int64_t r = 0; r < 16; ++r) {
+    x[r][loud[r].item<int64_t>()] = r % 2 == 0 ? 30.0 : -30.0;
+  }
+  auto plain = Int8Linear::Create(l.weight, l.bias);
+  auto followed = Int8Linear::Create(l.weight, l.bias, at::Tensor(), 2);
+  ASSERT_TRUE(plain.ok() && followed.ok());
+  EXPECT_EQ(plain->row_outliers(), 0);
+  EXPECT_EQ(followed->row_outliers(), 2);
+  const at::Tensor got = followed->Forward(x);
+  const at::Tensor want = Reference(x, l, *followed, at::Tensor(), 2);
+  for (int64_t r = 0; r < 16; ++r) {
+    EXPECT_LT(RelativeError(got[r], want[r]), 5e-3) << "row " << r;
+  }
+  // Against float32: the loud values no longer stretch the row's range
+  // over the rest.
+  const at::Tensor exact = at::linear(x, l.weight, l.bias);
+  const double with_outliers = RelativeError(got, exact);
+  const double all_int8 = RelativeError(plain->Forward(x), exact);
+  EXPECT_LT(with_outliers, 0.01);
+  EXPECT_GT(all_int8, 2 * with_outliers);
+  std::printf("relative error to float32: %.4f with row outliers, %.4f not\n",
+              with_outliers, all_int8);
+  // Together with fixed channels, and a count outside [0, in] refused.
+  auto both =
+      Int8Linear::Create(l.weight, l.bias, at::tensor({7}, at::kLong), 3);
+  ASSERT_TRUE(both.ok()) << both.status();
+  const at::Tensor want_both =
+      Reference(x, l, *both, at::tensor({7}, at::kLong), 3);
+  const at::Tensor got_both = both->Forward(x);
+  for (int64_t r = 0; r < 16; ++r) {
+    EXPECT_LT(RelativeError(got_both[r], want_both[r]), 5e-3) << "row " << r;
+  }
+  // More than 16 per row (the selection's first pass then gives no floor).
+  auto many = Int8Linear::Create(l.weight, l.bias, at::Tensor(), 20);
+  ASSERT_TRUE(many.ok()) << many.status();
+  const at::Tensor want_many = Reference(x, l, *many, at::Tensor(), 20);
+  const at::Tensor got_many = many->Forward(x);
+  for (int64_t r = 0; r < 16; ++r) {
+    EXPECT_LT(RelativeError(got_many[r], want_many[r]), 5e-3) << "row " << r;
+  }
+  EXPECT_TRUE(Int8Linear::Create(l.weight, l.bias, at::Tensor(), 64).ok());
+  for (int64_t bad : {int64_t{-1}, int64_t{65}}) {
+    EXPECT_EQ(
+        Int8Linear::Create(l.weight, l.bias, at::Tensor(), bad).status().code(),
+        absl::StatusCode::kInvalidArgument);
+  }
+}
+
 TEST(Int8Linear, TheBitSplitFollowsTheCpuAndTheFloatChannels) {
   if (!Int8Supported()) GTEST_SKIP() << "no oneDNN quantized engine";
   const Layer l = RandomLayer(8, 16, 2);
   auto all = Int8Linear::Create(l.weight, l.bias);
   auto kept = Int8Linear::Create(l.weight, l.bias, at::tensor({1}, at::kLong));
-  ASSERT_TRUE(all.ok() && kept.ok());
+  auto outliers = Int8Linear::Create(l.weight, l.bias, at::Tensor(), 1);
+  ASSERT_TRUE(all.ok() && kept.ok() && outliers.ok());
+  // Row outliers tighten the ranges as fixed channels do.
+  EXPECT_EQ(outliers->weight_levels(), kept->weight_levels());
+  EXPECT_EQ(outliers->activation_levels(), kept->activation_levels());
   if (DetectCpuFeatures().native_int8()) {
     EXPECT_EQ(all->weight_levels(), 127);
     EXPECT_EQ(all->activation_levels(), 255);
@@ -153,10 +228,12 @@ TEST(Int8Linear, ARowsResultDoesNotDependOnItsBatch) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
   at::Tensor batch = at::randn({2, 7, 32}, gen);
   batch[1] *= 50.0;  // a loud neighbour
-  // With and without channels kept in float32.
-  for (const at::Tensor& keep :
-       {at::Tensor(), at::tensor({3, 17}, at::kLong)}) {
-    auto q = Int8Linear::Create(l.weight, l.bias, keep);
+  // With and without channels kept in float32, and with row outliers.
+  for (const auto& [keep, d] :
+       {std::pair{at::Tensor(), int64_t{0}},
+        std::pair{at::tensor({3, 17}, at::kLong), int64_t{0}},
+        std::pair{at::tensor({3, 17}, at::kLong), int64_t{4}}}) {
+    auto q = Int8Linear::Create(l.weight, l.bias, keep, d);
     ASSERT_TRUE(q.ok()) << q.status();
     const at::Tensor together = q->Forward(batch);
     ASSERT_EQ(together.sizes(), (at::IntArrayRef{2, 7, 48}));
@@ -167,7 +244,8 @@ TEST(Int8Linear, ARowsResultDoesNotDependOnItsBatch) {
             alone.size(0) == 7 ? together[s] : together[s].narrow(0, 2, 1);
         EXPECT_EQ((alone - same).abs().max().item<double>(), 0.0)
             << "sequence " << s << ", " << alone.size(0) << " rows, "
-            << (keep.defined() ? "float channels" : "all int8");
+            << (keep.defined() ? "float channels" : "all int8") << ", " << d
+            << " row outliers";
       }
     }
   }

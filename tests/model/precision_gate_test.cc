@@ -92,6 +92,25 @@ TEST(PrecisionGate, Int8OnEveryBuiltInModel) {
   }
 }
 
+// Row outliers in the feed-forward's second projection: still batch
+// independent, still through the gate; a negative count refused. (What
+// they buy shows on real weights: BENCHMARKS.md, "Row outliers".)
+TEST(PrecisionGate, Int8WithRowOutliersStaysBatchIndependent) {
+  if (!Int8Supported()) GTEST_SKIP() << "no oneDNN quantized engine";
+  const ModelSpec spec = BuiltinRepository().models.at(0);
+  const EncoderInput in = FixedInputs(8, 64, spec.config.vocab_size);
+  auto reference = Load(spec, at::kFloat);
+  auto quantized = Load(spec, at::kFloat);
+  ASSERT_TRUE(quantized->QuantizeInt8(kDefaultInt8FloatChannels, 4).ok());
+  const Gate g = Cosines(Pooled(*quantized, in), Pooled(*reference, in));
+  std::printf("int8 + 4 row outliers %s: mean %.6f worst %.6f\n",
+              spec.name.c_str(), g.mean, g.worst);
+  EXPECT_GE(g.mean, 0.99);
+  EXPECT_LE(BatchVariance(*quantized, in), 1e-5);
+  EXPECT_EQ(Load(spec, at::kFloat)->QuantizeInt8(8, -1).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 // One channel of each feed-forward's hidden state runs 100x above the rest
 // (its row of linear1 scaled up, its column of linear2 scaled down, so the
 // float32 model still works), as a few channels of trained Transformers
