@@ -153,9 +153,9 @@ __attribute__((always_inline)) inline void AddScaledRow(
 
 // Rows [begin, end) of y [n, m], the product of the normalized rows, turned
 // in place into the layer's output: bias + h y + c (W 1) + the float32
-// channels' part, sum_j kept[r, j] fw[j] (fw [k, m]) + the row outliers'
-// part, sum_j out_val[r, j] (qw[out_idx[r, j]] * scale) (qw [in, m], the
-// quantized weight's columns; scale [m]). Blocks of 64 outputs:
+// channels' part, sum_j kept[r, j] fw[j] (fw [k, m]); after that, the row
+// outliers' part, sum_j out_val[r, j] (qw[out_idx[r, j]] * scale) (qw
+// [in, m], the quantized weight's columns; scale [m]). Blocks of 64 outputs:
 // their k float32 weight rows stay in L1 across the rows, and the 64 sums
 // in a local array, which the compiler keeps in vector registers (the row
 // and the weights might alias for all it knows, so a plain loop over the
