@@ -101,8 +101,8 @@ __attribute__((target_clones("avx2", "default"))) void NormalizeRows(
     for (int64_t j = 0; j < k; ++j) kept[r * k + j] = xr[channels[j]];
     std::copy(xr, xr + in, nr);
     for (int64_t j = 0; j < k; ++j) nr[channels[j]] = 0.0f;
-    int64_t* ri = out_idx + r * d;
     if (d > 0) {
+      int64_t* ri = out_idx + r * d;
       LargestEntries(nr, in, d, ri, out_val + r * d);
       for (int64_t j = 0; j < d; ++j) nr[ri[j]] = 0.0f;
     }
