@@ -163,15 +163,31 @@ TEST(Int8Linear, RowOutliersFollowEachTokensLargeValues) {
   for (int64_t r = 0; r < 16; ++r) {
     EXPECT_LT(RelativeError(got[r], want[r]), 5e-3) << "row " << r;
   }
-  // Against float32: the loud values no longer stretch the row's range
-  // over the rest.
+  // Against float32, and against each layer's own rounded weights with
+  // float32 activations: the activations' rounding, which the loud values
+  // no longer stretch over the rest of their row. Where the CPU has native
+  // int8 dot products, both layers keep 8-bit weights and the weights'
+  // rounding is most of what is left against float32, so the second
+  // comparison is the one that shows the effect on every CPU: about 7x
+  // there, about 4x without them, where the layer with row outliers gives
+  // up an activation bit (the same arithmetic in PyTorch, six seeds:
+  // 7.1-8.3x and 3.8-4.4x).
   const at::Tensor exact = at::linear(x, l.weight, l.bias);
   const double with_outliers = RelativeError(got, exact);
   const double all_int8 = RelativeError(plain->Forward(x), exact);
   EXPECT_LT(with_outliers, 0.01);
-  EXPECT_GT(all_int8, 2 * with_outliers);
-  std::printf("relative error to float32: %.4f with row outliers, %.4f not\n",
-              with_outliers, all_int8);
+  EXPECT_GT(all_int8, with_outliers);
+  auto activation_error = [&](const Int8Linear& q, const at::Tensor& y) {
+    return RelativeError(
+        y, at::linear(x, QuantizedWeight(l.weight, q.weight_levels()), l.bias));
+  };
+  const double act_with = activation_error(*followed, got);
+  const double act_all = activation_error(*plain, plain->Forward(x));
+  EXPECT_GT(act_all, 2.5 * act_with);
+  std::printf(
+      "relative error to float32: %.4f with row outliers, %.4f not; "
+      "to float32 activations: %.4f, %.4f\n",
+      with_outliers, all_int8, act_with, act_all);
   // Together with fixed channels, and a count outside [0, in] refused.
   auto both =
       Int8Linear::Create(l.weight, l.bias, at::tensor({7}, at::kLong), 3);
