@@ -36,6 +36,7 @@ skip='^(format_check|layering_includes|core_only_clean|core_only_configure|deplo
 status=0
 ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 1800 \
   -E "$skip" "$@" || status=$?
+[ "$status" = 0 ] || bash scripts/failed_tails.sh "$build"
 if [ -n "$(ls -A "$reports")" ]; then
   for f in "$reports"/*; do
     echo "=== sanitizer report $f"

@@ -29,4 +29,9 @@ fi
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" "${torch_args[@]}"
 cmake --build "$build" -j "$(nproc)"
-ctest --test-dir "$build" --output-on-failure -j "$(nproc)" --timeout 900
+# On a failure, each failed test's last lines again at the end of the log
+# (scripts/failed_tails.sh).
+if ! ctest --test-dir "$build" --output-on-failure -j "$(nproc)" --timeout 900; then
+  bash scripts/failed_tails.sh "$build"
+  exit 1
+fi

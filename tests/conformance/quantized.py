@@ -10,14 +10,14 @@ same through /v1/embeddings (lists of ints, and base64 of the bytes).
 
 For "int8" and "uint8" (a byte per value in per-dimension ranges): without
 ranges, the ranges the response returns are the min and max of the
-server's floats (within 4 units in the last place: they come from a second
+server's floats (within NEAR_EDGE: they come from a second
 call), and the bytes are quantize_embeddings of those floats in those
 ranges;
 with calibration ranges (sentence-transformers' min and max of encode over
 other texts), byte for byte quantize_embeddings(ranges=...), values
 outside their range clipped to the byte's end as it clips them; and the
 bytes inside the ranges map back within one step of the float vectors.
-The byte checks against quantize_embeddings leave out values within 5e-8
+The byte checks against quantize_embeddings leave out values within 1e-6
 of a step edge or range bound, which the float rounding of a second call
 may move across it (counted, at most 5%). The same over /v1/embeddings.
 """
@@ -29,13 +29,15 @@ NEAR_ZERO = 1e-5
 # How far a float of a second call may be from the first's, and so how
 # close to a step edge or range bound it may be for its byte to move:
 # the two calls' batches can be formed differently (they are, when other
-# work shares the cores), and a product's terms summed in another order
-# differ by a few units in the last place of the terms, not of the sum:
-# a range 10 units off was seen in a run beside other tests (at most
-# 1.5e-7 for a value below 0.25). Steps are about 1e-4
-# wide, but a few dimensions span a tiny range, and most of their values
-# count as near.
-NEAR_EDGE = 2e-7
+# work shares the cores), a batch may run on one or two threads, and a
+# product's terms summed in another order differ by a few units in the
+# last place of the terms, not of the sum: ranges 5e-8 off were seen on a
+# quiet host and 1.5e-7 off in a run beside other tests. Steps are about
+# 9e-4 wide (the median over MiniLM's dimensions), so 1e-6 leaves out
+# about 0.1% of the values for it; a few dimensions span a tiny range, and
+# most of their values count as near (2.2% of all values with calibration
+# ranges, against 2.1% at 2e-7).
+NEAR_EDGE = 1e-6
 
 
 def _bits(packed):
@@ -151,9 +153,11 @@ def check_scalar(served, name, path, texts, report):
                    int(np.sum(~inside)))
         back = ranges[0] + (got.astype(np.float64) +
                             (128 if kind == "int8" else 0)) * step
-        err = np.abs(back - ours)[inside] / step[np.nonzero(inside)[1]]
+        # Values near an edge may sit a step and their drift off.
+        kept = inside & ~edge
+        err = np.abs(back - ours)[kept] / step[np.nonzero(kept)[1]]
         report.add(name, f"{kind}: dequantized error (steps)",
-                   float(err.max()), 1.0 + 1e-3, int(inside.sum()))
+                   float(err.max()), 1.0 + 1e-3, int(kept.sum()))
         data = served.post_embeddings(
             {"model": name, "input": texts[:8], "embedding_type": kind,
              "quantization_ranges": {"min": ranges[0].tolist(),
