@@ -151,20 +151,11 @@ __attribute__((always_inline)) inline void AddScaledRow(
   for (; o < m; ++o) row[o] += a * (static_cast<float>(q[o]) * scale[o]);
 }
 
-// Rows [begin, end) of y [n, m], the product of the normalized rows, turned
-// in place into the layer's output: bias + h y + c (W 1) + the float32
-// channels' part, sum_j kept[r, j] fw[j] (fw [k, m]); after that, the row
-// outliers' part, sum_j out_val[r, j] (qw[out_idx[r, j]] * scale) (qw
-// [in, m], the quantized weight's columns; scale [m]). Blocks of 64 outputs:
-// their k float32 weight rows stay in L1 across the rows, and the 64 sums
-// in a local array, which the compiler keeps in vector registers (the row
-// and the weights might alias for all it knows, so a plain loop over the
-// row stays scalar).
-__attribute__((target_clones("avx2", "default"))) void FinishRows(
+// Rows [begin, end) of FinishRows' float32 part (below), block by block.
+__attribute__((always_inline)) inline void FinishTile(
     float* y, const float* bias, const float* weight_sums, const float* centre,
     const float* half, const float* kept, const float* fw, int64_t m, int64_t k,
-    const int8_t* qw, const float* scale, const int64_t* out_idx,
-    const float* out_val, int64_t d, int64_t begin, int64_t end) {
+    int64_t begin, int64_t end) {
   constexpr int64_t kBlock = 64;
   for (int64_t o0 = 0; o0 < m; o0 += kBlock) {
     if (o0 + kBlock <= m) {
@@ -194,15 +185,39 @@ __attribute__((target_clones("avx2", "default"))) void FinishRows(
       }
     }
   }
-  // The row outliers last, one whole weight row each: they fall in a
-  // different row of qw for every row of y, so walking qw in blocks would
-  // miss the cache once per block and outlier.
-  for (int64_t r = begin; r < end; ++r) {
-    float* row = y + r * m;
-    for (int64_t j = 0; j < d; ++j) {
-      const float a = out_val[r * d + j];
-      const int8_t* qj = qw + out_idx[r * d + j] * m;
-      AddScaledRow(row, qj, scale, a, m);
+}
+
+// Rows [begin, end) of y [n, m], the product of the normalized rows, turned
+// in place into the layer's output: bias + h y + c (W 1) + the float32
+// channels' part, sum_j kept[r, j] fw[j] (fw [k, m]); after that, the row
+// outliers' part, sum_j out_val[r, j] (qw[out_idx[r, j]] * scale) (qw
+// [in, m], the quantized weight's columns; scale [m]). Blocks of 64 outputs:
+// their k float32 weight rows stay in L1 across the rows, and the 64 sums
+// in a local array, which the compiler keeps in vector registers (the row
+// and the weights might alias for all it knows, so a plain loop over the
+// row stays scalar).
+__attribute__((target_clones("avx2", "default"))) void FinishRows(
+    float* y, const float* bias, const float* weight_sums, const float* centre,
+    const float* half, const float* kept, const float* fw, int64_t m, int64_t k,
+    const int8_t* qw, const float* scale, const int64_t* out_idx,
+    const float* out_val, int64_t d, int64_t begin, int64_t end) {
+  // Tiles of kTileRows rows, each walked block by block and then given its
+  // row outliers: a tile's rows stay in L2 throughout (walking all of a
+  // thread's rows per block read y from memory once per block when it held
+  // thousands of rows). The row outliers take one whole weight row each:
+  // they fall in a different row of qw for every row of y, so walking qw in
+  // blocks would miss the cache once per block and outlier.
+  constexpr int64_t kTileRows = 16;
+  for (int64_t t0 = begin; t0 < end; t0 += kTileRows) {
+    const int64_t t1 = std::min(end, t0 + kTileRows);
+    FinishTile(y, bias, weight_sums, centre, half, kept, fw, m, k, t0, t1);
+    for (int64_t r = t0; r < t1; ++r) {
+      float* row = y + r * m;
+      for (int64_t j = 0; j < d; ++j) {
+        const float a = out_val[r * d + j];
+        const int8_t* qj = qw + out_idx[r * d + j] * m;
+        AddScaledRow(row, qj, scale, a, m);
+      }
     }
   }
 }

@@ -19,6 +19,7 @@
 #include "server/model/torch_compat.h"
 #include "server/runner/cpu_buffer_cache.h"
 #include "server/runner/encoder_runner.h"
+#include "server/runner/idle_trim.h"
 #include "server/runner/thread_policy.h"
 
 namespace {
@@ -58,6 +59,9 @@ struct Options {
   // The server's allocator setting, so that in-process and served runs
   // reuse (or map afresh) their large buffers alike.
   int64_t cpu_buffer_cache_bytes = encoder::runner::kDefaultCpuBufferCacheBytes;
+  // The server's: with idle trimming on (its default), glibc keeps freed
+  // memory mapped under load (IdleMallocTrimmer::HoldFreed).
+  bool hold_freed = true;
 };
 
 double Now() {
@@ -175,7 +179,12 @@ int main(int argc, char** argv) {
   app.add_option("--cpu-buffer-cache-bytes", o.cpu_buffer_cache_bytes,
                  "as the server's flag (0: LibTorch's allocator alone)")
       ->capture_default_str();
+  app.add_option("--hold-freed", o.hold_freed,
+                 "glibc keeps freed memory mapped, as the server does with "
+                 "--malloc-trim-idle-ms above 0 (its default)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (o.hold_freed) encoder::runner::IdleMallocTrimmer::HoldFreed();
   if (o.executions > 1 &&
       (o.compare_grid || o.compare_explicit || o.pause_us > 0)) {
     std::cerr << "--executions above 1 takes none of --compare-grid, "

@@ -264,6 +264,19 @@ TEST(Int8Linear, ARowsResultDoesNotDependOnItsBatch) {
             << " row outliers";
       }
     }
+    // Enough rows for several of the final pass's row tiles and threads'
+    // ranges, the last tile partial: each row as it comes out alone.
+    at::Tensor many = at::randn({53, 32}, gen);
+    many.narrow(0, 15, 3) *= 50.0;
+    const at::Tensor all = q->Forward(many);
+    for (int64_t r = 0; r < many.size(0); ++r) {
+      EXPECT_EQ((q->Forward(many.narrow(0, r, 1)) - all.narrow(0, r, 1))
+                    .abs()
+                    .max()
+                    .item<double>(),
+                0.0)
+          << "row " << r << " of 53, " << d << " row outliers";
+    }
   }
 }
 
