@@ -151,7 +151,11 @@ __attribute__((always_inline)) inline void AddScaledRow(
   for (; o < m; ++o) row[o] += a * (static_cast<float>(q[o]) * scale[o]);
 }
 
-// Rows [begin, end) of FinishRows' float32 part (below), block by block.
+// Rows [begin, end) of FinishRows' float32 part (below), in blocks of 64
+// outputs: their k float32 weight rows stay in L1 across the rows, and the
+// 64 sums in a local array, which the compiler keeps in vector registers
+// (the row and the weights might alias for all it knows, so a plain loop
+// over the row stays scalar).
 __attribute__((always_inline)) inline void FinishTile(
     float* y, const float* bias, const float* weight_sums, const float* centre,
     const float* half, const float* kept, const float* fw, int64_t m, int64_t k,
@@ -191,11 +195,7 @@ __attribute__((always_inline)) inline void FinishTile(
 // in place into the layer's output: bias + h y + c (W 1) + the float32
 // channels' part, sum_j kept[r, j] fw[j] (fw [k, m]); after that, the row
 // outliers' part, sum_j out_val[r, j] (qw[out_idx[r, j]] * scale) (qw
-// [in, m], the quantized weight's columns; scale [m]). Blocks of 64 outputs:
-// their k float32 weight rows stay in L1 across the rows, and the 64 sums
-// in a local array, which the compiler keeps in vector registers (the row
-// and the weights might alias for all it knows, so a plain loop over the
-// row stays scalar).
+// [in, m], the quantized weight's columns; scale [m]).
 __attribute__((target_clones("avx2", "default"))) void FinishRows(
     float* y, const float* bias, const float* weight_sums, const float* centre,
     const float* half, const float* kept, const float* fw, int64_t m, int64_t k,

@@ -35,11 +35,9 @@ std::unique_ptr<IdleMallocTrimmer> IdleMallocTrimmer::Start(
 
 void IdleMallocTrimmer::HoldFreed() {
 #ifndef ENCODER_ASAN
-  // glibc refuses an mmap threshold above half its largest heap, 32 MiB
-  // on 64-bit; setting either threshold also ends glibc's own adjustment
-  // of both.
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  // Setting either threshold also ends glibc's own adjustment of both.
+  mallopt(M_MMAP_THRESHOLD, kHeldMmapThreshold);
+  mallopt(M_TRIM_THRESHOLD, kHeldTrimThreshold);
 #endif
 }
 
@@ -59,8 +57,9 @@ std::string IdleMallocTrimmer::Describe() const {
   return absl::StrFormat(
       "free heap memory goes back to the system after %d ms with under "
       "%.0f%% of a core busy, and stays mapped under load (blocks up to "
-      "32 MiB from the heaps, up to 512 MiB of free heap top kept)",
-      options_.idle_ms, 100 * options_.idle_cpu_share);
+      "%d MiB from the heaps, up to %d MiB of free heap top kept)",
+      options_.idle_ms, 100 * options_.idle_cpu_share, kHeldMmapThreshold >> 20,
+      kHeldTrimThreshold >> 20);
 }
 
 void IdleMallocTrimmer::Run() {

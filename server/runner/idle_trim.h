@@ -16,7 +16,8 @@
 // batch's buffers that LibTorch does not cache (oneDNN's, and those past
 // the CPU buffer cache's cap) were mapped and faulted in afresh by every
 // batch: on MiniLM int8 at 32 x 128 tokens, 9% of the samples were page
-// faults, and holding them ran 15% more sequences/s (BENCHMARKS.md).
+// faults, and holding the memory ran 91-94 sequences/s against 75-77
+// (BENCHMARKS.md, "AMD EPYC (Zen 4)").
 #ifndef ENCODER_SERVER_RUNNER_IDLE_TRIM_H_
 #define ENCODER_SERVER_RUNNER_IDLE_TRIM_H_
 
@@ -51,11 +52,15 @@ class IdleMallocTrimmer {
   IdleMallocTrimmer(const IdleMallocTrimmer&) = delete;
   IdleMallocTrimmer& operator=(const IdleMallocTrimmer&) = delete;
 
-  // Sets glibc's mmap threshold to its maximum (32 MiB) and its trim
-  // threshold to 512 MiB, so freed memory stays mapped for the next
-  // batches; Start does this when it starts a trimmer. A no-op where the
-  // allocator is not glibc's.
+  // Sets glibc's mmap threshold to its maximum and its trim threshold to
+  // the values below, so freed memory stays mapped for the next batches;
+  // Start does this when it starts a trimmer. A no-op where the allocator
+  // is not glibc's.
   static void HoldFreed();
+  // glibc refuses an mmap threshold above half its largest heap, 32 MiB on
+  // 64-bit.
+  static constexpr int kHeldMmapThreshold = 32 << 20;
+  static constexpr int kHeldTrimThreshold = 512 << 20;
 
   // Trims done so far.
   int64_t trims() const { return trims_.load(); }

@@ -86,12 +86,13 @@ def check(binary, models, float32, work, report):
         gap = _pair_gap(float32[name])
         report.add(name, "paraphrase gap (f32)", -gap, 0.0, 1,
                    "(paraphrases must score above unrelated pairs)")
+    native8 = native_int8()
     variants = {"bfloat16": (["--dtype=bfloat16"] +
                              ([] if native_bf16() else ["--force-dtype"]),
                              SPEARMAN_MIN, COSINE_MIN),
                 "int8": (["--quantize=int8"],
-                         SPEARMAN_MIN if native_int8() else INT8_SPEARMAN_MIN,
-                         COSINE_MIN if native_int8() else INT8_COSINE_MIN)}
+                         SPEARMAN_MIN if native8 else INT8_SPEARMAN_MIN,
+                         COSINE_MIN if native8 else INT8_COSINE_MIN)}
     for label, (flags, rho_min, cosine_min) in variants.items():
         served = Served(binary, models, work / label, flags)
         try:
