@@ -426,9 +426,16 @@ void RegisterModels(Process& p) {
       spdlog::info("model {}: {}", d.name,
                    encoder::runner::DescribeTrial(trial));
     }
-    spdlog::info("model {} ({} {}, {} layers, d={}, {} parameters) on {} in {}",
-                 d.name, d.family, d.scheme.name, c.num_layers, c.d_model,
-                 d.parameter_count, d.device, d.precision);
+    const std::string linears =
+        d.linear_kernel != "packed" ? d.linear_kernel
+        : d.packed_max_rows == 0
+            ? std::string("packed (every product)")
+            : absl::StrCat("packed (up to ", d.packed_max_rows, " rows)");
+    spdlog::info(
+        "model {} ({} {}, {} layers, d={}, {} parameters) on {} in {}, "
+        "linears {}",
+        d.name, d.family, d.scheme.name, c.num_layers, c.d_model,
+        d.parameter_count, d.device, d.precision, linears);
     if (!d.batch_profile.points.empty()) {
       spdlog::info("model {}: batch profile: {}", d.name,
                    encoder::batching::DescribeProfile(d.batch_profile));

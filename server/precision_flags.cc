@@ -1,8 +1,11 @@
 #include "server/precision_flags.h"
 
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "server/model/dtype.h"
 #include "server/model/int8_linear.h"
+#include "server/model/packed_linear.h"
 
 namespace encoder {
 
@@ -35,21 +38,26 @@ void DefinePrecisionFlags(CLI::App& app, PrecisionFlags& f) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--pack-weights", f.pack_weights,
-                 "float32 on the CPU: keep a second copy of the layers' "
-                 "projection weights laid out once at load in oneDNN's "
-                 "blocked format, so small products do not repack them on "
-                 "every call (where this LibTorch has the packed linear; "
-                 "/info says \"linear_kernel\"). A sequence's floats then "
-                 "depend on its batch's size by up to ~30 units in the last "
-                 "place, as the two kernels round differently")
-      ->capture_default_str();
-  app.add_option("--packed-max-rows", f.packed_max_rows,
-                 "with --pack-weights: products of up to this many rows "
-                 "(tokens of a batch) use the packed weights; larger ones "
-                 "multiply through the BLAS on the plain weights, whose "
-                 "kernel is as fast or faster there")
+                 "float32 on the CPU: lay the layers' projection weights "
+                 "out once at load in oneDNN's blocked format, so products "
+                 "do not repack them on every call, and run the feed-"
+                 "forward's activation inside the product (/info says "
+                 "\"linear_kernel\"). auto: where the CPU makes that the "
+                 "faster at every size (AVX-512 on an AMD CPU, where the "
+                 "BLAS runs its AVX2 kernel), and then for every product; "
+                 "true: everywhere, up to --packed-max-rows; false: never")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::IsMember({"auto", "true", "false"}));
+  app.add_option("--packed-max-rows", f.packed_max_rows,
+                 "with packed weights: products of up to this many rows "
+                 "(tokens of a batch) use them, larger ones multiply through "
+                 "the BLAS on a second, plain copy of the weights (a "
+                 "sequence's floats then depend on its batch's size by up "
+                 "to ~30 units in the last place, as the two kernels round "
+                 "differently). 0: every product, no plain copy kept. -1: "
+                 "0 where --pack-weights=auto packs, 256 elsewhere")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
   app.add_flag("--force-dtype", f.force_dtype,
                "run --dtype bfloat16 on a CPU without native bfloat16 "
                "(emulated: much slower than float32)");
@@ -64,8 +72,10 @@ absl::Status ApplyPrecisionFlags(const PrecisionFlags& flags,
         absl::StrCat("--quantize must be none or int8, got ", flags.quantize));
   }
   options->quantize = flags.quantize;
-  options->pack_weights = flags.pack_weights;
-  options->packed_max_rows = flags.packed_max_rows;
+  const model::PackingPlan packing = model::PlanPacking(
+      flags.pack_weights, flags.packed_max_rows, cpu.packed_float32_wins());
+  options->pack_weights = packing.pack;
+  options->packed_max_rows = packing.max_rows;
   options->int8_float_channels = flags.int8_float_channels;
   options->int8_row_outliers = flags.int8_row_outliers;
   if (flags.dtype == "auto") {

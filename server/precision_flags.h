@@ -19,8 +19,8 @@ struct PrecisionFlags {
   std::string dtype = "float32";
   std::string quantize = "none";
   bool force_dtype = false;
-  bool pack_weights = false;
-  int64_t packed_max_rows = 256;
+  std::string pack_weights = "auto";  // auto, true or false
+  int64_t packed_max_rows = -1;       // -1: chosen for the CPU
   int64_t int8_float_channels = model::kDefaultInt8FloatChannels;
   int64_t int8_row_outliers = 0;
 };
@@ -28,7 +28,11 @@ struct PrecisionFlags {
 void DefinePrecisionFlags(CLI::App& app, PrecisionFlags& flags);
 
 // Fills options->dtype, quantize, auto_precision, pack_weights,
-// int8_float_channels and int8_row_outliers. On the CPU,
+// packed_max_rows, int8_float_channels and int8_row_outliers.
+// --pack-weights=auto packs where the CPU makes oneDNN's packed product the
+// faster at every size (CpuFeatures::packed_float32_wins), and then every
+// product; --packed-max-rows -1 means every product (0) there and 256
+// elsewhere. On the CPU,
 // bfloat16 needs native bfloat16 (AVX-512 BF16 or AMX BF16) unless
 // --force-dtype: the library emulates it otherwise, tens of times slower than
 // float32. float16 needs CUDA; int8 needs the CPU and float32.

@@ -37,9 +37,20 @@ std::string BrandString() {
   return std::string(absl::StripAsciiWhitespace(brand));
 }
 
+std::string Vendor() {
+  uint32_t max = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(0, &max, &b, &c, &d)) return "unknown";
+  char text[13] = {};
+  std::memcpy(text, &b, 4);
+  std::memcpy(text + 4, &d, 4);
+  std::memcpy(text + 8, &c, 4);
+  return std::string(text);
+}
+
 CpuFeatures Detect() {
   CpuFeatures f;
   f.model = BrandString();
+  f.vendor = Vendor();
   uint32_t a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   const bool osxsave = Bit(c, 27);
@@ -64,6 +75,7 @@ CpuFeatures Detect() {
 CpuFeatures Detect() {
   CpuFeatures f;
   f.model = "unknown";
+  f.vendor = "unknown";
   return f;
 }
 #endif

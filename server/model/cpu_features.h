@@ -10,7 +10,8 @@
 namespace encoder::model {
 
 struct CpuFeatures {
-  std::string model;  // the brand string, e.g. "AMD EPYC 7B13"
+  std::string model;   // the brand string, e.g. "AMD EPYC 7B13"
+  std::string vendor;  // cpuid's vendor, e.g. "AuthenticAMD", "GenuineIntel"
   bool avx2 = false;
   bool fma = false;
   bool avx512f = false;
@@ -23,6 +24,17 @@ struct CpuFeatures {
   bool native_bf16() const { return avx512_bf16 || amx_bf16; }
   // Native int8 dot products (AVX-512 VNNI or AMX INT8).
   bool native_int8() const { return avx512_vnni || amx_int8; }
+  // Whether oneDNN's float32 product on weights packed once at load beats
+  // the BLAS at every number of rows: an AMD CPU with AVX-512, where
+  // oneDNN runs AVX-512 and LibTorch's MKL its AVX2 kernel for AMD
+  // (mkl_blas_def_sgemm_kernel_0_zen). Measured on a Zen 4 EPYC: 1.11-1.5x
+  // the MiniLM forward at 1 and 32 x 16-512 tokens (BENCHMARKS.md, "Every
+  // product on oneDNN"). Where MKL runs AVX-512 (Intel) or oneDNN has no
+  // AVX-512 (AVX2 CPUs, where MKL was the faster above 256 rows) it is
+  // not assumed.
+  bool packed_float32_wins() const {
+    return avx512f && vendor == "AuthenticAMD";
+  }
   // The names of the features present, in the order above
   // ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16",
   // "amx_int8").

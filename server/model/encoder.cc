@@ -28,20 +28,6 @@ double LowestFinite(at::ScalarType dtype) {
   }
 }
 
-at::Tensor Activate(Activation a, const at::Tensor& x) {
-  switch (a) {
-    case Activation::kRelu:
-      return at::relu(x);
-    case Activation::kGelu:
-      return at::gelu(x);
-    case Activation::kGeluTanh:
-      return at::gelu(x, "tanh");
-    case Activation::kSilu:
-      return at::silu(x);
-  }
-  return x;
-}
-
 // The grid rows the token-wise work runs on: every real token, then padded
 // positions up to a multiple of kPackedRowAlignment (or the whole grid).
 at::Tensor PackedRows(const at::Tensor& flat_mask, int64_t real) {
@@ -195,29 +181,38 @@ at::Tensor Encoder::Project(const at::Tensor& x, const at::Tensor& weight,
                             const at::Tensor& bias,
                             const std::optional<Int8Linear>& q,
                             const std::optional<PackedLinear>& packed,
-                            const Pass& pass) {
+                            const Pass& pass,
+                            std::optional<Activation> activation) {
+  auto activate = [&](const at::Tensor& y) {
+    return activation.has_value() ? ApplyActivation(*activation, y) : y;
+  };
   if (pass.input_max != nullptr) {
     // Calibrating: the plain weights, so that packed or not, the pass (and
     // the channels it picks) is the same.
     const at::Tensor m = x.reshape({-1, x.size(-1)}).abs().amax(0);
     auto [it, fresh] = pass.input_max->try_emplace(weight.data_ptr(), m);
     if (!fresh) it->second = at::maximum(it->second, m);
-    return at::linear(x, weight, bias);
+    return activate(at::linear(x, weight, bias));
   }
-  if (pass.int8 && q.has_value()) return q->Forward(x);
-  if (packed.has_value()) return packed->Forward(x);
-  return at::linear(x, weight, bias);
+  if (pass.int8 && q.has_value()) return activate(q->Forward(x));
+  if (packed.has_value()) {
+    return activation.has_value() ? packed->Forward(x, *activation)
+                                  : packed->Forward(x);
+  }
+  return activate(at::linear(x, weight, bias));
 }
 
 at::Tensor Encoder::FeedForward(const LayerWeights& w, const at::Tensor& x,
                                 const Pass& pass) const {
-  at::Tensor hidden = Project(x, w.linear1_weight, w.linear1_bias, w.linear1_q,
-                              w.linear1_p, pass);
+  at::Tensor hidden;
   if (config_.arch.gated_ffn) {
-    std::vector<at::Tensor> parts = hidden.chunk(2, -1);
-    hidden = Activate(config_.activation, parts[0]) * parts[1];
+    std::vector<at::Tensor> parts = Project(x, w.linear1_weight, w.linear1_bias,
+                                            w.linear1_q, w.linear1_p, pass)
+                                        .chunk(2, -1);
+    hidden = ApplyActivation(config_.activation, parts[0]) * parts[1];
   } else {
-    hidden = Activate(config_.activation, hidden);
+    hidden = Project(x, w.linear1_weight, w.linear1_bias, w.linear1_q,
+                     w.linear1_p, pass, config_.activation);
   }
   return Project(hidden, w.linear2_weight, w.linear2_bias, w.linear2_q,
                  w.linear2_p, pass);

@@ -257,10 +257,14 @@ class Encoder {
   // Lays every layer's four float32 projection weights out once more in
   // oneDNN's blocked format (PackedLinear): products of up to `max_rows`
   // rows then run without the BLAS repacking each weight on every call,
-  // larger ones on the plain weights as before. Costs one more copy of
-  // those weights. CPU and float32 only; FailedPrecondition otherwise or
-  // without the operator (PackedLinearSupported). Call once, before
-  // serving; either order with QuantizeInt8.
+  // larger ones on the plain weights as before, at the cost of one more
+  // copy of those weights. max_rows PackedLinear::kEveryProduct (0): every
+  // product runs packed and the plain weights are released (their shapes
+  // stay, for parameter_count), so the model takes no more memory than
+  // before; QuantizeInt8 then fails, as it reads them. CPU and float32
+  // only; FailedPrecondition otherwise or without the operator
+  // (PackedLinearSupported); InvalidArgument for max_rows < 0. Call once,
+  // before serving.
   absl::Status PrepackWeights(
       int64_t max_rows = PackedLinear::kDefaultPackedMaxRows);
   bool prepacked() const { return prepacked_; }
@@ -335,12 +339,13 @@ class Encoder {
   at::Tensor FeedForward(const LayerWeights& w, const at::Tensor& x,
                          const Pass& pass) const;
   // x W^T + b, through `q` when the pass uses int8, else through `packed`
-  // when the weights are packed.
-  static at::Tensor Project(const at::Tensor& x, const at::Tensor& weight,
-                            const at::Tensor& bias,
-                            const std::optional<Int8Linear>& q,
-                            const std::optional<PackedLinear>& packed,
-                            const Pass& pass);
+  // when the weights are packed; then `activation`, if any (in the packed
+  // kernel's epilogue there).
+  static at::Tensor Project(
+      const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+      const std::optional<Int8Linear>& q,
+      const std::optional<PackedLinear>& packed, const Pass& pass,
+      std::optional<Activation> activation = std::nullopt);
   // LayerNorm or RMSNorm per the config; identity when `weight` is
   // undefined.
   at::Tensor Norm(const at::Tensor& x, const at::Tensor& weight,
@@ -370,6 +375,7 @@ class Encoder {
   // Set only during QuantizeInt8's calibration pass (before serving).
   std::map<const void*, at::Tensor>* calibrating_ = nullptr;
   bool prepacked_ = false;
+  bool plain_released_ = false;  // PrepackWeights(kEveryProduct)
 };
 
 // Pools token embeddings [batch, seq, D] with mask [batch, seq] -> [batch, D].

@@ -369,6 +369,11 @@ absl::Status Encoder::QuantizeInt8(int64_t float_channels,
         "int8 row outliers must be 0 or more, not ", row_outliers));
   }
   if (quantized_) return absl::OkStatus();
+  if (plain_released_) {
+    return absl::FailedPreconditionError(
+        "int8 reads the float32 projection weights, which packing every "
+        "product released: quantize before packing");
+  }
   std::map<const void*, at::Tensor> input_max;
   if (float_channels > 0) {
     // Seeded random ids over the whole vocabulary, no padding.
@@ -429,10 +434,15 @@ absl::Status Encoder::PrepackWeights(int64_t max_rows) {
       ASSIGN_OR_RETURN(auto packed,
                        PackedLinear::Create(*p.weight, *p.bias, max_rows));
       p.packed->emplace(std::move(packed));
+      if (max_rows == PackedLinear::kEveryProduct) {
+        *p.weight =
+            at::empty(p.weight->sizes(), p.weight->options().device(at::kMeta));
+      }
     }
   }
   layers_ = std::move(layers);
   prepacked_ = true;
+  plain_released_ = max_rows == PackedLinear::kEveryProduct;
   return absl::OkStatus();
 }
 

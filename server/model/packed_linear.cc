@@ -28,6 +28,19 @@ bool PackedLinearSupported() {
   return supported;
 }
 
+PackingPlan PlanPacking(const std::string& mode, int64_t max_rows,
+                        bool packed_wins) {
+  PackingPlan plan;
+  plan.pack = mode == "true" || (mode == "auto" && packed_wins);
+  if (max_rows >= 0) {
+    plan.max_rows = max_rows;
+  } else {
+    plan.max_rows = packed_wins ? PackedLinear::kEveryProduct
+                                : PackedLinear::kDefaultPackedMaxRows;
+  }
+  return plan;
+}
+
 absl::StatusOr<PackedLinear> PackedLinear::Create(const at::Tensor& weight,
                                                   const at::Tensor& bias,
                                                   int64_t max_rows) {
@@ -35,6 +48,10 @@ absl::StatusOr<PackedLinear> PackedLinear::Create(const at::Tensor& weight,
     return absl::FailedPreconditionError(
         "packed weights need LibTorch's oneDNN linear "
         "(mkldnn::_linear_pointwise), which this build lacks");
+  }
+  if (max_rows < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "packed max rows must be 0 (every product) or more, not ", max_rows));
   }
   if (weight.dim() != 2 || !weight.device().is_cpu() ||
       weight.scalar_type() != at::kFloat) {
@@ -51,7 +68,7 @@ absl::StatusOr<PackedLinear> PackedLinear::Create(const at::Tensor& weight,
     std::vector<c10::IValue> stack{weight.contiguous(), c10::IValue()};
     FindOp(kReorder)->callBoxed(&stack);
     out.packed_ = stack.at(0).toTensor();
-    out.plain_ = weight;
+    if (max_rows != kEveryProduct) out.plain_ = weight;
     if (bias.defined()) out.bias_ = bias.to(at::kFloat).contiguous();
     return out;
   } catch (const c10::Error& e) {
@@ -60,21 +77,59 @@ absl::StatusOr<PackedLinear> PackedLinear::Create(const at::Tensor& weight,
   }
 }
 
-at::Tensor PackedLinear::Forward(const at::Tensor& x) const {
-  if (x.numel() / std::max<int64_t>(in_, 1) > max_rows_) {
-    return at::linear(x, plain_, bias_);
+at::Tensor ApplyActivation(Activation a, const at::Tensor& x) {
+  switch (a) {
+    case Activation::kRelu:
+      return at::relu(x);
+    case Activation::kGelu:
+      return at::gelu(x);
+    case Activation::kGeluTanh:
+      return at::gelu(x, "tanh");
+    case Activation::kSilu:
+      return at::silu(x);
   }
+  return x;
+}
+
+bool PackedLinear::Packs(const at::Tensor& x) const {
+  return max_rows_ == kEveryProduct ||
+         x.numel() / std::max<int64_t>(in_, 1) <= max_rows_;
+}
+
+at::Tensor PackedLinear::Run(const at::Tensor& x, const char* post_op,
+                             const char* algorithm) const {
   static const c10::OperatorHandle op = *FindOp(kLinear);
-  // (input, weight, bias, post-op "none", its scalars, its algorithm)
+  // (input, weight, bias, post-op, its scalars, its algorithm)
   std::vector<c10::IValue> stack{
       x,
       packed_,
       bias_.defined() ? c10::IValue(bias_) : c10::IValue(),
-      std::string("none"),
+      std::string(post_op),
       c10::List<c10::optional<at::Scalar>>(),
-      c10::IValue()};
+      algorithm != nullptr ? c10::IValue(std::string(algorithm))
+                           : c10::IValue()};
   op.callBoxed(&stack);
   return stack.at(0).toTensor();
+}
+
+at::Tensor PackedLinear::Forward(const at::Tensor& x) const {
+  if (!Packs(x)) return at::linear(x, plain_, bias_);
+  return Run(x, "none", nullptr);
+}
+
+at::Tensor PackedLinear::Forward(const at::Tensor& x, Activation a) const {
+  if (!Packs(x)) return ApplyActivation(a, at::linear(x, plain_, bias_));
+  switch (a) {
+    case Activation::kRelu:
+      return Run(x, "relu", nullptr);
+    case Activation::kGelu:
+      return Run(x, "gelu", "none");
+    case Activation::kGeluTanh:
+      return Run(x, "gelu", "tanh");
+    case Activation::kSilu:
+      return Run(x, "swish", nullptr);
+  }
+  return ApplyActivation(a, Run(x, "none", nullptr));
 }
 
 }  // namespace encoder::model

@@ -266,14 +266,17 @@ absl::StatusOr<std::unique_ptr<model::Encoder>> LoadPrecision(
     return absl::Status(
         s.code(), absl::StrCat("model \"", spec.name, "\": ", s.message()));
   };
-  if (options.pack_weights && cpu && dtype == at::kFloat &&
-      model::PackedLinearSupported()) {
-    if (absl::Status s = encoder->PrepackWeights(options.packed_max_rows);
-        !s.ok()) {
-      return named(s);
+  // Packed after int8 (which reads the plain weights), and before the
+  // automatic choice times float32 against its candidates (built afresh).
+  auto pack = [&]() -> absl::Status {
+    if (!options.pack_weights || !cpu || dtype != at::kFloat ||
+        !model::PackedLinearSupported()) {
+      return absl::OkStatus();
     }
-  }
+    return encoder->PrepackWeights(options.packed_max_rows);
+  };
   if (options.auto_precision && cpu) {
+    if (absl::Status s = pack(); !s.ok()) return named(s);
     auto choice =
         ChoosePrecision(hosted->spec, std::move(encoder),
                         options.int8_float_channels, options.int8_row_outliers);
@@ -290,6 +293,7 @@ absl::StatusOr<std::unique_ptr<model::Encoder>> LoadPrecision(
       return named(s);
     }
   }
+  if (absl::Status s = pack(); !s.ok()) return named(s);
   return encoder;
 }
 

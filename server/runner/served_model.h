@@ -74,8 +74,9 @@ struct ModelDescription {
   // once at load for oneDNN, --pack-weights) or "plain" (the BLAS on the
   // weights as loaded; also every non-float32 or GPU model).
   std::string linear_kernel;
-  int64_t packed_max_rows = 0;      // larger products use the BLAS; 0: plain
-  batching::BatchOptions batching;  // effective, caps included
+  // Packed: larger products use the BLAS, 0 none. Plain: 0.
+  int64_t packed_max_rows = 0;
+  batching::BatchOptions batching;       // effective, caps included
   batching::BatchProfile batch_profile;  // empty when not measured
   HeadDescription head;
   SparseDescription sparse;

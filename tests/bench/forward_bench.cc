@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "server/model/cpu_features.h"
 #include "server/model/dtype.h"
 #include "server/model/model_repository.h"
 #include "server/model/packed_linear.h"
@@ -52,8 +53,8 @@ struct Options {
   std::string quantize = "none";
   int64_t int8_float_channels = encoder::model::kDefaultInt8FloatChannels;
   int64_t int8_row_outliers = 0;
-  bool pack_weights = false;
-  int64_t packed_max_rows = encoder::model::PackedLinear::kDefaultPackedMaxRows;
+  std::string pack_weights = "auto";
+  int64_t packed_max_rows = -1;
   // Idle time before each timed forward, as a server sees between calls.
   int64_t pause_us = 0;
   // The server's allocator setting, so that in-process and served runs
@@ -170,9 +171,12 @@ int main(int argc, char** argv) {
                  "second projection kept in float32, as the server's flag")
       ->capture_default_str();
   app.add_option("--pack-weights", o.pack_weights,
-                 "float32 CPU weights packed at load, as the server's flag")
-      ->capture_default_str();
-  app.add_option("--packed-max-rows", o.packed_max_rows, "as the server's flag")
+                 "auto | true | false: float32 CPU weights packed at load, "
+                 "as the server's flag")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "true", "false"}));
+  app.add_option("--packed-max-rows", o.packed_max_rows,
+                 "as the server's flag (-1: chosen for the CPU)")
       ->capture_default_str();
   app.add_option("--dtype", o.dtype, "float32 | float16 | bfloat16")
       ->capture_default_str();
@@ -227,20 +231,22 @@ int main(int argc, char** argv) {
     std::cerr << encoder.status() << "\n";
     return 1;
   }
-  const bool packed = o.pack_weights && device.is_cpu() &&
-                      dtype == at::kFloat &&
-                      encoder::model::PackedLinearSupported();
-  if (packed) {
-    if (absl::Status s = (*encoder)->PrepackWeights(o.packed_max_rows);
+  // As the server: int8 first (it reads the plain weights), then packing.
+  if (o.quantize == "int8") {
+    if (absl::Status s = (*encoder)->QuantizeInt8(o.int8_float_channels,
+                                                  o.int8_row_outliers);
         !s.ok()) {
       std::cerr << s << "\n";
       return 1;
     }
   }
-  // The server's own batch path: pad, forward, slice, pool.
-  if (o.quantize == "int8") {
-    if (absl::Status s = (*encoder)->QuantizeInt8(o.int8_float_channels,
-                                                  o.int8_row_outliers);
+  const encoder::model::PackingPlan packing = encoder::model::PlanPacking(
+      o.pack_weights, o.packed_max_rows,
+      encoder::model::DetectCpuFeatures().packed_float32_wins());
+  const bool packed = packing.pack && device.is_cpu() && dtype == at::kFloat &&
+                      encoder::model::PackedLinearSupported();
+  if (packed) {
+    if (absl::Status s = (*encoder)->PrepackWeights(packing.max_rows);
         !s.ok()) {
       std::cerr << s << "\n";
       return 1;
@@ -259,7 +265,7 @@ int main(int argc, char** argv) {
   out["int8_float_channels"] = o.int8_float_channels;
   out["int8_row_outliers"] = o.int8_row_outliers;
   out["packed_weights"] = packed;
-  out["packed_max_rows"] = o.packed_max_rows;
+  out["packed_max_rows"] = packed ? packing.max_rows : 0;
   out["pause_us"] = o.pause_us;
   out["executions"] = o.executions;
   const int64_t shortest = o.min_length > 0 ? o.min_length : o.length;

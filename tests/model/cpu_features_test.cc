@@ -70,6 +70,21 @@ TEST(CpuFeatures, ModelIsTheBrandString) {
   }
 }
 
+// The vendor is CPUID's leaf 0, which the kernel prints as "vendor_id".
+TEST(CpuFeatures, VendorIsTheKernelsVendorId) {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, kernel_vendor;
+  while (std::getline(in, line)) {
+    if (line.rfind("vendor_id", 0) == 0) {
+      kernel_vendor = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  if (kernel_vendor.empty()) GTEST_SKIP() << "no vendor_id in /proc/cpuinfo";
+  const CpuFeatures& f = DetectCpuFeatures();
+  EXPECT_EQ(f.vendor, kernel_vendor);
+}
+
 TEST(CpuFeatures, JoinedListsNamesOrNone) {
   CpuFeatures none;
   EXPECT_EQ(none.Joined(), "none");

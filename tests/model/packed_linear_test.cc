@@ -62,6 +62,67 @@ TEST(PackedLinear, MatchesTheLayerForEveryInputShape) {
   }
 }
 
+// The activation in the packed kernel's epilogue, against the activation
+// in float64 on the float64 product, for each of the four the encoders use;
+// with max_rows 0 and 4 rows, both kernels (the BLAS above 4 rows).
+TEST(PackedLinear, AppliesEachActivation) {
+  if (!PackedLinearSupported()) GTEST_SKIP() << "no packed oneDNN linear";
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(6);
+  const at::Tensor w = at::normal(0.0, 0.1, {64, 48}, gen);
+  const at::Tensor b = at::normal(0.0, 0.1, {64}, gen);
+  auto every = PackedLinear::Create(w, b, PackedLinear::kEveryProduct);
+  auto few_rows = PackedLinear::Create(w, b, /*max_rows=*/4);
+  ASSERT_TRUE(every.ok()) << every.status();
+  ASSERT_TRUE(few_rows.ok()) << few_rows.status();
+  const std::pair<Activation, const char*> all[] = {
+      {Activation::kRelu, "relu"},
+      {Activation::kGelu, "gelu"},
+      {Activation::kGeluTanh, "gelu_tanh"},
+      {Activation::kSilu, "silu"}};
+  for (const auto& [a, name] : all) {
+    for (int64_t rows : {1, 3, 300}) {
+      const at::Tensor x = at::randn({rows, 48}, gen);
+      const at::Tensor y = Reference(x, w, b);
+      at::Tensor want;
+      switch (a) {
+        case Activation::kRelu:
+          want = at::relu(y);
+          break;
+        case Activation::kGelu:  // x/2 (1 + erf(x / sqrt 2))
+          want = y * 0.5 * (1 + at::erf(y / std::sqrt(2.0)));
+          break;
+        case Activation::kGeluTanh:
+          want =
+              y * 0.5 *
+              (1 + at::tanh(std::sqrt(2.0 / M_PI) * (y + 0.044715 * y.pow(3))));
+          break;
+        case Activation::kSilu:
+          want = y * at::sigmoid(y);
+          break;
+      }
+      for (const auto* layer : {&*every, &*few_rows}) {
+        const at::Tensor got = layer->Forward(x, a);
+        EXPECT_EQ(got.sizes(), y.sizes());
+        EXPECT_LT(MaxRelative(got, want), 1e-5)
+            << name << " rows " << rows
+            << (layer == &*every ? " every product" : " max rows 4");
+      }
+    }
+  }
+  // The exact GELU in the epilogue: the same floats as LibTorch's.
+  const at::Tensor x = at::randn({37, 48}, gen);
+  EXPECT_TRUE(at::allclose(every->Forward(x, Activation::kGelu),
+                           at::gelu(every->Forward(x)), 0, 1e-6));
+}
+
+TEST(PackedLinear, RefusesNegativeMaxRows) {
+  auto p = PackedLinear::Create(at::ones({4, 4}), at::Tensor(), -1);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), PackedLinearSupported()
+                                   ? absl::StatusCode::kInvalidArgument
+                                   : absl::StatusCode::kFailedPrecondition);
+}
+
 TEST(PackedLinear, RefusesWhatItCannotPack) {
   const at::Tensor bf16 = at::ones({4, 4}, at::kBFloat16);
   auto p = PackedLinear::Create(bf16, at::Tensor());
@@ -131,6 +192,67 @@ TEST(PackedLinear, PackedEncoderMatchesThePlainOne) {
     const at::Tensor want = Tokens(*plain, o).to(at::kDouble);
     EXPECT_LT(MaxRelative(Tokens(*packed, o), want), 1e-5) << skip;
   }
+}
+
+// Every product packed: the plain weights go, the model's parameter count
+// and output stay, and int8 can no longer be built from it (but can be
+// before).
+TEST(PackedLinear, PackingEveryProductReleasesThePlainWeights) {
+  if (!PackedLinearSupported()) GTEST_SKIP() << "no packed oneDNN linear";
+  for (Activation a : {Activation::kRelu, Activation::kGelu}) {
+    ModelConfig c = SmallConfig();
+    c.activation = a;
+    std::map<std::string, at::Tensor> state = Encoder::RandomStateDict(c, 7);
+    auto plain = Encoder::Create(c, state, at::kCPU, at::kFloat);
+    auto packed = Encoder::Create(c, state, at::kCPU, at::kFloat);
+    ASSERT_TRUE(plain.ok() && packed.ok());
+    // The feed-forward weights are the state dict's tensors, held by it
+    // and both models until packing drops the packed model's hold.
+    std::vector<long> held;
+    for (const auto& [name, t] : state) {
+      if (absl::StrContains(name, "linear1.weight"))
+        held.push_back(t.use_count());
+    }
+    ASSERT_EQ(held.size(), 2u);
+    ASSERT_TRUE((*packed)->PrepackWeights(PackedLinear::kEveryProduct).ok());
+    EXPECT_EQ((*packed)->parameter_count(), (*plain)->parameter_count());
+    size_t i = 0;
+    for (const auto& [name, t] : state) {
+      if (absl::StrContains(name, "linear1.weight")) {
+        EXPECT_EQ(t.use_count(), held[i++] - 1) << name;
+      }
+    }
+    for (double skip : {1.0, 0.0}) {
+      ForwardOptions o;
+      o.skip_padding_min_share = skip;
+      EXPECT_LT(
+          MaxRelative(Tokens(**packed, o), Tokens(**plain, o).to(at::kDouble)),
+          1e-5)
+          << skip;
+    }
+    if (Int8Supported()) {
+      const absl::Status s = (*packed)->QuantizeInt8();
+      EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+      EXPECT_EQ((*packed)->quantization(), "none");
+    }
+  }
+}
+
+TEST(PackedLinear, Int8ThenEveryProductPacked) {
+  if (!PackedLinearSupported()) GTEST_SKIP() << "no packed oneDNN linear";
+  if (!Int8Supported()) GTEST_SKIP() << "no oneDNN quantized engine";
+  auto plain = Make();
+  auto packed = Make();
+  ASSERT_TRUE(plain->QuantizeInt8().ok());
+  ASSERT_TRUE(packed->QuantizeInt8().ok());
+  ASSERT_TRUE(packed->PrepackWeights(PackedLinear::kEveryProduct).ok());
+  EXPECT_TRUE(at::equal(Tokens(*packed), Tokens(*plain)));
+  ForwardOptions full;
+  full.full_precision = true;
+  auto reference = Make();
+  EXPECT_LT(
+      MaxRelative(Tokens(*packed, full), Tokens(*reference).to(at::kDouble)),
+      1e-5);
 }
 
 TEST(PackedLinear, Int8BesidePackedWeightsIsTheSame) {
