@@ -259,9 +259,10 @@ class Encoder {
   // rows then run without the BLAS repacking each weight on every call,
   // larger ones on the plain weights as before, at the cost of one more
   // copy of those weights. max_rows PackedLinear::kEveryProduct (0): every
-  // product runs packed and the plain weights are released (their shapes
-  // stay, for parameter_count), so the model takes no more memory than
-  // before; QuantizeInt8 then fails, as it reads them. CPU and float32
+  // product runs packed and the layers drop their plain weights (their
+  // shapes stay, for parameter_count; weights mapped from a file stay
+  // mapped while the file's other tensors live); QuantizeInt8 then fails,
+  // as it reads them. CPU and float32
   // only; FailedPrecondition otherwise or without the operator
   // (PackedLinearSupported); InvalidArgument for max_rows < 0. Call once,
   // before serving.
