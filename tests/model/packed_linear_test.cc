@@ -115,6 +115,24 @@ TEST(PackedLinear, AppliesEachActivation) {
                            at::gelu(every->Forward(x)), 0, 1e-6));
 }
 
+// The server's --pack-weights / --packed-max-rows rule.
+TEST(PackedLinear, PlanPackingFollowsTheCpu) {
+  const PackingPlan wins = PlanPacking("auto", -1, /*packed_wins=*/true);
+  EXPECT_TRUE(wins.pack);
+  EXPECT_EQ(wins.max_rows, PackedLinear::kEveryProduct);
+  const PackingPlan loses = PlanPacking("auto", -1, /*packed_wins=*/false);
+  EXPECT_FALSE(loses.pack);
+  EXPECT_EQ(loses.max_rows, PackedLinear::kDefaultPackedMaxRows);
+  const PackingPlan forced = PlanPacking("true", -1, /*packed_wins=*/false);
+  EXPECT_TRUE(forced.pack);
+  EXPECT_EQ(forced.max_rows, PackedLinear::kDefaultPackedMaxRows);
+  EXPECT_FALSE(PlanPacking("false", -1, /*packed_wins=*/true).pack);
+  // A number given is kept, whatever the CPU.
+  EXPECT_EQ(PlanPacking("auto", 64, true).max_rows, 64);
+  EXPECT_EQ(PlanPacking("true", 0, false).max_rows,
+            PackedLinear::kEveryProduct);
+}
+
 TEST(PackedLinear, RefusesNegativeMaxRows) {
   auto p = PackedLinear::Create(at::ones({4, 4}), at::Tensor(), -1);
   ASSERT_FALSE(p.ok());
