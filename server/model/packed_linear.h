@@ -54,10 +54,10 @@ class PackedLinear {
 
   // a(Forward(x)). On the packed kernel the activation runs in the
   // product's epilogue, on each block of the output while it is still in
-  // cache, instead of a second pass over the whole output: for MiniLM's
-  // [4096, 1536] hidden layer the separate GELU took 16 ms beside the
-  // product's 22 (BENCHMARKS.md, "Every product on oneDNN"). oneDNN's
-  // exact GELU gave the same floats as at::gelu there.
+  // cache, instead of a second pass over the whole output. In the MiniLM
+  // forward that moved the rate by less than the noise (BENCHMARKS.md,
+  // "Every product on oneDNN"); it is kept because it costs nothing and
+  // oneDNN's exact GELU gives the same floats as at::gelu.
   at::Tensor Forward(const at::Tensor& x, Activation a) const;
 
   int64_t in_features() const { return in_; }

@@ -252,6 +252,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  // The server's own batch path: pad, forward, slice, pool.
   encoder::runner::EncoderRunner runner(encoder->get());
   std::mt19937 rng(1);
   std::uniform_int_distribution<int64_t> id(0, spec->config.vocab_size - 1);

@@ -11,18 +11,25 @@
 namespace encoder::model {
 namespace {
 
-// The kernel's own reading of cpuid: the "flags" line of /proc/cpuinfo.
-std::set<std::string> KernelFlags() {
+// The value of the first /proc/cpuinfo line named `key` ("" if none).
+std::string KernelField(const std::string& key) {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("flags", 0) != 0) continue;
-    std::istringstream words(line.substr(line.find(':') + 1));
-    std::set<std::string> flags;
-    for (std::string w; words >> w;) flags.insert(w);
-    return flags;
+    if (line.rfind(key, 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos || colon + 2 > line.size()) return "";
+    return line.substr(colon + 2);
   }
-  return {};
+  return "";
+}
+
+// The kernel's own reading of cpuid: the "flags" line of /proc/cpuinfo.
+std::set<std::string> KernelFlags() {
+  std::istringstream words(KernelField("flags"));
+  std::set<std::string> flags;
+  for (std::string w; words >> w;) flags.insert(w);
+  return flags;
 }
 
 TEST(CpuFeatures, AgreeWithTheKernelsFlags) {
@@ -55,14 +62,7 @@ TEST(CpuFeatures, ModelIsTheBrandString) {
   for (char c : model) {
     EXPECT_TRUE(c >= 0x20 && c < 0x7f) << "byte " << int(c) << " in " << model;
   }
-  std::ifstream in("/proc/cpuinfo");
-  std::string line, kernel_model;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      kernel_model = line.substr(line.find(':') + 2);
-      break;
-    }
-  }
+  const std::string kernel_model = KernelField("model name");
   if (kernel_model.empty()) return;
   if (model != kernel_model) {
     std::cout << "note: CPUID brand \"" << model << "\", kernel (at boot) \""
@@ -72,14 +72,7 @@ TEST(CpuFeatures, ModelIsTheBrandString) {
 
 // The vendor is CPUID's leaf 0, which the kernel prints as "vendor_id".
 TEST(CpuFeatures, VendorIsTheKernelsVendorId) {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line, kernel_vendor;
-  while (std::getline(in, line)) {
-    if (line.rfind("vendor_id", 0) == 0) {
-      kernel_vendor = line.substr(line.find(':') + 2);
-      break;
-    }
-  }
+  const std::string kernel_vendor = KernelField("vendor_id");
   if (kernel_vendor.empty()) GTEST_SKIP() << "no vendor_id in /proc/cpuinfo";
   const CpuFeatures& f = DetectCpuFeatures();
   EXPECT_EQ(f.vendor, kernel_vendor);

@@ -256,39 +256,37 @@ TEST(PackedLinear, PackingEveryProductReleasesThePlainWeights) {
   }
 }
 
-TEST(PackedLinear, Int8ThenEveryProductPacked) {
-  if (!PackedLinearSupported()) GTEST_SKIP() << "no packed oneDNN linear";
-  if (!Int8Supported()) GTEST_SKIP() << "no oneDNN quantized engine";
+// `packed` is an int8 model with packed float32 weights: its int8 output
+// is the plain int8 model's, and a full-precision request runs the packed
+// float32 as a float32 model would.
+void ExpectInt8BesidePacked(const Encoder& packed) {
   auto plain = Make();
-  auto packed = Make();
   ASSERT_TRUE(plain->QuantizeInt8().ok());
-  ASSERT_TRUE(packed->QuantizeInt8().ok());
-  ASSERT_TRUE(packed->PrepackWeights(PackedLinear::kEveryProduct).ok());
-  EXPECT_TRUE(at::equal(Tokens(*packed), Tokens(*plain)));
+  EXPECT_TRUE(at::equal(Tokens(packed), Tokens(*plain)));
   ForwardOptions full;
   full.full_precision = true;
   auto reference = Make();
   EXPECT_LT(
-      MaxRelative(Tokens(*packed, full), Tokens(*reference).to(at::kDouble)),
+      MaxRelative(Tokens(packed, full), Tokens(*reference).to(at::kDouble)),
       1e-5);
+}
+
+TEST(PackedLinear, Int8ThenEveryProductPacked) {
+  if (!PackedLinearSupported()) GTEST_SKIP() << "no packed oneDNN linear";
+  if (!Int8Supported()) GTEST_SKIP() << "no oneDNN quantized engine";
+  auto packed = Make();
+  ASSERT_TRUE(packed->QuantizeInt8().ok());
+  ASSERT_TRUE(packed->PrepackWeights(PackedLinear::kEveryProduct).ok());
+  ExpectInt8BesidePacked(*packed);
 }
 
 TEST(PackedLinear, Int8BesidePackedWeightsIsTheSame) {
   if (!PackedLinearSupported()) GTEST_SKIP() << "no packed oneDNN linear";
   if (!Int8Supported()) GTEST_SKIP() << "no oneDNN quantized engine";
-  auto plain = Make();
   auto packed = Make();
-  ASSERT_TRUE(plain->QuantizeInt8().ok());
   ASSERT_TRUE(packed->PrepackWeights().ok());
   ASSERT_TRUE(packed->QuantizeInt8().ok());
-  EXPECT_TRUE(at::equal(Tokens(*packed), Tokens(*plain)));
-  // A full-precision request on the int8 model runs the packed float32.
-  ForwardOptions full;
-  full.full_precision = true;
-  auto reference = Make();
-  EXPECT_LT(
-      MaxRelative(Tokens(*packed, full), Tokens(*reference).to(at::kDouble)),
-      1e-5);
+  ExpectInt8BesidePacked(*packed);
 }
 
 TEST(PackedLinear, EncoderPacksOnlyFloat32) {
