@@ -62,6 +62,10 @@ class Int8Linear {
   // x [..., in] float32 -> [..., out] float32. Thread-safe.
   at::Tensor Forward(const at::Tensor& x) const;
 
+  // Forward's rows per block: each block's product stays in the cache
+  // between the library's pass and the pass after it.
+  static constexpr int64_t kChunkRows = 256;
+
   int64_t in_features() const { return in_; }
   // The input channels kept in float32 (int64, ascending), or undefined.
   const at::Tensor& float_channels() const { return float_channels_; }
@@ -74,6 +78,10 @@ class Int8Linear {
 
  private:
   Int8Linear() = default;
+
+  // Forward of n contiguous rows xp [n, in] into yp [n, out]; with yp null,
+  // into the product's own first n rows. Returns the product [n + 1, out].
+  at::Tensor ForwardRows(const float* xp, int64_t n, float* yp) const;
 
   c10::IValue packed_;         // LinearPackedParamsBase
   at::Tensor bias_;            // [out]; zeros for a layer without one

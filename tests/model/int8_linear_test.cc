@@ -280,6 +280,37 @@ TEST(Int8Linear, ARowsResultDoesNotDependOnItsBatch) {
   }
 }
 
+// More rows than one of Forward's blocks (kChunkRows), the last block
+// partial, and more outputs than one of the final pass's vector blocks of
+// 64, the last partial: each row as it comes out alone, and as the
+// arithmetic written out.
+TEST(Int8Linear, BlocksOfRowsChangeNoValue) {
+  if (!Int8Supported()) GTEST_SKIP() << "no oneDNN quantized engine";
+  const Layer l = RandomLayer(136, 40, 7);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(13);
+  const int64_t n = 2 * Int8Linear::kChunkRows + 37;
+  at::Tensor x = at::randn({n, 40}, gen);
+  x.narrow(0, Int8Linear::kChunkRows - 2, 4) *= 50.0;  // across a boundary
+  for (const auto& [keep, d] :
+       {std::pair{at::Tensor(), int64_t{0}},
+        std::pair{at::tensor({5, 31}, at::kLong), int64_t{3}}}) {
+    auto q = Int8Linear::Create(l.weight, l.bias, keep, d);
+    ASSERT_TRUE(q.ok()) << q.status();
+    const at::Tensor all = q->Forward(x.view({1, n, 40}));
+    ASSERT_EQ(all.sizes(), (at::IntArrayRef{1, n, 136}));
+    const at::Tensor want = Reference(x, l, *q, keep, d);
+    for (int64_t r = 0; r < n; ++r) {
+      EXPECT_EQ((q->Forward(x.narrow(0, r, 1)) - all[0].narrow(0, r, 1))
+                    .abs()
+                    .max()
+                    .item<double>(),
+                0.0)
+          << "row " << r << " of " << n << ", " << d << " row outliers";
+      EXPECT_LT(RelativeError(all[0][r], want[r]), 5e-3) << "row " << r;
+    }
+  }
+}
+
 TEST(Int8Linear, FlatRowsAreExactAndShapesAreChecked) {
   if (!Int8Supported()) GTEST_SKIP() << "no oneDNN quantized engine";
   const Layer l = RandomLayer(8, 4, 1);
