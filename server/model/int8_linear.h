@@ -65,6 +65,9 @@ class Int8Linear {
   // Forward's rows per block: each block's product stays in the cache
   // between the library's pass and the pass after it.
   static constexpr int64_t kChunkRows = 256;
+  // With several intra-op threads, inputs of at least this many rows per
+  // thread run in one parallel region, a share of the rows each.
+  static constexpr int64_t kMinRowsPerThread = 16;
 
   int64_t in_features() const { return in_; }
   // The input channels kept in float32 (int64, ascending), or undefined.

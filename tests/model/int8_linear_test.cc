@@ -1,5 +1,6 @@
 #include "server/model/int8_linear.h"
 
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -296,17 +297,29 @@ TEST(Int8Linear, BlocksOfRowsChangeNoValue) {
         std::pair{at::tensor({5, 31}, at::kLong), int64_t{3}}}) {
     auto q = Int8Linear::Create(l.weight, l.bias, keep, d);
     ASSERT_TRUE(q.ok()) << q.status();
-    const at::Tensor all = q->Forward(x.view({1, n, 40}));
-    ASSERT_EQ(all.sizes(), (at::IntArrayRef{1, n, 136}));
     const at::Tensor want = Reference(x, l, *q, keep, d);
-    for (int64_t r = 0; r < n; ++r) {
-      EXPECT_EQ((q->Forward(x.narrow(0, r, 1)) - all[0].narrow(0, r, 1))
-                    .abs()
-                    .max()
-                    .item<double>(),
+    // One thread: blocks in turn; two: one parallel region, a share of the
+    // rows each (both split mid-block and at a block's end).
+    const int threads_before = at::get_num_threads();
+    for (const int threads : {1, 2}) {
+      at::set_num_threads(threads);
+      const at::Tensor all = q->Forward(x.view({1, n, 40}));
+      const at::Tensor part = q->Forward(x.narrow(0, 0, 2 * 200));
+      at::set_num_threads(threads_before);
+      ASSERT_EQ(all.sizes(), (at::IntArrayRef{1, n, 136}));
+      EXPECT_EQ((part - all[0].narrow(0, 0, 400)).abs().max().item<double>(),
                 0.0)
-          << "row " << r << " of " << n << ", " << d << " row outliers";
-      EXPECT_LT(RelativeError(all[0][r], want[r]), 5e-3) << "row " << r;
+          << threads << " threads";
+      for (int64_t r = 0; r < n; ++r) {
+        EXPECT_EQ((q->Forward(x.narrow(0, r, 1)) - all[0].narrow(0, r, 1))
+                      .abs()
+                      .max()
+                      .item<double>(),
+                  0.0)
+            << "row " << r << " of " << n << ", " << d << " row outliers, "
+            << threads << " threads";
+        EXPECT_LT(RelativeError(all[0][r], want[r]), 5e-3) << "row " << r;
+      }
     }
   }
 }
