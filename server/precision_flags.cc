@@ -44,8 +44,10 @@ void DefinePrecisionFlags(CLI::App& app, PrecisionFlags& f) {
                  "forward's activation inside the product (/info says "
                  "\"linear_kernel\"). auto: where the CPU makes that the "
                  "faster at every size (AVX-512 on an AMD CPU, where the "
-                 "BLAS runs its AVX2 kernel), and then for every product; "
-                 "true: everywhere, up to --packed-max-rows; false: never")
+                 "BLAS runs its AVX2 kernel), and then for every product, "
+                 "int8 models excepted (their float32 products run in "
+                 "full-precision passes only); true: everywhere, int8 "
+                 "models too, up to --packed-max-rows; false: never")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "true", "false"}));
   app.add_option("--packed-max-rows", f.packed_max_rows,
@@ -75,6 +77,7 @@ absl::Status ApplyPrecisionFlags(const PrecisionFlags& flags,
   const model::PackingPlan packing = model::PlanPacking(
       flags.pack_weights, flags.packed_max_rows, cpu.packed_float32_wins());
   options->pack_weights = packing.pack;
+  options->pack_int8_models = packing.pack_int8;
   options->packed_max_rows = packing.max_rows;
   options->int8_float_channels = flags.int8_float_channels;
   options->int8_row_outliers = flags.int8_row_outliers;

@@ -32,6 +32,7 @@ PackingPlan PlanPacking(const std::string& mode, int64_t max_rows,
                         bool packed_wins) {
   PackingPlan plan;
   plan.pack = mode == "true" || (mode == "auto" && packed_wins);
+  plan.pack_int8 = mode == "true";
   if (max_rows >= 0) {
     plan.max_rows = max_rows;
   } else {

@@ -86,9 +86,13 @@ class PackedLinear {
 // (-1: chosen) resolved for a CPU: whether to pack, and max_rows for
 // Encoder::PrepackWeights. auto packs where `packed_wins`
 // (CpuFeatures::packed_float32_wins); -1 is kEveryProduct there and
-// kDefaultPackedMaxRows elsewhere.
+// kDefaultPackedMaxRows elsewhere. pack_int8: int8 models packed too, for
+// their full-precision (diagnostic) passes, which alone run float32
+// products: with true only (auto leaves their float32 weights plain, as a
+// packed copy would add its size to the int8 model's memory).
 struct PackingPlan {
   bool pack = false;
+  bool pack_int8 = false;
   int64_t max_rows = PackedLinear::kDefaultPackedMaxRows;
 };
 PackingPlan PlanPacking(const std::string& mode, int64_t max_rows,

@@ -292,6 +292,7 @@ absl::StatusOr<std::unique_ptr<model::Encoder>> LoadPrecision(
         !s.ok()) {
       return named(s);
     }
+    if (!options.pack_int8_models) return encoder;
   }
   if (absl::Status s = pack(); !s.ok()) return named(s);
   return encoder;

@@ -35,6 +35,8 @@ struct HostOptions {
   // Float32 on the CPU: pack each layer's projection weights once at load
   // (model::Encoder::PrepackWeights) where the LibTorch can.
   bool pack_weights = false;
+  // int8 models too (model::PackingPlan::pack_int8).
+  bool pack_int8_models = false;
   int64_t packed_max_rows = model::PackedLinear::kDefaultPackedMaxRows;
   // int8 models: input channels per projection kept in float32
   // (model::Encoder::QuantizeInt8).

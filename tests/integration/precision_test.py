@@ -117,6 +117,40 @@ class PrecisionTest(unittest.TestCase):
             finally:
                 server.stop()
 
+    def test_int8_models_are_packed_only_when_asked(self):
+        """--pack-weights=auto leaves an int8 model's float32 weights plain
+        (they serve full-precision passes only); true packs them too."""
+        with tempfile.TemporaryDirectory() as tmp:
+            repo = os.path.join(tmp, "repo.json")
+            with open(repo, "w") as f:
+                json.dump({"models": [
+                    {"name": "q", "config": SMALL, "seed": 1},
+                    {"name": "f", "config": SMALL, "seed": 1,
+                     "quantize": "none"}]}, f)
+            kernels = {}
+            for mode in ("auto", "true"):
+                server = ServerProcess(
+                    ARGS.server, directory=tmp,
+                    extra_args=["--models=" + repo, "--quantize=int8",
+                                "--pack-weights=" + mode,
+                                "--http-listen=127.0.0.1:0"])
+                try:
+                    server.wait_ready(120)
+                    with open(server.ready_file) as f:
+                        http_port = json.load(f)["http_port"]
+                    info = json.load(urllib.request.urlopen(
+                        f"http://127.0.0.1:{http_port}/info", timeout=30))
+                    kernels[mode] = {m["name"]: m["linear_kernel"]
+                                     for m in info["models"]}
+                finally:
+                    server.stop()
+            print(f"linear kernels: {kernels}")
+            self.assertEqual(kernels["auto"]["q"], "plain")
+            # true packs wherever this LibTorch can (the float32 model
+            # shows whether it can), int8 models alike.
+            self.assertIn(kernels["true"]["f"], ("packed", "plain"))
+            self.assertEqual(kernels["true"]["q"], kernels["true"]["f"])
+
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()

@@ -127,6 +127,10 @@ TEST(PackedLinear, PlanPackingFollowsTheCpu) {
   EXPECT_TRUE(forced.pack);
   EXPECT_EQ(forced.max_rows, PackedLinear::kDefaultPackedMaxRows);
   EXPECT_FALSE(PlanPacking("false", -1, /*packed_wins=*/true).pack);
+  // int8 models: packed when asked for, not by auto.
+  EXPECT_FALSE(wins.pack_int8);
+  EXPECT_TRUE(forced.pack_int8);
+  EXPECT_FALSE(PlanPacking("false", -1, true).pack_int8);
   // A number given is kept, whatever the CPU.
   EXPECT_EQ(PlanPacking("auto", 64, true).max_rows, 64);
   EXPECT_EQ(PlanPacking("true", 0, false).max_rows,
