@@ -206,15 +206,22 @@ def _check_model(name, path, served, report):
     if status != 200:
         report.fail(f"{name}: POST /embed_sparse answered {status} {body}")
     else:
-        worst_http = 0.0
+        # Entry by entry, an index missing on one side counting as zero
+        # there (a value at the cut may fall either side of it).
+        worst_http = 0.0 if len(body) == 4 else float("inf")
         for entries, r in zip(body, response.results[:4]):
-            if [e["index"] for e in entries] != list(r.indices):
-                report.fail(f"{name}: /embed_sparse indices differ from gRPC")
-                break
-            worst_http = max(worst_http, max(
-                abs(e["value"] - v) for e, v in zip(entries, r.values)))
-        report.add(name, "TEI /embed_sparse vs gRPC", worst_http, 1e-6, 4)
-        if worst_http > 1e-6:
+            got = {e["index"]: e["value"] for e in entries}
+            want = dict(zip(r.indices, r.values))
+            if len(got) != len(entries):
+                report.fail(f"{name}: /embed_sparse repeats an index")
+            worst_http = max([worst_http] + [
+                abs(got.get(i, 0.0) - want.get(i, 0.0))
+                for i in set(got) | set(want)])
+        # Another call, batched on its own: its floats may differ from the
+        # gRPC call's in the last bits (1.85e-6 seen on values of a few
+        # units), so the tolerance is the reference's.
+        report.add(name, "TEI /embed_sparse vs gRPC", worst_http, TOL, 4)
+        if worst_http > TOL:
             report.fail(f"{name}: /embed_sparse values differ by "
                         f"{worst_http:.3g}")
     try:
