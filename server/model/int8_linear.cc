@@ -338,42 +338,36 @@ at::Tensor Int8Linear::Forward(const at::Tensor& x) const {
   const int64_t n = rows.size(0);
   shape.back() = out_;
   const float* xp = rows.data_ptr<float>();
-  // With several intra-op threads, one parallel region: each thread takes
-  // its share of the rows through all three passes (the library's product
-  // and the passes around it then run inline, on that thread). Four short
-  // regions per projection, each ending when its slowest thread does, left
-  // a lone 128-token input's two threads waiting for each other in a
-  // quarter of the samples.
+  // Up to kChunkRows rows on one thread: the product is finished in place,
+  // where it lies in the cache.
   const int threads = at::get_num_threads();
-  if (threads > 1 && !at::in_parallel_region() &&
-      n >= threads * kMinRowsPerThread) {
-    at::Tensor y = at::empty({n, out_}, at::kFloat);
-    float* yp = y.data_ptr<float>();
-    const int64_t share = (n + threads - 1) / threads;
-    at::parallel_for(0, n, share, [&](int64_t begin, int64_t end) {
-      c10::InferenceMode guard;  // thread-local: the pool's threads lack it
-      for (int64_t r0 = begin; r0 < end; r0 += kChunkRows) {
-        const int64_t r1 = std::min(end, r0 + kChunkRows);
-        ForwardRows(xp + r0 * in_, r1 - r0, yp + r0 * out_);
-      }
-    });
-    return y.view(shape);
-  }
-  // One block: the product is finished in place, where it lies in the
-  // cache. More: blocks of kChunkRows rows, each through all three passes
-  // before the next, so that the pass after the product reads it back from
-  // the cache (at 4096 rows x 1536 outputs it is 25 MB, and that pass ran
-  // at memory speed: 15% of an int8 forward at 32 x 128 tokens). Rows do
-  // not depend on each other (the anchor row fixes the product's input
-  // range in every block), so the blocks change no value.
-  if (n <= kChunkRows) {
+  const bool parallel = threads > 1 && !at::in_parallel_region() &&
+                        n >= threads * kMinRowsPerThread;
+  if (!parallel && n <= kChunkRows) {
     return ForwardRows(xp, n, nullptr).narrow(0, 0, n).view(shape);
   }
+  // Otherwise blocks of kChunkRows rows, each through all three passes
+  // before the next, so that the pass after the product reads it back from
+  // the cache (at 4096 rows x 1536 outputs it is 25 MB, and that pass ran
+  // at memory speed: 15% of an int8 forward at 32 x 128 tokens). With
+  // several intra-op threads, in one parallel region: each thread takes its
+  // share of the rows through all three passes (the library's product and
+  // the passes around it then run inline, on that thread); four short
+  // regions per projection, each ending when its slowest thread does, left
+  // a lone 128-token input's two threads waiting for each other in a
+  // quarter of the samples. On one thread parallel_for runs the whole range
+  // inline. Rows do not depend on each other (the anchor row fixes the
+  // product's input range in every block), so neither changes a value.
   at::Tensor y = at::empty({n, out_}, at::kFloat);
-  for (int64_t r0 = 0; r0 < n; r0 += kChunkRows) {
-    const int64_t r1 = std::min(n, r0 + kChunkRows);
-    ForwardRows(xp + r0 * in_, r1 - r0, y.data_ptr<float>() + r0 * out_);
-  }
+  float* yp = y.data_ptr<float>();
+  const int64_t share = parallel ? (n + threads - 1) / threads : n;
+  at::parallel_for(0, n, share, [&](int64_t begin, int64_t end) {
+    c10::InferenceMode guard;  // thread-local: the pool's threads lack it
+    for (int64_t r0 = begin; r0 < end; r0 += kChunkRows) {
+      const int64_t r1 = std::min(end, r0 + kChunkRows);
+      ForwardRows(xp + r0 * in_, r1 - r0, yp + r0 * out_);
+    }
+  });
   return y.view(shape);
 }
 

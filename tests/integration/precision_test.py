@@ -42,6 +42,18 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def write_repo(tmp):
+    """Two models of the same weights: "q" (the server's default precision)
+    and "f" (float32 whatever the flags). Returns the repository's path."""
+    repo = os.path.join(tmp, "repo.json")
+    with open(repo, "w") as f:
+        json.dump({"models": [
+            {"name": "q", "config": SMALL, "seed": 1},
+            {"name": "f", "config": SMALL, "seed": 1,
+             "quantize": "none"}]}, f)
+    return repo
+
+
 class PrecisionTest(unittest.TestCase):
     def test_int8_models_report_precision_and_cpu(self):
         spec = importlib.util.spec_from_file_location("client",
@@ -50,12 +62,7 @@ class PrecisionTest(unittest.TestCase):
         spec.loader.exec_module(client)
         with tempfile.TemporaryDirectory() as tmp:
             pb2, pb2_grpc = client.load_stubs(tmp)
-            repo = os.path.join(tmp, "repo.json")
-            with open(repo, "w") as f:
-                json.dump({"models": [
-                    {"name": "q", "config": SMALL, "seed": 1},
-                    {"name": "f", "config": SMALL, "seed": 1,
-                     "quantize": "none"}]}, f)
+            repo = write_repo(tmp)
             server = ServerProcess(
                 ARGS.server, directory=tmp,
                 extra_args=["--models=" + repo, "--quantize=int8",
@@ -121,12 +128,7 @@ class PrecisionTest(unittest.TestCase):
         """--pack-weights=auto leaves an int8 model's float32 weights plain
         (they serve full-precision passes only); true packs them too."""
         with tempfile.TemporaryDirectory() as tmp:
-            repo = os.path.join(tmp, "repo.json")
-            with open(repo, "w") as f:
-                json.dump({"models": [
-                    {"name": "q", "config": SMALL, "seed": 1},
-                    {"name": "f", "config": SMALL, "seed": 1,
-                     "quantize": "none"}]}, f)
+            repo = write_repo(tmp)
             kernels = {}
             for mode in ("auto", "true"):
                 server = ServerProcess(
