@@ -37,6 +37,14 @@ void DefinePrecisionFlags(CLI::App& app, PrecisionFlags& f) {
                  "a second int8 copy of that weight. 0: none")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--int8-attention", f.int8_attention,
+                 "int8: how the attention's two products run (/info says "
+                 "\"attention_kernel\"). bfloat16: bfloat16 operands with "
+                 "float32 sums and softmax (needs avx512_bf16 and heads of "
+                 "32, 64, 96 or 128 channels); float32: as float32 models; "
+                 "auto: bfloat16 where it runs, else float32")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "float32", "bfloat16"}));
   app.add_option("--pack-weights", f.pack_weights,
                  "float32 on the CPU: lay the layers' projection weights "
                  "out once at load in oneDNN's blocked format, so products "
@@ -81,6 +89,11 @@ absl::Status ApplyPrecisionFlags(const PrecisionFlags& flags,
   options->packed_max_rows = packing.max_rows;
   options->int8_float_channels = flags.int8_float_channels;
   options->int8_row_outliers = flags.int8_row_outliers;
+  options->int8_attention = flags.int8_attention;
+  if (flags.int8_attention == "bfloat16" && !cpu.avx512_bf16) {
+    return absl::InvalidArgumentError(
+        "--int8-attention=bfloat16 needs avx512_bf16, which this CPU lacks");
+  }
   if (flags.dtype == "auto") {
     options->dtype = at::kFloat;
     options->auto_precision = on_cpu;

@@ -23,12 +23,14 @@ struct PrecisionFlags {
   int64_t packed_max_rows = -1;       // -1: chosen for the CPU
   int64_t int8_float_channels = model::kDefaultInt8FloatChannels;
   int64_t int8_row_outliers = 0;
+  std::string int8_attention = "auto";  // auto, float32 or bfloat16
 };
 
 void DefinePrecisionFlags(CLI::App& app, PrecisionFlags& flags);
 
 // Fills options->dtype, quantize, auto_precision, pack_weights,
-// packed_max_rows, int8_float_channels and int8_row_outliers.
+// packed_max_rows, int8_float_channels, int8_row_outliers and
+// int8_attention (--int8-attention=bfloat16 needs AVX-512 BF16).
 // --pack-weights=auto packs where the CPU makes oneDNN's packed product the
 // faster at every size (CpuFeatures::packed_float32_wins), and then every
 // product; --packed-max-rows -1 means every product (0) there and 256

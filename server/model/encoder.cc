@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "server/model/bf16_attention.h"
 #include "server/model/torch_compat.h"
 #include "server/model/torch_status.h"
 
@@ -112,12 +113,20 @@ at::Tensor Encoder::Attention(int64_t index, const at::Tensor& x,
   // keys join the padding (and any other) bias.
   at::Tensor content = scheme_->ContentBias(q, k, positions, index);
   const at::Tensor layer_bias = content.defined() ? bias + content : bias;
-  at::Tensor out =
-      pass.lengths.empty()
-          ? Mix(q, k, v, layer_bias,
-                /*use_bias=*/!pass.bias_only_padding || pass.has_padding,
-                pass.fused, attention)
-          : MixEach(q, k, v, layer_bias, pass.lengths, pass, attention);
+  at::Tensor out;
+  if (pass.bf16_attention && attention == nullptr) {
+    // Cut to each sequence's length, a bias of padding alone is not needed.
+    const bool use_bias =
+        !pass.bias_only_padding || (pass.lengths.empty() && pass.has_padding);
+    out = Bf16Attention(q, k, v, use_bias ? layer_bias : at::Tensor(),
+                        ScoreScale(d), pass.lengths);
+  } else if (pass.lengths.empty()) {
+    out = Mix(q, k, v, layer_bias,
+              /*use_bias=*/!pass.bias_only_padding || pass.has_padding,
+              pass.fused, attention);
+  } else {
+    out = MixEach(q, k, v, layer_bias, pass.lengths, pass, attention);
+  }
   return Project(pass.Pack(out), w.out_proj_weight, w.out_proj_bias,
                  w.out_proj_q, w.out_proj_p, pass);
 }
@@ -127,19 +136,21 @@ at::Tensor Encoder::Mix(const at::Tensor& q, const at::Tensor& k,
                         bool use_bias, bool fused,
                         at::Tensor* attention) const {
   const int64_t b = q.size(0), h = q.size(1), s = q.size(2), d = q.size(3);
-  // sqrt(d), or sqrt(d x (1 + position terms)) for disentangled attention.
-  const double root =
-      std::sqrt(static_cast<double>(d) *
-                static_cast<double>(config_.score_scale_factor()));
   if (fused && attention == nullptr) {
-    const double scale = config_.arch.attention_scale ? 1.0 / root : 1.0;
-    return FusedAttention(q, k, v, use_bias ? bias : at::Tensor(), scale)
+    return FusedAttention(q, k, v, use_bias ? bias : at::Tensor(),
+                          ScoreScale(d))
         .transpose(1, 2)
         .reshape({b, s, h * d});
   }
   // scores [B, H, S, S] = q k^T / sqrt(d) + positional bias + padding mask.
   at::Tensor scores = at::matmul(q, k.transpose(-2, -1));
-  if (config_.arch.attention_scale) scores = scores / root;
+  if (config_.arch.attention_scale) {
+    // sqrt(d), or sqrt(d x (1 + position terms)) for disentangled
+    // attention; a division, as the reference families compute it.
+    scores =
+        scores / std::sqrt(static_cast<double>(d) *
+                           static_cast<double>(config_.score_scale_factor()));
+  }
   scores = scores + bias;
   // Accumulated in float32 whatever the serving dtype.
   at::Tensor probs = scores.scalar_type() == at::kBFloat16
@@ -147,6 +158,12 @@ at::Tensor Encoder::Mix(const at::Tensor& q, const at::Tensor& k,
                          : at::softmax(scores, -1);
   if (attention != nullptr) *attention = probs;
   return at::matmul(probs, v).transpose(1, 2).reshape({b, s, h * d});
+}
+
+double Encoder::ScoreScale(int64_t head_dim) const {
+  if (!config_.arch.attention_scale) return 1.0;
+  return 1.0 / std::sqrt(static_cast<double>(head_dim) *
+                         static_cast<double>(config_.score_scale_factor()));
 }
 
 at::Tensor Encoder::MixEach(const at::Tensor& q, const at::Tensor& k,
@@ -392,6 +409,7 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
     const std::vector<at::Tensor> biases = LayerBiases(bias, positions);
     Pass pass;
     pass.int8 = quantized_ && !options.full_precision;
+    pass.bf16_attention = pass.int8 && bf16_attention_;
     pass.input_max = calibrating_;
     pass.fused = kHasFusedAttention && options.fused_attention;
     pass.batch = b;

@@ -254,6 +254,17 @@ class Encoder {
   // "none" or "int8".
   std::string quantization() const { return quantized_ ? "int8" : "none"; }
 
+  // How an int8 model's attention products run in its int8 passes (maps
+  // and full-precision passes keep float32): "float32" (as float32
+  // models), "bfloat16" (Bf16Attention: bfloat16 products, float32 sums
+  // and softmax; needs AVX-512 BF16 and a head size of 32, 64, 96 or 128,
+  // FailedPrecondition otherwise) or "auto" (bfloat16 where it runs,
+  // float32 elsewhere). InvalidArgument for another name,
+  // FailedPrecondition before QuantizeInt8. Call before serving.
+  absl::Status SetInt8Attention(const std::string& mode);
+  // Whether int8 passes run Bf16Attention.
+  bool bf16_attention() const { return bf16_attention_; }
+
   // Lays every layer's four float32 projection weights out once more in
   // oneDNN's blocked format (PackedLinear): products of up to `max_rows`
   // rows then run without the BLAS repacking each weight on every call,
@@ -287,6 +298,9 @@ class Encoder {
   struct Pass {
     std::vector<int64_t> lengths;
     bool int8 = false;
+    // Layers without maps requested run Bf16Attention (int8 passes of a
+    // model set to it).
+    bool bf16_attention = false;
     // Layers without maps requested go through the fused kernel.
     bool fused = false;
     // The bias holds only the key padding mask: no scheme bias, no window.
@@ -326,6 +340,9 @@ class Encoder {
   at::Tensor Mix(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                  const at::Tensor& bias, bool use_bias, bool fused,
                  at::Tensor* attention) const;
+  // The scores' scale: 1 / sqrt(d x (1 + position terms)), or 1 for a
+  // family that leaves its scores unscaled.
+  double ScoreScale(int64_t head_dim) const;
   // Mix on each sequence's first lengths[i] positions alone, so that its
   // products have the same shapes whatever it is batched with.
   at::Tensor MixEach(const at::Tensor& q, const at::Tensor& k,
@@ -373,6 +390,7 @@ class Encoder {
   std::optional<ScoreHead> score_head_;
   std::optional<SparseHead> sparse_head_;
   bool quantized_ = false;
+  bool bf16_attention_ = false;  // SetInt8Attention
   // Set only during QuantizeInt8's calibration pass (before serving).
   std::map<const void*, at::Tensor>* calibrating_ = nullptr;
   bool prepacked_ = false;

@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/common/status_macros.h"
+#include "server/model/bf16_attention.h"
+#include "server/model/cpu_features.h"
 #include "server/model/encoder.h"
 #include "server/model/torch_status.h"
 
@@ -352,6 +354,29 @@ std::array<Projection, 4> Projections(LayerWeights& w) {
 }
 
 }  // namespace
+
+absl::Status Encoder::SetInt8Attention(const std::string& mode) {
+  if (mode != "auto" && mode != "float32" && mode != "bfloat16") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("int8 attention must be auto, float32 or bfloat16, not \"",
+                     mode, "\""));
+  }
+  if (!quantized_) {
+    return absl::FailedPreconditionError(
+        "int8 attention is set on an int8 model (after QuantizeInt8)");
+  }
+  const bool runs = Bf16AttentionSupported(config_.head_dim());
+  if (mode == "bfloat16" && !runs) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "bfloat16 int8 attention needs AVX-512 BF16 and a head size of 32, "
+        "64, 96 or 128; this CPU ",
+        DetectCpuFeatures().avx512_bf16 ? "has" : "lacks",
+        " AVX-512 BF16 and the model's heads have ", config_.head_dim(),
+        " channels"));
+  }
+  bf16_attention_ = mode == "bfloat16" || (mode == "auto" && runs);
+  return absl::OkStatus();
+}
 
 absl::Status Encoder::QuantizeInt8(int64_t float_channels,
                                    int64_t row_outliers) {

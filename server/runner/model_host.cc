@@ -277,9 +277,9 @@ absl::StatusOr<std::unique_ptr<model::Encoder>> LoadPrecision(
   };
   if (options.auto_precision && cpu) {
     if (absl::Status s = pack(); !s.ok()) return named(s);
-    auto choice =
-        ChoosePrecision(hosted->spec, std::move(encoder),
-                        options.int8_float_channels, options.int8_row_outliers);
+    auto choice = ChoosePrecision(
+        hosted->spec, std::move(encoder), options.int8_float_channels,
+        options.int8_row_outliers, options.int8_attention);
     if (!choice.ok()) return named(choice.status());
     hosted->precision_trials = std::move(choice->trials);
     return std::move(choice->encoder);
@@ -289,6 +289,10 @@ absl::StatusOr<std::unique_ptr<model::Encoder>> LoadPrecision(
   if (quantize == "int8") {
     if (absl::Status s = encoder->QuantizeInt8(options.int8_float_channels,
                                                options.int8_row_outliers);
+        !s.ok()) {
+      return named(s);
+    }
+    if (absl::Status s = encoder->SetInt8Attention(options.int8_attention);
         !s.ok()) {
       return named(s);
     }
@@ -326,8 +330,9 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Load(
     hosted->desc.skip_padding_min_share = options.skip_padding_min_share;
     hosted->runner->set_fused_attention(options.fused_attention);
     hosted->desc.attention_kernel =
-        options.fused_attention && model::kHasFusedAttention ? "fused"
-                                                             : "explicit";
+        hosted->encoder->bf16_attention()                      ? "bfloat16"
+        : options.fused_attention && model::kHasFusedAttention ? "fused"
+                                                               : "explicit";
     hosted->desc.linear_kernel =
         hosted->encoder->prepacked() ? "packed" : "plain";
     hosted->desc.packed_max_rows =

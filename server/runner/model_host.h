@@ -44,6 +44,9 @@ struct HostOptions {
   // And each token's this many largest |x| in the feed-forward's second
   // projection (0: none).
   int64_t int8_row_outliers = 0;
+  // How int8 models' attention runs: auto, float32 or bfloat16
+  // (model::Encoder::SetInt8Attention).
+  std::string int8_attention = "auto";
   // Defaults for every model; a model's repository entry may override.
   batching::BatchOptions batching;
   bool warm_up = true;

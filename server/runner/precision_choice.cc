@@ -55,12 +55,14 @@ absl::StatusOr<double> TimeForward(const model::Encoder& enc,
 
 absl::StatusOr<std::unique_ptr<model::Encoder>> Build(
     const model::ModelSpec& spec, const std::string& precision,
-    int64_t int8_float_channels, int64_t int8_row_outliers) {
+    int64_t int8_float_channels, int64_t int8_row_outliers,
+    const std::string& int8_attention) {
   if (precision == "bfloat16") {
     return model::LoadModel(spec, at::kCPU, at::kBFloat16);
   }
   ASSIGN_OR_RETURN(auto enc, model::LoadModel(spec, at::kCPU, at::kFloat));
   RETURN_IF_ERROR(enc->QuantizeInt8(int8_float_channels, int8_row_outliers));
+  RETURN_IF_ERROR(enc->SetInt8Attention(int8_attention));
   return enc;
 }
 
@@ -80,7 +82,8 @@ std::string PrecisionName(const model::Encoder& encoder) {
 
 absl::StatusOr<PrecisionChoice> ChoosePrecision(
     const model::ModelSpec& spec, std::unique_ptr<model::Encoder> float32,
-    int64_t int8_float_channels, int64_t int8_row_outliers) {
+    int64_t int8_float_channels, int64_t int8_row_outliers,
+    const std::string& int8_attention) {
   c10::InferenceMode guard;
   const model::ModelConfig& c = float32->config();
   const int64_t length = std::min<int64_t>(128, c.max_length());
@@ -102,7 +105,7 @@ absl::StatusOr<PrecisionChoice> ChoosePrecision(
   }
   for (const auto& [precision, min_cosine] : candidates) {
     ASSIGN_OR_RETURN(auto enc, Build(spec, precision, int8_float_channels,
-                                     int8_row_outliers));
+                                     int8_row_outliers, int8_attention));
     ASSIGN_OR_RETURN(auto pooled, Pooled(*enc, gate));
     const at::Tensor cos = at::cosine_similarity(pooled, reference, 1);
     PrecisionTrial trial{precision, 0, 8, length};

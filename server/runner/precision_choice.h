@@ -40,11 +40,12 @@ struct PrecisionChoice {
 // checkpoint is not read twice for float32: `float32` is its encoder).
 // int8 keeps `int8_float_channels` per projection and each token's
 // `int8_row_outliers` largest |x| in float32
-// (model::Encoder::QuantizeInt8).
+// (model::Encoder::QuantizeInt8), and runs its attention as
+// `int8_attention` says (model::Encoder::SetInt8Attention).
 absl::StatusOr<PrecisionChoice> ChoosePrecision(
     const model::ModelSpec& spec, std::unique_ptr<model::Encoder> float32,
     int64_t int8_float_channels = model::kDefaultInt8FloatChannels,
-    int64_t int8_row_outliers = 0);
+    int64_t int8_row_outliers = 0, const std::string& int8_attention = "auto");
 
 // The precision an encoder runs in: "int8" when quantized, else its dtype.
 std::string PrecisionName(const model::Encoder& encoder);

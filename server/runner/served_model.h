@@ -67,8 +67,9 @@ struct ModelDescription {
   std::string long_input;
   // Padding share from which the token-wise work skips padded positions.
   double skip_padding_min_share = 0;
-  // How attention without maps runs: "fused" (scaled_dot_product_attention)
-  // or "explicit" (the products that maps and diagnostics always use).
+  // How attention without maps runs: "fused" (scaled_dot_product_attention),
+  // "explicit" (the products that maps and diagnostics always use) or
+  // "bfloat16" (an int8 model's Bf16Attention, --int8-attention).
   std::string attention_kernel;
   // How the layers' float32 projections run: "packed" (weights laid out
   // once at load for oneDNN, --pack-weights) or "plain" (the BLAS on the

@@ -53,6 +53,7 @@ struct Options {
   std::string quantize = "none";
   int64_t int8_float_channels = encoder::model::kDefaultInt8FloatChannels;
   int64_t int8_row_outliers = 0;
+  std::string int8_attention = "auto";
   std::string pack_weights = "auto";
   int64_t packed_max_rows = -1;
   // Idle time before each timed forward, as a server sees between calls.
@@ -170,6 +171,9 @@ int main(int argc, char** argv) {
                  "int8: each token's largest |x| in the feed-forward's "
                  "second projection kept in float32, as the server's flag")
       ->capture_default_str();
+  app.add_option("--int8-attention", o.int8_attention,
+                 "int8: auto | float32 | bfloat16, as the server's flag")
+      ->capture_default_str();
   app.add_option("--pack-weights", o.pack_weights,
                  "auto | true | false: float32 CPU weights packed at load, "
                  "as the server's flag")
@@ -239,6 +243,11 @@ int main(int argc, char** argv) {
       std::cerr << s << "\n";
       return 1;
     }
+    if (absl::Status s = (*encoder)->SetInt8Attention(o.int8_attention);
+        !s.ok()) {
+      std::cerr << s << "\n";
+      return 1;
+    }
   }
   const encoder::model::PackingPlan packing = encoder::model::PlanPacking(
       o.pack_weights, o.packed_max_rows,
@@ -265,6 +274,9 @@ int main(int argc, char** argv) {
   out["quantize"] = o.quantize;
   out["int8_float_channels"] = o.int8_float_channels;
   out["int8_row_outliers"] = o.int8_row_outliers;
+  out["int8_attention"] = o.quantize != "int8"           ? "none"
+                          : (*encoder)->bf16_attention() ? "bfloat16"
+                                                         : "float32";
   out["packed_weights"] = packed;
   out["packed_max_rows"] = packed ? packing.max_rows : 0;
   out["pause_us"] = o.pause_us;

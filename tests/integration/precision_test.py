@@ -153,6 +153,78 @@ class PrecisionTest(unittest.TestCase):
             self.assertIn(kernels["true"]["f"], ("packed", "plain"))
             self.assertEqual(kernels["true"]["q"], kernels["true"]["f"])
 
+    def test_int8_attention_follows_the_flag(self):
+        """--int8-attention: /info names the kernel, bfloat16 attention
+        stays within rounding of float32 attention, and a CPU or head size
+        it cannot run on is refused at start."""
+        spec = importlib.util.spec_from_file_location("client",
+                                                      ARGS.python_client)
+        client = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(client)
+        native = "avx512_bf16" in kernel_cpu()[1]
+        # Heads of 32 channels (the kernel's smallest) and of 16 (none).
+        heads32 = dict(SMALL, num_heads=2)
+        with tempfile.TemporaryDirectory() as tmp:
+            pb2, pb2_grpc = client.load_stubs(tmp)
+            repo = os.path.join(tmp, "repo.json")
+            with open(repo, "w") as f:
+                json.dump({"models": [
+                    {"name": "q", "config": heads32, "seed": 3,
+                     "quantize": "int8"},
+                    {"name": "small_heads", "config": SMALL, "seed": 3,
+                     "quantize": "int8"}]}, f)
+            kernels, embeddings = {}, {}
+            ids = [(i * 7919) % 900 + 5 for i in range(150)]
+            for mode in ("auto", "float32"):
+                server = ServerProcess(
+                    ARGS.server, directory=tmp,
+                    extra_args=["--models=" + repo, "--int8-attention=" + mode,
+                                "--http-listen=127.0.0.1:0"])
+                try:
+                    server.wait_ready(120)
+                    with open(server.ready_file) as f:
+                        http_port = json.load(f)["http_port"]
+                    info = json.load(urllib.request.urlopen(
+                        f"http://127.0.0.1:{http_port}/info", timeout=30))
+                    kernels[mode] = {m["name"]: m["attention_kernel"]
+                                     for m in info["models"]}
+                    stub = pb2_grpc.EncoderServiceStub(
+                        grpc.insecure_channel(f"127.0.0.1:{server.port}"))
+                    r = stub.Embed(pb2.EmbedRequest(
+                        model="q", inputs=[pb2.Input(
+                            token_ids=pb2.TokenIds(ids=ids))]), timeout=30)
+                    embeddings[mode] = client.decode_tensor(
+                        pb2, r.results[0].pooled)
+                finally:
+                    server.stop()
+            print(f"attention kernels: {kernels}")
+            self.assertIn(kernels["float32"]["q"], ("fused", "explicit"))
+            self.assertEqual(kernels["auto"]["small_heads"],
+                             kernels["float32"]["q"])
+            self.assertEqual(kernels["auto"]["q"],
+                             "bfloat16" if native else kernels["float32"]["q"])
+            a, b = embeddings["auto"], embeddings["float32"]
+            cosine = sum(x * y for x, y in zip(a, b)) / (
+                sum(x * x for x in a) * sum(y * y for y in b)) ** 0.5
+            print(f"int8 pooled cosine, auto vs float32 attention: "
+                  f"{cosine:.7f}")
+            self.assertGreater(cosine, 0.9999)
+            if native:
+                self.assertNotEqual(a, b)  # really another kernel
+
+            # bfloat16 where it cannot run: refused at start, by name.
+            server = ServerProcess(
+                ARGS.server, directory=tmp,
+                extra_args=["--models=" + repo, "--int8-attention=bfloat16"])
+            try:
+                with self.assertRaises(RuntimeError) as refused:
+                    server.wait_ready(120)
+            finally:
+                server.stop()
+            self.assertIn("bfloat16", str(refused.exception))
+            self.assertIn("avx512_bf16" if not native else "16 channels",
+                          str(refused.exception))
+
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
