@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -83,6 +84,33 @@ __attribute__((always_inline)) inline void LargestEntries(const float* row,
   }
 }
 
+// Eight floats for GCC's vector extensions, and an unaligned, aliasing
+// view of memory as them. Without FMA in the clones' targets an a * b + c
+// stays a multiply and an add, in each clone alike.
+typedef float V8 __attribute__((vector_size(32)));
+typedef float V8Mem __attribute__((vector_size(32), aligned(4), may_alias));
+
+// Memory seen as V8Mem: vector u of a row p is V8s(p)[u].
+__attribute__((always_inline)) inline const V8Mem* V8s(const float* p) {
+  return reinterpret_cast<const V8Mem*>(p);
+}
+
+// One value of a row with centre c and half range h as the direct product's
+// byte (scale 1 / 127.5, zero point 128: the parameters LibTorch's dynamic
+// linear picks for [-1, 1]): 128 + (v - c) s, s = 127.5 / h, rounded to the
+// nearest (ties to even) and kept in [0, 255]. Adding and taking away
+// 1.5 x 2^23 rounds a float of magnitude under 2^22 to an integer in the
+// default rounding mode, in a form the vectorizer takes; without
+// -ffast-math neither step is folded away.
+__attribute__((always_inline)) inline uint8_t QuantizeValue(float v, float c,
+                                                            float s) {
+  constexpr float kRound = 12582912.0f;
+  float q = (((v - c) * s + 128.0f) + kRound) - kRound;
+  q = q < 0.0f ? 0.0f : q;
+  q = q > 255.0f ? 255.0f : q;
+  return static_cast<uint8_t>(static_cast<int>(q));
+}
+
 // Rows [begin, end) of x [n, in]: the float32 channels' inputs gathered to
 // kept [n, k]; then the row's d largest |values| among the rest (row
 // outliers) to out_idx/out_val [n, d], and zeros in their place; each
@@ -91,13 +119,16 @@ __attribute__((always_inline)) inline void LargestEntries(const float* row,
 // then set to zero, as their weights are (Create). The row outliers'
 // columns stay in the int8 weight, so their slots keep (0 - c) / h and
 // come back as about zero, like any zero of the row.
+// With bytes set (and norm null), each row is written quantized instead,
+// as the direct product takes it (QuantizeValue); the row is built in
+// scratch [in].
 __attribute__((target_clones("avx2", "default"))) void NormalizeRows(
-    const float* x, float* norm, float* kept, float* centre, float* half,
-    const int64_t* channels, int64_t k, int64_t in, int64_t d, int64_t* out_idx,
-    float* out_val, int64_t begin, int64_t end) {
+    const float* x, float* norm, uint8_t* bytes, float* scratch, float* kept,
+    float* centre, float* half, const int64_t* channels, int64_t k, int64_t in,
+    int64_t d, int64_t* out_idx, float* out_val, int64_t begin, int64_t end) {
   for (int64_t r = begin; r < end; ++r) {
     const float* xr = x + r * in;
-    float* nr = norm + r * in;
+    float* nr = norm != nullptr ? norm + r * in : scratch;
     for (int64_t j = 0; j < k; ++j) kept[r * k + j] = xr[channels[j]];
     std::copy(xr, xr + in, nr);
     for (int64_t j = 0; j < k; ++j) nr[channels[j]] = 0.0f;
@@ -131,8 +162,74 @@ __attribute__((target_clones("avx2", "default"))) void NormalizeRows(
     const float h = std::max((mx - mn) * 0.5f, 1e-30f);
     centre[r] = c;
     half[r] = h;
-    for (int64_t t = 0; t < in; ++t) nr[t] = (nr[t] - c) / h;
-    for (int64_t j = 0; j < k; ++j) nr[channels[j]] = 0.0f;
+    if (norm != nullptr) {
+      // Kept within [-1, 1]: (max - c) / h can round to 1 + 2^-23, and the
+      // library's range, the whole tensor's, would then depend on which
+      // rows share the batch (the anchor row fixes it at [-1, 1] only if
+      // no row goes past).
+      for (int64_t t = 0; t < in; ++t) {
+        float v = (nr[t] - c) / h;
+        v = v < -1.0f ? -1.0f : v;
+        nr[t] = v > 1.0f ? 1.0f : v;
+      }
+      for (int64_t j = 0; j < k; ++j) nr[channels[j]] = 0.0f;
+      continue;
+    }
+    uint8_t* br = bytes + r * in;
+    const float s = 127.5f / h;
+    for (int64_t t = 0; t < in; ++t) br[t] = QuantizeValue(nr[t], c, s);
+    for (int64_t j = 0; j < k; ++j) br[channels[j]] = 128;
+  }
+}
+
+// The direct product's rows without row outliers, in one pass fewer than
+// NormalizeRows: the range is taken from x itself, its float32 channels
+// counted as zeros through keep [in] (0 there, 1 elsewhere), and no copy
+// is made. Those channels' bytes are whatever they come to: their weights
+// are zeros (Create).
+__attribute__((target_clones("avx2", "default"))) void QuantizeRows(
+    const float* x, const float* keep, uint8_t* bytes, float* kept,
+    float* centre, float* half, const int64_t* channels, int64_t k, int64_t in,
+    int64_t begin, int64_t end) {
+  for (int64_t r = begin; r < end; ++r) {
+    const float* xr = x + r * in;
+    // Two vectors of running minima and maxima each, in registers (arrays
+    // of 16 lanes went through memory at every step). The row is read in
+    // order first: gathering the float32 channels before, at scattered
+    // places, waited on the memory for most of them.
+    const float first = xr[0] * keep[0];
+    V8 lo0 = V8{} + first, lo1 = lo0, hi0 = lo0, hi1 = lo0;
+    int64_t i = 0;
+    for (; i + kLanes <= in; i += kLanes) {
+      const V8 v0 = V8s(xr + i)[0] * V8s(keep + i)[0];
+      const V8 v1 = V8s(xr + i)[1] * V8s(keep + i)[1];
+      lo0 = v0 < lo0 ? v0 : lo0;
+      lo1 = v1 < lo1 ? v1 : lo1;
+      hi0 = v0 > hi0 ? v0 : hi0;
+      hi1 = v1 > hi1 ? v1 : hi1;
+    }
+    float mn = first, mx = first;
+    for (int t = 0; t < 8; ++t) {
+      mn = lo0[t] < mn ? lo0[t] : mn;
+      mn = lo1[t] < mn ? lo1[t] : mn;
+      mx = hi0[t] > mx ? hi0[t] : mx;
+      mx = hi1[t] > mx ? hi1[t] : mx;
+    }
+    for (; i < in; ++i) {
+      const float v = xr[i] * keep[i];
+      mn = v < mn ? v : mn;
+      mx = v > mx ? v : mx;
+    }
+    for (int64_t j = 0; j < k; ++j) kept[r * k + j] = xr[channels[j]];
+    const float c = (mx + mn) * 0.5f;
+    const float h = std::max((mx - mn) * 0.5f, 1e-30f);
+    centre[r] = c;
+    half[r] = h;
+    uint8_t* br = bytes + r * in;
+    const float s = 127.5f / h;
+    for (int64_t t = 0; t < in; ++t) {
+      br[t] = QuantizeValue(xr[t] * keep[t], c, s);
+    }
   }
 }
 
@@ -149,17 +246,6 @@ __attribute__((always_inline)) inline void AddScaledRow(
     }
   }
   for (; o < m; ++o) row[o] += a * (static_cast<float>(q[o]) * scale[o]);
-}
-
-// Eight floats for GCC's vector extensions, and an unaligned, aliasing
-// view of memory as them. Without FMA in the clones' targets an a * b + c
-// stays a multiply and an add, in each clone alike.
-typedef float V8 __attribute__((vector_size(32)));
-typedef float V8Mem __attribute__((vector_size(32), aligned(4), may_alias));
-
-// Memory seen as V8Mem: vector u of a row p is V8s(p)[u].
-__attribute__((always_inline)) inline const V8Mem* V8s(const float* p) {
-  return reinterpret_cast<const V8Mem*>(p);
 }
 
 // Rows [begin, end) of FinishRows' float32 part (below), in blocks of 64
@@ -251,7 +337,8 @@ bool Int8Supported() {
 absl::StatusOr<Int8Linear> Int8Linear::Create(const at::Tensor& weight,
                                               const at::Tensor& bias,
                                               const at::Tensor& float_channels,
-                                              int64_t row_outliers) {
+                                              int64_t row_outliers,
+                                              bool allow_direct) {
   if (!Int8Supported()) {
     return absl::FailedPreconditionError(
         "int8 needs LibTorch's oneDNN quantized engine, which this build "
@@ -309,9 +396,30 @@ absl::StatusOr<Int8Linear> Int8Linear::Create(const at::Tensor& weight,
     const at::Tensor zeros = at::zeros({out.out_}, at::kLong);
     const at::Tensor qweight =
         at::quantize_per_channel(w, scales, zeros, 0, at::kQInt8);
-    std::vector<c10::IValue> stack{qweight, c10::IValue()};
-    Op("quantized::linear_prepack").callBoxed(&stack);
-    out.packed_ = std::move(stack.at(0));
+    static const bool has_direct =
+        c10::Dispatcher::singleton()
+            .findSchema({"onednn::qlinear_pointwise", ""})
+            .has_value() &&
+        c10::Dispatcher::singleton()
+            .findSchema({"onednn::qlinear_prepack", ""})
+            .has_value();
+    out.direct_ = allow_direct && native && has_direct;
+    if (out.direct_) {
+      std::vector<c10::IValue> stack{qweight.int_repr().contiguous(),
+                                     c10::IValue()};
+      Op("onednn::qlinear_prepack").callBoxed(&stack);
+      out.direct_weight_ = stack.at(0).toTensor();
+      out.direct_scales_ = scales.to(at::kFloat).contiguous();
+      out.direct_zeros_ = zeros;
+      out.keep_ = at::ones({out.in_}, at::kFloat);
+      if (out.float_channels_.defined()) {
+        out.keep_.index_fill_(0, out.float_channels_, 0.0);
+      }
+    } else {
+      std::vector<c10::IValue> stack{qweight, c10::IValue()};
+      Op("quantized::linear_prepack").callBoxed(&stack);
+      out.packed_ = std::move(stack.at(0));
+    }
     // What a row's centre contributes: each output's sum of its quantized
     // weights (Forward).
     out.weight_sums_ = qweight.dequantize().sum(1).contiguous();
@@ -378,9 +486,11 @@ at::Tensor Int8Linear::ForwardRows(const float* xp, int64_t n,
   // 256 levels span what it holds (one-sided rows, such as GELU outputs,
   // would waste half of them on a range centred at zero). A row of equal
   // values (zeros included) maps to zeros and comes back through its
-  // centre alone. The anchor row goes last.
-  at::Tensor normalized = at::empty({n + 1, in_}, at::kFloat);
-  normalized[n].copy_(anchor_[0]);
+  // centre alone. The anchor row goes last (not direct: direct rows are
+  // quantized here, by the scale it fixes).
+  at::Tensor normalized = direct_ ? at::empty({n, in_}, at::kByte)
+                                  : at::empty({n + 1, in_}, at::kFloat);
+  if (!direct_) normalized[n].copy_(anchor_[0]);
   const at::Tensor kept = at::empty({n, k}, at::kFloat);
   const at::Tensor centre = at::empty({n}, at::kFloat);
   const at::Tensor half = at::empty({n}, at::kFloat);
@@ -388,20 +498,41 @@ at::Tensor Int8Linear::ForwardRows(const float* xp, int64_t n,
   const at::Tensor out_idx = at::empty({n, d}, at::kLong);
   const at::Tensor out_val = at::empty({n, d}, at::kFloat);
   {
-    float* np = normalized.data_ptr<float>();
+    float* np = direct_ ? nullptr : normalized.data_ptr<float>();
+    uint8_t* bp = direct_ ? normalized.data_ptr<uint8_t>() : nullptr;
     float* kp = kept.data_ptr<float>();
     float* cp = centre.data_ptr<float>();
     float* hp = half.data_ptr<float>();
     const int64_t* ch = k > 0 ? float_channels_.data_ptr<int64_t>() : nullptr;
     at::parallel_for(0, n, 16, [&](int64_t begin, int64_t end) {
-      NormalizeRows(xp, np, kp, cp, hp, ch, k, in_, d,
+      if (direct_ && d == 0) {
+        QuantizeRows(xp, keep_.data_ptr<float>(), bp, kp, cp, hp, ch, k, in_,
+                     begin, end);
+        return;
+      }
+      std::vector<float> scratch(direct_ ? in_ : 0);
+      NormalizeRows(xp, np, bp, scratch.data(), kp, cp, hp, ch, k, in_, d,
                     out_idx.data_ptr<int64_t>(), out_val.data_ptr<float>(),
                     begin, end);
     });
   }
-  static const c10::OperatorHandle dynamic = Op("quantized::linear_dynamic");
-  std::vector<c10::IValue> stack{normalized, packed_, reduce_range_};
-  dynamic.callBoxed(&stack);
+  std::vector<c10::IValue> stack;
+  if (direct_) {
+    static const c10::OperatorHandle pointwise =
+        Op("onednn::qlinear_pointwise");
+    stack = {normalized,          1.0 / 127.5,
+             int64_t{128},        direct_weight_,
+             direct_scales_,      direct_zeros_,
+             c10::IValue(),       1.0,
+             int64_t{0},          at::kFloat,
+             std::string("none"), c10::List<std::optional<at::Scalar>>(),
+             std::string()};
+    pointwise.callBoxed(&stack);
+  } else {
+    static const c10::OperatorHandle dynamic = Op("quantized::linear_dynamic");
+    stack = {normalized, packed_, reduce_range_};
+    dynamic.callBoxed(&stack);
+  }
   // W (h q + c) = h (W q) + c (W 1), plus the bias and the float32
   // channels, from the product's first n rows into yp, or in place.
   at::Tensor product = stack.at(0).toTensor().contiguous();

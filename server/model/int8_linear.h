@@ -54,10 +54,17 @@ class Int8Linear {
   // follows what fixed channels cannot: a GELU output's large values sit
   // in different channels from token to token. InvalidArgument outside
   // [0, in].
+  //
+  // allow_direct: where the CPU has native int8 dot products and LibTorch
+  // has oneDNN's static int8 linear (onednn::qlinear_pointwise, the op
+  // PyTorch's compiler emits), the normalizing pass writes each row's
+  // bytes itself and the product takes them as they are (direct()):
+  // LibTorch's dynamic linear otherwise writes the normalized rows as
+  // float32, finds their range and quantizes them in two more passes.
   static absl::StatusOr<Int8Linear> Create(
       const at::Tensor& weight, const at::Tensor& bias,
-      const at::Tensor& float_channels = at::Tensor(),
-      int64_t row_outliers = 0);
+      const at::Tensor& float_channels = at::Tensor(), int64_t row_outliers = 0,
+      bool allow_direct = true);
 
   // x [..., in] float32 -> [..., out] float32. Thread-safe.
   at::Tensor Forward(const at::Tensor& x) const;
@@ -78,6 +85,8 @@ class Int8Linear {
   int activation_levels() const { return reduce_range_ ? 127 : 255; }
   int64_t out_features() const { return out_; }
   int64_t row_outliers() const { return row_outliers_; }
+  // Whether the product takes the rows' bytes directly (Create).
+  bool direct() const { return direct_; }
 
  private:
   Int8Linear() = default;
@@ -86,10 +95,14 @@ class Int8Linear {
   // into the product's own first n rows. Returns the product [n + 1, out].
   at::Tensor ForwardRows(const float* xp, int64_t n, float* yp) const;
 
-  c10::IValue packed_;         // LinearPackedParamsBase
-  at::Tensor bias_;            // [out]; zeros for a layer without one
-  at::Tensor anchor_;          // [1, in]: +1, -1, zeros
-  at::Tensor weight_sums_;     // [out]: sum of each row of the quantized weight
+  c10::IValue packed_;        // LinearPackedParamsBase (not direct)
+  at::Tensor direct_weight_;  // onednn::qlinear_prepack's (direct)
+  at::Tensor direct_scales_;  // [out] float32 weight scales (direct)
+  at::Tensor direct_zeros_;   // [out] int64 zeros (direct)
+  at::Tensor keep_;         // [in]: 0 at the float32 channels, else 1 (direct)
+  at::Tensor bias_;         // [out]; zeros for a layer without one
+  at::Tensor anchor_;       // [1, in]: +1, -1, zeros
+  at::Tensor weight_sums_;  // [out]: sum of each row of the quantized weight
   at::Tensor float_channels_;  // [k] int64, or undefined
   at::Tensor float_weight_;    // [k, out]: those channels' float32 weights
   at::Tensor outlier_weight_;  // [in, out] int8: the quantized weight, or
@@ -100,6 +113,7 @@ class Int8Linear {
   int64_t out_ = 0;
   int weight_levels_ = 127;
   bool reduce_range_ = false;  // 7-bit activations
+  bool direct_ = false;
 };
 
 // Whether the int8 kernels can run here (a oneDNN quantized engine).

@@ -104,6 +104,51 @@ TEST(Int8Linear, MatchesTheQuantizationArithmetic) {
   }
 }
 
+// Both products: LibTorch's dynamic linear on the normalized rows, and
+// (with native int8 dot products and oneDNN's static int8 linear) the bytes
+// written by the layer's own pass. Each follows the arithmetic written out,
+// with and without float32 channels and row outliers, and a row's result
+// does not depend on its batch in either.
+TEST(Int8Linear, BothProductsFollowTheArithmetic) {
+  if (!Int8Supported()) GTEST_SKIP() << "no oneDNN quantized engine";
+  const Layer l = RandomLayer(80, 48, 21);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(23);
+  const at::Tensor spread =
+      at::pow(10.0, at::arange(-2, 2, 0.25)).view({16, 1});
+  at::Tensor x = (at::randn({16, 48}, gen) + 1.5) * spread;
+  x.select(1, 9) *= 30.0;  // a channel that runs high
+  int direct_layers = 0;
+  for (const bool allow_direct : {false, true}) {
+    for (const auto& [keep, d] :
+         {std::pair{at::Tensor(), int64_t{0}},
+          std::pair{at::tensor({9}, at::kLong), int64_t{0}},
+          std::pair{at::tensor({9}, at::kLong), int64_t{2}}}) {
+      auto q = Int8Linear::Create(l.weight, l.bias, keep, d, allow_direct);
+      ASSERT_TRUE(q.ok()) << q.status();
+      if (!allow_direct) EXPECT_FALSE(q->direct());
+      if (q->direct()) {
+        ++direct_layers;
+        EXPECT_TRUE(DetectCpuFeatures().native_int8());
+      }
+      const at::Tensor got = q->Forward(x);
+      const at::Tensor want = Reference(x, l, *q, keep, d);
+      for (int64_t r = 0; r < 16; ++r) {
+        EXPECT_LT(RelativeError(got[r], want[r]), 5e-3)
+            << "row " << r << (q->direct() ? ", direct" : ", dynamic") << ", "
+            << d << " row outliers";
+        EXPECT_EQ((q->Forward(x.narrow(0, r, 1)) - got.narrow(0, r, 1))
+                      .abs()
+                      .max()
+                      .item<double>(),
+                  0.0)
+            << "row " << r << (q->direct() ? ", direct" : ", dynamic") << ", "
+            << d << " row outliers, alone";
+      }
+    }
+  }
+  std::printf("layers on the direct product: %d of 3 allowed\n", direct_layers);
+}
+
 TEST(Int8Linear, FloatChannelsKeepAnOutlierFromSettingTheRange) {
   if (!Int8Supported()) GTEST_SKIP() << "no oneDNN quantized engine";
   const Layer l = RandomLayer(40, 64, 4);
