@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "server/model/cpu_features.h"
+#include "server/model/torch_compat.h"
 
 namespace encoder::model {
 namespace {
@@ -525,7 +526,7 @@ at::Tensor Int8Linear::ForwardRows(const float* xp, int64_t n,
              direct_scales_,      direct_zeros_,
              c10::IValue(),       1.0,
              int64_t{0},          at::kFloat,
-             std::string("none"), c10::List<std::optional<at::Scalar>>(),
+             std::string("none"), EmptyOptionalScalars(),
              std::string()};
     pointwise.callBoxed(&stack);
   } else {

@@ -40,6 +40,17 @@ inline at::Tensor FusedAttention(const at::Tensor& q, const at::Tensor& k,
 #endif
 }
 
+// An empty Scalar?[] argument for a boxed operator call (LibTorch 2.4 made
+// c10::optional std::optional).
+inline c10::IValue EmptyOptionalScalars() {
+#if TORCH_VERSION_MAJOR > 2 || \
+    (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  return c10::List<std::optional<at::Scalar>>();
+#else
+  return c10::List<c10::optional<at::Scalar>>();
+#endif
+}
+
 // Whether the fused kernel may pick cuDNN's attention on CUDA (LibTorch
 // 2.4 and later have it; a no-op before). Process-wide: LibTorch keeps the
 // choice in its global context.

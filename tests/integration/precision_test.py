@@ -54,6 +54,14 @@ def write_repo(tmp):
     return repo
 
 
+def http_info(server):
+    """/info of a ready server started with --http-listen."""
+    with open(server.ready_file) as f:
+        http_port = json.load(f)["http_port"]
+    return json.load(urllib.request.urlopen(
+        f"http://127.0.0.1:{http_port}/info", timeout=30))
+
+
 class PrecisionTest(unittest.TestCase):
     def test_int8_models_report_precision_and_cpu(self):
         spec = importlib.util.spec_from_file_location("client",
@@ -138,12 +146,8 @@ class PrecisionTest(unittest.TestCase):
                                 "--http-listen=127.0.0.1:0"])
                 try:
                     server.wait_ready(120)
-                    with open(server.ready_file) as f:
-                        http_port = json.load(f)["http_port"]
-                    info = json.load(urllib.request.urlopen(
-                        f"http://127.0.0.1:{http_port}/info", timeout=30))
                     kernels[mode] = {m["name"]: m["linear_kernel"]
-                                     for m in info["models"]}
+                                     for m in http_info(server)["models"]}
                 finally:
                     server.stop()
             print(f"linear kernels: {kernels}")
@@ -182,12 +186,8 @@ class PrecisionTest(unittest.TestCase):
                                 "--http-listen=127.0.0.1:0"])
                 try:
                     server.wait_ready(120)
-                    with open(server.ready_file) as f:
-                        http_port = json.load(f)["http_port"]
-                    info = json.load(urllib.request.urlopen(
-                        f"http://127.0.0.1:{http_port}/info", timeout=30))
                     kernels[mode] = {m["name"]: m["attention_kernel"]
-                                     for m in info["models"]}
+                                     for m in http_info(server)["models"]}
                     stub = pb2_grpc.EncoderServiceStub(
                         grpc.insecure_channel(f"127.0.0.1:{server.port}"))
                     r = stub.Embed(pb2.EmbedRequest(

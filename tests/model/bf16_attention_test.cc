@@ -37,6 +37,20 @@ at::Tensor Heads(int64_t b, int64_t s, int64_t h, int64_t d, at::Generator& gen,
   return at::normal(0.0, stddev, {b, s, h, d}, gen).transpose(1, 2);
 }
 
+// Queries, keys and values of b sequences of s positions, h heads of d.
+struct Qkv {
+  at::Tensor q, k, v;
+};
+Qkv RandomQkv(int64_t b, int64_t s, int64_t h, int64_t d, uint64_t seed,
+              double qk_stddev = 1.0) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  Qkv out;
+  out.q = Heads(b, s, h, d, gen, qk_stddev);
+  out.k = Heads(b, s, h, d, gen, qk_stddev);
+  out.v = Heads(b, s, h, d, gen, 1.0);
+  return out;
+}
+
 TEST(Bf16Attention, SupportFollowsTheCpuAndTheHeadSize) {
   EXPECT_FALSE(Bf16AttentionSupported(16));
   EXPECT_FALSE(Bf16AttentionSupported(48));
@@ -103,10 +117,7 @@ TEST(Bf16Attention, KeepsSharpAttention) {
   if (!Bf16AttentionSupported(32)) {
     GTEST_SKIP() << "no AVX-512 BF16 on this CPU";
   }
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
-  const at::Tensor q = Heads(2, 96, 4, 32, gen, 3.0);
-  const at::Tensor k = Heads(2, 96, 4, 32, gen, 3.0);
-  const at::Tensor v = Heads(2, 96, 4, 32, gen, 1.0);
+  const auto [q, k, v] = RandomQkv(2, 96, 4, 32, 3, /*qk_stddev=*/3.0);
   const at::Tensor got =
       Bf16Attention(q, k, v, at::Tensor(), 1 / std::sqrt(32.0));
   EXPECT_LT(Error(got, Reference(q, k, v, at::Tensor(), 1 / std::sqrt(32.0))),
@@ -119,10 +130,7 @@ TEST(Bf16Attention, RowsIndependentOfBatchAndThreads) {
   if (!Bf16AttentionSupported(32)) {
     GTEST_SKIP() << "no AVX-512 BF16 on this CPU";
   }
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
-  const at::Tensor q = Heads(5, 77, 12, 32, gen, 1.0);
-  const at::Tensor k = Heads(5, 77, 12, 32, gen, 1.0);
-  const at::Tensor v = Heads(5, 77, 12, 32, gen, 1.0);
+  const auto [q, k, v] = RandomQkv(5, 77, 12, 32, 7);
   const int before = at::get_num_threads();
   at::set_num_threads(1);
   const at::Tensor one = Bf16Attention(q, k, v, at::Tensor(), 0.2);
@@ -142,10 +150,7 @@ TEST(Bf16Attention, RowWithEveryKeyMaskedIsZero) {
   if (!Bf16AttentionSupported(32)) {
     GTEST_SKIP() << "no AVX-512 BF16 on this CPU";
   }
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(9);
-  const at::Tensor q = Heads(1, 5, 2, 32, gen, 1.0);
-  const at::Tensor k = Heads(1, 5, 2, 32, gen, 1.0);
-  const at::Tensor v = Heads(1, 5, 2, 32, gen, 1.0);
+  const auto [q, k, v] = RandomQkv(1, 5, 2, 32, 9);
   at::Tensor bias = at::zeros({1, 1, 5, 5});
   bias[0][0][2].fill_(-std::numeric_limits<float>::infinity());
   const at::Tensor got = Bf16Attention(q, k, v, bias, 0.2);
