@@ -144,13 +144,8 @@ at::Tensor Encoder::Mix(const at::Tensor& q, const at::Tensor& k,
   }
   // scores [B, H, S, S] = q k^T / sqrt(d) + positional bias + padding mask.
   at::Tensor scores = at::matmul(q, k.transpose(-2, -1));
-  if (config_.arch.attention_scale) {
-    // sqrt(d), or sqrt(d x (1 + position terms)) for disentangled
-    // attention; a division, as the reference families compute it.
-    scores =
-        scores / std::sqrt(static_cast<double>(d) *
-                           static_cast<double>(config_.score_scale_factor()));
-  }
+  // A division, as the reference families compute it.
+  if (config_.arch.attention_scale) scores = scores / ScoreRoot(d);
   scores = scores + bias;
   // Accumulated in float32 whatever the serving dtype.
   at::Tensor probs = scores.scalar_type() == at::kBFloat16
@@ -160,10 +155,13 @@ at::Tensor Encoder::Mix(const at::Tensor& q, const at::Tensor& k,
   return at::matmul(probs, v).transpose(1, 2).reshape({b, s, h * d});
 }
 
+double Encoder::ScoreRoot(int64_t head_dim) const {
+  return std::sqrt(static_cast<double>(head_dim) *
+                   static_cast<double>(config_.score_scale_factor()));
+}
+
 double Encoder::ScoreScale(int64_t head_dim) const {
-  if (!config_.arch.attention_scale) return 1.0;
-  return 1.0 / std::sqrt(static_cast<double>(head_dim) *
-                         static_cast<double>(config_.score_scale_factor()));
+  return config_.arch.attention_scale ? 1.0 / ScoreRoot(head_dim) : 1.0;
 }
 
 at::Tensor Encoder::MixEach(const at::Tensor& q, const at::Tensor& k,

@@ -340,8 +340,10 @@ class Encoder {
   at::Tensor Mix(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                  const at::Tensor& bias, bool use_bias, bool fused,
                  at::Tensor* attention) const;
-  // The scores' scale: 1 / sqrt(d x (1 + position terms)), or 1 for a
-  // family that leaves its scores unscaled.
+  // sqrt(d), or sqrt(d x (1 + position terms)) for disentangled attention.
+  double ScoreRoot(int64_t head_dim) const;
+  // The scores' scale: 1 / ScoreRoot, or 1 for a family that leaves its
+  // scores unscaled.
   double ScoreScale(int64_t head_dim) const;
   // Mix on each sequence's first lengths[i] positions alone, so that its
   // products have the same shapes whatever it is batched with.
