@@ -268,9 +268,15 @@ absl::Status ConfigureCompute(Process& p) {
                          : std::string("free heap memory kept by malloc"));
   spdlog::info("{}", encoder::runner::InstallCpuBufferCache(
                          flags.cpu_buffer_cache_bytes));
+  if (const std::string bad = encoder::model::CpuIsaCapError(); !bad.empty()) {
+    return absl::InvalidArgumentError(bad);
+  }
   p.cpu = &encoder::model::DetectCpuFeatures();
-  spdlog::info("CPU {}: {}; {}; {}", p.cpu->model, p.cpu->Joined(), threads,
-               share);
+  spdlog::info("CPU {}: {}{}; {}; {}", p.cpu->model, p.cpu->Joined(),
+               p.cpu->isa_cap.empty()
+                   ? std::string()
+                   : absl::StrCat(" (capped at ", p.cpu->isa_cap, ")"),
+               threads, share);
   p.host_options = flags.host;
   p.host_options.device = p.device;
   p.host_options.batching.executions = executions;

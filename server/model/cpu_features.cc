@@ -1,8 +1,12 @@
 #include "server/model/cpu_features.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 
@@ -80,7 +84,76 @@ CpuFeatures Detect() {
 }
 #endif
 
+// oneDNN's ISA names, each with its rank: a feature needs a rank of at
+// least that of the level it belongs to (ApplyRank).
+int IsaRank(const std::string& level) {
+  static const std::pair<const char*, int> kLevels[] = {
+      {"sse41", 0},
+      {"avx", 1},
+      {"avx2", 2},
+      {"avx2_vnni", 2},
+      {"avx2_vnni_2", 2},
+      {"avx512_core", 3},
+      {"avx512_core_vnni", 4},
+      {"avx512_core_bf16", 5},
+      {"avx512_core_fp16", 5},
+      {"avx512_core_amx", 6},
+      {"avx512_core_amx_fp16", 6},
+      {"default", 7},
+      {"all", 7}};
+  const std::string lower = absl::AsciiStrToLower(level);
+  for (const auto& [name, rank] : kLevels) {
+    if (lower == name) return rank;
+  }
+  return -1;
+}
+
+void ApplyRank(int rank, CpuFeatures* f) {
+  if (rank < 2) f->avx2 = f->fma = false;
+  if (rank < 3) f->avx512f = false;
+  if (rank < 4) f->avx512_vnni = false;
+  if (rank < 5) f->avx512_bf16 = false;
+  if (rank < 6) f->amx_bf16 = f->amx_int8 = false;
+}
+
+std::string Variable(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? std::string() : std::string(value);
+}
+
+CpuFeatures DetectCapped() {
+  CpuFeatures f = Detect();
+  int best = 7;
+  for (const char* name :
+       {"ENCODER_CPU_ISA", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"}) {
+    const std::string value = Variable(name);
+    const int rank = value.empty() ? -1 : IsaRank(value);
+    if (rank < 0 || rank >= best) continue;
+    best = rank;
+    ApplyRank(rank, &f);
+    f.isa_cap = absl::StrCat(absl::AsciiStrToUpper(value), " (", name, ")");
+  }
+  return f;
+}
+
 }  // namespace
+
+bool CapIsa(const std::string& level, CpuFeatures* f) {
+  const int rank = IsaRank(level);
+  if (rank < 0) return false;
+  ApplyRank(rank, f);
+  return true;
+}
+
+std::string CpuIsaCapError() {
+  const std::string value = Variable("ENCODER_CPU_ISA");
+  if (value.empty() || IsaRank(value) >= 0) return "";
+  return absl::StrCat(
+      "ENCODER_CPU_ISA=", value,
+      " is not an ISA level; one of SSE41, AVX, AVX2, AVX2_VNNI, "
+      "AVX2_VNNI_2, AVX512_CORE, AVX512_CORE_VNNI, AVX512_CORE_BF16, "
+      "AVX512_CORE_FP16, AVX512_CORE_AMX, AVX512_CORE_AMX_FP16, DEFAULT, ALL");
+}
 
 std::vector<std::string> CpuFeatures::Names() const {
   std::vector<std::string> names;
@@ -103,7 +176,7 @@ std::string CpuFeatures::Joined() const {
 }
 
 const CpuFeatures& DetectCpuFeatures() {
-  static const CpuFeatures* const features = new CpuFeatures(Detect());
+  static const CpuFeatures* const features = new CpuFeatures(DetectCapped());
   return *features;
 }
 

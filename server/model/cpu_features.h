@@ -19,6 +19,9 @@ struct CpuFeatures {
   bool avx512_bf16 = false;
   bool amx_bf16 = false;
   bool amx_int8 = false;
+  // The ISA level the features were capped at and the variable that said
+  // so ("AVX2 (ONEDNN_MAX_CPU_ISA)"), or "" when none applies (CapIsa).
+  std::string isa_cap;
 
   // Native bfloat16 matrix multiply (AVX-512 BF16 or AMX BF16).
   bool native_bf16() const { return avx512_bf16 || amx_bf16; }
@@ -43,9 +46,27 @@ struct CpuFeatures {
   std::string Joined() const;
 };
 
-// This machine's features (cached after the first call). On a non-x86
-// build every flag is false and the model is "unknown".
+// Lowers `f` to an ISA level as oneDNN's ONEDNN_MAX_CPU_ISA names it
+// (case-insensitive): SSE41, AVX, AVX2 (also AVX2_VNNI, AVX2_VNNI_2: the
+// int8 paths here use AVX-512 VNNI only), AVX512_CORE, AVX512_CORE_VNNI,
+// AVX512_CORE_BF16 (also AVX512_CORE_FP16), AVX512_CORE_AMX (also
+// AVX512_CORE_AMX_FP16), DEFAULT or ALL (no cap). A level never adds a
+// feature the CPU lacks. False for a name not in that list (`f` is then
+// unchanged).
+bool CapIsa(const std::string& level, CpuFeatures* f);
+
+// This machine's features (cached after the first call), lowered to the
+// tighter of ENCODER_CPU_ISA and ONEDNN_MAX_CPU_ISA (or its older spelling
+// DNNL_MAX_CPU_ISA) where set: so that a stronger CPU can run the paths of
+// a lesser one, and so that the project's own kernels never pick a path
+// that oneDNN, capped, would not run. On a non-x86 build every flag is
+// false and the model is "unknown".
 const CpuFeatures& DetectCpuFeatures();
+
+// The error of an ENCODER_CPU_ISA value CapIsa does not know ("" when the
+// variable is unset or valid): the server refuses to start on one. An
+// unknown ONEDNN_MAX_CPU_ISA is ignored, as oneDNN itself ignores it.
+std::string CpuIsaCapError();
 
 }  // namespace encoder::model
 

@@ -255,9 +255,10 @@ __attribute__((always_inline)) inline void AddScaledRow(
 // array of 64 floats went through memory at every step, and its stores
 // and reloads took most of this pass's time).
 __attribute__((always_inline)) inline void FinishTile(
-    const float* product, float* y, const float* bias, const float* weight_sums,
-    const float* centre, const float* half, const float* kept, const float* fw,
-    int64_t m, int64_t k, int64_t begin, int64_t end) {
+    const float* product, const float* product_scale, float* y,
+    const float* bias, const float* weight_sums, const float* centre,
+    const float* half, const float* kept, const float* fw, int64_t m, int64_t k,
+    int64_t begin, int64_t end) {
   constexpr int64_t kBlock = 64;
   constexpr int kVectors = kBlock / 8;
   for (int64_t o0 = 0; o0 < m; o0 += kBlock) {
@@ -265,11 +266,14 @@ __attribute__((always_inline)) inline void FinishTile(
       for (int64_t r = begin; r < end; ++r) {
         const V8Mem* b = V8s(bias + o0);
         const V8Mem* p = V8s(product + r * m + o0);
+        const V8Mem* ps = V8s(product_scale + o0);
         const V8Mem* s = V8s(weight_sums + o0);
         const float h = half[r], c = centre[r];
         V8 acc[kVectors];
 #pragma GCC unroll 8
-        for (int u = 0; u < kVectors; ++u) acc[u] = b[u] + h * p[u] + c * s[u];
+        for (int u = 0; u < kVectors; ++u) {
+          acc[u] = b[u] + h * (p[u] * ps[u]) + c * s[u];
+        }
         for (int64_t j = 0; j < k; ++j) {
           const float a = kept[r * k + j];
           const V8Mem* w = V8s(fw + j * m + o0);
@@ -283,7 +287,8 @@ __attribute__((always_inline)) inline void FinishTile(
     } else {
       for (int64_t r = begin; r < end; ++r) {
         for (int64_t o = o0; o < m; ++o) {
-          float acc = bias[o] + half[r] * product[r * m + o] +
+          float acc = bias[o] +
+                      half[r] * (product[r * m + o] * product_scale[o]) +
                       centre[r] * weight_sums[o];
           for (int64_t j = 0; j < k; ++j)
             acc += kept[r * k + j] * fw[j * m + o];
@@ -295,16 +300,17 @@ __attribute__((always_inline)) inline void FinishTile(
 }
 
 // Rows [begin, end) of the layer's output y [n, m] from p [n, m], the
-// product of the normalized rows: bias + h p + c (W 1) + the float32
+// product of the normalized rows, each output times its product_scale
+// [m]: bias + h (p ps) + c (W 1) + the float32
 // channels' part, sum_j kept[r, j] fw[j] (fw [k, m]); after that, the row
 // outliers' part, sum_j out_val[r, j] (qw[out_idx[r, j]] * scale) (qw
 // [in, m], the quantized weight's columns; scale [m]).
 __attribute__((target_clones("avx2", "default"))) void FinishRows(
-    const float* product, float* y, const float* bias, const float* weight_sums,
-    const float* centre, const float* half, const float* kept, const float* fw,
-    int64_t m, int64_t k, const int8_t* qw, const float* scale,
-    const int64_t* out_idx, const float* out_val, int64_t d, int64_t begin,
-    int64_t end) {
+    const float* product, const float* product_scale, float* y,
+    const float* bias, const float* weight_sums, const float* centre,
+    const float* half, const float* kept, const float* fw, int64_t m, int64_t k,
+    const int8_t* qw, const float* scale, const int64_t* out_idx,
+    const float* out_val, int64_t d, int64_t begin, int64_t end) {
   // Tiles of kTileRows rows, each walked block by block and then given its
   // row outliers: a tile's rows stay in L2 throughout (walking all of a
   // thread's rows per block read y from memory once per block when it held
@@ -314,8 +320,8 @@ __attribute__((target_clones("avx2", "default"))) void FinishRows(
   constexpr int64_t kTileRows = 16;
   for (int64_t t0 = begin; t0 < end; t0 += kTileRows) {
     const int64_t t1 = std::min(end, t0 + kTileRows);
-    FinishTile(product, y, bias, weight_sums, centre, half, kept, fw, m, k, t0,
-               t1);
+    FinishTile(product, product_scale, y, bias, weight_sums, centre, half, kept,
+               fw, m, k, t0, t1);
     for (int64_t r = t0; r < t1; ++r) {
       float* row = y + r * m;
       for (int64_t j = 0; j < d; ++j) {
@@ -410,8 +416,10 @@ absl::StatusOr<Int8Linear> Int8Linear::Create(const at::Tensor& weight,
                                      c10::IValue()};
       Op("onednn::qlinear_prepack").callBoxed(&stack);
       out.direct_weight_ = stack.at(0).toTensor();
-      out.direct_scales_ = scales.to(at::kFloat).contiguous();
+      out.direct_scales_ = at::ones({out.out_}, at::kFloat);
       out.direct_zeros_ = zeros;
+      // The bytes' step (2 / 255, 1 / 127.5) times the weight's scale.
+      out.product_scale_ = (scales / 127.5).to(at::kFloat).contiguous();
       out.keep_ = at::ones({out.in_}, at::kFloat);
       if (out.float_channels_.defined()) {
         out.keep_.index_fill_(0, out.float_channels_, 0.0);
@@ -420,6 +428,7 @@ absl::StatusOr<Int8Linear> Int8Linear::Create(const at::Tensor& weight,
       std::vector<c10::IValue> stack{qweight, c10::IValue()};
       Op("quantized::linear_prepack").callBoxed(&stack);
       out.packed_ = std::move(stack.at(0));
+      out.product_scale_ = at::ones({out.out_}, at::kFloat);
     }
     // What a row's centre contributes: each output's sum of its quantized
     // weights (Forward).
@@ -521,7 +530,7 @@ at::Tensor Int8Linear::ForwardRows(const float* xp, int64_t n,
   if (direct_) {
     static const c10::OperatorHandle pointwise =
         Op("onednn::qlinear_pointwise");
-    stack = {normalized,          1.0 / 127.5,
+    stack = {normalized,          1.0,
              int64_t{128},        direct_weight_,
              direct_scales_,      direct_zeros_,
              c10::IValue(),       1.0,
@@ -546,11 +555,12 @@ at::Tensor Int8Linear::ForwardRows(const float* xp, int64_t n,
     const float* hp = half.data_ptr<float>();
     const float* bp = bias_.data_ptr<float>();
     const float* ws = weight_sums_.data_ptr<float>();
+    const float* ps = product_scale_.data_ptr<float>();
     const int8_t* qw = d > 0 ? outlier_weight_.data_ptr<int8_t>() : nullptr;
     const float* qs = d > 0 ? outlier_scales_.data_ptr<float>() : nullptr;
     const int64_t m = out_;
     at::parallel_for(0, n, 16, [&](int64_t begin, int64_t end) {
-      FinishRows(pp, yp, bp, ws, cp, hp, kp, fw, m, k, qw, qs,
+      FinishRows(pp, ps, yp, bp, ws, cp, hp, kp, fw, m, k, qw, qs,
                  out_idx.data_ptr<int64_t>(), out_val.data_ptr<float>(), d,
                  begin, end);
     });

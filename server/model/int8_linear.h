@@ -61,6 +61,15 @@ class Int8Linear {
   // bytes itself and the product takes them as they are (direct()):
   // LibTorch's dynamic linear otherwise writes the normalized rows as
   // float32, finds their range and quantizes them in two more passes.
+  // The direct product is asked for the bare integer sums (unit scales:
+  // the library's only float step is converting each exact int32 sum),
+  // and every scale is applied in this layer's own pass, row by row: so a
+  // row's result is the same floats alone or in any batch on every CPU,
+  // whichever kernel the library picks for the number of rows (with AMX
+  // it picks by row count). The dynamic product applies its scales inside
+  // the library: bit-identical alone and batched where the kernel does not
+  // change with the rows (AVX2, AVX-512 VNNI), within kDynamicBatchUlps
+  // ulps of the row's largest |output| where it may (AMX).
   static absl::StatusOr<Int8Linear> Create(
       const at::Tensor& weight, const at::Tensor& bias,
       const at::Tensor& float_channels = at::Tensor(), int64_t row_outliers = 0,
@@ -75,6 +84,9 @@ class Int8Linear {
   // With several intra-op threads, inputs of at least this many rows per
   // thread run in one parallel region, a share of the rows each.
   static constexpr int64_t kMinRowsPerThread = 16;
+  // The dynamic product's bound between a row alone and in a batch on a
+  // CPU with AMX, in ulps of the row's largest |output| (Create).
+  static constexpr int kDynamicBatchUlps = 8;
 
   int64_t in_features() const { return in_; }
   // The input channels kept in float32 (int64, ascending), or undefined.
@@ -97,12 +109,16 @@ class Int8Linear {
 
   c10::IValue packed_;        // LinearPackedParamsBase (not direct)
   at::Tensor direct_weight_;  // onednn::qlinear_prepack's (direct)
-  at::Tensor direct_scales_;  // [out] float32 weight scales (direct)
-  at::Tensor direct_zeros_;   // [out] int64 zeros (direct)
-  at::Tensor keep_;         // [in]: 0 at the float32 channels, else 1 (direct)
-  at::Tensor bias_;         // [out]; zeros for a layer without one
-  at::Tensor anchor_;       // [1, in]: +1, -1, zeros
-  at::Tensor weight_sums_;  // [out]: sum of each row of the quantized weight
+  at::Tensor direct_scales_;  // [out] float32 ones: unit weight scales
+  // [out] float32: what each output of the product is multiplied by in
+  // the finishing pass: the weight scale / 127.5 (direct), ones (dynamic:
+  // the library scaled it).
+  at::Tensor product_scale_;
+  at::Tensor direct_zeros_;  // [out] int64 zeros (direct)
+  at::Tensor keep_;          // [in]: 0 at the float32 channels, else 1 (direct)
+  at::Tensor bias_;          // [out]; zeros for a layer without one
+  at::Tensor anchor_;        // [1, in]: +1, -1, zeros
+  at::Tensor weight_sums_;   // [out]: sum of each row of the quantized weight
   at::Tensor float_channels_;  // [k] int64, or undefined
   at::Tensor float_weight_;    // [k, out]: those channels' float32 weights
   at::Tensor outlier_weight_;  // [in, out] int8: the quantized weight, or

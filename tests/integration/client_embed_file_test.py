@@ -34,6 +34,22 @@ CALL_TIMEOUT_S = 300
 # Vectors of one input batched with different neighbours may differ in the
 # last float32 bits (padding changes the reduction order).
 BATCHING_ATOL = 2e-5
+# The README's float32 guarantee ("CPU precision"): two runs of the same
+# request, and one input alone or batched, agree within this many ulps of
+# the vector's largest |value| (MKL's products may change their order
+# with the rows and the memory's alignment; oneDNN's do not, and there the
+# floats are equal).
+RUN_TO_RUN_ULPS = 256
+
+
+def ulps_of_largest(a, b):
+    """Max |a - b| per row, in ulps of the row's largest |value| (float32)."""
+    a = np.asarray(a, dtype=np.float32)
+    b = np.asarray(b, dtype=np.float32)
+    top = np.maximum(np.abs(a).max(axis=1), np.abs(b).max(axis=1))
+    ulp = np.spacing(top.astype(np.float32)).astype(np.float64)
+    gap = np.abs(a.astype(np.float64) - b.astype(np.float64)).max(axis=1)
+    return float((gap / ulp).max())
 
 
 def run(command, timeout=CALL_TIMEOUT_S, stdin=None):
@@ -122,7 +138,7 @@ class EmbedFileTest(unittest.TestCase):
         inputs.append([5, 6, 7, 8])
         source = self.write("inputs.jsonl", "\n".join(lines) + "\n")
         # One request in flight: each server batch is exactly one request's
-        # inputs in every run, so the three runs compute the same floats.
+        # inputs in every run, so the three runs send the same requests.
         common = ["--model", "rope", "--input", source, "--batch-size", "2",
                   "--max-in-flight", "1"]
 
@@ -162,10 +178,12 @@ class EmbedFileTest(unittest.TestCase):
         with open(npy_path, "rb") as f:
             self.assertEqual(f.read(8), b"\x93NUMPY\x01\x00")
 
-        # The text forms are the shortest that read back as the same
-        # float32, so all three agree exactly.
-        np.testing.assert_array_equal(from_jsonl, from_npy)
-        np.testing.assert_array_equal(from_json, from_npy)
+        # The text forms read back as the float32 the server sent, so the
+        # three runs agree as two runs of the same requests do.
+        for name, got in (("jsonl", from_jsonl), ("json", from_json)):
+            gap = ulps_of_largest(got, from_npy)
+            print(f"{name} against npy: {gap:.0f} ulps of the largest value")
+            self.assertLessEqual(gap, RUN_TO_RUN_ULPS, name)
         np.testing.assert_allclose(from_npy, self.reference(inputs),
                                    rtol=0, atol=BATCHING_ATOL)
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -32,20 +33,77 @@ std::set<std::string> KernelFlags() {
   return flags;
 }
 
+// The kernel's flags, lowered by the ISA caps in this process's
+// environment exactly as DetectCpuFeatures lowers its own reading: the
+// ISA-emulation runs of the suite (tests/model/isa_run.sh) set them.
 TEST(CpuFeatures, AgreeWithTheKernelsFlags) {
   const std::set<std::string> flags = KernelFlags();
   if (flags.empty()) GTEST_SKIP() << "no /proc/cpuinfo flags on this system";
+  CpuFeatures want;
+  want.avx2 = flags.count("avx2") == 1;
+  want.fma = flags.count("fma") == 1;
+  want.avx512f = flags.count("avx512f") == 1;
+  want.avx512_vnni = flags.count("avx512_vnni") == 1;
+  want.avx512_bf16 = flags.count("avx512_bf16") == 1;
+  want.amx_bf16 = flags.count("amx_bf16") == 1;
+  want.amx_int8 = flags.count("amx_int8") == 1;
+  bool capped = false;
+  for (const char* name :
+       {"ENCODER_CPU_ISA", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"}) {
+    const char* value = std::getenv(name);
+    if (value != nullptr && *value != '\0' && CapIsa(value, &want)) {
+      capped = true;
+    }
+  }
   const CpuFeatures& f = DetectCpuFeatures();
-  EXPECT_EQ(f.avx2, flags.count("avx2") == 1);
-  EXPECT_EQ(f.fma, flags.count("fma") == 1);
-  EXPECT_EQ(f.avx512f, flags.count("avx512f") == 1);
-  EXPECT_EQ(f.avx512_vnni, flags.count("avx512_vnni") == 1);
-  EXPECT_EQ(f.avx512_bf16, flags.count("avx512_bf16") == 1);
-  EXPECT_EQ(f.amx_bf16, flags.count("amx_bf16") == 1);
-  EXPECT_EQ(f.amx_int8, flags.count("amx_int8") == 1);
+  EXPECT_EQ(f.avx2, want.avx2);
+  EXPECT_EQ(f.fma, want.fma);
+  EXPECT_EQ(f.avx512f, want.avx512f);
+  EXPECT_EQ(f.avx512_vnni, want.avx512_vnni);
+  EXPECT_EQ(f.avx512_bf16, want.avx512_bf16);
+  EXPECT_EQ(f.amx_bf16, want.amx_bf16);
+  EXPECT_EQ(f.amx_int8, want.amx_int8);
+  EXPECT_EQ(f.isa_cap.empty(), !capped) << f.isa_cap;
   for (const std::string& name : f.Names()) {
     EXPECT_EQ(flags.count(name), 1u) << name;
   }
+  std::cout << "features: " << f.Joined()
+            << (f.isa_cap.empty() ? "" : ", capped at " + f.isa_cap) << "\n";
+}
+
+// Each level keeps the features at or below it and drops the rest; the
+// names are oneDNN's, in any case; an unknown name changes nothing.
+TEST(CpuFeatures, CapIsaLowersToEachLevel) {
+  CpuFeatures all;
+  all.avx2 = all.fma = all.avx512f = all.avx512_vnni = all.avx512_bf16 =
+      all.amx_bf16 = all.amx_int8 = true;
+  const std::string every = all.Joined();
+  const std::pair<const char*, std::string> levels[] = {
+      {"SSE41", "none"},
+      {"AVX", "none"},
+      {"AVX2", "avx2,fma"},
+      {"avx2_vnni", "avx2,fma"},
+      {"AVX512_CORE", "avx2,fma,avx512f"},
+      {"AVX512_CORE_VNNI", "avx2,fma,avx512f,avx512_vnni"},
+      {"AVX512_CORE_BF16", "avx2,fma,avx512f,avx512_vnni,avx512_bf16"},
+      {"AVX512_CORE_FP16", "avx2,fma,avx512f,avx512_vnni,avx512_bf16"},
+      {"AVX512_CORE_AMX", every},
+      {"ALL", every},
+      {"default", every}};
+  for (const auto& [level, joined] : levels) {
+    CpuFeatures f = all;
+    EXPECT_TRUE(CapIsa(level, &f)) << level;
+    EXPECT_EQ(f.Joined(), joined) << level;
+  }
+  // A cap never adds what the CPU lacks.
+  CpuFeatures avx2_only;
+  avx2_only.avx2 = avx2_only.fma = true;
+  EXPECT_TRUE(CapIsa("AVX512_CORE_AMX", &avx2_only));
+  EXPECT_EQ(avx2_only.Joined(), "avx2,fma");
+  CpuFeatures unchanged = all;
+  EXPECT_FALSE(CapIsa("AVX3", &unchanged));
+  EXPECT_FALSE(CapIsa("", &unchanged));
+  EXPECT_EQ(unchanged.Joined(), all.Joined());
 }
 
 // The model is CPUID's brand string, read now. The kernel's "model name" is
