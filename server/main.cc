@@ -442,6 +442,13 @@ void RegisterModels(Process& p) {
         "linears {}",
         d.name, d.family, d.scheme.name, c.num_layers, c.d_model,
         d.parameter_count, d.device, d.precision, linears);
+    if (d.batching.work_per_second > 0) {
+      spdlog::info(
+          "model {}: {:.3g} compute units/s measured; attention statistics "
+          "take {:.2f}x their priced compute here",
+          d.name, d.batching.work_per_second,
+          d.batching.compute_scale[encoder::batching::kStatisticsCompute]);
+    }
     if (!d.batch_profile.points.empty()) {
       spdlog::info("model {}: batch profile: {}", d.name,
                    encoder::batching::DescribeProfile(d.batch_profile));

@@ -120,6 +120,14 @@ int64_t SequenceCost::At(int64_t length) const {
   return bytes > INT64_MAX ? INT64_MAX : static_cast<int64_t>(bytes);
 }
 
+SequenceCost ScaleCost(const SequenceCost& cost, double scale) {
+  const auto times = [scale](int64_t v) {
+    const double scaled = static_cast<double>(v) * std::max(0.0, scale);
+    return scaled >= 9.2e18 ? INT64_MAX : static_cast<int64_t>(scaled);
+  };
+  return SequenceCost{times(cost.per_token), times(cost.per_token_pair)};
+}
+
 BatchDecision DecideBatch(const std::vector<QueuedSequence>& queue,
                           const BatchOptions& options, absl::Time now) {
   BatchDecision decision;

@@ -3,6 +3,7 @@
 #ifndef ENCODER_SERVER_BATCHING_BATCH_POLICY_H_
 #define ENCODER_SERVER_BATCHING_BATCH_POLICY_H_
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -74,6 +75,13 @@ struct BatchOptions {
   // QueuedSequence::compute per second of one execution; 0: not known yet
   // (no batch is bounded by time). The batcher sets it as it measures.
   double work_per_second = 0;
+  // Per ComputeClass, how many times its priced compute a class's work
+  // takes at work_per_second (the plain forward's rate, which defines the
+  // units): the compute of a sequence of class c counts compute_scale[c]
+  // times in every bound above. Measured at start-up (the host times a
+  // probe of each class, MeasureComputeScale) and then on every batch
+  // (Batcher); 1: as priced.
+  std::array<double, kComputeClasses> compute_scale = {1.0, 1.0};
 };
 
 // A batch expected to run longer than this many times max_batch_time is

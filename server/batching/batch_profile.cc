@@ -37,6 +37,32 @@ std::vector<BatchItem> ProbeBatch(const BatchProfileOptions& o, int64_t count,
 
 }  // namespace
 
+absl::StatusOr<double> MeasureComputeScale(
+    ModelRunner* runner, const std::vector<BatchItem>& probe,
+    double work_per_second, int runs, const std::function<absl::Time()>& now) {
+  int64_t longest = 0;
+  for (const BatchItem& item : probe) longest = std::max(longest, item.length);
+  int64_t work = 0;
+  for (const BatchItem& item : probe) {
+    work = AddSaturating(work, item.compute.At(longest));
+  }
+  if (probe.empty() || work <= 0 || !(work_per_second > 0)) {
+    return absl::InvalidArgumentError(
+        "a compute scale needs a probe with compute and a positive rate");
+  }
+  std::vector<const BatchItem*> pointers;
+  for (const BatchItem& item : probe) pointers.push_back(&item);
+  absl::Duration fastest = absl::InfiniteDuration();
+  for (int r = 0; r < std::max(runs, 1); ++r) {
+    std::vector<ItemResult> results;
+    const absl::Time t0 = now();
+    RETURN_IF_ERROR(runner->Run(pointers, &results, RunContext{}));
+    fastest = std::min(fastest, now() - t0);
+  }
+  return absl::ToDoubleSeconds(fastest) * work_per_second /
+         static_cast<double>(work);
+}
+
 absl::StatusOr<BatchProfile> MeasureBatchProfile(ModelRunner* runner,
                                                  const BatchProfileOptions& o) {
   if (!o.probe_item) {

@@ -83,6 +83,17 @@ std::vector<LengthCap> CapsFromPoints(
     const std::vector<ProfilePoint>& points,
     const std::vector<int64_t>& complete_lengths, double keep_fraction);
 
+// How many times its priced compute a batch of `probe` takes at
+// work_per_second (BatchOptions::compute_scale for the probe's class): the
+// fastest of `runs` runs, in seconds, times work_per_second, over the
+// probe's compute at its longest length. InvalidArgument for an empty
+// probe, one without compute or a rate that is not positive; the runner's
+// error when it fails.
+absl::StatusOr<double> MeasureComputeScale(
+    ModelRunner* runner, const std::vector<BatchItem>& probe,
+    double work_per_second, int runs = 2,
+    const std::function<absl::Time()>& now = [] { return absl::Now(); });
+
 // One line for the log: "32 tokens: 1:128.1 2:180.0 ... seq/s -> cap 32;
 // 128 tokens: ... (1.72 s)".
 std::string DescribeProfile(const BatchProfile& profile);

@@ -43,6 +43,9 @@ Batcher::Batcher(ModelRunner* runner, BatchOptions options,
       options_(std::move(options)),
       observer_(std::move(observer)),
       work_rate_(std::max(0.0, options_.work_per_second)) {
+  for (int c = 0; c < kComputeClasses; ++c) {
+    compute_scale_[c].store(std::max(0.0, options_.compute_scale[c]));
+  }
   responder_ = std::thread(&Batcher::ResponderLoop, this);
   const int executions = std::max(1, options_.executions);
   for (int i = 0; i < executions; ++i) {
@@ -173,13 +176,18 @@ void Batcher::WorkerLoop() {
       for (const Pending& pending : queue_) {
         const BatchItem& item =
             pending.state->request->sequences[pending.index];
-        view.push_back(
-            QueuedSequence{item.length, pending.state->submitted, item.cost,
-                           ranks[pending.state.get()]++, pending.state->share,
-                           static_cast<bool>(item.run_alone), item.compute});
+        view.push_back(QueuedSequence{
+            item.length, pending.state->submitted, item.cost,
+            ranks[pending.state.get()]++, pending.state->share,
+            static_cast<bool>(item.run_alone),
+            ScaleCost(item.compute,
+                      compute_scale_[item.compute_class].load())});
       }
       BatchOptions& decide_options = accepting_ ? serve_options : flush_options;
       decide_options.work_per_second = work_rate_.load();
+      for (int c = 0; c < kComputeClasses; ++c) {
+        decide_options.compute_scale[c] = compute_scale_[c].load();
+      }
       RunningBatches running{running_, running_sequences_, running_long_};
       if (!running_ends_.empty()) running.soonest_end = *running_ends_.begin();
       // Beside running batches a small one waits for one of them to
@@ -268,7 +276,13 @@ void Batcher::StartBatch(std::vector<Pending> batch,
     // tensors are gone (results are plain vectors by then).
     for (const BatchItem* item : job.items) {
       job.cost = AddSaturating(job.cost, item->cost.At(longest));
-      job.work = AddSaturating(job.work, item->compute.At(longest));
+      const int64_t priced = item->compute.At(longest);
+      job.class_work[item->compute_class] =
+          AddSaturating(job.class_work[item->compute_class], priced);
+      job.work = AddSaturating(
+          job.work,
+          ScaleCost(item->compute, options.compute_scale[item->compute_class])
+              .At(longest));
     }
     job.long_batch = IsLongBatch(job.work, options);
     if (options.work_per_second > 0) {
@@ -481,6 +495,35 @@ void Batcher::PollRunning() {
   Settle(std::move(completions), DropCounts{});
 }
 
+void Batcher::LearnRates(const Job& job) {
+  // Longer batches weigh more: a short one's time is mostly overhead.
+  const double seconds = job.stats.inference_seconds;
+  const double weight = std::clamp(seconds / (seconds + 0.5), 0.05, 0.5);
+  const auto move = [weight](std::atomic<double>& value, double sample) {
+    const double old = value.load();
+    value.store(old <= 0 ? sample : old + weight * (sample - old));
+  };
+  const double plain = static_cast<double>(job.class_work[kPlainCompute]);
+  double other = 0;
+  for (int c = 1; c < kComputeClasses; ++c) {
+    other += static_cast<double>(job.class_work[c]);
+  }
+  const double rate = work_rate_.load();
+  if (other <= 0) {
+    // A plain batch: its rate defines the units.
+    move(work_rate_, plain / seconds);
+    return;
+  }
+  if (rate <= 0) return;
+  // The batch's plain part takes its time at the plain rate; what is left
+  // is the other classes' (one at a time so far: kComputeClasses is 2).
+  const double rest = seconds - plain / rate;
+  if (rest <= 0) return;
+  for (int c = 1; c < kComputeClasses; ++c) {
+    if (job.class_work[c] > 0) move(compute_scale_[c], rest * rate / other);
+  }
+}
+
 void Batcher::FinishJob(Job job) {
   BatchStats& stats = job.stats;
   for (const Pending& pending : job.run) {
@@ -490,12 +533,7 @@ void Batcher::FinishJob(Job job) {
     }
   }
   if (job.status.ok() && job.work > 0 && stats.inference_seconds > 0) {
-    // Longer batches weigh more: a short one's time is mostly overhead.
-    const double seconds = stats.inference_seconds;
-    const double sample = static_cast<double>(job.work) / seconds;
-    const double old = work_rate_.load();
-    const double weight = std::clamp(seconds / (seconds + 0.5), 0.05, 0.5);
-    work_rate_.store(old <= 0 ? sample : old + weight * (sample - old));
+    LearnRates(job);
   }
   // A batch stopped because its requests gave up drops their sequences.
   const char* stop_reason =

@@ -11,6 +11,7 @@
 #ifndef ENCODER_SERVER_BATCHING_BATCHER_H_
 #define ENCODER_SERVER_BATCHING_BATCHER_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -112,6 +113,11 @@ class Batcher {
   // compute units per second of one execution); 0 until known.
   // Thread-safe.
   double work_per_second() const { return work_rate_.load(); }
+  // The measured scale of a ComputeClass (BatchOptions::compute_scale),
+  // as it stands now. Thread-safe.
+  double compute_scale(ComputeClass c) const {
+    return compute_scale_[c].load();
+  }
 
   // How often the worker looks at the requests of running batches for a
   // passed deadline or a cancellation.
@@ -157,8 +163,11 @@ class Batcher {
     std::vector<Pending> run;
     std::vector<const BatchItem*> items;  // run's items, in order
     int64_t cost = 0;                     // of the memory budget
-    int64_t work = 0;                     // compute, as the items price it
-    bool long_batch = false;              // IsLongBatch when it started
+    int64_t work = 0;  // compute, as the items price it, times its scale
+    // The items' compute by class, as priced (unscaled): what the batch's
+    // time teaches about each class's scale (FinishJob).
+    std::array<int64_t, kComputeClasses> class_work{};
+    bool long_batch = false;  // IsLongBatch when it started
     absl::Time expected_end = absl::InfiniteFuture();
     BatchStats stats;  // sizes by the worker, seconds by the executor
     absl::Time start;  // when the executor began it
@@ -183,6 +192,10 @@ class Batcher {
   static absl::Status StillWanted(const Job& job);
   // An executor thread: runs jobs until the worker stops them.
   void ExecutorLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Moves the measured rate (a plain batch) or the scale of the batch's
+  // other classes (the time its plain part leaves) toward what `job`, just
+  // finished, took. Worker thread.
+  void LearnRates(const Job& job);
   // Runs one job's items under its share of the memory budget. Executor.
   void Execute(Job* job);
   // Files a finished job's results or error in its requests. Worker thread.
@@ -275,6 +288,8 @@ class Batcher {
 
   // Measured compute rate; written by the worker only.
   std::atomic<double> work_rate_{0};
+  // Measured scale of each ComputeClass; written by the worker only.
+  std::array<std::atomic<double>, kComputeClasses> compute_scale_;
   // Requests with a batch running, polled by PollRunning. Worker thread.
   std::vector<std::shared_ptr<RequestState>> running_requests_;
 

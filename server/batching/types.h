@@ -23,6 +23,16 @@ struct SequenceCost {
   int64_t At(int64_t length) const;
 };
 
+// `cost` with both terms times `scale` (>= 0), saturating at INT64_MAX.
+SequenceCost ScaleCost(const SequenceCost& cost, double scale);
+
+// Kinds of compute whose speed the batcher measures apart, because the
+// runner's estimate prices them at fixed ratios that the CPU decides in
+// truth: a forward pass, and one that also computes attention statistics
+// (per token pair, several times a forward's work, at a rate of its own).
+enum ComputeClass : int { kPlainCompute = 0, kStatisticsCompute = 1 };
+inline constexpr int kComputeClasses = 2;
+
 // a + b for non-negative a and b, saturating at INT64_MAX (sums of
 // SequenceCost::At over a batch).
 inline int64_t AddSaturating(int64_t a, int64_t b) {
@@ -40,6 +50,8 @@ struct BatchItem {
   // estimates it; with the batcher's measured rate it bounds a batch's
   // time (BatchOptions::max_batch_time). Zero: unknown, never bounds.
   SequenceCost compute;
+  // Which of the measured rates its compute runs at (ComputeClass).
+  ComputeClass compute_class = kPlainCompute;
   // The runner's description of the work (runner::EmbedSpec for the
   // encoder runner). Opaque here; the runner checks its type.
   std::any work;

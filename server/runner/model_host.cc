@@ -42,6 +42,10 @@ batching::BatchOptions MergeBatchOptions(
 
 namespace {
 
+// The length of the probe that times attention statistics: long enough
+// that their per-pair work, not a forward's fixed costs, decides its time.
+constexpr int64_t kStatisticsProbeLength = 256;
+
 // Resident set size of this process in bytes (0 when unknown).
 int64_t ResidentBytes() {
   std::ifstream statm("/proc/self/statm");
@@ -87,6 +91,27 @@ absl::StatusOr<batching::BatchProfile> ProfileModel(
     return ToBatchItem(runner->ProbeSpec(index, length));
   };
   return batching::MeasureBatchProfile(hosted.runner.get(), p);
+}
+
+// How many times its priced compute a sequence with attention statistics
+// takes on this machine (BatchOptions::compute_scale): the runner prices
+// the statistics at a fixed ratio to a forward pass, and their true cost
+// depends on the CPU (the vector units, the caches the maps pass through).
+// One probe sequence at kStatisticsProbeLength tokens (or the model's
+// longest), the fastest of two runs.
+absl::StatusOr<double> MeasureStatisticsScale(const HostedModel& hosted,
+                                              double work_per_second) {
+  const int64_t length =
+      std::min(kStatisticsProbeLength, hosted.encoder->config().max_length());
+  EmbedSpec spec = hosted.runner->ProbeSpec(0, length);
+  spec.want_attention_stats = true;
+  const batching::SequenceCost compute = hosted.runner->Compute(spec);
+  std::vector<batching::BatchItem> probe;
+  probe.push_back(ToBatchItem(std::move(spec)));
+  probe.back().compute = compute;
+  probe.back().compute_class = batching::kStatisticsCompute;
+  return batching::MeasureComputeScale(hosted.runner.get(), probe,
+                                       work_per_second);
 }
 
 // The last component of a path: descriptions never reveal host paths.
@@ -162,8 +187,12 @@ absl::Status HostedModel::Embed(EmbedWork work) const {
   request->sequences.reserve(work.sequences.size());
   for (EmbedSpec& spec : work.sequences) {
     const batching::SequenceCost compute = runner->Compute(spec);
+    const batching::ComputeClass compute_class =
+        spec.want_attention_stats ? batching::kStatisticsCompute
+                                  : batching::kPlainCompute;
     request->sequences.push_back(ToBatchItem(std::move(spec)));
     request->sequences.back().compute = compute;
+    request->sequences.back().compute_class = compute_class;
   }
   request->deadline = work.deadline;
   request->is_cancelled = std::move(work.is_cancelled);
@@ -350,6 +379,15 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Load(
                                          "\": ", rate.status().message()));
       }
       hosted->work_per_second = *rate;
+      absl::StatusOr<double> scale = MeasureStatisticsScale(*hosted, *rate);
+      if (!scale.ok()) {
+        return absl::Status(
+            scale.status().code(),
+            absl::StrCat("timing attention statistics of "
+                         "model \"",
+                         spec.name, "\": ", scale.status().message()));
+      }
+      hosted->compute_scale[batching::kStatisticsCompute] = *scale;
     }
     host->models_.push_back(std::move(hosted));
   }
@@ -362,6 +400,7 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Load(
         MergeBatchOptions(options.batching, hosted->spec.batching);
     o.memory_budget = host->budget_.get();
     o.work_per_second = hosted->work_per_second;
+    o.compute_scale = hosted->compute_scale;
     const int64_t capacity = host->budget_->capacity();
     if (o.max_batch_cost_bytes <= 0 || o.max_batch_cost_bytes > capacity) {
       o.max_batch_cost_bytes = capacity;

@@ -4,6 +4,7 @@
 #ifndef ENCODER_SERVER_RUNNER_MODEL_HOST_H_
 #define ENCODER_SERVER_RUNNER_MODEL_HOST_H_
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <string>
@@ -105,6 +106,10 @@ class HostedModel final : public ServedModel {
   // The compute rate measured after warm-up, the batcher's first estimate
   // (0: not measured, without warm-up).
   double work_per_second = 0;
+  // The compute scale of each batching::ComputeClass measured after
+  // warm-up (attention statistics: MeasureStatisticsScale), the batcher's
+  // first estimate; 1 without warm-up.
+  std::array<double, batching::kComputeClasses> compute_scale = {1.0, 1.0};
   // What --dtype auto measured for this model (empty otherwise).
   std::vector<PrecisionTrial> precision_trials;
   // Filled once loading is done; its batching options and batch profile
