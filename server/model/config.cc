@@ -288,6 +288,14 @@ std::string ActivationName(Activation a) {
       return "gelu_tanh";
     case Activation::kSilu:
       return "silu";
+    case Activation::kGeluNew:
+      return "gelu_new";
+    case Activation::kGeluFast:
+      return "gelu_fast";
+    case Activation::kQuickGelu:
+      return "quick_gelu";
+    case Activation::kMish:
+      return "mish";
   }
   return "unknown";
 }

@@ -29,8 +29,23 @@ enum class SchemeType {
   // the input too.
   kDisentangled
 };
-// kGelu is the exact erf form; kGeluTanh the tanh approximation ("gelu_new").
-enum class Activation { kRelu, kGelu, kGeluTanh, kSilu };
+// The feed-forward activations of transformers' ACT2FN, each computed as
+// activations.py computes it: kGelu the exact erf form ("gelu"); kGeluTanh
+// torch's tanh approximation ("gelu_pytorch_tanh"); kGeluNew and kGeluFast
+// the same approximation written out ("gelu_new": 0.5 x (1 + tanh(sqrt(2 /
+// pi) (x + 0.044715 x^3))); "gelu_fast": 0.5 x (1 + tanh(0.7978845608 x (1 +
+// 0.044715 x^2)))); kQuickGelu x sigmoid(1.702 x); kSilu ("silu",
+// "swish"); kMish x tanh(softplus(x)).
+enum class Activation {
+  kRelu,
+  kGelu,
+  kGeluTanh,
+  kSilu,
+  kGeluNew,
+  kGeluFast,
+  kQuickGelu,
+  kMish
+};
 // kFirst is the first token ([CLS]); kLastToken the last real token;
 // kWeightedMean weighs token t (from 1) by t (sentence-transformers).
 enum class Pooling { kMean, kFirst, kMax, kLastToken, kWeightedMean };

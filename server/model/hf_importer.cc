@@ -63,17 +63,24 @@ bool ConfigReader::BoolOr(const std::string& key, bool fallback) const {
 }
 
 absl::StatusOr<Activation> ParseActivation(const std::string& name) {
-  if (name == "relu") return Activation::kRelu;
-  if (name == "gelu") return Activation::kGelu;
-  if (name == "gelu_new" || name == "gelu_pytorch_tanh" ||
-      name == "gelu_fast") {
-    return Activation::kGeluTanh;
+  // transformers' ACT2FN names for the activations served.
+  static const std::pair<const char*, Activation> kNames[] = {
+      {"relu", Activation::kRelu},
+      {"gelu", Activation::kGelu},
+      {"gelu_pytorch_tanh", Activation::kGeluTanh},
+      {"gelu_new", Activation::kGeluNew},
+      {"gelu_fast", Activation::kGeluFast},
+      {"quick_gelu", Activation::kQuickGelu},
+      {"silu", Activation::kSilu},
+      {"swish", Activation::kSilu},
+      {"mish", Activation::kMish}};
+  for (const auto& [known, activation] : kNames) {
+    if (name == known) return activation;
   }
-  if (name == "silu" || name == "swish") return Activation::kSilu;
   return absl::InvalidArgumentError(absl::StrCat(
       "activation \"", name,
       "\" is not supported (relu, gelu, gelu_new, gelu_pytorch_tanh, "
-      "gelu_fast, silu, swish)"));
+      "gelu_fast, quick_gelu, silu, swish, mish)"));
 }
 
 void AddSlot(Import* import, const std::string& slot, const std::string& name,

@@ -4,6 +4,7 @@
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,17 @@ at::Tensor ApplyActivation(Activation a, const at::Tensor& x) {
       return at::gelu(x, "tanh");
     case Activation::kSilu:
       return at::silu(x);
+    case Activation::kGeluNew:
+      return 0.5 * x *
+             (1.0 + at::tanh(std::sqrt(2.0 / M_PI) *
+                             (x + 0.044715 * at::pow(x, 3.0))));
+    case Activation::kGeluFast:
+      return 0.5 * x *
+             (1.0 + at::tanh(x * 0.7978845608 * (1.0 + 0.044715 * x * x)));
+    case Activation::kQuickGelu:
+      return x * at::sigmoid(1.702 * x);
+    case Activation::kMish:
+      return at::mish(x);
   }
   return x;
 }
@@ -129,6 +141,11 @@ at::Tensor PackedLinear::Forward(const at::Tensor& x, Activation a) const {
       return Run(x, "gelu", "tanh");
     case Activation::kSilu:
       return Run(x, "swish", nullptr);
+    case Activation::kGeluNew:
+    case Activation::kGeluFast:
+    case Activation::kQuickGelu:
+    case Activation::kMish:
+      break;  // no epilogue computes these as transformers does
   }
   return ApplyActivation(a, Run(x, "none", nullptr));
 }

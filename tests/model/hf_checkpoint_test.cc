@@ -478,6 +478,37 @@ TEST_F(HfCheckpointTest, DebertaV2RefusesWhatItDoesNotServe) {
   }
 }
 
+// Every ACT2FN name the families' hidden_act can give that the encoder
+// computes, and an unknown one refused by name.
+TEST_F(HfCheckpointTest, ActivationNames) {
+  const std::pair<const char*, Activation> cases[] = {
+      {"gelu", Activation::kGelu},
+      {"relu", Activation::kRelu},
+      {"gelu_new", Activation::kGeluNew},
+      {"gelu_fast", Activation::kGeluFast},
+      {"gelu_pytorch_tanh", Activation::kGeluTanh},
+      {"quick_gelu", Activation::kQuickGelu},
+      {"silu", Activation::kSilu},
+      {"swish", Activation::kSilu},
+      {"mish", Activation::kMish}};
+  for (const auto& [name, want] : cases) {
+    std::string config = BertConfig();
+    const std::string gelu = R"("hidden_act": "gelu")";
+    config.replace(config.find(gelu), gelu.size(),
+                   absl::StrCat(R"("hidden_act": ")", name, "\""));
+    Write(BertTensors(""), config);
+    auto loaded = Load();
+    ASSERT_TRUE(loaded.ok()) << name << ": " << loaded.status();
+    EXPECT_EQ(loaded->config.activation, want) << name;
+  }
+  std::string config = BertConfig();
+  const std::string gelu = R"("hidden_act": "gelu")";
+  config.replace(config.find(gelu), gelu.size(), R"("hidden_act": "gelu_10")");
+  Write(BertTensors(""), config);
+  EXPECT_THAT(Load().status().message(),
+              HasSubstr("activation \"gelu_10\" is not supported"));
+}
+
 TEST(ModelDirSpecTest, Names) {
   auto plain = ModelDirSpec("/models/bge-small-en-v1.5/");
   ASSERT_TRUE(plain.ok());

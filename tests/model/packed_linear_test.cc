@@ -63,7 +63,7 @@ TEST(PackedLinear, MatchesTheLayerForEveryInputShape) {
 }
 
 // The activation in the packed kernel's epilogue, against the activation
-// in float64 on the float64 product, for each of the four the encoders use;
+// in float64 on the float64 product, for each of the ones the encoders use;
 // with max_rows 0 and 4 rows, both kernels (the BLAS above 4 rows).
 TEST(PackedLinear, AppliesEachActivation) {
   if (!PackedLinearSupported()) GTEST_SKIP() << "no packed oneDNN linear";
@@ -78,7 +78,11 @@ TEST(PackedLinear, AppliesEachActivation) {
       {Activation::kRelu, "relu"},
       {Activation::kGelu, "gelu"},
       {Activation::kGeluTanh, "gelu_tanh"},
-      {Activation::kSilu, "silu"}};
+      {Activation::kSilu, "silu"},
+      {Activation::kGeluNew, "gelu_new"},
+      {Activation::kGeluFast, "gelu_fast"},
+      {Activation::kQuickGelu, "quick_gelu"},
+      {Activation::kMish, "mish"}};
   for (const auto& [a, name] : all) {
     for (int64_t rows : {1, 3, 300}) {
       const at::Tensor x = at::randn({rows, 48}, gen);
@@ -92,12 +96,20 @@ TEST(PackedLinear, AppliesEachActivation) {
           want = y * 0.5 * (1 + at::erf(y / std::sqrt(2.0)));
           break;
         case Activation::kGeluTanh:
+        case Activation::kGeluNew:
+        case Activation::kGeluFast:
           want =
               y * 0.5 *
               (1 + at::tanh(std::sqrt(2.0 / M_PI) * (y + 0.044715 * y.pow(3))));
           break;
         case Activation::kSilu:
           want = y * at::sigmoid(y);
+          break;
+        case Activation::kQuickGelu:
+          want = y * at::sigmoid(1.702 * y);
+          break;
+        case Activation::kMish:  // x tanh(log(1 + e^x))
+          want = y * at::tanh(at::log1p(at::exp(y)));
           break;
       }
       for (const auto* layer : {&*every, &*few_rows}) {
