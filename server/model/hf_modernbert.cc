@@ -6,6 +6,113 @@
 #include "server/model/hf_importer.h"
 
 namespace encoder::model::hf {
+namespace {
+
+struct RopeBases {
+  double global = 160000.0;  // full_attention layers
+  double local = 10000.0;    // sliding_attention layers
+};
+
+// The rotary bases, as ModernBertConfig reads them: transformers 5 writes
+// rope_parameters {"full_attention": {"rope_type", "rope_theta"},
+// "sliding_attention": {...}}, whose rope_theta wins over the older
+// global_rope_theta / local_rope_theta (the defaults 160000 / 10000 when
+// neither says). Only unscaled codes are served: a rope_type other than
+// "default", here or in a legacy rope_scaling, is refused by name.
+absl::StatusOr<RopeBases> ReadRopeBases(const nlohmann::json& config,
+                                        const ConfigReader& r) {
+  RopeBases bases;
+  bases.global = r.NumberOr("global_rope_theta", bases.global);
+  bases.local = r.NumberOr("local_rope_theta", bases.local);
+  auto check_type = [](const nlohmann::json& p,
+                       const std::string& where) -> absl::Status {
+    for (const char* name : {"rope_type", "type"}) {
+      if (!p.contains(name)) continue;
+      if (!p[name].is_string() || p[name].get<std::string>() != "default") {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "config.json ", where, " ", name, " ", p[name].dump(),
+            " is not supported: only unscaled rotary codes (\"default\") "
+            "are served"));
+      }
+    }
+    return absl::OkStatus();
+  };
+  if (r.Has("rope_scaling") && !config["rope_scaling"].is_null()) {
+    if (!config["rope_scaling"].is_object()) {
+      return absl::InvalidArgumentError(
+          "config.json \"rope_scaling\" must be an object");
+    }
+    RETURN_IF_ERROR(check_type(config["rope_scaling"], "rope_scaling"));
+  }
+  if (!r.Has("rope_parameters") || config["rope_parameters"].is_null()) {
+    return bases;
+  }
+  const nlohmann::json& params = config["rope_parameters"];
+  if (!params.is_object()) {
+    return absl::InvalidArgumentError(
+        "config.json \"rope_parameters\" must be an object");
+  }
+  for (const auto& [key, p] : params.items()) {
+    if (key != "full_attention" && key != "sliding_attention") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "config.json rope_parameters has \"", key,
+          "\"; ModernBERT's are per layer type: full_attention and "
+          "sliding_attention"));
+    }
+    if (p.is_null()) continue;
+    if (!p.is_object()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "config.json rope_parameters.", key, " must be an object"));
+    }
+    RETURN_IF_ERROR(check_type(p, "rope_parameters." + key));
+    if (p.contains("rope_theta")) {
+      if (!p["rope_theta"].is_number() || p["rope_theta"].get<double>() <= 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("config.json rope_parameters.", key,
+                         ".rope_theta must be a positive number"));
+      }
+      (key == "full_attention" ? bases.global : bases.local) =
+          p["rope_theta"].get<double>();
+    }
+  }
+  return bases;
+}
+
+// Which layers attend globally: transformers 5's layer_types
+// ("full_attention" / "sliding_attention", one per layer) when the config
+// has them, else every global_attn_every_n_layers-th layer from the first.
+absl::StatusOr<std::vector<bool>> GlobalLayers(const nlohmann::json& config,
+                                               const ConfigReader& r,
+                                               int64_t layers) {
+  std::vector<bool> global;
+  if (r.Has("layer_types") && !config["layer_types"].is_null()) {
+    const nlohmann::json& types = config["layer_types"];
+    if (!types.is_array() || static_cast<int64_t>(types.size()) != layers) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config.json layer_types must list one type per layer (",
+                       layers, ")"));
+    }
+    for (const auto& t : types) {
+      const std::string type = t.is_string() ? t.get<std::string>() : t.dump();
+      if (type != "full_attention" && type != "sliding_attention") {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "config.json layer_types has \"", type,
+            "\"; ModernBERT layers are full_attention or sliding_attention"));
+      }
+      global.push_back(type == "full_attention");
+    }
+    return global;
+  }
+  const int64_t every = r.IntOr("global_attn_every_n_layers", 3);
+  if (every <= 0) {
+    return absl::InvalidArgumentError(
+        "config.json global_attn_every_n_layers must be > 0");
+  }
+  for (int64_t i = 0; i < layers; ++i) global.push_back(i % every == 0);
+  return global;
+}
+
+}  // namespace
 
 absl::StatusOr<Import> ImportModernBert(const nlohmann::json& config,
                                         const WeightSource& source) {
@@ -35,20 +142,18 @@ absl::StatusOr<Import> ImportModernBert(const nlohmann::json& config,
   a.first_layer_attention_norm = false;
   c.positional.type = SchemeType::kRope;
   c.positional.rope_layout = RopeLayout::kHalf;
-  const double global_base = r.NumberOr("global_rope_theta", 160000.0);
-  const double local_base = r.NumberOr("local_rope_theta", 10000.0);
-  c.positional.base = global_base;
-  const int64_t every = r.IntOr("global_attn_every_n_layers", 3);
+  ASSIGN_OR_RETURN(const RopeBases bases, ReadRopeBases(config, r));
+  c.positional.base = bases.global;
+  ASSIGN_OR_RETURN(const std::vector<bool> global,
+                   GlobalLayers(config, r, c.num_layers));
   const int64_t local_attention = r.IntOr("local_attention", 128);
-  if (every <= 0 || local_attention < 2) {
+  if (local_attention < 2) {
     return absl::InvalidArgumentError(
-        "config.json global_attn_every_n_layers must be > 0 and "
-        "local_attention >= 2");
+        "config.json local_attention must be >= 2");
   }
   for (int64_t i = 0; i < c.num_layers; ++i) {
-    const bool global = i % every == 0;
-    a.layer_rope_base.push_back(global ? global_base : local_base);
-    a.layer_window.push_back(global ? 0 : local_attention / 2);
+    a.layer_rope_base.push_back(global[i] ? bases.global : bases.local);
+    a.layer_window.push_back(global[i] ? 0 : local_attention / 2);
   }
 
   const std::string p =

@@ -509,6 +509,94 @@ TEST_F(HfCheckpointTest, ActivationNames) {
               HasSubstr("activation \"gelu_10\" is not supported"));
 }
 
+std::string ModernBertConfig(const std::string& extra) {
+  return absl::StrCat(R"({"model_type": "modernbert", "vocab_size": )", kVocab,
+                      R"(, "hidden_size": )", kHidden,
+                      R"(, "num_attention_heads": )", kHeads,
+                      R"(, "num_hidden_layers": 3, "intermediate_size": )",
+                      kInter, R"(, "max_position_embeddings": )", kPositions,
+                      R"(, "local_attention": 4)", extra, "}");
+}
+
+// transformers' ModernBERT names, no prefix, 3 layers, no biases.
+std::map<std::string, at::Tensor> ModernBertTensors() {
+  std::map<std::string, at::Tensor> t;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+    t[name] = at::randn(shape);
+  };
+  add("embeddings.tok_embeddings.weight", {kVocab, kHidden});
+  add("embeddings.norm.weight", {kHidden});
+  for (int i = 0; i < 3; ++i) {
+    const std::string l = absl::StrCat("layers.", i, ".");
+    if (i > 0) add(l + "attn_norm.weight", {kHidden});
+    add(l + "attn.Wqkv.weight", {3 * kHidden, kHidden});
+    add(l + "attn.Wo.weight", {kHidden, kHidden});
+    add(l + "mlp_norm.weight", {kHidden});
+    add(l + "mlp.Wi.weight", {2 * kInter, kHidden});
+    add(l + "mlp.Wo.weight", {kHidden, kInter});
+  }
+  add("final_norm.weight", {kHidden});
+  return t;
+}
+
+// The rotary bases in both spellings (transformers 5's rope_parameters per
+// layer type wins over global_rope_theta / local_rope_theta), the layers'
+// kinds from layer_types or global_attn_every_n_layers.
+TEST_F(HfCheckpointTest, ModernBertRopeBasesAndLayerTypes) {
+  auto bases = [&](const std::string& extra) {
+    Write(ModernBertTensors(), ModernBertConfig(extra));
+    auto loaded = Load();
+    EXPECT_TRUE(loaded.ok()) << extra << ": " << loaded.status();
+    return loaded.ok() ? loaded->config.arch.layer_rope_base
+                       : std::vector<double>{};
+  };
+  EXPECT_EQ(bases(""), (std::vector<double>{160000, 10000, 10000}));
+  EXPECT_EQ(bases(R"(, "global_rope_theta": 40000.0, "local_rope_theta": 5000,
+                    "global_attn_every_n_layers": 2)"),
+            (std::vector<double>{40000, 5000, 40000}));
+  EXPECT_EQ(bases(R"(, "rope_parameters": {
+                 "full_attention": {"rope_type": "default", "rope_theta": 40000},
+                 "sliding_attention": {"rope_type": "default",
+                                       "rope_theta": 5000}},
+                 "layer_types": ["full_attention", "sliding_attention",
+                                 "full_attention"])"),
+            (std::vector<double>{40000, 5000, 40000}));
+  // rope_parameters win; a layer type without a theta keeps the other key's.
+  EXPECT_EQ(bases(R"(, "global_rope_theta": 1.0, "local_rope_theta": 7000,
+                    "rope_parameters": {"full_attention": {"rope_theta": 2e4},
+                                        "sliding_attention": {}},
+                    "layer_types": ["sliding_attention", "full_attention",
+                                    "sliding_attention"])"),
+            (std::vector<double>{7000, 20000, 7000}));
+  Write(ModernBertTensors(),
+        ModernBertConfig(R"(, "layer_types": ["sliding_attention",
+                                 "full_attention", "sliding_attention"])"));
+  auto loaded = Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->config.arch.layer_window, (std::vector<int64_t>{2, 0, 2}));
+
+  const std::pair<std::string, std::string> refused[] = {
+      {R"(, "rope_parameters": {"full_attention": {"rope_type": "yarn",
+                                "rope_theta": 1e4, "factor": 2}})",
+       "rope_parameters.full_attention rope_type \"yarn\" is not supported"},
+      {R"(, "rope_scaling": {"type": "linear", "factor": 2.0})",
+       "rope_scaling type \"linear\" is not supported"},
+      {R"(, "rope_parameters": {"rope_type": "default", "rope_theta": 1e4})",
+       "rope_parameters has \"rope_theta\""},
+      {R"(, "layer_types": ["full_attention", "chunked_attention",
+                            "full_attention"])",
+       "layer_types has \"chunked_attention\""},
+      {R"(, "layer_types": ["full_attention"])",
+       "layer_types must list one type per layer (3)"},
+  };
+  for (const auto& [extra, want] : refused) {
+    Write(ModernBertTensors(), ModernBertConfig(extra));
+    auto bad = Load();
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << extra;
+    EXPECT_THAT(bad.status().message(), HasSubstr(want)) << extra;
+  }
+}
+
 TEST(ModelDirSpecTest, Names) {
   auto plain = ModelDirSpec("/models/bge-small-en-v1.5/");
   ASSERT_TRUE(plain.ok());
