@@ -324,19 +324,23 @@ std::string PoolingName(Pooling p) {
       return "last_token";
     case Pooling::kWeightedMean:
       return "weighted_mean";
+    case Pooling::kMeanSqrtLen:
+      return "mean_sqrt_len";
   }
   return "unknown";
 }
 
 absl::StatusOr<Pooling> ParsePoolingName(const std::string& name) {
-  for (Pooling p : {Pooling::kMean, Pooling::kFirst, Pooling::kMax,
-                    Pooling::kLastToken, Pooling::kWeightedMean}) {
+  for (Pooling p :
+       {Pooling::kMean, Pooling::kFirst, Pooling::kMax, Pooling::kLastToken,
+        Pooling::kWeightedMean, Pooling::kMeanSqrtLen}) {
     if (PoolingName(p) == name) return p;
   }
   if (name == "cls") return Pooling::kFirst;
   return Invalid(absl::StrCat(
       "pooling \"", name,
-      "\" must be mean, first (or cls), max, last_token or weighted_mean"));
+      "\" must be mean, first (or cls), max, last_token, weighted_mean or "
+      "mean_sqrt_len"));
 }
 
 }  // namespace encoder::model

@@ -47,8 +47,17 @@ enum class Activation {
   kMish
 };
 // kFirst is the first token ([CLS]); kLastToken the last real token;
-// kWeightedMean weighs token t (from 1) by t (sentence-transformers).
-enum class Pooling { kMean, kFirst, kMax, kLastToken, kWeightedMean };
+// kWeightedMean weighs token t (from 1) by t (sentence-transformers);
+// kMeanSqrtLen is the sum over the n tokens divided by sqrt(n)
+// (sentence-transformers' mean_sqrt_len_tokens).
+enum class Pooling {
+  kMean,
+  kFirst,
+  kMax,
+  kLastToken,
+  kWeightedMean,
+  kMeanSqrtLen
+};
 // How a classification head's logits become scores by default: as they
 // are, each through a sigmoid, or a softmax over the labels.
 enum class ScoreActivation { kIdentity, kSigmoid, kSoftmax };

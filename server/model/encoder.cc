@@ -478,6 +478,9 @@ at::Tensor Pool(const at::Tensor& tokens_in, const at::Tensor& mask,
     case Pooling::kMean:
       pooled = (tokens * m).sum(1) / m.sum(1).clamp_min(1);
       break;
+    case Pooling::kMeanSqrtLen:
+      pooled = (tokens * m).sum(1) / m.sum(1).clamp_min(1).sqrt();
+      break;
     case Pooling::kMax:
       // Padding is excluded with a large negative value, as
       // sentence-transformers does.

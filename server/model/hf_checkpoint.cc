@@ -1,6 +1,7 @@
 #include "server/model/hf_checkpoint.h"
 
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -129,6 +130,35 @@ absl::Status CheckTensors(const hf::Import& import,
       absl::StrJoin(problems, "; "), total > 8 ? "; ..." : ""));
 }
 
+// tokenizer_config.json's model_max_length; 0 when the file or the key is
+// absent or null, or holds the "unknown" sentinel transformers writes
+// (int(1e30), beyond any integer type, so a floating-point number here).
+absl::StatusOr<int64_t> TokenizerMaxLength(const std::string& dir) {
+  const std::string path = dir + "/tokenizer_config.json";
+  std::ifstream in(path);
+  if (!in) return 0;
+  std::stringstream text;
+  text << in.rdbuf();
+  const json cfg = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (cfg.is_discarded() || !cfg.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a JSON object"));
+  }
+  if (!cfg.contains("model_max_length")) return 0;
+  const json& v = cfg["model_max_length"];
+  if (v.is_null()) return 0;
+  if (v.is_number_unsigned() &&
+      v.get<uint64_t>() > uint64_t{std::numeric_limits<int64_t>::max()}) {
+    return 0;
+  }
+  if (v.is_number_float() && v.get<double>() >= 1e18) return 0;
+  if (!v.is_number_integer() || v.get<int64_t>() <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": model_max_length ", v.dump(), " is not a positive integer"));
+  }
+  return v.get<int64_t>();
+}
+
 absl::Status Settle(const std::string& dir, const CheckpointOverrides& o,
                     ModelConfig* config, std::vector<DenseLayer>* dense,
                     std::optional<SpladeFiles>* splade,
@@ -140,9 +170,17 @@ absl::Status Settle(const std::string& dir, const CheckpointOverrides& o,
   config->pooling =
       o.pooling.value_or(st.present ? st.pooling : config->pooling);
   config->normalize = o.normalize.value_or(st.normalize);
-  if (st.max_seq_length > 0) {
-    config->max_input_tokens =
-        std::min(config->max_input_tokens, st.max_seq_length);
+  // sentence-transformers' rule: the Transformer module's max_seq_length
+  // (sentence_bert_config.json) when it gives one, else the tokenizer's
+  // model_max_length capped by the model's positions (the family's limit
+  // here), which is all when the tokenizer's is the "unknown" sentinel.
+  // transformers' tokenizers truncate at the same length.
+  int64_t limit = st.max_seq_length;
+  if (limit == 0) {
+    ASSIGN_OR_RETURN(limit, TokenizerMaxLength(dir));
+  }
+  if (limit > 0) {
+    config->max_input_tokens = std::min(config->max_input_tokens, limit);
   }
   *dense = std::move(st.dense);
   *splade = st.splade;
@@ -151,6 +189,7 @@ absl::Status Settle(const std::string& dir, const CheckpointOverrides& o,
   out->prompts = std::move(st.prompts);
   out->default_prompt_name = st.default_prompt_name;
   out->include_prompt = st.include_prompt;
+  out->lowercase = st.lowercase;
   return absl::OkStatus();
 }
 

@@ -34,6 +34,9 @@ struct LoadedCheckpoint {
   std::map<std::string, std::string> prompts;
   std::string default_prompt_name;
   bool include_prompt = true;  // the Pooling module's include_prompt
+  // sentence_bert_config.json's do_lower_case: texts are lowercased before
+  // the tokenizer's own normalizer.
+  bool lowercase = false;
 };
 
 // The model_type values config.json may name.

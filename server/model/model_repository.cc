@@ -375,6 +375,7 @@ absl::StatusOr<std::unique_ptr<Encoder>> LoadModel(const ModelSpec& spec,
       resolved->config = loaded->config;
       resolved->family = loaded->family;
       resolved->include_prompt = loaded->include_prompt;
+      resolved->lowercase = loaded->lowercase;
       if (!spec.prompts_set) {
         resolved->prompts = loaded->prompts;
         resolved->default_prompt_name = loaded->default_prompt_name;

@@ -74,6 +74,9 @@ struct ModelSpec {
   // left out of the pooling.
   bool include_prompt = true;
   bool prompts_set = false;  // the repository entry gave "prompts"
+  // A checkpoint's sentence-transformers do_lower_case: its tokenizer
+  // lowercases every text first (runner::LoadModelTokenizer).
+  bool lowercase = false;
 };
 
 struct Repository {

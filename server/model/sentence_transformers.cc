@@ -3,7 +3,9 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -36,37 +38,100 @@ absl::StatusOr<json> ReadJson(const std::string& path) {
   return value;
 }
 
+// sentence-transformers' pooling modes, by the name 6.x writes
+// ("pooling_mode": "mean") and by the boolean 5.x and older wrote
+// ("pooling_mode_mean_tokens": true), in the order the library concatenates
+// them.
+struct PoolingModeName {
+  const char* name;
+  const char* legacy_key;
+  Pooling pooling;
+};
+constexpr PoolingModeName kPoolingModes[] = {
+    {"cls", "pooling_mode_cls_token", Pooling::kFirst},
+    {"max", "pooling_mode_max_tokens", Pooling::kMax},
+    {"mean", "pooling_mode_mean_tokens", Pooling::kMean},
+    {"mean_sqrt_len_tokens", "pooling_mode_mean_sqrt_len_tokens",
+     Pooling::kMeanSqrtLen},
+    {"weightedmean", "pooling_mode_weightedmean_tokens",
+     Pooling::kWeightedMean},
+    {"lasttoken", "pooling_mode_lasttoken", Pooling::kLastToken}};
+
+// The Pooling module's config, as sentence-transformers 6.x reads it:
+// "pooling_mode" (a name, or a list of names) or else the legacy booleans
+// (none true: mean); "embedding_dimension" or the legacy
+// "word_embedding_dimension". A file with both spellings must say the same
+// in both; several modes (a concatenation) are refused.
 absl::Status ReadPooling(const std::string& path, int64_t hidden,
                          SentenceTransformerFiles* st) {
   ASSIGN_OR_RETURN(auto cfg, ReadJson(path));
   if (!cfg.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": missing"));
   }
-  if (cfg.value("word_embedding_dimension", hidden) != hidden) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": word_embedding_dimension ",
-                     cfg["word_embedding_dimension"].dump(),
-                     " differs from the model's hidden size ", hidden));
-  }
-  static const std::pair<const char*, Pooling> kModes[] = {
-      {"pooling_mode_cls_token", Pooling::kFirst},
-      {"pooling_mode_mean_tokens", Pooling::kMean},
-      {"pooling_mode_max_tokens", Pooling::kMax},
-      {"pooling_mode_weightedmean_tokens", Pooling::kWeightedMean},
-      {"pooling_mode_lasttoken", Pooling::kLastToken}};
-  int chosen = 0;
-  for (const auto& [key, mode] : kModes) {
-    if (cfg.value(key, false)) {
-      st->pooling = mode;
-      ++chosen;
+  for (const char* key : {"embedding_dimension", "word_embedding_dimension"}) {
+    if (!cfg.contains(key)) continue;
+    if (!cfg[key].is_number_integer() || cfg[key].get<int64_t>() != hidden) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": ", key, " ", cfg[key].dump(),
+                       " differs from the model's hidden size ", hidden));
     }
   }
-  if (cfg.value("pooling_mode_mean_sqrt_len_tokens", false) || chosen != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path,
-        ": exactly one of cls_token, mean_tokens, max_tokens, "
-        "weightedmean_tokens, lasttoken must be true (mean_sqrt_len_tokens "
-        "and concatenated modes are not supported)"));
+  auto known = [&](const std::string& name) -> absl::StatusOr<Pooling> {
+    for (const PoolingModeName& m : kPoolingModes) {
+      if (name == m.name) return m.pooling;
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": pooling_mode \"", name,
+                     "\" is not one of cls, max, mean, mean_sqrt_len_tokens, "
+                     "weightedmean, lasttoken"));
+  };
+  std::vector<std::string> legacy;  // the legacy booleans that are true
+  for (const PoolingModeName& m : kPoolingModes) {
+    if (!cfg.contains(m.legacy_key)) continue;
+    if (!cfg[m.legacy_key].is_boolean()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": ", m.legacy_key, " must be true or false, not ",
+                       cfg[m.legacy_key].dump()));
+    }
+    if (cfg[m.legacy_key].get<bool>()) legacy.push_back(m.name);
+  }
+  std::vector<std::string> modes;
+  if (cfg.contains("pooling_mode")) {
+    const json& value = cfg["pooling_mode"];
+    const json list = value.is_array() ? value : json::array({value});
+    for (const json& v : list) {
+      if (!v.is_string()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ": pooling_mode must be a mode name or a list of them, not ",
+            value.dump()));
+      }
+      modes.push_back(v.get<std::string>());
+    }
+    if (!legacy.empty() && legacy != modes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": pooling_mode ", value.dump(),
+                       " contradicts the legacy pooling_mode_* keys (true: ",
+                       absl::StrJoin(legacy, ", "), ")"));
+    }
+  } else {
+    modes = legacy;
+    if (modes.empty()) modes.push_back("mean");  // the library's default
+  }
+  for (const std::string& mode : modes) {
+    ASSIGN_OR_RETURN(st->pooling, known(mode));
+  }
+  if (modes.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": pooling_mode names no mode"));
+  }
+  if (modes.size() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": pooling modes ", absl::StrJoin(modes, " + "),
+                     " concatenated are not supported (one mode per model)"));
+  }
+  if (cfg.contains("include_prompt") && !cfg["include_prompt"].is_boolean()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": include_prompt must be true or false"));
   }
   st->include_prompt = cfg.value("include_prompt", true);
   return absl::OkStatus();
@@ -179,6 +244,62 @@ absl::StatusOr<DenseLayer> ReadDense(const std::string& dir,
   return layer;
 }
 
+// A positive length, or nullopt for an absent or null value.
+absl::StatusOr<std::optional<int64_t>> Length(const json& cfg,
+                                              const std::string& where,
+                                              const char* key) {
+  if (!cfg.contains(key) || cfg[key].is_null()) return std::nullopt;
+  const json& v = cfg[key];
+  if (!v.is_number_integer() || v.get<int64_t>() <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": ", key, " ", v.dump(), " is not a positive integer"));
+  }
+  return v.get<int64_t>();
+}
+
+// The Transformer module's config (sentence_bert_config.json, or the first
+// of the older names sentence-transformers still reads). The tokenizer's
+// length is processor_kwargs' (or the legacy tokenizer_args')
+// model_max_length, else max_seq_length: sentence-transformers passes
+// either to the tokenizer as its model_max_length. do_lower_case lowercases
+// every text before the tokenizer's own normalizer.
+absl::Status ReadTransformerConfig(const std::string& dir,
+                                   SentenceTransformerFiles* st) {
+  json cfg;
+  std::string path;
+  for (const char* name :
+       {"sentence_bert_config.json", "sentence_roberta_config.json",
+        "sentence_distilbert_config.json", "sentence_camembert_config.json",
+        "sentence_albert_config.json", "sentence_xlm-roberta_config.json",
+        "sentence_xlnet_config.json"}) {
+    path = absl::StrCat(dir, "/", name);
+    ASSIGN_OR_RETURN(cfg, ReadJson(path));
+    if (!cfg.is_null() && !cfg.empty()) break;
+  }
+  if (cfg.is_null() || cfg.empty()) return absl::OkStatus();
+  if (!cfg.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": must be a JSON object"));
+  }
+  ASSIGN_OR_RETURN(auto length, Length(cfg, path, "max_seq_length"));
+  // sentence-transformers renames tokenizer_args to processor_kwargs.
+  for (const char* key : {"processor_kwargs", "tokenizer_args"}) {
+    if (!cfg.contains(key) || !cfg[key].is_object()) continue;
+    ASSIGN_OR_RETURN(auto given, Length(cfg[key], absl::StrCat(path, " ", key),
+                                        "model_max_length"));
+    if (given.has_value()) length = given;
+  }
+  st->max_seq_length = length.value_or(0);
+  if (cfg.contains("do_lower_case") && !cfg["do_lower_case"].is_null()) {
+    if (!cfg["do_lower_case"].is_boolean()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": do_lower_case must be true or false"));
+    }
+    st->lowercase = cfg["do_lower_case"].get<bool>();
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<SentenceTransformerFiles> ReadSentenceTransformers(
@@ -227,10 +348,7 @@ absl::StatusOr<SentenceTransformerFiles> ReadSentenceTransformers(
           "Pooling, SpladePooling, Dense, Normalize, MultiVectorMask)"));
     }
   }
-  ASSIGN_OR_RETURN(auto bert, ReadJson(dir + "/sentence_bert_config.json"));
-  if (bert.is_object()) {
-    st.max_seq_length = bert.value("max_seq_length", int64_t{0});
-  }
+  RETURN_IF_ERROR(ReadTransformerConfig(dir, &st));
   ASSIGN_OR_RETURN(auto cst,
                    ReadJson(dir + "/config_sentence_transformers.json"));
   if (cst.is_object() && cst.contains("prompts") &&

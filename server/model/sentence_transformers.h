@@ -1,8 +1,10 @@
 // The sentence-transformers files of a checkpoint directory: modules.json,
-// the Pooling module's config (cls, mean, max, lasttoken, weightedmean,
-// include_prompt), Dense modules (safetensors weights and activation),
-// Normalize, sentence_bert_config.json (max_seq_length) and
-// config_sentence_transformers.json (prompts).
+// the Pooling module's config (pooling_mode cls, mean, max,
+// mean_sqrt_len_tokens, lasttoken, weightedmean, or the legacy
+// pooling_mode_* booleans; include_prompt), Dense modules (safetensors
+// weights and activation), Normalize, sentence_bert_config.json
+// (max_seq_length, do_lower_case) and config_sentence_transformers.json
+// (prompts).
 #ifndef ENCODER_SERVER_MODEL_SENTENCE_TRANSFORMERS_H_
 #define ENCODER_SERVER_MODEL_SENTENCE_TRANSFORMERS_H_
 
@@ -30,8 +32,9 @@ struct SentenceTransformerFiles {
   Pooling pooling = Pooling::kMean;
   bool normalize = false;
   bool include_prompt = true;
-  int64_t max_seq_length = 0;                  // 0: not set
-  std::vector<DenseLayer> dense;               // CPU, float32
+  int64_t max_seq_length = 0;     // the tokenizer's length; 0: not set
+  bool lowercase = false;         // do_lower_case
+  std::vector<DenseLayer> dense;  // CPU, float32
   std::map<std::string, std::string> prompts;  // name -> text prepended
   std::string default_prompt_name;    // empty: none (a name in `prompts`)
   std::optional<SpladeFiles> splade;  // a SparseEncoder's pooling

@@ -263,7 +263,9 @@ absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> LoadModelTokenizer(
   }
   const std::string& path =
       from_checkpoint ? spec.model_dir : spec.tokenizer_path;
-  auto tok = tokenizer::LoadTokenizer(path);
+  tokenizer::LoadOptions load;
+  load.lowercase = spec.lowercase;  // sentence-transformers' do_lower_case
+  auto tok = tokenizer::LoadTokenizer(path, load);
   if (tok.ok() && (*tok)->vocab_size() > spec.config.vocab_size) {
     tok = absl::InvalidArgumentError(absl::StrCat(
         "it has ", (*tok)->vocab_size(),

@@ -50,7 +50,7 @@ class HfTokenizer : public Tokenizer {
   static absl::StatusOr<std::unique_ptr<HfTokenizer>> Create(Components c);
   // Parses a tokenizer.json document.
   static absl::StatusOr<std::unique_ptr<HfTokenizer>> FromJson(
-      const nlohmann::json& j);
+      const nlohmann::json& j, const LoadOptions& options = {});
 
   absl::StatusOr<Encoding> Encode(std::string_view text,
                                   const EncodeOptions& options) const override;

@@ -31,7 +31,7 @@ bool DoLowerCase(const fs::path& dir) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadBertVocab(
-    const std::string& dir) {
+    const std::string& dir, const LoadOptions& options) {
   const fs::path d(dir);
   std::ifstream in(d / "vocab.txt");
   if (!in)
@@ -73,7 +73,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadBertVocab(
         {"cls", {"[CLS]", vocab["[CLS]"]}},
         {"sep", {"[SEP]", vocab["[SEP]"]}}}},
       {"decoder", {{"type", "WordPiece"}}}};
-  ASSIGN_OR_RETURN(auto tok, HfTokenizer::FromJson(j));
+  ASSIGN_OR_RETURN(auto tok, HfTokenizer::FromJson(j, options));
   return std::unique_ptr<Tokenizer>(std::move(tok));
 }
 

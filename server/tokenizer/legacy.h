@@ -12,9 +12,10 @@
 namespace encoder::tokenizer {
 
 // BERT WordPiece from `dir`/vocab.txt, lower-casing unless `dir`/
-// tokenizer_config.json says "do_lower_case": false.
+// tokenizer_config.json says "do_lower_case": false (options.lowercase
+// puts a Lowercase normalizer before the BERT one whatever it says).
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadBertVocab(
-    const std::string& dir);
+    const std::string& dir, const LoadOptions& options = {});
 
 }  // namespace encoder::tokenizer
 

@@ -680,7 +680,8 @@ absl::StatusOr<std::string> SentencePieceTokenizer::Decode(
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadSentencePieceDirectory(
-    const std::string& dir, const std::string& file) {
+    const std::string& dir, const std::string& file,
+    const LoadOptions& options) {
   const fs::path d(dir);
   const fs::path path = d / file;
   const SentencePieceFamily family = file == "sentencepiece.bpe.model"
@@ -692,6 +693,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadSentencePieceDirectory(
   };
   auto settings = ReadSettings(d, family);
   if (!settings.ok()) return named(settings.status());
+  settings->lower = settings->lower || options.lowercase;
   ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
   auto api = Module();
   if (!api.ok()) return named(api.status());

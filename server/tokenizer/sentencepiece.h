@@ -24,8 +24,11 @@ enum class SentencePieceFamily { kT5, kXlmRoberta };
 // `dir`'s tokenizer_config.json and special_tokens_map.json when present.
 // InvalidArgument for a file that is not a SentencePiece model, Unimplemented
 // for a tokenizer_class of another family or a build without SentencePiece.
+// options.lowercase lowercases every text as tokenizer_config.json's
+// do_lower_case does.
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadSentencePieceDirectory(
-    const std::string& dir, const std::string& file);
+    const std::string& dir, const std::string& file,
+    const LoadOptions& options = {});
 
 }  // namespace encoder::tokenizer
 

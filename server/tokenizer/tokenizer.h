@@ -106,18 +106,26 @@ class Tokenizer {
   virtual bool IsSpecial(int64_t id) const = 0;
 };
 
+// What a model's own files add to its tokenizer's. lowercase:
+// sentence-transformers' do_lower_case, which lowercases every text first
+// (its Transformer module puts a Lowercase normalizer before the
+// tokenizer's own, unless that is a Lowercase or a sequence holding one).
+struct LoadOptions {
+  bool lowercase = false;
+};
+
 // A tokenizer.json file (Hugging Face tokenizers format).
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerJson(
-    const std::string& path);
+    const std::string& path, const LoadOptions& options = {});
 // A model directory: tokenizer.json; else vocab.txt (+ tokenizer_config.json
 // do_lower_case); else spiece.model (T5) or sentencepiece.bpe.model (XLM-R)
 // through SentencePiece (see sentencepiece.h).
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromDirectory(
-    const std::string& dir);
+    const std::string& dir, const LoadOptions& options = {});
 // A file (tokenizer.json, or a spiece.model / sentencepiece.bpe.model read
 // with its directory's configuration) or a directory, whichever `path` is.
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(
-    const std::string& path);
+    const std::string& path, const LoadOptions& options = {});
 
 }  // namespace encoder::tokenizer
 

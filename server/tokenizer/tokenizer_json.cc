@@ -66,16 +66,46 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return ss.str();
 }
 
+bool IsLowercase(const json& n) {
+  return n.is_object() && n.value("type", "") == "Lowercase";
+}
+
+// The normalizer with sentence-transformers' do_lower_case: a Lowercase
+// first, unless the normalizer is one or a sequence holding one (as
+// sentence-transformers' Transformer module decides; a BertNormalizer's own
+// lowercase does not count).
+json WithLowercase(const json& j) {
+  const json lowercase = {{"type", "Lowercase"}};
+  if (!Present(j, "normalizer")) return lowercase;
+  const json& n = j["normalizer"];
+  if (IsLowercase(n)) return n;
+  if (n.is_object() && n.value("type", "") == "Sequence" &&
+      n.contains("normalizers") && n["normalizers"].is_array()) {
+    for (const json& part : n["normalizers"]) {
+      if (IsLowercase(part)) return n;
+    }
+    json parts = json::array({lowercase});
+    for (const json& part : n["normalizers"]) parts.push_back(part);
+    return {{"type", "Sequence"}, {"normalizers", parts}};
+  }
+  return {{"type", "Sequence"}, {"normalizers", json::array({lowercase, n})}};
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(
-    const json& j) {
+    const json& j, const LoadOptions& options) {
   Components c;
   try {
     if (!Present(j, "model")) {
       return absl::InvalidArgumentError("tokenizer.json: no \"model\"");
     }
-    RETURN_IF_ERROR(Build(j, "normalizer", MakeNormalizer, &c.normalizer));
+    if (options.lowercase) {
+      const json with = {{"normalizer", WithLowercase(j)}};
+      RETURN_IF_ERROR(Build(with, "normalizer", MakeNormalizer, &c.normalizer));
+    } else {
+      RETURN_IF_ERROR(Build(j, "normalizer", MakeNormalizer, &c.normalizer));
+    }
     RETURN_IF_ERROR(
         Build(j, "pre_tokenizer", MakePreTokenizer, &c.pre_tokenizer));
     RETURN_IF_ERROR(Build(j, "model", MakeModel, &c.model));
@@ -107,13 +137,13 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(
 }
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerJson(
-    const std::string& path) {
+    const std::string& path, const LoadOptions& options) {
   ASSIGN_OR_RETURN(auto text, ReadFile(path));
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
   }
-  auto tok = HfTokenizer::FromJson(j);
+  auto tok = HfTokenizer::FromJson(j, options);
   if (!tok.ok()) {
     return absl::Status(tok.status().code(),
                         absl::StrCat(path, ": ", tok.status().message()));
@@ -122,14 +152,16 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerJson(
 }
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromDirectory(
-    const std::string& dir) {
+    const std::string& dir, const LoadOptions& options) {
   const fs::path d(dir);
   if (fs::exists(d / "tokenizer.json")) {
-    return LoadTokenizerJson((d / "tokenizer.json").string());
+    return LoadTokenizerJson((d / "tokenizer.json").string(), options);
   }
-  if (fs::exists(d / "vocab.txt")) return LoadBertVocab(dir);
+  if (fs::exists(d / "vocab.txt")) return LoadBertVocab(dir, options);
   for (const char* name : {"spiece.model", "sentencepiece.bpe.model"}) {
-    if (fs::exists(d / name)) return LoadSentencePieceDirectory(dir, name);
+    if (fs::exists(d / name)) {
+      return LoadSentencePieceDirectory(dir, name, options);
+    }
   }
   if (fs::exists(d / "source.spm")) {
     // MarianTokenizer takes its ids from vocab.json, not from the .spm.
@@ -145,18 +177,20 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromDirectory(
 }
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(
-    const std::string& path) {
+    const std::string& path, const LoadOptions& options) {
   std::error_code ec;
-  if (fs::is_directory(path, ec)) return LoadTokenizerFromDirectory(path);
+  if (fs::is_directory(path, ec)) {
+    return LoadTokenizerFromDirectory(path, options);
+  }
   if (!fs::exists(path, ec)) {
     return absl::NotFoundError(absl::StrCat("tokenizer ", path, " not found"));
   }
   const fs::path p(path);
   const std::string name = p.filename().string();
   if (name == "spiece.model" || name == "sentencepiece.bpe.model") {
-    return LoadSentencePieceDirectory(p.parent_path().string(), name);
+    return LoadSentencePieceDirectory(p.parent_path().string(), name, options);
   }
-  return LoadTokenizerJson(path);
+  return LoadTokenizerJson(path, options);
 }
 
 }  // namespace encoder::tokenizer

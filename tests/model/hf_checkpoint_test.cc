@@ -478,6 +478,159 @@ TEST_F(HfCheckpointTest, DebertaV2RefusesWhatItDoesNotServe) {
   }
 }
 
+// A BERT checkpoint with sentence-transformers' Transformer and Pooling
+// modules; `pooling` is the Pooling module's config.json.
+void WriteSentenceTransformers(const std::string& dir,
+                               const std::string& pooling) {
+  WriteText(dir + "/modules.json",
+            R"([{"idx": 0, "name": "0", "path": "",
+                 "type": "sentence_transformers.models.Transformer"},
+                {"idx": 1, "name": "1", "path": "1_Pooling",
+                 "type": "sentence_transformers.models.Pooling"}])");
+  fs::create_directories(dir + "/1_Pooling");
+  WriteText(dir + "/1_Pooling/config.json", pooling);
+}
+
+// sentence-transformers 6.x writes "pooling_mode" (a name, or a list) and
+// "embedding_dimension"; 5.x and older the pooling_mode_* booleans and
+// "word_embedding_dimension". Both are read; none true means mean, as the
+// library reads it.
+TEST_F(HfCheckpointTest, SentenceTransformersPoolingModeSpellings) {
+  Write(BertTensors(""));
+  const std::pair<std::string, Pooling> cases[] = {
+      {R"({"embedding_dimension": 8, "pooling_mode": "cls"})", Pooling::kFirst},
+      {R"({"embedding_dimension": 8, "pooling_mode": "max"})", Pooling::kMax},
+      {R"({"embedding_dimension": 8, "pooling_mode": "mean"})", Pooling::kMean},
+      {R"({"embedding_dimension": 8, "pooling_mode": "mean_sqrt_len_tokens"})",
+       Pooling::kMeanSqrtLen},
+      {R"({"embedding_dimension": 8, "pooling_mode": "weightedmean"})",
+       Pooling::kWeightedMean},
+      {R"({"embedding_dimension": 8, "pooling_mode": ["lasttoken"]})",
+       Pooling::kLastToken},
+      {R"({"embedding_dimension": 8})", Pooling::kMean},
+      {R"({"word_embedding_dimension": 8, "pooling_mode_max_tokens": true,
+           "pooling_mode_mean_tokens": false})",
+       Pooling::kMax},
+      {R"({"word_embedding_dimension": 8,
+           "pooling_mode_mean_sqrt_len_tokens": true})",
+       Pooling::kMeanSqrtLen},
+      {R"({"word_embedding_dimension": 8, "pooling_mode_cls_token": false,
+           "pooling_mode_mean_tokens": false})",
+       Pooling::kMean},
+      // Both spellings, saying the same.
+      {R"({"embedding_dimension": 8, "word_embedding_dimension": 8,
+           "pooling_mode": "weightedmean",
+           "pooling_mode_weightedmean_tokens": true})",
+       Pooling::kWeightedMean},
+  };
+  for (const auto& [config, want] : cases) {
+    WriteSentenceTransformers(dir_, config);
+    auto loaded = Load();
+    ASSERT_TRUE(loaded.ok()) << config << ": " << loaded.status();
+    EXPECT_EQ(loaded->config.pooling, want) << config;
+  }
+}
+
+TEST_F(HfCheckpointTest, SentenceTransformersPoolingRefusals) {
+  Write(BertTensors(""));
+  const std::pair<std::string, std::string> cases[] = {
+      {R"({"embedding_dimension": 8, "pooling_mode": "median"})",
+       "pooling_mode \"median\" is not one of"},
+      {R"({"embedding_dimension": 8, "pooling_mode": ["mean", "max"]})",
+       "mean + max concatenated are not supported"},
+      {R"({"word_embedding_dimension": 8, "pooling_mode_mean_tokens": true,
+           "pooling_mode_max_tokens": true})",
+       "max + mean concatenated"},  // the library's order
+      {R"({"embedding_dimension": 8, "pooling_mode": "cls",
+           "pooling_mode_mean_tokens": true})",
+       "contradicts the legacy pooling_mode_* keys (true: mean)"},
+      {R"({"embedding_dimension": 8, "pooling_mode": 3})",
+       "pooling_mode must be a mode name"},
+      {R"({"embedding_dimension": 8, "pooling_mode": []})", "names no mode"},
+      {R"({"embedding_dimension": 16, "pooling_mode": "mean"})",
+       "embedding_dimension 16 differs from the model's hidden size 8"},
+      {R"({"embedding_dimension": 8, "word_embedding_dimension": 16})",
+       "word_embedding_dimension 16 differs"},
+      {R"({"word_embedding_dimension": 8, "pooling_mode_cls_token": "yes"})",
+       "pooling_mode_cls_token must be true or false"},
+  };
+  for (const auto& [config, want] : cases) {
+    WriteSentenceTransformers(dir_, config);
+    auto loaded = Load();
+    EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument)
+        << config;
+    EXPECT_THAT(loaded.status().message(),
+                AllOf(HasSubstr("1_Pooling/config.json"), HasSubstr(want)))
+        << config;
+  }
+}
+
+// The served length follows sentence-transformers: sentence_bert_config's
+// max_seq_length (processor_kwargs' model_max_length first), else the
+// tokenizer's model_max_length capped by the model's positions; the 1e30
+// transformers writes for "unknown" leaves the model's.
+TEST_F(HfCheckpointTest, LengthFromSentenceBertConfigOrTokenizerConfig) {
+  Write(BertTensors(""));
+  WriteSentenceTransformers(dir_, R"({"embedding_dimension": 8})");
+  auto length = [&]() -> int64_t {
+    auto loaded = Load();
+    EXPECT_TRUE(loaded.ok()) << loaded.status();
+    return loaded.ok() ? loaded->config.max_length() : -1;
+  };
+  EXPECT_EQ(length(), kPositions);
+  WriteText(dir_ + "/tokenizer_config.json", R"({"model_max_length": 12})");
+  EXPECT_EQ(length(), 12);
+  WriteText(dir_ + "/tokenizer_config.json",
+            R"({"model_max_length": 1000000000000000019884624838656})");
+  EXPECT_EQ(length(), kPositions);
+  WriteText(dir_ + "/tokenizer_config.json", R"({"model_max_length": 1e30})");
+  EXPECT_EQ(length(), kPositions);
+  WriteText(dir_ + "/tokenizer_config.json", R"({"model_max_length": 100})");
+  EXPECT_EQ(length(), kPositions);  // capped by the positions
+  WriteText(dir_ + "/tokenizer_config.json", R"({"model_max_length": 12})");
+  WriteText(dir_ + "/sentence_bert_config.json",
+            R"({"max_seq_length": 14, "do_lower_case": false})");
+  EXPECT_EQ(length(), 14);  // max_seq_length wins over the tokenizer's
+  WriteText(dir_ + "/sentence_bert_config.json",
+            R"({"max_seq_length": 14,
+                "processor_kwargs": {"model_max_length": 9}})");
+  EXPECT_EQ(length(), 9);
+  WriteText(dir_ + "/sentence_bert_config.json", R"({"max_seq_length": null})");
+  EXPECT_EQ(length(), 12);
+  // A checkpoint without sentence-transformers files: the tokenizer's too.
+  fs::remove(dir_ + "/modules.json");
+  EXPECT_EQ(length(), 12);
+
+  WriteText(dir_ + "/tokenizer_config.json", R"({"model_max_length": -5})");
+  EXPECT_THAT(Load().status().message(),
+              HasSubstr("tokenizer_config.json: model_max_length -5 is not a "
+                        "positive integer"));
+}
+
+TEST_F(HfCheckpointTest, DoLowerCaseIsCarried) {
+  Write(BertTensors(""));
+  WriteSentenceTransformers(dir_, R"({"embedding_dimension": 8})");
+  auto loaded = Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_FALSE(loaded->lowercase);
+  WriteText(dir_ + "/sentence_bert_config.json", R"({"do_lower_case": true})");
+  loaded = Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_TRUE(loaded->lowercase);
+  // The older file names sentence-transformers still reads.
+  fs::remove(dir_ + "/sentence_bert_config.json");
+  WriteText(dir_ + "/sentence_roberta_config.json",
+            R"({"do_lower_case": true, "max_seq_length": 11})");
+  loaded = Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_TRUE(loaded->lowercase);
+  EXPECT_EQ(loaded->config.max_length(), 11);
+  WriteText(dir_ + "/sentence_roberta_config.json",
+            R"({"do_lower_case": "yes"})");
+  EXPECT_THAT(Load().status().message(),
+              HasSubstr("do_lower_case must be true or false"));
+}
+
 // Every ACT2FN name the families' hidden_act can give that the encoder
 // computes, and an unknown one refused by name.
 TEST_F(HfCheckpointTest, ActivationNames) {
