@@ -77,6 +77,12 @@ through EmbedSparse and TEI's /embed_sparse; see there.
 Multi-vector token vectors (multivector.py): ColBERT-style projections
 against sentence-transformers' MultiVectorEncoder; see there.
 
+Saved formats (saved_formats.py): what transformers 5 and
+sentence-transformers 6 write when they save (6.x pooling_mode keys in
+every mode, ModernBERT's rope_parameters, do_lower_case, max_seq_length
+kept as the tokenizer's model_max_length, every hidden_act name) against
+the same library loading the same directory; see there.
+
 TEI's OpenAPI schema (tei_schema.py): every text-embeddings-inference
 route's requests and answers, successes and refusals, against the schema
 TEI publishes; see there.
@@ -114,6 +120,7 @@ import quantized  # noqa: E402
 import quality  # noqa: E402
 import real_models  # noqa: E402
 import multivector  # noqa: E402
+import saved_formats  # noqa: E402
 import sparse  # noqa: E402
 import tei_schema  # noqa: E402
 from server_process import ServerProcess  # noqa: E402
@@ -561,6 +568,7 @@ def main():
     head_models = []  # (name, path): classification heads (heads.py)
     sparse_models = []  # (name, path): masked-LM heads (sparse.py)
     multi_models = []  # (name, path): token projections (multivector.py)
+    saved_models = []  # (name, path): libraries' saved files (saved_formats)
     if not args.skip_real:
         sparse_models += [m for m in real_models.real_sparse_models()
                           if not args.only or m[0] in args.only]
@@ -569,8 +577,9 @@ def main():
         sparse_models += sparse.build(work / "sparse", args.only or None)
         multi_models = multivector.build(work / "multivector",
                                          args.only or None)
+        saved_models = saved_formats.build(work / "saved", args.only or None)
     if not entries and not head_models and not sparse_models and \
-            not multi_models:
+            not multi_models and not saved_models:
         sys.exit("no models selected")
     # Copies of all-MiniLM-L6-v2 that pool without their prompts
     # (prompts.py), when the real models are checked.
@@ -581,7 +590,8 @@ def main():
     report = Report()
     served = Served(args.binary,
                     [(e[0], e[2]) for e in entries] + prompted +
-                    head_models + sparse_models + multi_models,
+                    head_models + sparse_models + multi_models +
+                    saved_models,
                     work / "server")
     pooled = {}
     try:
@@ -637,6 +647,11 @@ def main():
             embedder = next((e[0] for e in entries if e[0] == "tf-bert"),
                             None)
             multivector.check(served, multi_models, embedder, report)
+        if saved_models:
+            try:
+                saved_formats.check(served, saved_models, report)
+            except Exception as e:
+                report.fail(f"saved formats: {type(e).__name__}: {e}")
         if not args.skip_families:
             try:
                 served_names = set(served.models())
