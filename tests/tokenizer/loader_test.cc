@@ -224,6 +224,52 @@ TEST_F(LoaderTest, VocabTxtHonoursDoLowerCase) {
   EXPECT_EQ(l->ids, (std::vector<int64_t>{2, 4, 4, 3}));
 }
 
+// sentence-transformers' do_lower_case (LoadOptions::lowercase): a
+// Lowercase normalizer before the tokenizer's own, whatever the file says,
+// offsets still into the original text; vocab.txt with do_lower_case
+// false too.
+TEST_F(LoaderTest, LowercaseOptionPrependsALowercaseNormalizer) {
+  std::string cased = kWordPiece;
+  const std::string bert = R"({"type": "BertNormalizer", "lowercase": true})";
+  cased.replace(cased.find(bert), bert.size(),
+                R"({"type": "BertNormalizer", "lowercase": false,
+                    "strip_accents": false})");
+  const std::string vocab = R"("!": 7)";
+  cased.replace(cased.find(vocab), vocab.size(),
+                R"("!": 7, "UN": 8, "i)"
+                "\xcc\x87"
+                R"(": 9)");
+  const std::string path = Write("tokenizer.json", cased);
+  auto plain = LoadTokenizerJson(path);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  auto e = (*plain)->Encode("UN", EncodeOptions{});
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->ids, (std::vector<int64_t>{1, 8, 2}));
+  LoadOptions lower;
+  lower.lowercase = true;
+  auto lowered = LoadTokenizerJson(path, lower);
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  // U+0130 lowercases to "i" and a combining dot above, two code points.
+  auto l = (*lowered)->Encode("UNAFFABLE \xc4\xb0", EncodeOptions{});
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->ids, (std::vector<int64_t>{1, 3, 4, 5, 9, 2}));
+  EXPECT_EQ(l->byte_offsets[4], (Offsets{10, 12}));
+  auto from_dir = LoadTokenizerFromDirectory(dir_.string(), lower);
+  ASSERT_TRUE(from_dir.ok());
+  auto d = (*from_dir)->Encode("UN", EncodeOptions{});
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->ids, (std::vector<int64_t>{1, 3, 2}));
+
+  fs::remove(dir_ / "tokenizer.json");
+  Write("vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\nHello\n");
+  Write("tokenizer_config.json", R"({"do_lower_case": false})");
+  auto vocab_lowered = LoadTokenizerFromDirectory(dir_.string(), lower);
+  ASSERT_TRUE(vocab_lowered.ok()) << vocab_lowered.status();
+  auto v = (*vocab_lowered)->Encode("Hello hello", EncodeOptions{});
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->ids, (std::vector<int64_t>{2, 4, 4, 3}));
+}
+
 TEST_F(LoaderTest, LongWhitespaceRunsAndWordsStayFine) {
   std::string text = kWordPiece;
   text.replace(text.find(R"({"type": "BertPreTokenizer"})"), 28,
