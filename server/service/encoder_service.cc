@@ -307,6 +307,7 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::ListModels(
       [this](const v1::ListModelsRequest&, const runner::ModelCatalog& host,
              v1::ListModelsResponse* out) {
         out->set_default_model(host.default_model());
+        out->set_server_version(ENCODER_PROJECT_VERSION);
         for (const auto& m : host.List()) {
           v1::ModelInfo* info = out->add_models();
           FillModelInfo(m->description(), m->name() == host.default_model(),
