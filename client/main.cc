@@ -18,6 +18,9 @@ int Main(int argc, char** argv) {
       "Command-line client of the encoder.v1.EncoderService gRPC server.",
       "encoder-client");
   app.require_subcommand(1);
+  app.set_version_flag("--version",
+                       std::string("encoder-client ") + ENCODER_PROJECT_VERSION,
+                       "print the version and exit");
   app.footer(
       "Exit status: 0 success; 1 an RPC failed (stderr: 'error: <CODE>: "
       "<message>') or health is not SERVING; 2 usage error.\n"
