@@ -16,10 +16,11 @@ import numpy as np
 import grpc
 
 from . import _stubs
+from ._version import __version__
 
 pb2, pb2_grpc = _stubs.load()
 
-__all__ = ["EncoderClient", "tensor_to_numpy", "pb2"]
+__all__ = ["EncoderClient", "tensor_to_numpy", "pb2", "__version__"]
 
 _POOLING = {None: 0, "mean": 1, "first": 2, "max": 3, "last_token": 4,
             "weighted_mean": 5}
@@ -120,7 +121,8 @@ class EncoderClient:
         return method(request, timeout=self._timeout, metadata=self._metadata)
 
     def models(self):
-        """The ListModelsResponse message (models, default_model)."""
+        """The ListModelsResponse message (models, default_model,
+        server_version)."""
         return self._call(self._stub.ListModels, pb2.ListModelsRequest())
 
     def embed_response(self, inputs, *, model="", pooling=None, normalize=None,
