@@ -22,8 +22,9 @@ cmake --build "$build" -j "$jobs" \
     batcher_executions_test \
     batch_policy_test \
     cost_and_fairness_test \
-    batch_profile_test
+    batch_profile_test \
+    compute_class_test
 OMP_NUM_THREADS=1 \
 TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/sanitizers/tsan.supp" \
   ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 600 \
-    -R "^(BatcherTest|DecideBatchTest|BatchCostTest|FairShareTest|MemoryBudgetTest|SequenceCostTest|BatchProfileTest|SequenceCapAtTest)\\."
+    -R "^(BatcherTest|DecideBatchTest|BatchCostTest|FairShareTest|MemoryBudgetTest|SequenceCostTest|BatchProfileTest|SequenceCapAtTest|ComputeClassTest)\\."

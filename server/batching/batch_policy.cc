@@ -278,12 +278,20 @@ BatchDecision DecideNextBatch(const std::vector<QueuedSequence>& queue,
     if (WorthAnotherExecution(queue, part, options)) return part;
   }
   if (running.batches > 0 && !WorthAnotherExecution(queue, decision, options)) {
+    // Wait for a running batch to finish, unless that takes too long. A
+    // batch already past its expected end may run on for any time (its
+    // estimate was short), so it counts as long; and the wait ends at the
+    // expected end, so that a late batch is seen as late then.
+    const bool known_end = options.max_batch_time > absl::ZeroDuration() &&
+                           running.soonest_end != absl::InfiniteFuture();
     const bool running_long =
-        options.max_batch_time > absl::ZeroDuration() &&
-        running.soonest_end != absl::InfiniteFuture() &&
-        running.soonest_end - now > options.max_batch_time;
-    // Wait for a running batch to finish, unless that takes too long.
-    if (!running_long) return BatchDecision{};
+        known_end && (running.soonest_end <= now ||
+                      running.soonest_end - now > options.max_batch_time);
+    if (!running_long) {
+      BatchDecision wait;
+      if (known_end) wait.wake_at = running.soonest_end;
+      return wait;
+    }
   }
   return decision;
 }

@@ -79,8 +79,9 @@ struct BatchOptions {
   // takes at work_per_second (the plain forward's rate, which defines the
   // units): the compute of a sequence of class c counts compute_scale[c]
   // times in every bound above. Measured at start-up (the host times a
-  // probe of each class, MeasureComputeScale) and then on every batch
-  // (Batcher); 1: as priced.
+  // probe of each class, MeasureComputeScale); the Batcher then keeps each
+  // class's own time per unit of compute, learnt from its batches, and
+  // gives the policy that time times the current rate; 1: as priced.
   std::array<double, kComputeClasses> compute_scale = {1.0, 1.0};
 };
 

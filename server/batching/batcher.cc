@@ -43,8 +43,14 @@ Batcher::Batcher(ModelRunner* runner, BatchOptions options,
       options_(std::move(options)),
       observer_(std::move(observer)),
       work_rate_(std::max(0.0, options_.work_per_second)) {
+  // A class's time per unit of compute, from its scale at the start-up
+  // rate; unknown (0) without a rate, until one of its batches has run.
   for (int c = 0; c < kComputeClasses; ++c) {
-    compute_scale_[c].store(std::max(0.0, options_.compute_scale[c]));
+    const double rate = work_rate_.load();
+    unit_seconds_[c].store(c == kPlainCompute || rate <= 0
+                               ? 0.0
+                               : std::max(0.0, options_.compute_scale[c]) /
+                                     rate);
   }
   responder_ = std::thread(&Batcher::ResponderLoop, this);
   const int executions = std::max(1, options_.executions);
@@ -173,6 +179,12 @@ void Batcher::WorkerLoop() {
         static_cast<int>(finished_.size()) <= executions) {
       view.clear();
       ranks.clear();
+      BatchOptions& decide_options = accepting_ ? serve_options : flush_options;
+      decide_options.work_per_second = work_rate_.load();
+      for (int c = 0; c < kComputeClasses; ++c) {
+        decide_options.compute_scale[c] =
+            compute_scale(static_cast<ComputeClass>(c));
+      }
       for (const Pending& pending : queue_) {
         const BatchItem& item =
             pending.state->request->sequences[pending.index];
@@ -181,12 +193,7 @@ void Batcher::WorkerLoop() {
             ranks[pending.state.get()]++, pending.state->share,
             static_cast<bool>(item.run_alone),
             ScaleCost(item.compute,
-                      compute_scale_[item.compute_class].load())});
-      }
-      BatchOptions& decide_options = accepting_ ? serve_options : flush_options;
-      decide_options.work_per_second = work_rate_.load();
-      for (int c = 0; c < kComputeClasses; ++c) {
-        decide_options.compute_scale[c] = compute_scale_[c].load();
+                      decide_options.compute_scale[item.compute_class])});
       }
       RunningBatches running{running_, running_sequences_, running_long_};
       if (!running_ends_.empty()) running.soonest_end = *running_ends_.begin();
@@ -514,14 +521,22 @@ void Batcher::LearnRates(const Job& job) {
     move(work_rate_, plain / seconds);
     return;
   }
-  if (rate <= 0) return;
+  if (plain > 0 && rate <= 0) return;
   // The batch's plain part takes its time at the plain rate; what is left
-  // is the other classes' (one at a time so far: kComputeClasses is 2).
-  const double rest = seconds - plain / rate;
+  // is the other classes' (one at a time so far: kComputeClasses is 2),
+  // learnt as their own time per unit, so that the plain rate (which
+  // 1-token batches, mostly overhead, keep moving) does not move it.
+  const double rest = plain > 0 ? seconds - plain / rate : seconds;
   if (rest <= 0) return;
   for (int c = 1; c < kComputeClasses; ++c) {
-    if (job.class_work[c] > 0) move(compute_scale_[c], rest * rate / other);
+    if (job.class_work[c] > 0) move(unit_seconds_[c], rest / other);
   }
+}
+
+double Batcher::compute_scale(ComputeClass c) const {
+  const double unit = unit_seconds_[c].load();
+  const double rate = work_rate_.load();
+  return c == kPlainCompute || unit <= 0 || rate <= 0 ? 1.0 : unit * rate;
 }
 
 void Batcher::FinishJob(Job job) {

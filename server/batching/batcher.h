@@ -113,11 +113,11 @@ class Batcher {
   // compute units per second of one execution); 0 until known.
   // Thread-safe.
   double work_per_second() const { return work_rate_.load(); }
-  // The measured scale of a ComputeClass (BatchOptions::compute_scale),
-  // as it stands now. Thread-safe.
-  double compute_scale(ComputeClass c) const {
-    return compute_scale_[c].load();
-  }
+  // The measured scale of a ComputeClass (BatchOptions::compute_scale)
+  // as it stands now: the class's own measured time per unit of compute
+  // times the plain rate; 1 (as priced) while either is unknown.
+  // Thread-safe.
+  double compute_scale(ComputeClass c) const;
 
   // How often the worker looks at the requests of running batches for a
   // passed deadline or a cancellation.
@@ -192,9 +192,9 @@ class Batcher {
   static absl::Status StillWanted(const Job& job);
   // An executor thread: runs jobs until the worker stops them.
   void ExecutorLoop() ABSL_LOCKS_EXCLUDED(mu_);
-  // Moves the measured rate (a plain batch) or the scale of the batch's
-  // other classes (the time its plain part leaves) toward what `job`, just
-  // finished, took. Worker thread.
+  // Moves the measured rate (a plain batch) or the time per unit of the
+  // batch's other classes (the time its plain part leaves) toward what
+  // `job`, just finished, took. Worker thread.
   void LearnRates(const Job& job);
   // Runs one job's items under its share of the memory budget. Executor.
   void Execute(Job* job);
@@ -288,8 +288,10 @@ class Batcher {
 
   // Measured compute rate; written by the worker only.
   std::atomic<double> work_rate_{0};
-  // Measured scale of each ComputeClass; written by the worker only.
-  std::array<std::atomic<double>, kComputeClasses> compute_scale_;
+  // Measured seconds per unit of compute of each ComputeClass but the
+  // plain one (whose rate is work_rate_); 0: unknown. Written by the
+  // worker only.
+  std::array<std::atomic<double>, kComputeClasses> unit_seconds_;
   // Requests with a batch running, polled by PollRunning. Worker thread.
   std::vector<std::shared_ptr<RequestState>> running_requests_;
 

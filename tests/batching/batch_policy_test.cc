@@ -367,8 +367,20 @@ TEST(BatchTimeTest, SmallBatchStartsBesideABatchThatRunsOnForLong) {
   const auto queue = TimedQueue({1}, 10);
   const BatchOptions options = Timed(2);
   RunningBatches ends_soon{1, 8, 0, kStart + absl::Milliseconds(100)};
-  EXPECT_THAT(DecideNextBatch(queue, options, kStart, ends_soon).take,
-              IsEmpty());
+  const BatchDecision wait = DecideNextBatch(queue, options, kStart, ends_soon);
+  EXPECT_THAT(wait.take, IsEmpty());
+  // It waits until that batch's expected end, and decides again then.
+  EXPECT_EQ(wait.wake_at, kStart + absl::Milliseconds(100));
+  // Past its expected end a batch may run on for any time (its estimate
+  // was short): the small one starts beside it, also just at the end.
+  for (const absl::Duration late :
+       {absl::ZeroDuration(), absl::Milliseconds(1), absl::Seconds(2)}) {
+    EXPECT_THAT(
+        DecideNextBatch(queue, options, kStart + absl::Milliseconds(100) + late,
+                        ends_soon)
+            .take,
+        ElementsAre(0));
+  }
   RunningBatches runs_on{1, 1, 1, kStart + absl::Seconds(3)};
   EXPECT_THAT(DecideNextBatch(queue, options, kStart, runs_on).take,
               ElementsAre(0));

@@ -170,7 +170,7 @@ TEST(ComputeClassTest, TheBatcherLearnsAClassScaleFromItsBatches) {
   EXPECT_EQ(batcher.work_per_second(), kTrueRate);
 }
 
-TEST(ComputeClassTest, APlainBatchMovesTheRateAndNoScale) {
+TEST(ComputeClassTest, APlainBatchMovesTheRateAndNotAClasssOwnTime) {
   SlowClassRunner runner;
   BatchOptions options = Options();
   options.work_per_second = 100;  // a tenth of the truth
@@ -183,7 +183,11 @@ TEST(ComputeClassTest, APlainBatchMovesTheRateAndNoScale) {
   ASSERT_TRUE(batcher.Drain(absl::Now() + kPatience));
   EXPECT_GT(batcher.work_per_second(), 300);
   EXPECT_LE(batcher.work_per_second(), kTrueRate * 1.01);
-  EXPECT_EQ(batcher.compute_scale(kStatisticsCompute), 4);
+  // The class's own time per unit (4 / 100 s) stays: its scale is that
+  // time at the new rate.
+  EXPECT_NEAR(
+      batcher.compute_scale(kStatisticsCompute) / batcher.work_per_second(),
+      4.0 / 100, 1e-12);
 }
 
 TEST(ComputeClassTest, ScaleCostScalesBothTermsAndSaturates) {
