@@ -35,6 +35,22 @@ std::vector<BatchItem> ProbeBatch(const BatchProfileOptions& o, int64_t count,
   return items;
 }
 
+// The fastest of `runs` (at least one) runs of `items` on `runner`.
+absl::StatusOr<absl::Duration> FastestRun(
+    ModelRunner* runner, const std::vector<BatchItem>& items, int runs,
+    const std::function<absl::Time()>& now) {
+  std::vector<const BatchItem*> pointers;
+  for (const BatchItem& item : items) pointers.push_back(&item);
+  absl::Duration fastest = absl::InfiniteDuration();
+  for (int r = 0; r < std::max(runs, 1); ++r) {
+    std::vector<ItemResult> results;
+    const absl::Time t0 = now();
+    RETURN_IF_ERROR(runner->Run(pointers, &results, RunContext{}));
+    fastest = std::min(fastest, now() - t0);
+  }
+  return fastest;
+}
+
 }  // namespace
 
 absl::StatusOr<double> MeasureComputeScale(
@@ -50,15 +66,8 @@ absl::StatusOr<double> MeasureComputeScale(
     return absl::InvalidArgumentError(
         "a compute scale needs a probe with compute and a positive rate");
   }
-  std::vector<const BatchItem*> pointers;
-  for (const BatchItem& item : probe) pointers.push_back(&item);
-  absl::Duration fastest = absl::InfiniteDuration();
-  for (int r = 0; r < std::max(runs, 1); ++r) {
-    std::vector<ItemResult> results;
-    const absl::Time t0 = now();
-    RETURN_IF_ERROR(runner->Run(pointers, &results, RunContext{}));
-    fastest = std::min(fastest, now() - t0);
-  }
+  ASSIGN_OR_RETURN(const absl::Duration fastest,
+                   FastestRun(runner, probe, runs, now));
   return absl::ToDoubleSeconds(fastest) * work_per_second /
          static_cast<double>(work);
 }
@@ -95,16 +104,9 @@ absl::StatusOr<BatchProfile> MeasureBatchProfile(ModelRunner* runner,
         profile.budget_ran_out = true;
         break;
       }
-      const std::vector<BatchItem> items = ProbeBatch(o, batch, length);
-      std::vector<const BatchItem*> pointers;
-      for (const BatchItem& item : items) pointers.push_back(&item);
-      absl::Duration fastest = absl::InfiniteDuration();
-      for (int r = 0; r < runs; ++r) {
-        std::vector<ItemResult> results;
-        const absl::Time t0 = o.now();
-        RETURN_IF_ERROR(runner->Run(pointers, &results, RunContext{}));
-        fastest = std::min(fastest, o.now() - t0);
-      }
+      ASSIGN_OR_RETURN(
+          const absl::Duration fastest,
+          FastestRun(runner, ProbeBatch(o, batch, length), runs, o.now));
       last_time = fastest;
       last_tokens = batch * length;
       const double seconds = std::max(absl::ToDoubleSeconds(fastest), 1e-9);

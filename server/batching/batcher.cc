@@ -45,8 +45,8 @@ Batcher::Batcher(ModelRunner* runner, BatchOptions options,
       work_rate_(std::max(0.0, options_.work_per_second)) {
   // A class's time per unit of compute, from its scale at the start-up
   // rate; unknown (0) without a rate, until one of its batches has run.
+  const double rate = work_rate_.load();
   for (int c = 0; c < kComputeClasses; ++c) {
-    const double rate = work_rate_.load();
     unit_seconds_[c].store(c == kPlainCompute || rate <= 0
                                ? 0.0
                                : std::max(0.0, options_.compute_scale[c]) /
