@@ -112,6 +112,7 @@ sys.path.insert(0, str(ROOT / "tests" / "integration"))
 sys.path.insert(0, str(ROOT / "client" / "python"))
 
 import chunking  # noqa: E402
+from compare import max_abs, scaled  # noqa: E402
 import corpus  # noqa: E402
 import family_models  # noqa: E402
 import heads  # noqa: E402
@@ -131,19 +132,6 @@ BATCH_TOL = 1e-5
 CHUNK = 32
 MAX_MESSAGE = 512 << 20
 SUBSET_MAX_TOKENS = 160  # texts checked state by state (plus the longest)
-
-
-def max_abs(a, b):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    if a.shape != b.shape:
-        raise AssertionError(f"shape {list(a.shape)} != {list(b.shape)}")
-    return float(np.abs(a - b).max()) if a.size else 0.0
-
-
-def scaled(a, b):
-    """max |a - b| / max(1, max |b|): b is the reference."""
-    err = max_abs(a, b)
-    return err / max(1.0, float(np.abs(np.asarray(b)).max()))
 
 
 class Report:

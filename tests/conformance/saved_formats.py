@@ -46,6 +46,7 @@ import numpy as np
 import torch
 import transformers
 
+from compare import max_abs, scaled
 import corpus
 import family_models
 
@@ -230,17 +231,6 @@ def build(out_dir, names=None):
     return built
 
 
-def _max_abs(a, b):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    if a.shape != b.shape:
-        raise AssertionError(f"shape {list(a.shape)} != {list(b.shape)}")
-    return float(np.abs(a - b).max()) if a.size else 0.0
-
-
-def _scaled(a, b):
-    return _max_abs(a, b) / max(1.0, float(np.abs(np.asarray(b)).max()))
-
-
 def _texts(tok, limit):
     return [t for t in corpus.TEXTS if t and len(tok(t)["input_ids"]) <= limit]
 
@@ -290,9 +280,9 @@ def _check_states(served, name, path, report, twin=None):
     for text in texts:
         ids = tok(text)["input_ids"]
         want = _hf_states(model, ids)
-        worst = max(worst, _scaled(_served_states(served, name, ids), want))
+        worst = max(worst, scaled(_served_states(served, name, ids), want))
         if other is not None:
-            gap = min(gap, _scaled(_hf_states(other, ids), want))
+            gap = min(gap, scaled(_hf_states(other, ids), want))
     report.add(name, "last hidden state", worst, STATE_TOL, len(texts))
     return gap
 
@@ -313,10 +303,10 @@ def check(served, built, report):
                 # Sums over up to 250 tokens divided by sqrt(n): relative.
                 if name.endswith("mean_sqrt_len_tokens"):
                     report.add(name, "pooled (6.x keys), relative",
-                               _scaled(got, want), POOLED_TOL, len(texts))
+                               scaled(got, want), POOLED_TOL, len(texts))
                 else:
                     report.add(name, "pooled (6.x keys)",
-                               _max_abs(got, want), POOLED_TOL, len(texts))
+                               max_abs(got, want), POOLED_TOL, len(texts))
             elif kind == "states":
                 gap = _check_states(served, name, path, report, twin=extra)
                 print(f"{name}: the default bases' states differ by "
@@ -357,7 +347,7 @@ def _check_lower(served, name, path, raw, report):
         report.fail(f"{name}: lowercasing changes the ids of only "
                     f"{changed} texts; the check cannot see it")
     report.add(name, "pooled (do_lower_case)",
-               _max_abs(_embed(served, name, texts), _encode(st, texts)),
+               max_abs(_embed(served, name, texts), _encode(st, texts)),
                POOLED_TOL, len(texts))
 
 
@@ -376,7 +366,7 @@ def _check_maxlen(served, name, path, info, report):
         report.fail(f"{name}: only {longer} texts pass {MAX_SEQ_LENGTH} "
                     "tokens")
     report.add(name, f"pooled, truncated at {MAX_SEQ_LENGTH}",
-               _max_abs(_embed(served, name, texts), _encode(st, texts)),
+               max_abs(_embed(served, name, texts), _encode(st, texts)),
                POOLED_TOL, len(texts))
 
 
@@ -395,7 +385,7 @@ def _check_activations_differ(paths, report):
             continue
         model = transformers.AutoModel.from_pretrained(paths[act],
                                                        **kwargs).eval()
-        gap = min(_scaled(_hf_states(model, i), _hf_states(gelu, i))
+        gap = min(scaled(_hf_states(model, i), _hf_states(gelu, i))
                   for i in ids)
         print(f"tf-bert-act-{act}: states differ from gelu's by {gap:.3g} "
               "(scaled)", flush=True)
