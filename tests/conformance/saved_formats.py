@@ -33,7 +33,8 @@ same directory:
   quick_gelu, silu, swish, mish), with feed-forward weights large enough
   that the activation shows; token states against transformers, tolerance
   1e-4 (scaled). Those far from gelu (relu, quick_gelu, silu, swish, mish)
-  must also differ from the gelu model's states by far more.
+  must also differ from the gelu model's states by at least 10 times
+  that tolerance.
 
 build(out_dir, names) writes the directories and returns [(name, path)]
 (names: the models to build, or "saved_formats" for all, "activations" for
@@ -52,6 +53,12 @@ import family_models
 
 POOLED_TOL = 1e-5
 STATE_TOL = 1e-4
+# A server running gelu for an activation far from it would be off by the
+# gap between the two models' states; the check sees that when the gap is
+# this many times STATE_TOL. quick_gelu, x * sigmoid(1.702 x), is within
+# 0.02 of gelu everywhere, so its gap is near 1e-2 (scaled) on these
+# weights: 10x leaves room, 100x did not.
+ACTIVATION_MARGIN = 10
 CHUNK = 32
 MAX_SEQ_LENGTH = 20
 
@@ -389,7 +396,7 @@ def _check_activations_differ(paths, report):
                   for i in ids)
         print(f"tf-bert-act-{act}: states differ from gelu's by {gap:.3g} "
               "(scaled)", flush=True)
-        if not gap > 100 * STATE_TOL:
+        if not gap > ACTIVATION_MARGIN * STATE_TOL:
             report.fail(f"tf-bert-act-{act}: states within {gap:.2g} of "
                         "gelu's; the check cannot tell the activations "
                         "apart")
