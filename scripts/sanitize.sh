@@ -16,6 +16,7 @@ jobs="$(nproc)"  # before OMP_NUM_THREADS, which nproc honours
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -gline-tables-only -DNDEBUG" \
   -DCMAKE_CXX_COMPILER=clang++-14 -DENCODER_SANITIZE=thread \
+  -DENCODER_TORCH_WHEEL="$(bash scripts/libtorch.sh)" \
   ${TSAN_CMAKE_ARGS:-}
 cmake --build "$build" -j "$jobs" \
   --target batcher_test batcher_responder_test batcher_alone_test \

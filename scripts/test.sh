@@ -10,24 +10,15 @@ cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh test
 bash scripts/python_env.sh
 build="${BUILD_DIR:-build}"
-# The suite builds against LibTorch 2.x from the venv's torch wheel (CPU
-# part only, cmake/torch_wheel.cmake): the fused attention kernel and the
-# LibTorch the conformance references run on. Debian's LibTorch 1.13, which
-# scripts/run_server.sh serves with, is built and tested by the ASan job
-# (scripts/asan.sh). ENCODER_TEST_LIBTORCH=debian tests it here instead.
-torch_args=()
-if [[ "${ENCODER_TEST_LIBTORCH:-wheel}" == wheel ]]; then
-  wheel="$(.venv/bin/python -c \
-    'import os, torch; print(os.path.dirname(torch.__file__))')"
-  torch_args=(-DENCODER_TORCH_WHEEL="$wheel")
-else
-  torch_args=(-DENCODER_TORCH_WHEEL=)
-fi
+# The pinned LibTorch (scripts/libtorch.sh; the venv's torch is the same
+# wheel, tests/conformance/requirements.txt includes its pin).
+torch="$(bash scripts/libtorch.sh)"
 # Line tables only (-g1): enough for the backtraces and perf profiles of a
 # test run, and about half the compile time and disk of full debug info
 # on LibTorch's headers (main.cc: 35 s against 65 s).
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" "${torch_args[@]}"
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" \
+  -DENCODER_TORCH_WHEEL="$torch"
 cmake --build "$build" -j "$(nproc)"
 # On a failure, each failed test's last lines again at the end of the log
 # (scripts/failed_tails.sh).

@@ -12,7 +12,7 @@ struct BuildInfo {
   std::string commit;      // git rev-parse --short HEAD, or "unknown"
   std::string build_type;  // CMAKE_BUILD_TYPE
   std::string compiler;    // "gcc 12.2.0", "clang 14.0.6"
-  std::string libtorch;    // "1.13.0"
+  std::string libtorch;    // "2.15.0"
 };
 
 const BuildInfo& GetBuildInfo();

@@ -69,7 +69,7 @@ if [ "${#runtime_pkgs[@]}" -eq 0 ] || [ "${#build_pkgs[@]}" -eq 0 ]; then
   exit 1
 fi
 # install_deps.sh's packages that the GPU host brings (or that are optional).
-not_bundled=" libtorch1.13 libtorch-dev libopenblas0-pthread build-essential
+not_bundled=" python3-pip build-essential
   cmake ninja-build git libsentencepiece0 libsentencepiece-dev
   ca-certificates "
 HOST=" libc6 libc6-dev libc-dev-bin linux-libc-dev libcrypt1 libcrypt-dev

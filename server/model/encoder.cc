@@ -409,7 +409,7 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
     pass.int8 = quantized_ && !options.full_precision;
     pass.bf16_attention = pass.int8 && bf16_attention_;
     pass.input_max = calibrating_;
-    pass.fused = kHasFusedAttention && options.fused_attention;
+    pass.fused = options.fused_attention;
     pass.batch = b;
     pass.seq = s;
     const int64_t real = mask.sum().item<int64_t>();

@@ -143,10 +143,9 @@ struct ForwardOptions {
   // rounding.
   double skip_padding_min_share = kDefaultSkipPaddingMinShare;
   // Layers whose attention probabilities are not returned run through the
-  // fused scaled_dot_product_attention kernel (LibTorch 2.1 and later; see
-  // kHasFusedAttention), with the scheme's bias and the padding as its
-  // additive mask. False: every layer runs the explicit products, as a
-  // LibTorch without the kernel does.
+  // fused scaled_dot_product_attention kernel (FusedAttention), with the
+  // scheme's bias and the padding as its additive mask. False: every layer
+  // runs the explicit products.
   bool fused_attention = true;
   // Asked before every layer; a non-OK status ends the pass with it (a
   // batch whose callers have all given up). May be empty.

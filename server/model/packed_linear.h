@@ -99,8 +99,8 @@ PackingPlan PlanPacking(const std::string& mode, int64_t max_rows,
                         bool packed_wins);
 
 // Whether this LibTorch has the packed linear (oneDNN built in and its
-// mkldnn::_linear_pointwise operator registered: LibTorch 2.x wheels do,
-// Debian's 1.13 does not).
+// mkldnn::_linear_pointwise operator registered: the pinned wheel does, a
+// LibTorch built without oneDNN does not).
 bool PackedLinearSupported();
 
 }  // namespace encoder::model

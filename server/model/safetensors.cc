@@ -42,7 +42,8 @@ struct Dtype {
   const char* name;
   at::ScalarType type;
   uint64_t size;
-  // False for dtypes of the format that LibTorch 1.13 cannot represent.
+  // False for dtypes of the format refused by name (U16, U32, U64: LibTorch
+  // has almost no operators for them).
   bool supported;
 };
 

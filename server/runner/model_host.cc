@@ -360,10 +360,10 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Load(
     hosted->runner->set_skip_padding_min_share(options.skip_padding_min_share);
     hosted->desc.skip_padding_min_share = options.skip_padding_min_share;
     hosted->runner->set_fused_attention(options.fused_attention);
-    hosted->desc.attention_kernel =
-        hosted->encoder->bf16_attention()                      ? "bfloat16"
-        : options.fused_attention && model::kHasFusedAttention ? "fused"
-                                                               : "explicit";
+    hosted->desc.attention_kernel = hosted->encoder->bf16_attention()
+                                        ? "bfloat16"
+                                    : options.fused_attention ? "fused"
+                                                              : "explicit";
     hosted->desc.linear_kernel =
         hosted->encoder->prepacked() ? "packed" : "plain";
     hosted->desc.packed_max_rows =

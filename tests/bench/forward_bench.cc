@@ -2,6 +2,7 @@
 // hosts, forward only (no gRPC, no queue), at given batch sizes. Prints one
 // JSON object with sequences/s and latency per batch size.
 #include <ATen/Parallel.h>
+#include <torch/version.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -17,7 +18,6 @@
 #include "server/model/dtype.h"
 #include "server/model/model_repository.h"
 #include "server/model/packed_linear.h"
-#include "server/model/torch_compat.h"
 #include "server/runner/cpu_buffer_cache.h"
 #include "server/runner/encoder_runner.h"
 #include "server/runner/idle_trim.h"
@@ -290,7 +290,6 @@ int main(int argc, char** argv) {
   out["min_length"] = shortest;
   out["skip_padding_min_share"] = o.skip_padding_min_share;
   out["fused_attention"] = o.fused_attention;
-  out["fused_attention_available"] = encoder::model::kHasFusedAttention;
   out["torch_version"] = TORCH_VERSION;
   // The settings of each alternating run.
   struct Mode {

@@ -91,7 +91,7 @@ def main():
                             ["--compare-explicit", "--linear-bound"])
                 torch_version[side] = r.get("torch_version", "?")
                 rates[side].append(r["results"][0]["sequences_per_s"])
-                if r.get("fused_attention_available"):
+                if "fused_attention_ratio" in r:
                     fused[side].append(
                         r["fused_attention_ratio"][0]["fused_over_explicit"])
                 linear[side].append(

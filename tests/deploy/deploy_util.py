@@ -153,14 +153,15 @@ class Harness(contextlib.AbstractContextManager):
     def remaining(self):
         return self.deadline - time.monotonic()
 
-    def start(self, name, argv, cwd=None):
-        """Starts argv with stdout and stderr in <tmp>/<name>.log."""
+    def start(self, name, argv, cwd=None, env=None):
+        """Starts argv with stdout and stderr in <tmp>/<name>.log (env: the
+        whole environment, default this process's)."""
         log_path = self.path(f"{name}.log")
         log = open(log_path, "wb")
         print(f"starting {name}: {' '.join(argv)}", flush=True)
         popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
                                  stderr=subprocess.STDOUT, cwd=cwd or self.tmp,
-                                 preexec_fn=_die_with_parent)
+                                 env=env, preexec_fn=_die_with_parent)
         log.close()
         child = Child(name, popen, log_path)
         self.children.append(child)

@@ -196,10 +196,17 @@ def check_dockerfiles(src, checks):
         joined = re.sub(r"\\\n", " ", text)
         checks.check(re.search(r"^EXPOSE\s+50051\s+9090\s*$", joined,
                                re.MULTILINE), f"{name}: EXPOSE 50051 9090")
+        # Health on the loopback health-only port, plaintext whatever the
+        # gRPC port's TLS, from an environment default a flag replaces.
         checks.check(re.search(r'^HEALTHCHECK .*CMD \["encoder-client", '
-                               r'"health", "--target", "127.0.0.1:50051"\]',
+                               r'"health", "--target", "127.0.0.1:50052"\]',
                                joined, re.MULTILINE),
-                     f"{name}: HEALTHCHECK with encoder-client health")
+                     f"{name}: HEALTHCHECK with encoder-client health on "
+                     "the health port")
+        checks.check(re.search(r"^ENV ENCODER_HEALTH_LISTEN=127\.0\.0\.1:50052"
+                               r"\s*$", joined, re.MULTILINE),
+                     f"{name}: no ENCODER_HEALTH_LISTEN default for the "
+                     "health check")
         users = re.findall(r"^USER\s+(\S+)", joined, re.MULTILINE)
         checks.check(users and not users[-1].startswith(("root", "0")),
                      f"{name}: runs as {users}")
@@ -212,8 +219,46 @@ def check_dockerfiles(src, checks):
         checks.check("install_deps.sh build" in joined and
                      "install_deps.sh runtime" in joined,
                      f"{name}: dependencies not from scripts/install_deps.sh")
-    checks.check(re.search(r"-DCMAKE_PREFIX_PATH=\S*/share/cmake", cuda),
-                 "Dockerfile.cuda: no CMAKE_PREFIX_PATH to Torch's cmake")
+    # One LibTorch: the pinned wheel of scripts/libtorch-requirements.txt
+    # (the CPU image through scripts/libtorch.sh, the CUDA one installs the
+    # same pins with their CUDA dependencies), never a system LibTorch.
+    for name, text in (("Dockerfile", cpu), ("Dockerfile.cuda", cuda)):
+        checks.check("libtorch-requirements.txt" in text,
+                     f"{name}: LibTorch not from the pinned wheel")
+        checks.check(not re.search(r"libtorch-dev|libtorch\d|pytorch/pytorch",
+                                   text),
+                     f"{name}: names a LibTorch other than the pinned wheel")
+    joined = re.sub(r"\\\n", " ", cpu)
+    checks.check(re.search(
+        r'ENCODER_TORCH_WHEEL="\$\(bash \S*scripts/libtorch\.sh\)"', joined),
+                 "Dockerfile: the build does not take scripts/libtorch.sh's "
+                 "LibTorch")
+    checks.check(re.search(r"^COPY --from=build /opt/libtorch /opt/libtorch",
+                           cpu, re.MULTILINE),
+                 "Dockerfile: the runtime stage lacks LibTorch's libraries")
+    checks.check("CUDA_PYTHON=/opt/torch-venv/bin/python" in cuda and
+                 "scripts/cuda_build.sh" in cuda,
+                 "Dockerfile.cuda: not built by scripts/cuda_build.sh on the "
+                 "wheel's venv")
+    # BuildKit's per-Dockerfile ignore files: build trees, environments and
+    # secrets stay out of both contexts.
+    ignores = {}
+    for name in ("Dockerfile", "Dockerfile.cuda"):
+        path = os.path.join(src, "deploy", name + ".dockerignore")
+        if not os.path.exists(path):
+            checks.check(False, f"no deploy/{name}.dockerignore")
+            continue
+        with open(path) as f:
+            ignores[name] = {line.strip() for line in f
+                             if line.strip() and not line.startswith("#")}
+        for pattern in ("build", "build-*", ".git", ".venv", ".cuda-toolkit",
+                        ".gpu-bundle", "deploy/secrets", "**/*.key",
+                        "**/*.pem"):
+            checks.check(pattern in ignores[name],
+                         f"{name}.dockerignore lacks {pattern}")
+    if len(ignores) == 2:
+        checks.equal(ignores["Dockerfile.cuda"], ignores["Dockerfile"],
+                     "the two .dockerignore files")
 
 
 def cpu_quantity(value):

@@ -356,9 +356,6 @@ TEST(Encoder, SkippingPaddedPositionsMatchesTheFullGrid) {
 // it or not, in float32 and bfloat16; and with the fused kernel a sequence
 // alone equals itself in a padded batch.
 TEST(Encoder, FusedAttentionMatchesTheExplicitProducts) {
-  if (!kHasFusedAttention) {
-    GTEST_SKIP() << "LibTorch " << TORCH_VERSION << " has no fused attention";
-  }
   at::manual_seed(4);
   std::vector<std::pair<std::string, ModelConfig>> configs = PackingConfigs();
   ModelConfig unscaled = SmallConfig(SchemeType::kRelative);

@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "server/model/cpu_features.h"
 #include "server/model/encoder.h"
 #include "server/model/int8_linear.h"
 #include "server/model/model_repository.h"
@@ -159,15 +158,6 @@ TEST(PrecisionGate, Int8KeepsTheChannelsThatRunHighInFloat32) {
 }
 
 TEST(PrecisionGate, Bfloat16OnABuiltInModel) {
-  // Under an ISA cap without bfloat16 (tests/isa), Debian's LibTorch 1.13
-  // still reads the CPU itself and asks the capped oneDNN for bfloat16
-  // kernels the cap removed ("could not create a primitive descriptor"):
-  // no real CPU is in that state.
-  const CpuFeatures& cpu = DetectCpuFeatures();
-  if (!cpu.isa_cap.empty() && !cpu.native_bf16()) {
-    GTEST_SKIP() << "bfloat16 under an ISA cap below it (" << cpu.isa_cap
-                 << ")";
-  }
   // Short inputs: without native bfloat16 the library emulates it slowly.
   const ModelSpec spec = BuiltinRepository().models.at(1);
   const EncoderInput in = FixedInputs(4, 12, spec.config.vocab_size);
