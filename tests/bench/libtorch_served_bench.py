@@ -22,37 +22,21 @@ import math
 import os
 import sys
 import tempfile
-import subprocess
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from precision_bench import cpu_description  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "..", "client", "python"))
 import encoder_client  # noqa: E402
-from run_bench import client_bench, median, stop_server  # noqa: E402
+from run_bench import (client_bench, median, start_server,  # noqa: E402
+                       stop_server)
 
 MODEL = "bench"
 
 
 def start(build, model_dir, quantize):
-    tmp = tempfile.mkdtemp(prefix="libtorch-bench-")
-    ready = os.path.join(tmp, "ready.json")
-    log_name = os.path.join(tmp, "server.log")
-    log = open(log_name, "w")
-    proc = subprocess.Popen(
-        [os.path.join(build, "encoder-server"), "--listen=127.0.0.1:0",
-         "--ready-file=" + ready, "--log-level=warn",
-         "--model-dir", f"{MODEL}={model_dir}", "--quantize", quantize],
-        stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.time() + 180
-    while not os.path.exists(ready):
-        if proc.poll() is not None or time.time() > deadline:
-            proc.kill()
-            sys.exit(f"{build}/encoder-server did not start; see {log_name}")
-        time.sleep(0.2)
-    with open(ready) as f:
-        return proc, json.load(f)["grpc_port"]
+    return start_server(build, ["--model-dir", f"{MODEL}={model_dir}",
+                                "--quantize", quantize])
 
 
 def embed(stubs, port, texts):

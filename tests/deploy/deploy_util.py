@@ -201,19 +201,26 @@ class Harness(contextlib.AbstractContextManager):
                           f"{what}" + (f" (last error: {last_error})"
                                        if last_error else ""))
 
-    def start_server(self, name, server_binary, extra_args=()):
+    def start_server(self, name, server_binary, extra_args=(), env=None):
         """Starts encoder-server with gRPC and metrics on port 0 and returns
         (child, ready_file) for wait_server_ready; starting several servers
-        before waiting lets them load their models side by side."""
+        before waiting lets them load their models side by side. env: as
+        for start."""
         ready = self.path(f"{name}.ready.json")
         child = self.start(name, [
             server_binary, "--listen=127.0.0.1:0",
             "--metrics-listen=127.0.0.1:0", f"--ready-file={ready}",
-            *extra_args])
+            *extra_args], env=env)
         return child, ready
 
     def wait_server_ready(self, child, ready, timeout=120):
         """Waits for the ready file; returns (grpc_port, metrics_port)."""
+        info = self.wait_server_info(child, ready, timeout)
+        return info["grpc_port"], info["metrics_port"]
+
+    def wait_server_info(self, child, ready, timeout=120):
+        """Waits for the ready file; returns all it holds (grpc_port,
+        http_port, metrics_port, health_port)."""
         def is_ready():
             if not child.running():
                 raise CheckFailed(f"{child.name} exited with "
@@ -223,8 +230,17 @@ class Harness(contextlib.AbstractContextManager):
             with open(ready) as f:
                 return json.load(f)
 
-        info = self.wait_for(is_ready, timeout, f"{child.name} ready file")
-        return info["grpc_port"], info["metrics_port"]
+        return self.wait_for(is_ready, timeout, f"{child.name} ready file")
+
+
+def run(main):
+    """Runs a deploy test's main: a failed check, the time limit or a
+    signal prints FAILED with the reason and exits 1."""
+    try:
+        main()
+    except (CheckFailed, TimeLimit, KeyboardInterrupt) as e:
+        print(f"FAILED: {e}")
+        sys.exit(1)
 
 
 def generate_stubs(protoc, plugin, proto_dir, out_dir):

@@ -18,12 +18,10 @@ so that a library dropped there fails here) and checks that:
 - an --health-listen flag (what deploy/k8s passes) replaces the
   environment default instead of clashing with it.
 """
-import json
 import os
 import re
 import shutil
 import subprocess
-import sys
 
 import deploy_util as du
 
@@ -74,15 +72,6 @@ def self_signed(h):
     return cert, key
 
 
-def read_ready(h, path):
-    def ready():
-        if os.path.exists(path):
-            with open(path) as f:
-                return json.load(f)
-        return None
-    return h.wait_for(ready, 120, f"{path}")
-
-
 def health(client, target, extra=()):
     return subprocess.run([client, "health", "--target", target,
                            "--deadline-ms", "5000", *extra],
@@ -127,13 +116,11 @@ def main():
                          f"the server does not load {base}")
 
         cert, key = self_signed(h)
-        ready_path = h.path("ready.json")
-        entry = [args.server, "--listen=127.0.0.1:0",
-                 "--metrics-listen=127.0.0.1:0", "--ready-file=" + ready_path,
-                 "--tls-cert=" + cert, "--tls-key=" + key]
-        server = h.start("server", entry,
-                         env=dict(env, ENCODER_HEALTH_LISTEN="127.0.0.1:0"))
-        ready = read_ready(h, ready_path)
+        tls = ["--tls-cert=" + cert, "--tls-key=" + key]
+        server, ready_path = h.start_server(
+            "server", args.server, tls,
+            env=dict(env, ENCODER_HEALTH_LISTEN="127.0.0.1:0"))
+        ready = h.wait_server_info(server, ready_path)
         port = ready.get("health_port")
         checks.check(port, f"no health port from ENCODER_HEALTH_LISTEN: "
                            f"{ready}")
@@ -146,19 +133,17 @@ def main():
         checks.check(plain.returncode != 0,
                      "plaintext health on the TLS gRPC port succeeded: the "
                      "port does not speak TLS")
-        tls = health(args.client, f"127.0.0.1:{ready['grpc_port']}",
-                     ["--ca", cert])
-        checks.check(tls.returncode == 0,
-                     f"health over TLS: {tls.stdout}{tls.stderr}")
+        over_tls = health(args.client, f"127.0.0.1:{ready['grpc_port']}",
+                          ["--ca", cert])
+        checks.check(over_tls.returncode == 0,
+                     f"health over TLS: {over_tls.stdout}{over_tls.stderr}")
         h.stop(server)
 
         # deploy/k8s's flag and the image's environment default together.
-        ready_path = h.path("ready-k8s.json")
-        server = h.start("server-k8s",
-                         entry[:3] + ["--ready-file=" + ready_path,
-                                      "--health-listen=127.0.0.1:0"],
-                         env=dict(env, ENCODER_HEALTH_LISTEN="127.0.0.1:1"))
-        ready = read_ready(h, ready_path)
+        server, ready_path = h.start_server(
+            "server-k8s", args.server, ["--health-listen=127.0.0.1:0"],
+            env=dict(env, ENCODER_HEALTH_LISTEN="127.0.0.1:1"))
+        ready = h.wait_server_info(server, ready_path)
         checks.check(ready.get("health_port") not in (None, 0, 1),
                      f"--health-listen did not replace the environment "
                      f"default: {ready}")
@@ -168,8 +153,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except (du.CheckFailed, du.TimeLimit, KeyboardInterrupt) as e:
-        print(f"FAILED: {e}")
-        sys.exit(1)
+    du.run(main)

@@ -20,7 +20,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 
 import yaml
 
@@ -286,8 +285,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except (du.CheckFailed, du.TimeLimit, KeyboardInterrupt) as e:
-        print(f"FAILED: {e}")
-        sys.exit(1)
+    du.run(main)

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 
 import yaml
 
@@ -395,8 +394,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except (du.CheckFailed, du.TimeLimit, KeyboardInterrupt) as e:
-        print(f"FAILED: {e}")
-        sys.exit(1)
+    du.run(main)

@@ -15,7 +15,6 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 
@@ -248,8 +247,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except (du.CheckFailed, du.TimeLimit, KeyboardInterrupt) as e:
-        print(f"FAILED: {e}")
-        sys.exit(1)
+    du.run(main)

@@ -16,7 +16,6 @@ import collections
 import json
 import math
 import os
-import sys
 import time
 import urllib.parse
 
@@ -410,8 +409,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except (du.CheckFailed, du.TimeLimit, KeyboardInterrupt) as e:
-        print(f"FAILED: {e}")
-        sys.exit(1)
+    du.run(main)
