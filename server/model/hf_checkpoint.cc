@@ -193,6 +193,32 @@ absl::Status Settle(const std::string& dir, const CheckpointOverrides& o,
   return absl::OkStatus();
 }
 
+// Copies config_sentence_transformers.json's activation_fn (a CrossEncoder
+// saved by sentence-transformers 6.x) into config's sentence_transformers
+// object, where older releases wrote it and the head reads it; the 6.x
+// file's value wins, as the library reads it first.
+absl::Status TakeCrossEncoderActivation(const std::string& dir, json* config) {
+  const std::string path = dir + "/config_sentence_transformers.json";
+  std::ifstream in(path);
+  if (!in) return absl::OkStatus();
+  std::stringstream text;
+  text << in.rdbuf();
+  const json st = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (!st.is_object() || !st.contains("activation_fn") ||
+      st["activation_fn"].is_null()) {
+    return absl::OkStatus();
+  }
+  if (!st["activation_fn"].is_string()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": activation_fn must be a class path"));
+  }
+  if (!(*config)["sentence_transformers"].is_object()) {
+    (*config)["sentence_transformers"] = json::object();
+  }
+  (*config)["sentence_transformers"]["activation_fn"] = st["activation_fn"];
+  return absl::OkStatus();
+}
+
 absl::StatusOr<LoadedCheckpoint> Load(const std::string& dir,
                                       const CheckpointOverrides& overrides,
                                       at::Device device, at::ScalarType dtype) {
@@ -213,6 +239,9 @@ absl::StatusOr<LoadedCheckpoint> Load(const std::string& dir,
     return absl::InvalidArgumentError(
         absl::StrCat("config.json is inconsistent: ", s.message()));
   }
+  // sentence-transformers 6.x keeps a CrossEncoder's activation in
+  // config_sentence_transformers.json, and reads it before config.json's.
+  RETURN_IF_ERROR(TakeCrossEncoderActivation(dir, &config));
   ASSIGN_OR_RETURN(auto head, hf::FindScoreHead(config, import.family, *source,
                                                 import.config.d_model));
   if (head.has_value()) {

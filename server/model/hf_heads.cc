@@ -177,8 +177,9 @@ absl::StatusOr<ScoreActivation> Activation(const json& config, int64_t labels) {
       return ScoreActivation::kSoftmax;
     }
     return absl::InvalidArgumentError(absl::StrCat(
-        "config.json names the cross-encoder activation \"", name,
-        "\"; supported: torch.nn.modules.activation.Sigmoid, "
+        "the cross-encoder activation \"", name,
+        "\" (config.json or config_sentence_transformers.json) is not "
+        "supported; supported: torch.nn.modules.activation.Sigmoid, "
         "torch.nn.modules.linear.Identity, torch.nn.modules.activation."
         "Softmax"));
   }

@@ -28,6 +28,13 @@ same directory:
   sentence_bert_config.json has no max_seq_length): ListModels'
   max_input_tokens and truncated Embed of texts past 20 tokens against
   encode.
+- CrossEncoder activation: a BertForSequenceClassification with one
+  output saved by sentence-transformers 6.x's CrossEncoder with
+  activation_fn Identity, which 6.x writes only into
+  config_sentence_transformers.json (a server reading config.json alone
+  would apply the one-output default, a sigmoid); Rerank against
+  CrossEncoder.predict, tolerance 1e-5, and the sigmoid of the same scores
+  must differ by far more.
 - activations: a BertModel per hidden_act name of transformers' ACT2FN the
   families can name (gelu, relu, gelu_new, gelu_fast, gelu_pytorch_tanh,
   quick_gelu, silu, swish, mish), with feed-forward weights large enough
@@ -68,6 +75,8 @@ ACTIVATIONS = ("gelu", "relu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh",
                "quick_gelu", "silu", "swish", "mish")
 FAR_FROM_GELU = ("relu", "quick_gelu", "silu", "swish", "mish")
 ROPE = {"global_rope_theta": 40000.0, "local_rope_theta": 5000.0}
+CE_IDENTITY = "torch.nn.modules.linear.Identity"
+SCORE_TOL = 1e-5
 
 # name -> what it checks; filled by build().
 _BUILT = {}
@@ -108,6 +117,21 @@ def _small_bert(act):
     config.intermediate_size, config.num_hidden_layers = 48, 2
     config.hidden_act = act
     return config
+
+
+def _small_bert_classifier():
+    config = _small_bert("gelu")
+    config.num_labels = 1
+    return config
+
+
+@torch.no_grad()
+def _loud_classifier(model):
+    """The classifier's weights x10, so that scores spread well past the
+    sigmoid's flat middle."""
+    for name, p in model.named_parameters():
+        if "classifier" in name or "pooler" in name:
+            p.mul_(10.0)
 
 
 @torch.no_grad()
@@ -225,6 +249,35 @@ def build(out_dir, names=None):
         _BUILT[name] = ("maxlen", None)
         built.append((name, path))
 
+    # A CrossEncoder whose activation 6.x keeps beside config.json.
+    name = "st6-ce-identity"
+    if wanted(name):
+        raw = _raw(out_dir, name + "-hf", _small_bert_classifier,
+                   transformers.BertForSequenceClassification, "wordpiece",
+                   7600, _loud_classifier)
+        # As BERT's own tokenizer classes: the pair's second text is
+        # token type 1 (heads.py does the same).
+        tok_file = raw / "tokenizer_config.json"
+        tok_config = json.loads(tok_file.read_text())
+        tok_config["model_input_names"] = [
+            "input_ids", "token_type_ids", "attention_mask"]
+        tok_file.write_text(json.dumps(tok_config, indent=2))
+        from sentence_transformers import CrossEncoder
+        path = out_dir / name
+        CrossEncoder(str(raw), device="cpu",
+                     activation_fn=torch.nn.Identity()).save(str(path))
+        saved = json.loads(
+            (path / "config_sentence_transformers.json").read_text())
+        in_config = json.loads((path / "config.json").read_text())
+        if saved.get("activation_fn") != CE_IDENTITY or \
+                "activation_fn" in in_config.get("sentence_transformers", {}):
+            raise AssertionError(
+                f"{name}: sentence-transformers saved activation_fn "
+                f"{saved.get('activation_fn')!r} (config.json: "
+                f"{in_config.get('sentence_transformers')}), not the 6.x form")
+        _BUILT[name] = ("cross-encoder", None)
+        built.append((name, path))
+
     # One BertModel per activation name.
     for i, act in enumerate(ACTIVATIONS):
         name = f"tf-bert-act-{act}"
@@ -326,6 +379,8 @@ def check(served, built, report):
                 _check_lower(served, name, path, extra, report)
             elif kind == "maxlen":
                 _check_maxlen(served, name, path, models[name], report)
+            elif kind == "cross-encoder":
+                _check_cross_encoder(served, name, path, report)
             elif kind == "activation":
                 _check_states(served, name, path, report)
                 gelu_states[extra] = path
@@ -375,6 +430,28 @@ def _check_maxlen(served, name, path, info, report):
     report.add(name, f"pooled, truncated at {MAX_SEQ_LENGTH}",
                max_abs(_embed(served, name, texts), _encode(st, texts)),
                POOLED_TOL, len(texts))
+
+
+def _check_cross_encoder(served, name, path, report):
+    from sentence_transformers import CrossEncoder
+    ce = CrossEncoder(str(path), device="cpu")
+    texts = _texts(ce.tokenizer, 60)
+    queries, documents = texts[:4], texts[4:20]
+    worst, gap = 0.0, float("inf")
+    for q in queries:
+        want = np.asarray(ce.predict([(q, d) for d in documents],
+                                     show_progress_bar=False),
+                          np.float64).reshape(-1)
+        scores = np.zeros(len(documents))
+        for r in served.client.rerank(q, documents, model=name):
+            scores[r["index"]] = r["score"]
+        worst = max(worst, float(np.abs(scores - want).max()))
+        gap = min(gap, float(np.abs(1 / (1 + np.exp(-want)) - want).max()))
+    report.add(name, "rerank vs CrossEncoder (6.x activation_fn)", worst,
+               SCORE_TOL, len(queries) * len(documents))
+    if not gap > 100 * SCORE_TOL:
+        report.fail(f"{name}: a sigmoid moves the scores by only {gap:.2g}; "
+                    "the check cannot see the activation")
 
 
 def _check_activations_differ(paths, report):
