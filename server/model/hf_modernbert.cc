@@ -151,6 +151,24 @@ absl::StatusOr<Import> ImportModernBert(const nlohmann::json& config,
     return absl::InvalidArgumentError(
         "config.json local_attention must be >= 2");
   }
+  // transformers 5 reads sliding_window as local_attention / 2 (its setter
+  // overwrites local_attention); 4.x does not read it. Served only where
+  // the two generations agree.
+  if (r.Has("sliding_window") &&
+      r.IntOr("sliding_window", -1) * 2 != local_attention) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.json sliding_window ", config["sliding_window"].dump(),
+        " is not local_attention / 2 (", local_attention / 2,
+        "): transformers 5 and 4.x would give different windows"));
+  }
+  // transformers 5 rotates head_dim dimensions of each head when the config
+  // gives one; only the whole head is served.
+  if (r.Has("head_dim") && r.IntOr("head_dim", -1) != c.d_model / c.num_heads) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.json head_dim ", config["head_dim"].dump(),
+        " rotates part of each head; only hidden_size / num_attention_heads (",
+        c.d_model / c.num_heads, ") is served"));
+  }
   for (int64_t i = 0; i < c.num_layers; ++i) {
     a.layer_rope_base.push_back(global[i] ? bases.global : bases.local);
     a.layer_window.push_back(global[i] ? 0 : local_attention / 2);

@@ -102,6 +102,8 @@ absl::StatusOr<Import> ImportQwen(const nlohmann::json& config,
     a.attention_bias = r.BoolOr("attention_bias", false);
     a.qk_norm = true;
   } else {
+    // Qwen2Attention: getattr(config, "head_dim", hidden / heads).
+    a.head_dim = r.IntOr("head_dim", 0);
     a.attention_bias = true;  // q, k and v only
     a.attention_out_bias = false;
   }

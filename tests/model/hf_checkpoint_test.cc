@@ -291,20 +291,26 @@ TEST_F(HfCheckpointTest, SentenceTransformersPrompts) {
 // 2 key/value heads, per-head q/k norms.
 constexpr int64_t kQwenHeadDim = 6, kQwenKv = 2;
 
-std::string QwenConfig(const std::string& type, const std::string& extra) {
-  return absl::StrCat(R"({"model_type": ")", type, R"(", "vocab_size": )",
-                      kVocab, R"(, "hidden_size": )", kHidden,
-                      R"(, "num_attention_heads": 4, "num_key_value_heads": )",
-                      kQwenKv, R"(, "head_dim": )", kQwenHeadDim,
-                      R"(, "num_hidden_layers": 1, "intermediate_size": )",
-                      kInter, R"(, "max_position_embeddings": 64, )",
-                      R"("hidden_act": "silu", "rms_norm_eps": 1e-6)", extra,
-                      "}");
+// head_dim 0: none in the config.
+std::string QwenConfig(const std::string& type, const std::string& extra,
+                       int64_t head_dim = kQwenHeadDim) {
+  return absl::StrCat(
+      R"({"model_type": ")", type, R"(", "vocab_size": )", kVocab,
+      R"(, "hidden_size": )", kHidden,
+      R"(, "num_attention_heads": 4, "num_key_value_heads": )", kQwenKv,
+      head_dim > 0 ? absl::StrCat(R"(, "head_dim": )", head_dim)
+                   : std::string(),
+      R"(, "num_hidden_layers": 1, "intermediate_size": )", kInter,
+      R"(, "max_position_embeddings": 64, )",
+      R"("hidden_act": "silu", "rms_norm_eps": 1e-6)", extra, "}");
 }
 
-std::map<std::string, at::Tensor> QwenTensors(bool qwen3) {
-  const int64_t q = 4 * (qwen3 ? kQwenHeadDim : kHidden / 4);
-  const int64_t kv = kQwenKv * (qwen3 ? kQwenHeadDim : kHidden / 4);
+// Qwen2 with `qwen2_head_dim` wide heads (0: hidden / heads).
+std::map<std::string, at::Tensor> QwenTensors(bool qwen3,
+                                              int64_t qwen2_head_dim = 0) {
+  const int64_t qwen2_width = qwen2_head_dim > 0 ? qwen2_head_dim : kHidden / 4;
+  const int64_t q = 4 * (qwen3 ? kQwenHeadDim : qwen2_width);
+  const int64_t kv = kQwenKv * (qwen3 ? kQwenHeadDim : qwen2_width);
   std::map<std::string, at::Tensor> t;
   auto add = [&](const std::string& name, std::vector<int64_t> shape) {
     t["model." + name] = at::randn(shape);
@@ -357,15 +363,20 @@ TEST_F(HfCheckpointTest, Qwen3LoadsAsACausalGroupedQueryEmbedder) {
 
 TEST_F(HfCheckpointTest, Qwen2BiasesQueriesKeysAndValuesOnly) {
   auto tensors = QwenTensors(false);
-  Write(tensors, QwenConfig("qwen2", R"(, "rope_theta": 50000.0)"));
+  Write(tensors, QwenConfig("qwen2", R"(, "rope_theta": 50000.0)", 0));
   auto loaded = Load();
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->family, "qwen2");
   EXPECT_FALSE(loaded->config.arch.qk_norm);
   EXPECT_EQ(loaded->config.positional.base, 50000.0);
-  EXPECT_EQ(loaded->config.head_dim(), kHidden / 4);  // no head_dim in Qwen2
+  EXPECT_EQ(loaded->config.head_dim(), kHidden / 4);  // hidden / heads
+  // Qwen2Attention reads getattr(config, "head_dim", hidden / heads).
+  Write(QwenTensors(false, kQwenHeadDim), QwenConfig("qwen2", ""));
+  auto wide = Load();
+  ASSERT_TRUE(wide.ok()) << wide.status();
+  EXPECT_EQ(wide->config.head_dim(), kQwenHeadDim);
   tensors["model.layers.0.self_attn.o_proj.bias"] = at::randn({kHidden});
-  Write(tensors, QwenConfig("qwen2", ""));
+  Write(tensors, QwenConfig("qwen2", "", 0));
   EXPECT_THAT(Load().status().message(),
               HasSubstr("unexpected tensor \"model.layers.0.self_attn.o_proj"
                         ".bias\""));
@@ -741,6 +752,29 @@ TEST_F(HfCheckpointTest, ModernBertRopeBasesAndLayerTypes) {
        "layer_types has \"chunked_attention\""},
       {R"(, "layer_types": ["full_attention"])",
        "layer_types must list one type per layer (3)"},
+  };
+  for (const auto& [extra, want] : refused) {
+    Write(ModernBertTensors(), ModernBertConfig(extra));
+    auto bad = Load();
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << extra;
+    EXPECT_THAT(bad.status().message(), HasSubstr(want)) << extra;
+  }
+}
+
+// transformers 5 reads ModernBERT's sliding_window (half the window) and
+// head_dim (the rotated width); only values on which both generations agree
+// are served.
+TEST_F(HfCheckpointTest, ModernBertSlidingWindowAndHeadDim) {
+  for (const char* extra : {R"(, "sliding_window": 2)", R"(, "head_dim": 4)"}) {
+    Write(ModernBertTensors(), ModernBertConfig(extra));
+    auto loaded = Load();
+    ASSERT_TRUE(loaded.ok()) << extra << ": " << loaded.status();
+    EXPECT_EQ(loaded->config.arch.layer_window,
+              (std::vector<int64_t>{0, 2, 2}));
+  }
+  const std::pair<std::string, std::string> refused[] = {
+      {R"(, "sliding_window": 3)", "sliding_window 3 is not local_attention"},
+      {R"(, "head_dim": 2)", "head_dim 2 rotates part of each head"},
   };
   for (const auto& [extra, want] : refused) {
     Write(ModernBertTensors(), ModernBertConfig(extra));
