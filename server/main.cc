@@ -22,6 +22,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "google/protobuf/stubs/common.h"
 #include "server/accept_reserve.h"
 #include "server/build_info.h"
@@ -428,6 +429,12 @@ void RegisterModels(Process& p) {
     p.metrics->RegisterModel(
         {d.name, encoder::model::SchemeName(c.positional.type), p.device.str(),
          d.precision, c.d_model, c.num_heads, c.num_layers});
+    if (!m->spec.unread_config_keys.empty()) {
+      spdlog::warn(
+          "model {}: keys no table classifies, not read by this server (a "
+          "newer library may read them; see encoder-config-keys): {}",
+          d.name, absl::StrJoin(m->spec.unread_config_keys, ", "));
+    }
     for (const auto& trial : m->precision_trials) {
       spdlog::info("model {}: {}", d.name,
                    encoder::runner::DescribeTrial(trial));

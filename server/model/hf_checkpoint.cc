@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/common/status_macros.h"
+#include "server/model/hf_config_keys.h"
 #include "server/model/hf_heads.h"
 #include "server/model/hf_importer.h"
 #include "server/model/sentence_transformers.h"
@@ -233,6 +234,16 @@ absl::StatusOr<LoadedCheckpoint> Load(const std::string& dir,
         "config.json model_type \"", model_type, "\" is not supported; ",
         "supported: ", absl::StrJoin(SupportedModelTypes(), ", ")));
   }
+  // Every key the libraries write is read, known to change nothing, or
+  // refused here by name (hf_config_keys.h); the rest are reported.
+  ASSIGN_OR_RETURN(auto key_reports, hf::ClassifyModelDir(dir));
+  std::vector<std::string> unread_keys;
+  for (const auto& [file, report] : key_reports) {
+    RETURN_IF_ERROR(hf::RefusedKeys(file, report));
+    for (const std::string& key : report.unread) {
+      unread_keys.push_back(absl::StrCat(file, ": ", key));
+    }
+  }
   ASSIGN_OR_RETURN(auto source, WeightSource::Open(dir));
   ASSIGN_OR_RETURN(auto import, importer->second(config, *source));
   if (absl::Status s = ValidateConfig(import.config); !s.ok()) {
@@ -251,6 +262,7 @@ absl::StatusOr<LoadedCheckpoint> Load(const std::string& dir,
   }
   RETURN_IF_ERROR(CheckTensors(import, *source));
   LoadedCheckpoint out;
+  out.unread_keys = std::move(unread_keys);
   out.family = import.family;
   out.config = import.config;
   out.stored_bytes = source->stored_bytes();

@@ -37,6 +37,9 @@ struct LoadedCheckpoint {
   // sentence_bert_config.json's do_lower_case: texts are lowercased before
   // the tokenizer's own normalizer.
   bool lowercase = false;
+  // Keys of the directory's JSON files that no table classifies
+  // (hf_config_keys.h), as "file: key": read by nothing here.
+  std::vector<std::string> unread_keys;
 };
 
 // The model_type values config.json may name.

@@ -376,6 +376,7 @@ absl::StatusOr<std::unique_ptr<Encoder>> LoadModel(const ModelSpec& spec,
       resolved->family = loaded->family;
       resolved->include_prompt = loaded->include_prompt;
       resolved->lowercase = loaded->lowercase;
+      resolved->unread_config_keys = loaded->unread_keys;
       if (!spec.prompts_set) {
         resolved->prompts = loaded->prompts;
         resolved->default_prompt_name = loaded->default_prompt_name;

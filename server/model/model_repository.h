@@ -77,6 +77,9 @@ struct ModelSpec {
   // A checkpoint's sentence-transformers do_lower_case: its tokenizer
   // lowercases every text first (runner::LoadModelTokenizer).
   bool lowercase = false;
+  // Keys of the checkpoint's JSON files that nothing here reads or
+  // classifies, as "file: key" (logged as a warning at start-up).
+  std::vector<std::string> unread_config_keys;
 };
 
 struct Repository {

@@ -784,6 +784,52 @@ TEST_F(HfCheckpointTest, ModernBertSlidingWindowAndHeadDim) {
   }
 }
 
+// Every key of the directory's JSON files is read, of no effect, or refused
+// by name at a value the server does not serve (hf_config_keys.h); a key no
+// table knows is carried out to be logged, and the model still loads.
+TEST_F(HfCheckpointTest, ConfigKeysRefusedByNameOrReportedUnread) {
+  auto with = [](const std::string& extra) {
+    std::string config = BertConfig();
+    config.insert(config.size() - 1, extra);
+    return config;
+  };
+  Write(BertTensors(""), with(R"(, "is_decoder": false, "pruned_heads": {},
+                                 "gradient_checkpointing": false)"));
+  auto loaded = Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_TRUE(loaded->unread_keys.empty());
+
+  Write(BertTensors(""), with(R"(, "a_key_nobody_wrote": 3)"));
+  loaded = Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->unread_keys,
+            (std::vector<std::string>{"config.json: a_key_nobody_wrote"}));
+
+  const std::pair<std::string, std::string> refused[] = {
+      {R"(, "is_decoder": true)", "config.json: \"is_decoder\": true"},
+      {R"(, "add_cross_attention": true)", "\"add_cross_attention\""},
+      {R"(, "pruned_heads": {"0": [1]})", "\"pruned_heads\""},
+  };
+  for (const auto& [extra, want] : refused) {
+    Write(BertTensors(""), with(extra));
+    auto bad = Load();
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << extra;
+    EXPECT_THAT(bad.status().message(), HasSubstr(want)) << extra;
+  }
+
+  // A sentence-transformers module file's key, refused by name.
+  Write(BertTensors(""));
+  WriteText(dir_ + "/modules.json",
+            R"([{"idx": 0, "name": "0", "path": "",
+                 "type": "sentence_transformers.models.Transformer"}])");
+  WriteText(dir_ + "/sentence_bert_config.json",
+            R"({"transformer_task": "text-generation"})");
+  auto bad = Load();
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("sentence_bert_config.json: \"transformer_task\""));
+}
+
 TEST(ModelDirSpecTest, Names) {
   auto plain = ModelDirSpec("/models/bge-small-en-v1.5/");
   ASSERT_TRUE(plain.ok());
