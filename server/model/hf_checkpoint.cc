@@ -200,11 +200,7 @@ absl::Status Settle(const std::string& dir, const CheckpointOverrides& o,
 // file's value wins, as the library reads it first.
 absl::Status TakeCrossEncoderActivation(const std::string& dir, json* config) {
   const std::string path = dir + "/config_sentence_transformers.json";
-  std::ifstream in(path);
-  if (!in) return absl::OkStatus();
-  std::stringstream text;
-  text << in.rdbuf();
-  const json st = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  ASSIGN_OR_RETURN(const json st, hf::ReadJsonFile(path));
   if (!st.is_object() || !st.contains("activation_fn") ||
       st["activation_fn"].is_null()) {
     return absl::OkStatus();

@@ -53,6 +53,33 @@ void Add(KeyTable* table, std::initializer_list<Entry> entries,
   }
 }
 
+// The sizes most families name alike; `feed_forward` says what
+// intermediate_size is in the family.
+void AddSizes(KeyTable* t, const char* feed_forward) {
+  Add(t,
+      {
+          {"vocab_size", KeyUse::kRead, "the embedding table's rows"},
+          {"hidden_size", KeyUse::kRead, "the model width"},
+          {"num_attention_heads", KeyUse::kRead, "attention heads per layer"},
+          {"num_hidden_layers", KeyUse::kRead, "layers"},
+          {"intermediate_size", KeyUse::kRead, feed_forward},
+      });
+}
+
+// transformers' attribute_map names (alias -> the family's own key, which
+// is read).
+void AddAliases(
+    KeyTable* t,
+    std::initializer_list<std::pair<const char*, const char*>> aliases) {
+  for (const auto& [alias, name] : aliases) {
+    (*t)[alias] = KeyRule{KeyUse::kNoEffect,
+                          absl::StrCat("transformers' alias of ", name,
+                                       " (attribute_map); ", name, " is read"),
+                          {},
+                          false};
+  }
+}
+
 constexpr KeyUse kRead = KeyUse::kRead;
 constexpr KeyUse kNoEffect = KeyUse::kNoEffect;
 constexpr KeyUse kRefused = KeyUse::kRefused;
@@ -169,16 +196,13 @@ void AddCommon(KeyTable* t) {
 // The post-norm BERT-shaped families' keys (bert, roberta, xlm-roberta,
 // camembert, electra, roformer; deberta-v2's sizes too).
 void AddBertShaped(KeyTable* t) {
+  AddSizes(t, "the feed-forward width");
   Add(t,
       {
-          {"vocab_size", kRead, "the embedding table's rows"},
-          {"hidden_size", kRead, "the model width"},
-          {"num_attention_heads", kRead, "heads per layer"},
-          {"num_hidden_layers", kRead, "layers"},
-          {"intermediate_size", kRead, "the feed-forward width"},
           {"max_position_embeddings", kRead,
            "the position table's rows and the longest input"},
           {"hidden_act", kRead, "the feed-forward activation (ACT2FN names)"},
+
           {"layer_norm_eps", kRead, "every LayerNorm's epsilon"},
           {"type_vocab_size", kRead, "the token-type table's rows"},
           {"hidden_dropout_prob", kNoEffect, kTraining},
@@ -324,17 +348,15 @@ KeyTable DistilBert() {
           {"sinusoidal_pos_embds", kNoEffect,
            "fills the position table at initialization; the checkpoint stores "
            "the table either way"},
-          {"hidden_size", kNoEffect,
-           "transformers' alias of dim (attribute_map); dim is read and "
-           "required"},
-          {"num_attention_heads", kNoEffect, "alias of n_heads, which is read"},
-          {"num_hidden_layers", kNoEffect, "alias of n_layers, which is read"},
           {"dropout", kNoEffect, kTraining},
           {"attention_dropout", kNoEffect, kTraining},
           {"qa_dropout", kNoEffect, kTraining},
           {"seq_classif_dropout", kNoEffect, kTraining},
           {"tie_weights_", kNoEffect, kTraining},
       });
+  AddAliases(&t, {{"hidden_size", "dim"},
+                  {"num_attention_heads", "n_heads"},
+                  {"num_hidden_layers", "n_layers"}});
   return t;
 }
 
@@ -367,15 +389,12 @@ void AddRopeKeys(KeyTable* t, const std::string& prefix) {
 KeyTable ModernBert() {
   KeyTable t;
   AddCommon(&t);
+  AddSizes(&t, "the gated feed-forward's width");
   Add(&t,
       {
-          {"vocab_size", kRead, "the embedding table's rows"},
-          {"hidden_size", kRead, "the model width"},
-          {"num_attention_heads", kRead, "heads per layer"},
-          {"num_hidden_layers", kRead, "layers"},
-          {"intermediate_size", kRead, "the gated feed-forward's width"},
           {"max_position_embeddings", kRead, "the longest input"},
           {"hidden_activation", kRead, "the feed-forward activation"},
+
           {"norm_eps", kRead, "every LayerNorm's epsilon"},
           {"norm_bias", kRead, "LayerNorms with a bias"},
           {"attention_bias", kRead,
@@ -437,15 +456,12 @@ KeyTable ModernBert() {
 KeyTable Qwen(bool qwen3) {
   KeyTable t;
   AddCommon(&t);
+  AddSizes(&t, "the gated feed-forward's width");
   Add(&t,
       {
-          {"vocab_size", kRead, "the embedding table's rows"},
-          {"hidden_size", kRead, "the model width"},
-          {"num_attention_heads", kRead, "query heads per layer"},
           {"num_key_value_heads", kRead, "key / value heads (grouped queries)"},
-          {"num_hidden_layers", kRead, "layers"},
-          {"intermediate_size", kRead, "the gated feed-forward's width"},
           {"max_position_embeddings", kRead, "the longest input"},
+
           {"hidden_act", kRead, "the feed-forward activation"},
           {"rms_norm_eps", kRead, "every RMSNorm's epsilon"},
           {"head_dim", kRead, "the width of a head (else hidden / heads)"},
@@ -501,16 +517,14 @@ KeyTable T5() {
                "T5Config derives it from feed_forward_proj, which is read"},
               {"is_gated_act", kNoEffect,
                "T5Config derives it from feed_forward_proj, which is read"},
-              {"hidden_size", kNoEffect, "alias of d_model, which is read"},
-              {"num_attention_heads", kNoEffect,
-               "alias of num_heads, which is read"},
-              {"num_hidden_layers", kNoEffect,
-               "alias of num_layers, which is read"},
               {"num_decoder_layers", kNoEffect, kDecoder},
               {"scale_decoder_outputs", kNoEffect, kDecoder},
               {"dropout_rate", kNoEffect, kTraining},
               {"initializer_factor", kNoEffect, kTraining},
           });
+  AddAliases(&t, {{"hidden_size", "d_model"},
+                  {"num_attention_heads", "num_heads"},
+                  {"num_hidden_layers", "num_layers"}});
   return t;
 }
 
@@ -536,11 +550,6 @@ KeyTable Marian() {
            kRefused,
            "a LayerNorm on the embeddings is not served",
            {json(false)}},
-          {"hidden_size", kNoEffect, "alias of d_model, which is read"},
-          {"num_attention_heads", kNoEffect,
-           "alias of encoder_attention_heads, which is read"},
-          {"num_hidden_layers", kNoEffect,
-           "alias of encoder_layers, which is read"},
           {"share_encoder_decoder_embeddings", kNoEffect, kTensors},
           {"decoder_vocab_size", kNoEffect, kDecoder},
           {"decoder_layers", kNoEffect, kDecoder},
@@ -559,6 +568,9 @@ KeyTable Marian() {
            "not read by modeling_marian (sinusoidal always)"},
           {"extra_pos_embeddings", kNoEffect, "not read by modeling_marian"},
       });
+  AddAliases(&t, {{"hidden_size", "d_model"},
+                  {"num_attention_heads", "encoder_attention_heads"},
+                  {"num_hidden_layers", "encoder_layers"}});
   return t;
 }
 
@@ -760,7 +772,8 @@ void Classify(const KeyTable& table, const json& value,
   }
 }
 
-// The file's JSON, or null when it does not exist.
+}  // namespace
+
 absl::StatusOr<json> ReadJsonFile(const std::string& path) {
   struct stat info;
   if (::stat(path.c_str(), &info) != 0) return json();
@@ -773,6 +786,8 @@ absl::StatusOr<json> ReadJsonFile(const std::string& path) {
   }
   return value;
 }
+
+namespace {
 
 // The module type's last name ("sentence_transformers.models.Pooling" ->
 // "Pooling").

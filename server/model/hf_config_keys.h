@@ -78,6 +78,10 @@ absl::Status RefusedKeys(const std::string& file, const KeyReport& report);
 absl::StatusOr<std::map<std::string, KeyReport>> ClassifyModelDir(
     const std::string& dir);
 
+// The JSON value of the file at `path`: null when the file does not exist,
+// InvalidArgument ("<path>: not valid JSON") when it is not JSON.
+absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path);
+
 // Every table as JSON: {"config.json": {"<model_type>": {key: rule}},
 // "modules": {"<what>": {key: rule}}}; a rule is {"use": "read" |
 // "no_effect" | "refused", "why": ..., "allowed": [...], "nested": bool}.

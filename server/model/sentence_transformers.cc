@@ -1,10 +1,6 @@
 #include "server/model/sentence_transformers.h"
 
-#include <sys/stat.h>
-
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -13,30 +9,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/common/status_macros.h"
+#include "server/model/hf_config_keys.h"
 #include "server/model/weight_source.h"
 
 namespace encoder::model {
 namespace {
 
 using nlohmann::json;
-
-bool Exists(const std::string& path) {
-  struct stat info;
-  return ::stat(path.c_str(), &info) == 0;
-}
-
-// Parses a JSON file; absent files give a null value.
-absl::StatusOr<json> ReadJson(const std::string& path) {
-  if (!Exists(path)) return json();
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  json value = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (value.is_discarded()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
-  }
-  return value;
-}
 
 // sentence-transformers' pooling modes, by the name 6.x writes
 // ("pooling_mode": "mean") and by the boolean 5.x and older wrote
@@ -64,7 +43,7 @@ constexpr PoolingModeName kPoolingModes[] = {
 // in both; several modes (a concatenation) are refused.
 absl::Status ReadPooling(const std::string& path, int64_t hidden,
                          SentenceTransformerFiles* st) {
-  ASSIGN_OR_RETURN(auto cfg, ReadJson(path));
+  ASSIGN_OR_RETURN(auto cfg, hf::ReadJsonFile(path));
   if (!cfg.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": missing"));
   }
@@ -143,7 +122,7 @@ absl::Status ReadPooling(const std::string& path, int64_t hidden,
 // same key, and a Dense may not add a residual.
 absl::StatusOr<bool> OnTokens(const std::string& dir, bool dense) {
   const std::string path = dir + "/config.json";
-  ASSIGN_OR_RETURN(auto cfg, ReadJson(path));
+  ASSIGN_OR_RETURN(auto cfg, hf::ReadJsonFile(path));
   if (!cfg.is_object()) return false;  // the defaults: the pooled vector
   const std::string in = cfg.value("module_input_name", "sentence_embedding");
   const json out_value = cfg.value("module_output_name", json(in));
@@ -163,7 +142,7 @@ absl::StatusOr<bool> OnTokens(const std::string& dir, bool dense) {
 }
 
 absl::StatusOr<SpladeFiles> ReadSplade(const std::string& path) {
-  ASSIGN_OR_RETURN(auto cfg, ReadJson(path));
+  ASSIGN_OR_RETURN(auto cfg, hf::ReadJsonFile(path));
   if (!cfg.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": missing"));
   }
@@ -186,7 +165,7 @@ absl::StatusOr<SpladeFiles> ReadSplade(const std::string& path) {
 absl::StatusOr<DenseLayer> ReadDense(const std::string& dir,
                                      int64_t in_features) {
   const std::string config_path = dir + "/config.json";
-  ASSIGN_OR_RETURN(auto cfg, ReadJson(config_path));
+  ASSIGN_OR_RETURN(auto cfg, hf::ReadJsonFile(config_path));
   if (!cfg.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(config_path, ": missing"));
   }
@@ -273,7 +252,7 @@ absl::Status ReadTransformerConfig(const std::string& dir,
         "sentence_albert_config.json", "sentence_xlm-roberta_config.json",
         "sentence_xlnet_config.json"}) {
     path = absl::StrCat(dir, "/", name);
-    ASSIGN_OR_RETURN(cfg, ReadJson(path));
+    ASSIGN_OR_RETURN(cfg, hf::ReadJsonFile(path));
     if (!cfg.is_null() && !cfg.empty()) break;
   }
   if (cfg.is_null() || cfg.empty()) return absl::OkStatus();
@@ -305,7 +284,7 @@ absl::Status ReadTransformerConfig(const std::string& dir,
 absl::StatusOr<SentenceTransformerFiles> ReadSentenceTransformers(
     const std::string& dir, int64_t hidden) {
   SentenceTransformerFiles st;
-  ASSIGN_OR_RETURN(auto modules, ReadJson(dir + "/modules.json"));
+  ASSIGN_OR_RETURN(auto modules, hf::ReadJsonFile(dir + "/modules.json"));
   if (modules.is_null()) return st;
   if (!modules.is_array()) {
     return absl::InvalidArgumentError(
@@ -349,8 +328,8 @@ absl::StatusOr<SentenceTransformerFiles> ReadSentenceTransformers(
     }
   }
   RETURN_IF_ERROR(ReadTransformerConfig(dir, &st));
-  ASSIGN_OR_RETURN(auto cst,
-                   ReadJson(dir + "/config_sentence_transformers.json"));
+  ASSIGN_OR_RETURN(
+      auto cst, hf::ReadJsonFile(dir + "/config_sentence_transformers.json"));
   if (cst.is_object() && cst.contains("prompts") &&
       cst["prompts"].is_object()) {
     for (const auto& [name, text] : cst["prompts"].items()) {

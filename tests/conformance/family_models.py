@@ -40,6 +40,18 @@ def tokenizer(kind):
     return _TOKENIZERS[kind]
 
 
+def bert_token_types(path):
+    """Writes token_type_ids into the saved tokenizer's model inputs, as
+    BERT's own tokenizer classes have them: the reference then feeds a
+    pair's second text as type 1 (a generic tokenizer class feeds zeros)."""
+    import json
+    config_file = pathlib.Path(path) / "tokenizer_config.json"
+    tok_config = json.loads(config_file.read_text())
+    tok_config["model_input_names"] = [
+        "input_ids", "token_type_ids", "attention_mask"]
+    config_file.write_text(json.dumps(tok_config, indent=2))
+
+
 def sized_config(make_config, tok):
     """make_config()'s config with `tok`'s vocabulary size."""
     config = make_config()

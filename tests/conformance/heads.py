@@ -125,14 +125,7 @@ def build(out_dir, names=None):
         model.save_pretrained(path, safe_serialization=True)
         tok.save_pretrained(path)
         if kind == "wordpiece":
-            # As BERT's own tokenizer classes: token type ids are model
-            # inputs, so the reference feeds a pair's second text as type
-            # 1 (a generic tokenizer class would feed zeros).
-            config_file = path / "tokenizer_config.json"
-            tok_config = json.loads(config_file.read_text())
-            tok_config["model_input_names"] = [
-                "input_ids", "token_type_ids", "attention_mask"]
-            config_file.write_text(json.dumps(tok_config, indent=2))
+            family_models.bert_token_types(path)
         built.append((name, path))
     return built
 

@@ -255,13 +255,7 @@ def build(out_dir, names=None):
         raw = _raw(out_dir, name + "-hf", _small_bert_classifier,
                    transformers.BertForSequenceClassification, "wordpiece",
                    7600, _loud_classifier)
-        # As BERT's own tokenizer classes: the pair's second text is
-        # token type 1 (heads.py does the same).
-        tok_file = raw / "tokenizer_config.json"
-        tok_config = json.loads(tok_file.read_text())
-        tok_config["model_input_names"] = [
-            "input_ids", "token_type_ids", "attention_mask"]
-        tok_file.write_text(json.dumps(tok_config, indent=2))
+        family_models.bert_token_types(raw)
         from sentence_transformers import CrossEncoder
         path = out_dir / name
         CrossEncoder(str(raw), device="cpu",
