@@ -48,11 +48,17 @@ struct LayerWeights {
 
 // A dense layer applied to the pooled embedding (sentence-transformers'
 // Dense module, a classification head's layers): y = act(x W^T + b), then
-// LayerNorm(y) when norm_weight is defined (ModernBERT's head).
+// LayerNorm(y) when norm_weight is defined (ModernBERT's head). Without a
+// weight the layer is the LayerNorm alone (sentence-transformers' LayerNorm
+// module).
 struct DenseLayer {
   enum class Act { kIdentity, kTanh, kRelu, kGelu, kSigmoid };
-  at::Tensor weight;  // [out, in]
-  at::Tensor bias;    // [out] or undefined
+  at::Tensor weight;  // [out, in], or undefined: no linear
+  // The width the layer gives.
+  int64_t out_features() const {
+    return weight.defined() ? weight.size(0) : norm_weight.size(0);
+  }
+  at::Tensor bias;  // [out] or undefined
   Act act = Act::kIdentity;
   at::Tensor norm_weight;  // [out] or undefined
   at::Tensor norm_bias;    // [out] or undefined
@@ -208,7 +214,7 @@ class Encoder {
   // The projected width (D without token dense layers).
   int64_t token_output_dim() const {
     return token_dense_.empty() ? config_.d_model
-                                : token_dense_.back().weight.size(0);
+                                : token_dense_.back().out_features();
   }
   bool normalize_tokens() const { return normalize_tokens_; }
 

@@ -182,7 +182,9 @@ namespace {
 void MoveDense(at::Device device, at::ScalarType dtype,
                std::vector<DenseLayer>* layers) {
   for (DenseLayer& layer : *layers) {
-    layer.weight = layer.weight.to(device, dtype).contiguous();
+    if (layer.weight.defined()) {
+      layer.weight = layer.weight.to(device, dtype).contiguous();
+    }
     for (at::Tensor* t : {&layer.bias, &layer.norm_weight, &layer.norm_bias}) {
       if (t->defined()) *t = t->to(device, dtype);
     }
@@ -191,7 +193,7 @@ void MoveDense(at::Device device, at::ScalarType dtype,
 
 at::Tensor RunDense(const std::vector<DenseLayer>& layers, at::Tensor x) {
   for (const DenseLayer& layer : layers) {
-    x = at::linear(x, layer.weight, layer.bias);
+    if (layer.weight.defined()) x = at::linear(x, layer.weight, layer.bias);
     switch (layer.act) {
       case DenseLayer::Act::kIdentity:
         break;
@@ -292,7 +294,7 @@ at::Tensor Encoder::SparseWeights(const at::Tensor& tokens) const {
 }
 
 int64_t Encoder::output_dim() const {
-  return dense_.empty() ? config_.d_model : dense_.back().weight.size(0);
+  return dense_.empty() ? config_.d_model : dense_.back().out_features();
 }
 
 int64_t Encoder::parameter_count() const {

@@ -631,6 +631,10 @@ const std::map<std::string, KeyTable>& ModuleTables() {
                     {"module_output_name", kRead, kModuleIo},
                     {"use_residual", kRead, "true is refused"},
                 })},
+      {"LayerNorm",
+       ModuleTable({
+           {"dimension", kRead, "must equal the pooled vector's width"},
+       })},
       {"Normalize", ModuleTable({
                         {"module_input_name", kRead, kModuleIo},
                         {"module_output_name", kRead, kModuleIo},

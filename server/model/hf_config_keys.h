@@ -49,7 +49,8 @@ using KeyTable = std::map<std::string, KeyRule>;
 absl::StatusOr<KeyTable> ConfigJsonKeys(const std::string& model_type);
 
 // The sentence-transformers files' rules, by what the file is: a module
-// type's last name ("Pooling", "Dense", "Normalize", "SpladePooling",
+// type's last name ("Pooling", "Dense", "LayerNorm", "Normalize",
+// "SpladePooling",
 // "Transformer" for sentence_bert_config.json, "MLMTransformer") or
 // "config_sentence_transformers.json" / "modules.json". NotFound otherwise.
 absl::StatusOr<KeyTable> ModuleFileKeys(const std::string& what);

@@ -223,6 +223,45 @@ absl::StatusOr<DenseLayer> ReadDense(const std::string& dir,
   return layer;
 }
 
+// sentence-transformers' LayerNorm module: torch's LayerNorm (eps 1e-5)
+// over the pooled vector, `dimension` wide, its weights norm.weight and
+// norm.bias.
+absl::StatusOr<DenseLayer> ReadLayerNorm(const std::string& dir,
+                                         int64_t width) {
+  const std::string config_path = dir + "/config.json";
+  ASSIGN_OR_RETURN(auto cfg, hf::ReadJsonFile(config_path));
+  if (!cfg.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(config_path, ": missing"));
+  }
+  const json dimension = cfg.value("dimension", json());
+  if (!dimension.is_number_integer() || dimension.get<int64_t>() != width) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(config_path, ": dimension ", dimension.dump(),
+                     " does not follow a ", width, "-wide input"));
+  }
+  ASSIGN_OR_RETURN(auto source, WeightSource::Open(dir));
+  DenseLayer layer;
+  for (const auto& [name, t] : source->tensors()) {
+    if (name != "norm.weight" && name != "norm.bias") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(dir, ": unexpected tensor \"", name, "\""));
+    }
+  }
+  for (const char* name : {"norm.weight", "norm.bias"}) {
+    auto it = source->tensors().find(name);
+    if (it == source->tensors().end() ||
+        it->second.shape != std::vector<int64_t>{width}) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          dir, ": tensor \"", name, "\" must exist with shape [", width, "]"));
+    }
+    ASSIGN_OR_RETURN(auto t, source->Load(name, at::kFloat));
+    (std::string(name) == "norm.weight" ? layer.norm_weight : layer.norm_bias) =
+        t;
+  }
+  layer.norm_eps = 1e-5;  // torch.nn.LayerNorm's default
+  return layer;
+}
+
 // A positive length, or nullopt for an absent or null value.
 absl::StatusOr<std::optional<int64_t>> Length(const json& cfg,
                                               const std::string& where,
@@ -317,14 +356,18 @@ absl::StatusOr<SentenceTransformerFiles> ReadSentenceTransformers(
       ASSIGN_OR_RETURN(auto layer, ReadDense(path, in));
       in = layer.weight.size(0);
       (tokens ? st.token_dense : st.dense).push_back(std::move(layer));
+    } else if (absl::EndsWith(type, ".LayerNorm")) {
+      ASSIGN_OR_RETURN(auto layer, ReadLayerNorm(path, width));
+      st.dense.push_back(std::move(layer));
     } else if (absl::EndsWith(type, ".Normalize")) {
       ASSIGN_OR_RETURN(const bool tokens, OnTokens(path, /*dense=*/false));
       (tokens ? st.normalize_tokens : st.normalize) = true;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          dir, "/modules.json: module type \"", type,
-          "\" is not supported (Transformer, MLMTransformer, "
-          "Pooling, SpladePooling, Dense, Normalize, MultiVectorMask)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(dir, "/modules.json: module type \"", type,
+                       "\" is not supported (Transformer, MLMTransformer, "
+                       "Pooling, SpladePooling, Dense, LayerNorm, Normalize, "
+                       "MultiVectorMask)"));
     }
   }
   RETURN_IF_ERROR(ReadTransformerConfig(dir, &st));

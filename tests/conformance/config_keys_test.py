@@ -145,11 +145,13 @@ def check_modules(tables, failures):
     import sentence_transformers
     from sentence_transformers.base.modules import Dense, Normalize
     from sentence_transformers.base.modules import Transformer
-    from sentence_transformers.sentence_transformer.modules import Pooling
+    from sentence_transformers.sentence_transformer.modules import (
+        LayerNorm, Pooling)
     from sentence_transformers.sparse_encoder.modules import (MLMTransformer,
                                                              SpladePooling)
     version = sentence_transformers.__version__
     for what, cls in (("Pooling", Pooling), ("Dense", Dense),
+                      ("LayerNorm", LayerNorm),
                       ("Normalize", Normalize), ("Transformer", Transformer),
                       ("MLMTransformer", MLMTransformer),
                       ("SpladePooling", SpladePooling)):
@@ -190,21 +192,22 @@ def _tiny_bert(path, masked_lm=False, labels=0):
 
 def saved_directories(work):
     """Directories the pinned sentence-transformers saves: a
-    SentenceTransformer with Pooling (its 6.x keys), Dense and Normalize and
-    prompts; a CrossEncoder; a MultiVectorEncoder (a Dense and a Normalize
+    SentenceTransformer with Pooling (its 6.x keys), Dense, LayerNorm and
+    Normalize and prompts; a CrossEncoder; a MultiVectorEncoder (a Dense and a Normalize
     of the tokens); a SparseEncoder (MLMTransformer, SpladePooling)."""
     from sentence_transformers import (CrossEncoder, SentenceTransformer,
                                        SparseEncoder)
     from sentence_transformers.base.modules import Dense, Normalize
     from sentence_transformers.base.modules import Transformer
-    from sentence_transformers.sentence_transformer.modules import Pooling
+    from sentence_transformers.sentence_transformer.modules import (
+        LayerNorm, Pooling)
     from sentence_transformers.sparse_encoder.modules import (MLMTransformer,
                                                              SpladePooling)
     raw = _tiny_bert(work / "raw")
     t = Transformer(str(raw), max_seq_length=40)
     st = SentenceTransformer(
         modules=[t, Pooling(t.get_embedding_dimension(), pooling_mode="max"),
-                 Dense(t.get_embedding_dimension(), 16),
+                 Dense(t.get_embedding_dimension(), 16), LayerNorm(16),
                  Normalize()],
         prompts={"query": "query: ", "document": ""},
         default_prompt_name="query")

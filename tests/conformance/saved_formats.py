@@ -35,6 +35,10 @@ same directory:
   would apply the one-output default, a sigmoid); Rerank against
   CrossEncoder.predict, tolerance 1e-5, and the sigmoid of the same scores
   must differ by far more.
+- LayerNorm module: a SentenceTransformer with Pooling (mean), Dense (to
+  24, Tanh) and sentence-transformers' LayerNorm module (gains and biases
+  with noise), saved by 6.x; Embed against encode, tolerance 1e-5, and the
+  same model without its LayerNorm must differ by far more.
 - activations: a BertModel per hidden_act name of transformers' ACT2FN the
   families can name (gelu, relu, gelu_new, gelu_fast, gelu_pytorch_tanh,
   quick_gelu, silu, swish, mish), with feed-forward weights large enough
@@ -249,6 +253,28 @@ def build(out_dir, names=None):
         _BUILT[name] = ("maxlen", None)
         built.append((name, path))
 
+    # sentence-transformers' LayerNorm module after a Dense.
+    name = "st6-layernorm"
+    if wanted(name):
+        from sentence_transformers.base.modules import Dense
+        from sentence_transformers.sentence_transformer.modules import (
+            LayerNorm)
+        raw = _raw(out_dir, name + "-hf", family_models._bert,
+                   transformers.BertModel, "wordpiece", 7700)
+        st = _st_model(raw)
+        width = st[0].get_embedding_dimension()
+        torch.manual_seed(7701)
+        norm = LayerNorm(24)
+        with torch.no_grad():
+            norm.norm.weight.add_(0.5 * torch.randn(24))
+            norm.norm.bias.add_(0.3 * torch.randn(24))
+        st.append(Dense(width, 24, activation_function=torch.nn.Tanh()))
+        st.append(norm)
+        path = out_dir / name
+        st.save(str(path))
+        _BUILT[name] = ("layernorm", None)
+        built.append((name, path))
+
     # A CrossEncoder whose activation 6.x keeps beside config.json.
     name = "st6-ce-identity"
     if wanted(name):
@@ -373,6 +399,8 @@ def check(served, built, report):
                 _check_lower(served, name, path, extra, report)
             elif kind == "maxlen":
                 _check_maxlen(served, name, path, models[name], report)
+            elif kind == "layernorm":
+                _check_layernorm(served, name, path, report)
             elif kind == "cross-encoder":
                 _check_cross_encoder(served, name, path, report)
             elif kind == "activation":
@@ -424,6 +452,21 @@ def _check_maxlen(served, name, path, info, report):
     report.add(name, f"pooled, truncated at {MAX_SEQ_LENGTH}",
                max_abs(_embed(served, name, texts), _encode(st, texts)),
                POOLED_TOL, len(texts))
+
+
+def _check_layernorm(served, name, path, report):
+    from sentence_transformers import SentenceTransformer
+    st = _load_st(path)
+    texts = _texts(st.tokenizer, 250)
+    want = _encode(st, texts)
+    report.add(name, "pooled (Dense, LayerNorm)",
+               max_abs(_embed(served, name, texts), want), POOLED_TOL,
+               len(texts))
+    without = SentenceTransformer(modules=list(st)[:-1], device="cpu")
+    gap = float(np.abs(_encode(without, texts) - want).max())
+    if not gap > 100 * POOLED_TOL:
+        report.fail(f"{name}: without its LayerNorm the vectors move by only "
+                    f"{gap:.2g}; the check cannot see the module")
 
 
 def _check_cross_encoder(served, name, path, report):

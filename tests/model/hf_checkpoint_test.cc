@@ -249,6 +249,45 @@ TEST_F(HfCheckpointTest, SentenceTransformersPoolingAndLength) {
   EXPECT_FALSE(overridden->config.normalize);
 }
 
+// sentence-transformers' LayerNorm module: torch's LayerNorm (eps 1e-5) of
+// the pooled vector with the module's gains and biases; a dimension or a
+// tensor that does not fit is refused by name.
+TEST_F(HfCheckpointTest, SentenceTransformersLayerNorm) {
+  Write(BertTensors(""));
+  fs::create_directories(dir_ + "/1_Pooling");
+  WriteText(dir_ + "/1_Pooling/config.json", R"({"pooling_mode": "mean"})");
+  WriteText(dir_ + "/modules.json",
+            R"([{"idx": 0, "name": "0", "path": "",
+                 "type": "sentence_transformers.models.Transformer"},
+                {"idx": 1, "name": "1", "path": "1_Pooling",
+                 "type": "sentence_transformers.models.Pooling"},
+                {"idx": 2, "name": "2", "path": "2_LayerNorm",
+                 "type": "sentence_transformers.models.LayerNorm"}])");
+  fs::create_directories(dir_ + "/2_LayerNorm");
+  const at::Tensor gain = at::randn({kHidden}), shift = at::randn({kHidden});
+  WriteText(dir_ + "/2_LayerNorm/config.json",
+            absl::StrCat(R"({"dimension": )", kHidden, "}"));
+  WriteTensors(dir_ + "/2_LayerNorm/model.safetensors",
+               {{"norm.weight", gain}, {"norm.bias", shift}});
+  auto loaded = Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->encoder->output_dim(), kHidden);
+  const at::Tensor pooled = at::randn({3, kHidden});
+  EXPECT_TRUE(
+      at::equal(loaded->encoder->ProjectPooled(pooled),
+                at::layer_norm(pooled, {kHidden}, gain, shift, /*eps=*/1e-5)));
+
+  WriteText(dir_ + "/2_LayerNorm/config.json", R"({"dimension": 5})");
+  EXPECT_THAT(Load().status().message(),
+              HasSubstr("dimension 5 does not follow a 8-wide input"));
+  WriteText(dir_ + "/2_LayerNorm/config.json",
+            absl::StrCat(R"({"dimension": )", kHidden, "}"));
+  WriteTensors(dir_ + "/2_LayerNorm/model.safetensors",
+               {{"norm.weight", gain}});
+  EXPECT_THAT(Load().status().message(),
+              HasSubstr("tensor \"norm.bias\" must exist with shape [8]"));
+}
+
 TEST_F(HfCheckpointTest, SentenceTransformersPrompts) {
   Write(BertTensors(""));
   // Prompts belong to a sentence-transformers directory (modules.json).
