@@ -44,16 +44,30 @@ struct KeyRule {
 // One file's rules, by key (nested keys dotted: "rope_parameters.rope_theta").
 using KeyTable = std::map<std::string, KeyRule>;
 
-// config.json's rules for a model_type the server imports (the keys every
-// config has, and the family's own); NotFound for any other model_type.
-absl::StatusOr<KeyTable> ConfigJsonKeys(const std::string& model_type);
+// Every table (hf_config_key_tables.cc): config.json's by model_type (the
+// keys every config has, and the family's own), and the sentence-transformers
+// files' by what the file is (see ModuleFileKeys).
+const std::map<std::string, KeyTable>& ConfigKeyTables();
+const std::map<std::string, KeyTable>& ModuleKeyTables();
+
+// config.json's rules for a model_type the server imports; null for any
+// other model_type.
+const KeyTable* ConfigJsonKeys(const std::string& model_type);
 
 // The sentence-transformers files' rules, by what the file is: a module
 // type's last name ("Pooling", "Dense", "LayerNorm", "Normalize",
-// "SpladePooling",
-// "Transformer" for sentence_bert_config.json, "MLMTransformer") or
-// "config_sentence_transformers.json" / "modules.json". NotFound otherwise.
-absl::StatusOr<KeyTable> ModuleFileKeys(const std::string& what);
+// "SpladePooling", "Transformer" for sentence_bert_config.json,
+// "MLMTransformer") or "config_sentence_transformers.json" /
+// "modules.json"; null otherwise.
+const KeyTable* ModuleFileKeys(const std::string& what);
+
+// The names sentence-transformers reads a Transformer module's config from,
+// the first that exists and is not empty.
+inline constexpr const char* kTransformerConfigFiles[] = {
+    "sentence_bert_config.json",       "sentence_roberta_config.json",
+    "sentence_distilbert_config.json", "sentence_camembert_config.json",
+    "sentence_albert_config.json",     "sentence_xlm-roberta_config.json",
+    "sentence_xlnet_config.json"};
 
 // What one file's keys are.
 struct KeyReport {

@@ -17,6 +17,15 @@ namespace {
 
 using nlohmann::json;
 
+// A module's config file, which must hold a JSON object.
+absl::StatusOr<json> ModuleConfig(const std::string& path) {
+  ASSIGN_OR_RETURN(auto cfg, hf::ReadJsonFile(path));
+  if (!cfg.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": missing"));
+  }
+  return cfg;
+}
+
 // sentence-transformers' pooling modes, by the name 6.x writes
 // ("pooling_mode": "mean") and by the boolean 5.x and older wrote
 // ("pooling_mode_mean_tokens": true), in the order the library concatenates
@@ -43,10 +52,7 @@ constexpr PoolingModeName kPoolingModes[] = {
 // in both; several modes (a concatenation) are refused.
 absl::Status ReadPooling(const std::string& path, int64_t hidden,
                          SentenceTransformerFiles* st) {
-  ASSIGN_OR_RETURN(auto cfg, hf::ReadJsonFile(path));
-  if (!cfg.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": missing"));
-  }
+  ASSIGN_OR_RETURN(auto cfg, ModuleConfig(path));
   for (const char* key : {"embedding_dimension", "word_embedding_dimension"}) {
     if (!cfg.contains(key)) continue;
     if (!cfg[key].is_number_integer() || cfg[key].get<int64_t>() != hidden) {
@@ -142,10 +148,7 @@ absl::StatusOr<bool> OnTokens(const std::string& dir, bool dense) {
 }
 
 absl::StatusOr<SpladeFiles> ReadSplade(const std::string& path) {
-  ASSIGN_OR_RETURN(auto cfg, hf::ReadJsonFile(path));
-  if (!cfg.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": missing"));
-  }
+  ASSIGN_OR_RETURN(auto cfg, ModuleConfig(path));
   SpladeFiles splade;
   const std::string pooling = cfg.value("pooling_strategy", "max");
   const std::string act = cfg.value("activation_function", "relu");
@@ -165,10 +168,7 @@ absl::StatusOr<SpladeFiles> ReadSplade(const std::string& path) {
 absl::StatusOr<DenseLayer> ReadDense(const std::string& dir,
                                      int64_t in_features) {
   const std::string config_path = dir + "/config.json";
-  ASSIGN_OR_RETURN(auto cfg, hf::ReadJsonFile(config_path));
-  if (!cfg.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(config_path, ": missing"));
-  }
+  ASSIGN_OR_RETURN(auto cfg, ModuleConfig(config_path));
   DenseLayer layer;
   const std::string act = cfg.value("activation_function", "");
   static const std::pair<const char*, DenseLayer::Act> kActs[] = {
@@ -229,10 +229,7 @@ absl::StatusOr<DenseLayer> ReadDense(const std::string& dir,
 absl::StatusOr<DenseLayer> ReadLayerNorm(const std::string& dir,
                                          int64_t width) {
   const std::string config_path = dir + "/config.json";
-  ASSIGN_OR_RETURN(auto cfg, hf::ReadJsonFile(config_path));
-  if (!cfg.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(config_path, ": missing"));
-  }
+  ASSIGN_OR_RETURN(auto cfg, ModuleConfig(config_path));
   const json dimension = cfg.value("dimension", json());
   if (!dimension.is_number_integer() || dimension.get<int64_t>() != width) {
     return absl::InvalidArgumentError(
@@ -285,11 +282,7 @@ absl::Status ReadTransformerConfig(const std::string& dir,
                                    SentenceTransformerFiles* st) {
   json cfg;
   std::string path;
-  for (const char* name :
-       {"sentence_bert_config.json", "sentence_roberta_config.json",
-        "sentence_distilbert_config.json", "sentence_camembert_config.json",
-        "sentence_albert_config.json", "sentence_xlm-roberta_config.json",
-        "sentence_xlnet_config.json"}) {
+  for (const char* name : hf::kTransformerConfigFiles) {
     path = absl::StrCat(dir, "/", name);
     ASSIGN_OR_RETURN(cfg, hf::ReadJsonFile(path));
     if (!cfg.is_null() && !cfg.empty()) break;

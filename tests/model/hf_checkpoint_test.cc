@@ -95,6 +95,16 @@ class HfCheckpointTest : public ::testing::Test {
   absl::StatusOr<LoadedCheckpoint> Load() {
     return LoadCheckpoint(dir_, {}, at::kCPU, at::kFloat);
   }
+  // Loading `tensors` under `config` is INVALID_ARGUMENT, `want` in its
+  // message.
+  void ExpectRefused(const std::map<std::string, at::Tensor>& tensors,
+                     const std::string& config, const std::string& want) {
+    Write(tensors, config);
+    auto loaded = Load();
+    EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument)
+        << config;
+    EXPECT_THAT(loaded.status().message(), HasSubstr(want)) << config;
+  }
 
   std::string dir_;
 };
@@ -430,11 +440,7 @@ TEST_F(HfCheckpointTest, QwenRefusesWhatItDoesNotServe) {
        "\"linear\""},
   };
   for (const auto& [extra, want] : cases) {
-    Write(QwenTensors(true), QwenConfig("qwen3", extra));
-    auto loaded = Load();
-    EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument)
-        << extra;
-    EXPECT_THAT(loaded.status().message(), HasSubstr(want)) << extra;
+    ExpectRefused(QwenTensors(true), QwenConfig("qwen3", extra), want);
   }
   // 4 query heads cannot share 3 key/value heads.
   std::string config = QwenConfig("qwen3", "");
@@ -519,12 +525,7 @@ TEST_F(HfCheckpointTest, DebertaV2RefusesWhatItDoesNotServe) {
   };
   for (const auto& [extra, want] : cases) {
     // A repeated key: the later value stands (as Python's json reads it).
-    const std::string config = DebertaConfig(extra);
-    Write(DebertaTensors(), config);
-    auto loaded = Load();
-    EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument)
-        << config;
-    EXPECT_THAT(loaded.status().message(), HasSubstr(want)) << config;
+    ExpectRefused(DebertaTensors(), DebertaConfig(extra), want);
   }
 }
 
@@ -793,10 +794,7 @@ TEST_F(HfCheckpointTest, ModernBertRopeBasesAndLayerTypes) {
        "layer_types must list one type per layer (3)"},
   };
   for (const auto& [extra, want] : refused) {
-    Write(ModernBertTensors(), ModernBertConfig(extra));
-    auto bad = Load();
-    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << extra;
-    EXPECT_THAT(bad.status().message(), HasSubstr(want)) << extra;
+    ExpectRefused(ModernBertTensors(), ModernBertConfig(extra), want);
   }
 }
 
@@ -816,10 +814,7 @@ TEST_F(HfCheckpointTest, ModernBertSlidingWindowAndHeadDim) {
       {R"(, "head_dim": 2)", "head_dim 2 rotates part of each head"},
   };
   for (const auto& [extra, want] : refused) {
-    Write(ModernBertTensors(), ModernBertConfig(extra));
-    auto bad = Load();
-    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << extra;
-    EXPECT_THAT(bad.status().message(), HasSubstr(want)) << extra;
+    ExpectRefused(ModernBertTensors(), ModernBertConfig(extra), want);
   }
 }
 
@@ -850,10 +845,7 @@ TEST_F(HfCheckpointTest, ConfigKeysRefusedByNameOrReportedUnread) {
       {R"(, "pruned_heads": {"0": [1]})", "\"pruned_heads\""},
   };
   for (const auto& [extra, want] : refused) {
-    Write(BertTensors(""), with(extra));
-    auto bad = Load();
-    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << extra;
-    EXPECT_THAT(bad.status().message(), HasSubstr(want)) << extra;
+    ExpectRefused(BertTensors(""), with(extra), want);
   }
 
   // A sentence-transformers module file's key, refused by name.
