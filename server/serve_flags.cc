@@ -11,7 +11,9 @@
 
 namespace encoder {
 
-absl::StatusOr<model::Repository> BuildRepository(const ServeFlags& f) {
+namespace {
+
+absl::StatusOr<model::Repository> BuildModels(const ServeFlags& f) {
   model::Repository repo;
   if (!f.models.empty()) {
     ASSIGN_OR_RETURN(auto read, model::ReadRepository(f.models));
@@ -37,6 +39,16 @@ absl::StatusOr<model::Repository> BuildRepository(const ServeFlags& f) {
     repo.models.push_back(std::move(spec));
   }
   if (repo.default_model.empty()) repo.default_model = repo.models[0].name;
+  return repo;
+}
+
+}  // namespace
+
+absl::StatusOr<model::Repository> BuildRepository(const ServeFlags& f) {
+  ASSIGN_OR_RETURN(model::Repository repo, BuildModels(f));
+  for (model::ModelSpec& spec : repo.models) {
+    if (!spec.strip_text.has_value()) spec.strip_text = f.strip_text;
+  }
   return repo;
 }
 
@@ -67,6 +79,12 @@ void DefineModelSourceFlags(CLI::App& app, ServeFlags& f) {
                  "pooling for --model-dir models: mean | first | max | "
                  "last_token | weighted_mean; empty: the checkpoint's "
                  "sentence-transformers choice, else mean");
+  app.add_flag("--strip-text", f.strip_text,
+               "strip every text's leading and trailing whitespace (Python's "
+               "str.strip) before tokenizing, as sentence-transformers up to "
+               "5.3 did; 5.4 on, text-embeddings-inference and this default "
+               "keep it (a repository entry's strip_text overrides)")
+      ->capture_default_str();
 }
 
 // The device, the thread pools, and the reuse and return of freed memory.

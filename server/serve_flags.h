@@ -34,6 +34,7 @@ struct ServeFlags {
   std::string models;  // repository JSON
   std::vector<std::string> model_dirs;
   std::string model_dir_pooling;
+  bool strip_text = false;  // ModelSpec.strip_text for models that omit it
   std::string device = "auto";
   int intra_op_threads = 0;  // 0: runner::DefaultIntraOpThreads
   // runner::EnableIntraOpShare: auto | on | off (auto: ShareIntraOpByDefault).

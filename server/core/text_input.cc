@@ -1,6 +1,8 @@
 #include "server/core/text_input.h"
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +12,92 @@
 namespace encoder::core {
 
 namespace {
+
+// Python's str.isspace: the code points sentence-transformers' strip()
+// removed.
+bool IsPythonSpace(uint32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 ||
+         c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
+         c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
+         c == 0x3000;
+}
+
+// The UTF-8 sequence starting at s[i]: its code point and length; length 0
+// for a byte that starts none (the tokenizer reports it).
+std::pair<uint32_t, size_t> DecodeAt(std::string_view s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<uint8_t>(s[i + k]); };
+  const size_t left = s.size() - i;
+  const uint8_t c = b(0);
+  if (c < 0x80) return {c, 1};
+  size_t n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 0;
+  if (n == 0 || n > left) return {0, 0};
+  uint32_t cp = c & (0x7F >> n);
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(k) & 0xC0) != 0x80) return {0, 0};
+    cp = (cp << 6) | (b(k) & 0x3F);
+  }
+  return {cp, n};
+}
+
+// `text` without its leading and trailing whitespace (Python's
+// str.strip()), and the bytes and code points it lost at the front.
+struct Stripped {
+  std::string_view text;
+  int64_t lead_bytes = 0;
+  int64_t lead_chars = 0;
+};
+
+Stripped StripText(std::string_view text) {
+  Stripped out;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    auto [cp, n] = DecodeAt(text, begin);
+    if (n == 0 || !IsPythonSpace(cp)) break;
+    begin += n;
+    ++out.lead_chars;
+  }
+  size_t end = text.size();
+  while (end > begin) {
+    size_t start = end - 1;  // back to the sequence's first byte
+    while (start > begin && (static_cast<uint8_t>(text[start]) & 0xC0) == 0x80)
+      --start;
+    auto [cp, n] = DecodeAt(text, start);
+    if (n != end - start || !IsPythonSpace(cp)) break;
+    end = start;
+  }
+  out.text = text.substr(begin, end - begin);
+  out.lead_bytes = static_cast<int64_t>(begin);
+  return out;
+}
+
+// Moves the offsets of `e`'s tokens of sequence `sequence` (-1: every
+// token) back onto the unstripped text. Special tokens the template added
+// keep their empty (0, 0) offsets.
+void ShiftOffsets(const Stripped& s, int sequence, tokenizer::Encoding* e) {
+  if (s.lead_bytes == 0) return;
+  for (size_t i = 0; i < e->size(); ++i) {
+    if (sequence >= 0 && i < e->sequence_ids.size() &&
+        e->sequence_ids[i] != sequence) {
+      continue;
+    }
+    const bool special =
+        i < e->special_tokens_mask.size() && e->special_tokens_mask[i] != 0;
+    if (i < e->byte_offsets.size()) {
+      tokenizer::Offsets& o = e->byte_offsets[i];
+      if (!(special && o.start == 0 && o.end == 0)) {
+        o.start += s.lead_bytes;
+        o.end += s.lead_bytes;
+      }
+    }
+    if (i < e->char_offsets.size()) {
+      tokenizer::Offsets& o = e->char_offsets[i];
+      if (!(special && o.start == 0 && o.end == 0)) {
+        o.start += s.lead_chars;
+        o.end += s.lead_chars;
+      }
+    }
+  }
+}
 
 // Encodes `first` (and `second`, when given) whole, and once more cut to
 // max_length when truncate and the whole is longer.
@@ -29,9 +117,26 @@ absl::StatusOr<TokenizedText> Tokenize(const runner::ServedModel& model,
   if (tok == nullptr) {
     return absl::InvalidArgumentError(model.description().no_tokenizer_reason);
   }
-  auto encode = [&]() {
-    return second == nullptr ? tok->Encode(first, o)
-                             : tok->EncodePair(first, *second, o);
+  // sentence-transformers up to 5.3 stripped every text's leading and
+  // trailing whitespace before tokenizing (ModelDescription.strip_text).
+  const bool strip = model.description().strip_text;
+  const Stripped a = strip ? StripText(first) : Stripped{first};
+  const std::string_view second_text =
+      second == nullptr ? std::string_view() : *second;
+  const Stripped b = strip ? StripText(second_text) : Stripped{second_text};
+  auto encode = [&]() -> absl::StatusOr<tokenizer::Encoding> {
+    auto e = second == nullptr ? tok->Encode(a.text, o)
+                               : tok->EncodePair(a.text, b.text, o);
+    if (!e.ok() && strip) {
+      // Errors (invalid UTF-8 at a byte offset) name the text as sent.
+      return second == nullptr ? tok->Encode(first, o)
+                               : tok->EncodePair(first, *second, o);
+    }
+    if (e.ok() && strip) {
+      ShiftOffsets(a, second == nullptr ? -1 : 0, &*e);
+      if (second != nullptr) ShiftOffsets(b, 1, &*e);
+    }
+    return e;
   };
   TokenizedText out;
   ASSIGN_OR_RETURN(auto whole, encode());

@@ -129,6 +129,16 @@ absl::Status ParsePrompts(const json& m, ModelSpec* spec) {
   return absl::OkStatus();
 }
 
+// "strip_text": true | false, when present.
+absl::Status ParseStripText(const json& m, ModelSpec* spec) {
+  if (!m.contains("strip_text")) return absl::OkStatus();
+  if (!m["strip_text"].is_boolean()) {
+    return ModelError(spec->name, "strip_text must be true or false");
+  }
+  spec->strip_text = m["strip_text"].get<bool>();
+  return absl::OkStatus();
+}
+
 // "quantize": "int8" | "none", when present.
 absl::Status ParseQuantize(const json& m, ModelSpec* spec) {
   if (!m.contains("quantize")) return absl::OkStatus();
@@ -155,7 +165,8 @@ absl::StatusOr<ModelSpec> ParseCheckpointEntry(const json& m,
                                               "max_extrapolation_tokens",
                                               "long_input",
                                               "prompts",
-                                              "default_prompt_name"};
+                                              "default_prompt_name",
+                                              "strip_text"};
   for (const auto& item : m.items()) {
     if (kKeys.count(item.key()) == 0) {
       return ModelError(
@@ -164,7 +175,7 @@ absl::StatusOr<ModelSpec> ParseCheckpointEntry(const json& m,
                        "\" for a checkpoint entry (name, path, "
                        "pooling, normalize, batching, "
                        "quantize, max_extrapolation_tokens, long_input, "
-                       "prompts, default_prompt_name)"));
+                       "prompts, default_prompt_name, strip_text)"));
     }
   }
   if (!m["path"].is_string() || m["path"].get<std::string>().empty()) {
@@ -194,6 +205,7 @@ absl::StatusOr<ModelSpec> ParseCheckpointEntry(const json& m,
   RETURN_IF_ERROR(ParseLongInputPolicy(m, &spec));
   RETURN_IF_ERROR(ParseQuantize(m, &spec));
   RETURN_IF_ERROR(ParsePrompts(m, &spec));
+  RETURN_IF_ERROR(ParseStripText(m, &spec));
   return spec;
 }
 
@@ -211,7 +223,8 @@ absl::StatusOr<ModelSpec> ParseModel(const json& m,
       "name",       "config",   "config_file",
       "weights",    "seed",     "batching",
       "tokenizer",  "quantize", "max_extrapolation_tokens",
-      "long_input", "prompts",  "default_prompt_name"};
+      "long_input", "prompts",  "default_prompt_name",
+      "strip_text"};
   for (const auto& item : m.items()) {
     if (kKeys.count(item.key()) == 0) {
       return ModelError(spec.name,
@@ -270,6 +283,7 @@ absl::StatusOr<ModelSpec> ParseModel(const json& m,
   RETURN_IF_ERROR(ParseLongInputPolicy(m, &spec));
   RETURN_IF_ERROR(ParseQuantize(m, &spec));
   RETURN_IF_ERROR(ParsePrompts(m, &spec));
+  RETURN_IF_ERROR(ParseStripText(m, &spec));
   return spec;
 }
 

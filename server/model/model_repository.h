@@ -73,6 +73,10 @@ struct ModelSpec {
   // (sentence-transformers' include_prompt); the prompt's tokens are then
   // left out of the pooling.
   bool include_prompt = true;
+  // Strip every text's leading and trailing whitespace before tokenizing,
+  // as sentence-transformers up to 5.3 did (5.4 on do not): the repository
+  // entry's "strip_text", else the server's --strip-text.
+  std::optional<bool> strip_text;
   bool prompts_set = false;  // the repository entry gave "prompts"
   // A checkpoint's sentence-transformers do_lower_case: its tokenizer
   // lowercases every text first (runner::LoadModelTokenizer).

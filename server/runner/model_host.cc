@@ -148,6 +148,7 @@ void Describe(const batching::BatchOptions& batching, HostedModel* hosted) {
   d.prompts = spec.prompts;
   d.default_prompt_name = spec.default_prompt_name;
   d.include_prompt = spec.include_prompt;
+  d.strip_text = spec.strip_text.value_or(false);
   d.max_extrapolation_tokens = spec.max_extrapolation_tokens;
   d.long_input = spec.long_input;
   d.batching = batching;

@@ -62,6 +62,10 @@ struct ModelDescription {
   std::map<std::string, std::string> prompts;
   std::string default_prompt_name;
   bool include_prompt = true;
+  // Texts lose their leading and trailing whitespace before tokenizing,
+  // as sentence-transformers up to 5.3 did (--strip-text, or the
+  // repository entry's strip_text).
+  bool strip_text = false;
   int64_t max_extrapolation_tokens = 0;  // 0: the server's default
   // The repository entry's long-input policy; empty: the server's.
   std::string long_input;

@@ -51,6 +51,7 @@ void FillModelInfo(const runner::ModelDescription& model, bool is_default,
   }
   info->set_default_prompt_name(model.default_prompt_name);
   info->set_include_prompt(model.include_prompt);
+  info->set_strip_text(model.strip_text);
   const batching::BatchOptions& o = model.batching;
   v1::BatchingInfo* b = info->mutable_batching();
   b->set_max_batch_sequences(o.max_batch_sequences);

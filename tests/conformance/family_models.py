@@ -176,12 +176,15 @@ def _roformer():
 
 
 def _modernbert():
+    # Rotary bases other than the defaults (160000 / 10000), saved as
+    # transformers 4 spells them (global_rope_theta / local_rope_theta) or
+    # as 5 does (rope_parameters per layer type).
     return transformers.ModernBertConfig(
         vocab_size=VOCAB, hidden_size=72, num_hidden_layers=3,
         num_attention_heads=3, intermediate_size=60,
         max_position_embeddings=300, global_attn_every_n_layers=2,
-        local_attention=8, global_rope_theta=160000.0,
-        local_rope_theta=10000.0, pad_token_id=0, bos_token_id=2,
+        local_attention=8, global_rope_theta=40000.0,
+        local_rope_theta=5000.0, pad_token_id=0, bos_token_id=2,
         eos_token_id=3, cls_token_id=2, sep_token_id=3)
 
 
@@ -204,6 +207,16 @@ def _marian():
         scale_embedding=True, activation_function="swish")
 
 
+def _rope(theta):
+    """A rotary base as this transformers generation spells it: 5.x's
+    rope_parameters, 4.x's rope_theta (which 4.x would otherwise keep as
+    an unread attribute, leaving its default base)."""
+    if int(transformers.__version__.split(".")[0]) >= 5:
+        return {"rope_parameters": {"rope_type": "default",
+                                    "rope_theta": theta}}
+    return {"rope_theta": theta}
+
+
 def _qwen2():
     # Grouped-query attention (6 query heads over 2 key/value heads),
     # biased q, k and v, a rotary base of 50000.
@@ -211,8 +224,7 @@ def _qwen2():
         vocab_size=VOCAB, hidden_size=48, intermediate_size=76,
         num_hidden_layers=3, num_attention_heads=6, num_key_value_heads=2,
         max_position_embeddings=300, rms_norm_eps=1e-6,
-        rope_parameters={"rope_type": "default", "rope_theta": 50000.0},
-        tie_word_embeddings=True)
+        tie_word_embeddings=True, **_rope(50000.0))
 
 
 def _qwen3():
@@ -222,8 +234,7 @@ def _qwen3():
         vocab_size=VOCAB, hidden_size=40, intermediate_size=52,
         num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
         head_dim=12, max_position_embeddings=300, rms_norm_eps=1e-6,
-        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
-        tie_word_embeddings=False)
+        tie_word_embeddings=False, **_rope(1000000.0))
 
 
 def _deberta_v3():
@@ -306,7 +317,7 @@ def _sharpen(model):
             p.add_(0.3 * torch.randn_like(p))
         elif name.endswith(("q_proj.weight", "k_proj.weight",
                             "query_proj.weight", "key_proj.weight",
-                            "rel_embeddings.weight")):
+                            "rel_embeddings.weight", "Wqkv.weight")):
             p.mul_(10.0)
 
 
@@ -383,7 +394,7 @@ def build(out_dir, names=None):
         config = sized_config(make_config, tok)
         torch.manual_seed(1000 + i)
         model = cls(config).eval()
-        if name in CAUSAL or family == "deberta-v2":
+        if name in CAUSAL or family in ("deberta-v2", "modernbert"):
             _sharpen(model)
         path = out_dir / name
         kwargs = {"safe_serialization": True}

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,27 @@ TEST(Repository, LongInputPolicyPerModel) {
     auto r = ParseRepository(bad, "");
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_NE(std::string(r.status().message()).find("long_input must be"),
+              std::string::npos)
+        << r.status();
+  }
+}
+
+TEST(Repository, StripTextPerModel) {
+  auto ok = ParseRepository(
+      R"({"models": [{"name": "a", "strip_text": true},
+                     {"name": "b"},
+                     {"name": "c", "path": "ckpt", "strip_text": false}]})",
+      "/base");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->models[0].strip_text, std::optional<bool>(true));
+  EXPECT_FALSE(ok->models[1].strip_text.has_value());  // the flag's
+  EXPECT_EQ(ok->models[2].strip_text, std::optional<bool>(false));
+  for (const char* bad :
+       {R"({"models": [{"name": "a", "strip_text": "yes"}]})",
+        R"({"models": [{"name": "a", "path": "p", "strip_text": 1}]})"}) {
+    auto r = ParseRepository(bad, "");
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(std::string(r.status().message()).find("strip_text must be"),
               std::string::npos)
         << r.status();
   }

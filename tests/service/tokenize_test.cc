@@ -49,6 +49,11 @@ class TokenizeTest : public ::testing::Test {
     prompted.name = "wp_default";
     prompted.default_prompt_name = "query";
     options.repository.models.push_back(prompted);
+    // Texts stripped as sentence-transformers up to 5.3 did.
+    model::ModelSpec stripped = options.repository.models[3];  // rope
+    stripped.name = "rope_strip";
+    stripped.strip_text = true;
+    options.repository.models.push_back(stripped);
     server_ = std::make_unique<TestServer>(options);
   }
   void TearDown() override {
@@ -106,6 +111,51 @@ TEST_F(TokenizeTest, TokenizeGivesIdsTokensOffsetsAndMask) {
   EXPECT_EQ(Ids(out.encodings(0)),
             (std::vector<int64_t>{1, 4 + 0x48, 4 + 0xc3, 4 + 0xa9, 2}));
   EXPECT_EQ(out.encodings(0).char_offsets(7), 2);  // 'é' second byte: char 1
+}
+
+TEST_F(TokenizeTest, StripTextDropsEdgeWhitespaceAndKeepsOffsetsOnTheText) {
+  grpc::ClientContext context;
+  v1::ListModelsResponse models;
+  ASSERT_TRUE(server_->stub().ListModels(&context, {}, &models).ok());
+  for (const v1::ModelInfo& m : models.models()) {
+    EXPECT_EQ(m.strip_text(), m.name() == "rope_strip") << m.name();
+  }
+  // Python's str.isspace at both ends: U+3000, space, tab before; U+001F
+  // (a separator Python counts as space), newline, U+00A0 after. The
+  // space inside stays.
+  v1::TokenizeRequest r;
+  r.set_model("rope_strip");
+  r.add_texts("\u3000 \tH\xc3\xa9 x\x1f\n\xc2\xa0");
+  r.add_texts(" \n ");           // all whitespace: the special tokens alone
+  r.add_texts("\xe2\x80\x8bx");  // U+200B is not space in Python
+  v1::TokenizeResponse out;
+  ASSERT_TRUE(Tokenize(r, &out).ok());
+  const v1::Encoding& e = out.encodings(0);
+  EXPECT_EQ(Ids(e), (std::vector<int64_t>{1, 4 + 'H', 4 + 0xc3, 4 + 0xa9,
+                                          4 + ' ', 4 + 'x', 2}));
+  // Offsets stay on the text as sent: 'H' is byte 5 (U+3000 takes three),
+  // code point 3; 'x' is byte 9, code point 6.
+  EXPECT_EQ(e.byte_offsets(2), 5);
+  EXPECT_EQ(e.byte_offsets(3), 6);
+  EXPECT_EQ(e.char_offsets(2), 3);
+  EXPECT_EQ(e.byte_offsets(10), 9);
+  EXPECT_EQ(e.char_offsets(10), 6);
+  EXPECT_EQ(Ids(out.encodings(1)), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(out.encodings(2).ids_size(), 6);
+  // The same texts on the model that keeps them whole.
+  r.set_model("rope");
+  ASSERT_TRUE(Tokenize(r, &out).ok());
+  EXPECT_EQ(out.encodings(0).ids_size(), 16);
+  EXPECT_EQ(Ids(out.encodings(1)).size(), 5u);
+
+  // Invalid UTF-8 after stripped space names its byte in the text as sent.
+  v1::TokenizeRequest bad;
+  bad.set_model("rope_strip");
+  bad.add_texts_bytes("  ok\xff");
+  grpc::Status s = Tokenize(bad, &out);
+  EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("byte offset 4"), std::string::npos)
+      << s.error_message();
 }
 
 TEST_F(TokenizeTest, TruncationKeepsTheSpecialTokenOnItsSide) {
