@@ -2,8 +2,8 @@
 # Installs what the build needs, fetches the pinned LibTorch
 # (scripts/libtorch.sh, cached after the first run), builds encoder-server
 # and encoder-client, and runs the server on the built-in models (gRPC on
-# 127.0.0.1:50051). Extra arguments go to the server, e.g.
-# --listen=0.0.0.0:50051.
+# 127.0.0.1:50051, HTTP on 127.0.0.1:8080). Extra arguments go to the
+# server, e.g. --listen=0.0.0.0:50051.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh build

@@ -190,6 +190,8 @@ std::optional<int> ParseFlags(int argc, char** argv, Process& p) {
       "ENCODER_MAX_BATCH_TOKENS=8192 for --max-batch-tokens); the command "
       "line wins.");
   CLI11_PARSE(app, argc, argv);
+  p.flags.http_listen =
+      encoder::ResolveHttpListen(p.flags.http_listen, p.flags.server.listen);
   return std::nullopt;
 }
 

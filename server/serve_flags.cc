@@ -44,6 +44,16 @@ absl::StatusOr<model::Repository> BuildModels(const ServeFlags& f) {
 
 }  // namespace
 
+std::string ResolveHttpListen(const std::string& http_listen,
+                              const std::string& grpc_listen) {
+  if (http_listen.empty() || http_listen == "off") return "";
+  if (http_listen != "auto") return http_listen;
+  const size_t colon = grpc_listen.rfind(':');
+  const bool free_port =
+      colon != std::string::npos && grpc_listen.substr(colon + 1) == "0";
+  return free_port ? ":0" : ":8080";
+}
+
 absl::StatusOr<model::Repository> BuildRepository(const ServeFlags& f) {
   ASSIGN_OR_RETURN(model::Repository repo, BuildModels(f));
   for (model::ModelSpec& spec : repo.models) {
@@ -61,9 +71,12 @@ void DefineListenFlags(CLI::App& app, ServeFlags& f) {
       ->capture_default_str();
   app.add_option("--http-listen,--metrics-listen", f.http_listen,
                  "HTTP port HOST:PORT (\":PORT\" binds --http-address): "
-                 "OpenAI-compatible /v1/embeddings, /v1/models, /health, "
-                 "/ready, /info and Prometheus /metrics; empty: no HTTP port "
-                 "and no metrics");
+                 "text-embeddings-inference's routes, OpenAI-compatible "
+                 "/v1/embeddings, /health, /ready, /info and Prometheus "
+                 "/metrics. auto: port 8080 on --http-address, or a free "
+                 "port (in --ready-file) when --listen's port is 0; off: no "
+                 "HTTP port and no metrics")
+      ->capture_default_str();
 }
 
 // Where the models come from: a repository file or checkpoint directories.

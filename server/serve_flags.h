@@ -30,7 +30,9 @@ struct ServeFlags {
   runner::IdleTrimOptions trim;
   logging::LogOptions log;  // rate_limit_per_second (level, format: below)
 
-  std::string http_listen;
+  // HOST:PORT, ":PORT" (on --http-address), "auto" or "off"
+  // (ResolveHttpListen).
+  std::string http_listen = "auto";
   std::string models;  // repository JSON
   std::vector<std::string> model_dirs;
   std::string model_dir_pooling;
@@ -60,6 +62,14 @@ void DefineServeFlags(CLI::App& app, ServeFlags& flags);
 // Lets every option of `app` come from ENCODER_<NAME>, the long name
 // upper-cased with '-' as '_'; the command line wins.
 void AddEnvironmentNames(CLI::App& app);
+
+// The HTTP port's address from --http-listen: "" (no HTTP port) for "off"
+// or an empty value; for "auto", port 8080 on --http-address, or port 0 (a
+// free port, reported in --ready-file) when --listen asks for port 0, so
+// that servers started on free gRPC ports never contend for 8080; anything
+// else as given.
+std::string ResolveHttpListen(const std::string& http_listen,
+                              const std::string& grpc_listen);
 
 // The models to serve: the repository file's and the --model-dir ones, or
 // the built-in set when neither is given.

@@ -55,6 +55,19 @@ TEST(ServeFlags, NoFlagsLeaveTheOptionStructsAtTheirDefaults) {
             static_cast<int64_t>(logging::kDefaultMaxRequestIdBytes));
 }
 
+TEST(ServeFlags, HttpPortIsOnByDefault) {
+  EXPECT_EQ(Parse({}).http_listen, "auto");
+  // auto: 8080 on --http-address, or a free port beside a free gRPC port.
+  EXPECT_EQ(ResolveHttpListen("auto", "127.0.0.1:50051"), ":8080");
+  EXPECT_EQ(ResolveHttpListen("auto", "127.0.0.1:0"), ":0");
+  EXPECT_EQ(ResolveHttpListen("auto", "[::]:0"), ":0");
+  EXPECT_EQ(ResolveHttpListen("auto", "[::]:8000"), ":8080");
+  EXPECT_EQ(ResolveHttpListen("off", "127.0.0.1:0"), "");
+  EXPECT_EQ(ResolveHttpListen("", "127.0.0.1:0"), "");
+  EXPECT_EQ(ResolveHttpListen("0.0.0.0:9000", "127.0.0.1:0"), "0.0.0.0:9000");
+  EXPECT_EQ(Parse({"--http-listen=off"}).http_listen, "off");
+}
+
 TEST(ServeFlags, EachFlagSetsItsStructField) {
   const ServeFlags f = Parse({"--listen=0.0.0.0:9000",
                               "--max-batch-sequences=7",
