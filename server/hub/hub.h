@@ -68,7 +68,7 @@ struct DownloadOptions {
   // Seconds for a whole metadata request (model info, a file's HEAD).
   long metadata_timeout_s = 10;
   // A file transfer is abandoned when under low_speed_bytes_per_s bytes
-  // arrive per second for low_speed_time_s seconds.
+  // arrive per second for low_speed_time_s seconds (0 bytes/s: never).
   long low_speed_bytes_per_s = 1024;
   long low_speed_time_s = 30;
   // Transfers of one file retried (resuming with a Range request) after a

@@ -26,7 +26,8 @@ struct HttpLimits {
   // A whole metadata request (HEAD or an API GET).
   long request_timeout_s = 10;
   // A body transfer is abandoned when fewer than low_speed_bytes_per_s bytes
-  // per second arrive for low_speed_time_s seconds (stall detection).
+  // per second arrive for low_speed_time_s seconds (stall detection; 0 bytes/s
+  // turns it off).
   long low_speed_bytes_per_s = 1024;
   long low_speed_time_s = 30;
 };

@@ -123,7 +123,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   download
       ->add_option("--low-speed-limit", options.low_speed_bytes_per_s,
-                   "bytes/s under which a transfer counts as stalled")
+                   "bytes/s under which a transfer counts as stalled; 0: "
+                   "no stall detection")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   download
