@@ -22,7 +22,8 @@ user's would.
      token (names HF_TOKEN) and with one, no server (UNAVAILABLE, names
      HF_HUB_OFFLINE and the cache), PyTorch pickles only (names
      convert_to_safetensors.py), a corrupted LFS payload (DATA_LOSS, no
-     blob kept), a malformed id, offline with an empty cache;
+     blob kept), a stalled transfer (DEADLINE_EXCEEDED under the
+     low-speed limit), a malformed id, offline with an empty cache;
   e. two downloads at once into one empty cache: both succeed and the
      file is fetched once; a lock held by Python's filelock (what
      huggingface_hub locks with) holds encoder-hub off;
@@ -488,6 +489,21 @@ class HubTest(unittest.TestCase):
         r = self.tool("download", repo_id, "--cache", cache)
         self.assertEqual(sha256_file(os.path.join(r.stdout.strip(),
                                                   "model.safetensors")), sha)
+
+        # A stalled transfer: under the low-speed limit for its time.
+        self.hub.throttle_bytes_per_s = 100 << 10
+        try:
+            start = time.monotonic()
+            r = self.tool("download", "acme/resumable", "--cache",
+                          self.cache("d-stall"), "--retries", "0",
+                          "--low-speed-limit", str(10 << 20),
+                          "--low-speed-time", "1", ok=False)
+            stalled_after = time.monotonic() - start
+        finally:
+            self.hub.throttle_bytes_per_s = 0
+        self.assertIn("DEADLINE_EXCEEDED", r.stderr)
+        self.assertIn("stalled", r.stderr)
+        self.assertLess(stalled_after, 8)  # the whole file would take 80 s
 
         r = self.tool("download", "not a repo", "--cache", cache, ok=False)
         self.assertIn("INVALID_ARGUMENT", r.stderr)
