@@ -14,7 +14,7 @@ build_pkgs=(build-essential cmake ninja-build pkg-config git
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libabsl-dev
   prometheus-cpp-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
   libicu-dev libpcre2-dev libboost1.74-dev libssl-dev zlib1g-dev
-  libsentencepiece-dev)
+  libsentencepiece-dev libcurl4-openssl-dev)
 test_pkgs=(libgtest-dev libgmock-dev python3-torch python3-numpy python3-grpcio python3-h2
   python3-protobuf clang-format prometheus nginx docker-compose python3-yaml
   python3-matplotlib python3-setuptools python3-venv
@@ -34,6 +34,10 @@ test_pkgs=(libgtest-dev libgmock-dev python3-torch python3-numpy python3-grpcio 
 # package offline into a test virtual environment; python3-matplotlib runs its example plot.
 # curl drives the HTTP front's tests (tests/http), next to the official
 # OpenAI Node client (tests/http/package.json, installed by npm ci).
+# libcurl4-openssl-dev: the Hugging Face Hub client (server/hub,
+# encoder-hub) does its HTTPS through libcurl, and checks the downloaded
+# files' sha256 with OpenSSL (libssl-dev, above); a program that links it
+# needs libcurl4 at run time (no shipped image does yet).
 # libsentencepiece (-dev to build, 0 at run time) encodes for model
 # directories that ship only a SentencePiece .model (T5's spiece.model,
 # XLM-R's sentencepiece.bpe.model), through the libencoder_spm.so module.
