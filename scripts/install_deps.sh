@@ -7,7 +7,7 @@ mode="${1:-test}"
 
 runtime_pkgs=(libgrpc++1.51 libprotobuf32
   libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libspdlog1.10
-  libicu72 libpcre2-8-0 libssl3 zlib1g libsentencepiece0
+  libicu72 libpcre2-8-0 libssl3 zlib1g libsentencepiece0 libcurl4
   ca-certificates)
 build_pkgs=(build-essential cmake ninja-build pkg-config git
   python3-pip libgrpc++-dev libgrpc-dev
@@ -34,10 +34,10 @@ test_pkgs=(libgtest-dev libgmock-dev python3-torch python3-numpy python3-grpcio 
 # package offline into a test virtual environment; python3-matplotlib runs its example plot.
 # curl drives the HTTP front's tests (tests/http), next to the official
 # OpenAI Node client (tests/http/package.json, installed by npm ci).
-# libcurl4-openssl-dev: the Hugging Face Hub client (server/hub,
-# encoder-hub) does its HTTPS through libcurl, and checks the downloaded
-# files' sha256 with OpenSSL (libssl-dev, above); a program that links it
-# needs libcurl4 at run time (no shipped image does yet).
+# libcurl4-openssl-dev: the Hugging Face Hub client (server/hub: the
+# server's --model-id, encoder-hub) does its HTTPS through libcurl (libcurl4
+# at run time, with ca-certificates), and checks the downloaded files'
+# sha256 with OpenSSL (libssl-dev, above).
 # libsentencepiece (-dev to build, 0 at run time) encodes for model
 # directories that ship only a SentencePiece .model (T5's spiece.model,
 # XLM-R's sentencepiece.bpe.model), through the libencoder_spm.so module.

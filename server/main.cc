@@ -14,6 +14,7 @@
 #include <cctype>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -33,6 +34,7 @@
 #include "server/metrics/prometheus_metrics.h"
 #include "server/model/dtype.h"
 #include "server/model/model_repository.h"
+#include "server/model_ids.h"
 #include "server/precision_flags.h"
 #include "server/runner/cpu_buffer_cache.h"
 #include "server/runner/device_memory.h"
@@ -363,6 +365,57 @@ absl::Status StartHttp(Process& p) {
   return absl::OkStatus();
 }
 
+// Resolves every --model-id (MODEL_ID when none) to a directory, through
+// the Hugging Face cache, and adds it to --model-dir. Readiness says
+// "downloading" meanwhile, and the log has a progress line at most every
+// 2 s per model.
+absl::Status FetchModels(Process& p) {
+  std::vector<std::string> ids = p.flags.model_ids;
+  if (ids.empty()) {
+    const char* env = std::getenv("MODEL_ID");
+    if (env != nullptr && *env != '\0') ids.push_back(env);
+  }
+  encoder::core::Inference* core = p.server->core();
+  for (const std::string& flag : ids) {
+    auto spec = encoder::ParseModelId(flag, p.flags.revision);
+    if (!spec.ok()) return spec.status();
+    encoder::hub::DownloadOptions options;
+    options.cache_dir = p.flags.hub_cache;
+    options.token_file = p.flags.hf_token_file;
+    options.offline = p.flags.hub_offline;
+    const std::string id =
+        spec->repo_id.empty()
+            ? spec->dir
+            : absl::StrCat(spec->repo_id, "@", spec->revision);
+    const absl::Time start = absl::Now();
+    absl::Time last_line = absl::InfinitePast();
+    options.progress = [&](const encoder::hub::DownloadProgress& progress) {
+      const absl::Time now = absl::Now();
+      const std::string line = encoder::DescribeProgress(
+          id, progress, absl::ToDoubleSeconds(now - start));
+      core->SetStartupState("downloading", line);
+      if (now - last_line >= absl::Seconds(2) && progress.total > 0) {
+        spdlog::info("downloading {}", line);
+        last_line = now;
+      }
+    };
+    if (!spec->repo_id.empty()) {
+      core->SetStartupState("downloading", id);
+    }
+    std::string warning;
+    auto dir = encoder::FetchModel(*spec, options, &warning);
+    if (!dir.ok()) return dir.status();
+    if (!warning.empty()) spdlog::warn("{}", warning);
+    if (!spec->repo_id.empty()) {
+      spdlog::info("model {}: {} in {} ({:.1f} s)", spec->name, id, *dir,
+                   absl::ToDoubleSeconds(absl::Now() - start));
+    }
+    p.flags.model_dirs.push_back(absl::StrCat(spec->name, "=", *dir));
+  }
+  core->SetStartupState("loading", "");
+  return absl::OkStatus();
+}
+
 // Reads which models to serve (BuildRepository).
 absl::Status ReadRepository(Process& p) {
   auto repository = encoder::BuildRepository(p.flags);
@@ -551,6 +604,7 @@ int main(int argc, char** argv) {
   if (absl::Status s = ConfigureServer(p); !s.ok()) return Fail(s);
   if (absl::Status s = StartGrpc(p); !s.ok()) return Fail(s);
   if (absl::Status s = StartHttp(p); !s.ok()) return Fail(s);
+  if (absl::Status s = FetchModels(p); !s.ok()) return Fail(s);
   if (absl::Status s = ReadRepository(p); !s.ok()) return Fail(s);
   ConfigureModelHost(p);
   AddResourceReaders(p);

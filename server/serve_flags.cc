@@ -38,6 +38,18 @@ absl::StatusOr<model::Repository> BuildModels(const ServeFlags& f) {
     }
     repo.models.push_back(std::move(spec));
   }
+  if (f.builtin_models) {
+    for (model::ModelSpec& spec : model::BuiltinRepository().models) {
+      for (const auto& existing : repo.models) {
+        if (existing.name == spec.name) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "--builtin-models: a listed model is named \"", spec.name,
+              "\" as a built-in one; rename it (NAME=...)"));
+        }
+      }
+      repo.models.push_back(std::move(spec));
+    }
+  }
   if (repo.default_model.empty()) repo.default_model = repo.models[0].name;
   return repo;
 }
@@ -88,6 +100,29 @@ void DefineModelSourceFlags(CLI::App& app, ServeFlags& f) {
   app.add_option("--model-dir", f.model_dirs,
                  "Hugging Face checkpoint directory, DIR or NAME=DIR "
                  "(repeatable; the name defaults to DIR's base name)");
+  app.add_option("--model-id", f.model_ids,
+                 "Hugging Face Hub model ORG/ID[@REVISION], NAME=ORG/ID to "
+                 "serve it as NAME (default: ORG/ID), or a directory "
+                 "(repeatable; MODEL_ID when none): found in the Hugging "
+                 "Face cache, downloaded into it first unless offline");
+  app.add_option("--revision", f.revision,
+                 "branch, tag or commit of --model-id values that name none "
+                 "(default main)");
+  app.add_option("--huggingface-hub-cache,--hub-cache", f.hub_cache,
+                 "the Hugging Face cache; empty: HF_HUB_CACHE, else "
+                 "HF_HOME/hub, else ~/.cache/huggingface/hub (as "
+                 "huggingface_hub)");
+  app.add_option("--hf-token-file", f.hf_token_file,
+                 "file holding the Hub token for gated or private models; "
+                 "empty: HF_TOKEN, else HF_HOME/token");
+  app.add_flag("--hub-offline", f.hub_offline,
+               "never reach the Hub: --model-id only from the cache (also "
+               "HF_HUB_OFFLINE=1)");
+  app.add_flag("--builtin-models", f.builtin_models,
+               "serve the built-in models (none, sinusoidal, learned, rope, "
+               "alibi, relative) beside the listed ones; they are served "
+               "alone when no model is listed")
+      ->capture_default_str();
   app.add_option("--model-dir-pooling", f.model_dir_pooling,
                  "pooling for --model-dir models: mean | first | max | "
                  "last_token | weighted_mean; empty: the checkpoint's "

@@ -35,8 +35,17 @@ struct ServeFlags {
   std::string http_listen = "auto";
   std::string models;  // repository JSON
   std::vector<std::string> model_dirs;
+  // --model-id values ([NAME=]ORG/ID[@REV] or a directory; model_ids.h),
+  // resolved into model_dirs before BuildRepository; MODEL_ID when none.
+  std::vector<std::string> model_ids;
+  std::string revision;       // for --model-id values without @REV
+  std::string hub_cache;      // empty: HF_HUB_CACHE, HF_HOME/hub, ...
+  std::string hf_token_file;  // empty: HF_TOKEN, then HF_HOME/token
+  bool hub_offline = false;   // also HF_HUB_OFFLINE=1
   std::string model_dir_pooling;
   bool strip_text = false;  // ModelSpec.strip_text for models that omit it
+  // The built-in models beside the listed ones (alone when none is listed).
+  bool builtin_models = false;
   std::string device = "auto";
   int intra_op_threads = 0;  // 0: runner::DefaultIntraOpThreads
   // runner::EnableIntraOpShare: auto | on | off (auto: ShareIntraOpByDefault).

@@ -60,6 +60,17 @@ void Inference::MarkUnhealthy(std::string reason) {
   if (unhealthy_.empty()) unhealthy_ = std::move(reason);
 }
 
+void Inference::SetStartupState(std::string state, std::string detail) {
+  absl::MutexLock lock(&unhealthy_mu_);
+  startup_state_ = std::move(state);
+  startup_detail_ = std::move(detail);
+}
+
+std::pair<std::string, std::string> Inference::startup_state() const {
+  absl::MutexLock lock(&unhealthy_mu_);
+  return {startup_state_, startup_detail_};
+}
+
 std::string Inference::unhealthy() const {
   absl::MutexLock lock(&unhealthy_mu_);
   return unhealthy_;

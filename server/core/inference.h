@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -91,6 +92,12 @@ class Inference {
   // From now on new calls fail with UNAVAILABLE; accepted ones go on.
   void StartDraining() { draining_.store(true); }
   bool draining() const { return draining_.load(); }
+
+  // What start-up is doing before the models are set: "downloading" (with
+  // `detail`: which model, how far) or "loading" (the default). Readiness
+  // reports it until SetHost.
+  void SetStartupState(std::string state, std::string detail);
+  std::pair<std::string, std::string> startup_state() const;
 
   // The process can no longer serve as it should (a port stopped
   // accepting): calls go on, but health and readiness say so from now on.
@@ -177,6 +184,8 @@ class Inference {
   std::atomic<bool> draining_{false};
   mutable absl::Mutex unhealthy_mu_;
   std::string unhealthy_ ABSL_GUARDED_BY(unhealthy_mu_);
+  std::string startup_state_ ABSL_GUARDED_BY(unhealthy_mu_) = "loading";
+  std::string startup_detail_ ABSL_GUARDED_BY(unhealthy_mu_);
   mutable UnreadResponses unread_;
   // Diagnose calls waiting or running (on the models' batchers), at most
   // diagnose_limits_.max_pending.

@@ -521,13 +521,22 @@ class HttpFront::Handlers {
     x->Respond(JsonResponse(200, {{"status", "ok"}}));
   }
 
+  // {"status": "loading" | "downloading", "detail": ...} before the models
+  // are served.
+  json StartupState() const {
+    auto [state, detail] = core_->startup_state();
+    json out = {{"status", state}};
+    if (!detail.empty()) out["detail"] = detail;
+    return out;
+  }
+
   void Ready(const X& x, const std::string* model) {
     if (absl::Status auth = Authenticate(x->request(), true); !auth.ok()) {
       return x->Respond(ErrorResponse(auth));
     }
     const runner::ModelCatalog* host = core_->host();
     if (host == nullptr) {
-      return x->Respond(JsonResponse(503, {{"status", "loading"}}));
+      return x->Respond(JsonResponse(503, StartupState()));
     }
     if (core_->draining()) {
       return x->Respond(JsonResponse(503, {{"status", "draining"}}));
@@ -567,7 +576,7 @@ class HttpFront::Handlers {
           {"protobuf", options_.protobuf_version},
           {"boost", BoostVersion()}}},
         {"state", core_->host() == nullptr
-                      ? "loading"
+                      ? core_->startup_state().first
                       : (core_->draining() ? "draining" : "ready")},
         {"limits",
          {{"max_inputs_per_request", limits.max_inputs_per_request},

@@ -101,6 +101,22 @@ absl::StatusOr<std::string> Download(absl::string_view repo_id,
                                      const DownloadOptions& options = {},
                                      const EnvLookup& env = ProcessEnv());
 
+// Lays out the model directory `dir` (as a package or a copy ships it) in
+// the cache as `repo_id` at `revision` (a branch or tag; default main), so
+// that ResolveCached, the server's --model-id and huggingface_hub's
+// local_files_only reads find it without the network. The files a model
+// needs (SelectModelFiles) become blobs named by the etags the Hub gives
+// such files (sha256 for what its default .gitattributes stores in LFS or
+// files of 10 MiB and more, the git blob sha1 otherwise), so the blobs of
+// byte-identical files are the ones a later download would fetch. No Hub
+// commit is known: the snapshot is named by a sha1 over the file paths and
+// etags. ALREADY_EXISTS when the revision's ref names another commit (the
+// cache holds that revision already); the snapshot directory otherwise.
+absl::StatusOr<std::string> ImportDirectory(
+    absl::string_view dir, absl::string_view repo_id,
+    absl::string_view revision, absl::string_view cache_dir = "",
+    const EnvLookup& env = ProcessEnv());
+
 }  // namespace encoder::hub
 
 #endif  // ENCODER_SERVER_HUB_HUB_H_

@@ -1,6 +1,7 @@
 // The cache layout and ResolveCached: everything that needs no network.
 #include <dirent.h>
 #include <fcntl.h>
+#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -147,17 +148,9 @@ bool Exists(const std::string& path) {
   return stat(path.c_str(), &st) == 0;
 }
 
-}  // namespace internal
-
-namespace {
-
-using internal::Exists;
-using internal::RepoLayout;
-using nlohmann::json;
-
 // Every entry under `dir` (relative paths), directories descended into.
-void ListTree(const std::string& dir, const std::string& prefix,
-              std::vector<std::string>* out) {
+static void ListTree(const std::string& dir, const std::string& prefix,
+                     std::vector<std::string>* out) {
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return;
   while (const dirent* e = readdir(d)) {
@@ -175,6 +168,78 @@ void ListTree(const std::string& dir, const std::string& prefix,
   closedir(d);
 }
 
+std::vector<std::string> ListFiles(const std::string& dir) {
+  std::vector<std::string> out;
+  ListTree(dir, "", &out);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+BlobHasher::Kind BlobHasher::ForEtag(const std::string& etag, int64_t size) {
+  if (IsSha256Hex(etag)) return kSha256;
+  if (IsCommitHash(etag) && size >= 0) return kGitSha1;
+  return kNone;
+}
+
+BlobHasher::BlobHasher(Kind kind, int64_t size) : kind_(kind) {
+  if (kind_ == kGitSha1) {
+    git_header_ = absl::StrCat("blob ", size, std::string(1, '\0'));
+  }
+  Reset();
+}
+
+BlobHasher::~BlobHasher() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_)); }
+
+const char* BlobHasher::name() const {
+  switch (kind_) {
+    case kSha256:
+      return "sha256";
+    case kGitSha1:
+      return "git blob sha1";
+    case kSha1:
+      return "sha1";
+    case kNone:
+      break;
+  }
+  return "none";
+}
+
+void BlobHasher::Reset() {
+  if (kind_ == kNone) return;
+  if (ctx_ == nullptr) ctx_ = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_),
+                    kind_ == kSha256 ? EVP_sha256() : EVP_sha1(), nullptr);
+  Update(git_header_.data(), git_header_.size());
+}
+
+void BlobHasher::Update(const char* data, size_t n) {
+  if (kind_ != kNone && n > 0) {
+    EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(ctx_), data, n);
+  }
+}
+
+std::string BlobHasher::HexDigest() {
+  if (kind_ == kNone) return "";
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(ctx_), digest, &len);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned int i = 0; i < len; ++i) {
+    hex += kHex[digest[i] >> 4];
+    hex += kHex[digest[i] & 15];
+  }
+  return hex;
+}
+
+}  // namespace internal
+
+namespace {
+
+using internal::Exists;
+using internal::RepoLayout;
+using nlohmann::json;
+
 bool IsTokenizerName(absl::string_view base) {
   return base == "tokenizer.json" || base == "vocab.txt" ||
          base == "vocab.json" ||
@@ -183,8 +248,8 @@ bool IsTokenizerName(absl::string_view base) {
 
 // What the snapshot lacks for the server to load it.
 std::vector<std::string> MissingModelFiles(const std::string& snapshot) {
-  std::vector<std::string> missing, entries;
-  ListTree(snapshot, "", &entries);
+  std::vector<std::string> missing;
+  const std::vector<std::string> entries = internal::ListFiles(snapshot);
   // The directories where weights and tokenizers may be: the root and the
   // sentence-transformers modules'.
   std::vector<std::string> dirs = {""};

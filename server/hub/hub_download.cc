@@ -1,7 +1,6 @@
 // Download: the model info, each file's metadata (HEAD), the blobs, the
 // snapshot links and the ref, in that order.
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -104,56 +103,6 @@ class BlobLock {
  private:
   explicit BlobLock(int fd) : fd_(fd) {}
   int fd_;
-};
-
-// The digest a blob's etag is: sha256 of the bytes for an LFS file (64
-// hex), git's blob sha1 ("blob <size>\0" then the bytes) for a regular one
-// (40 hex). Other etags are not checked.
-class BlobHasher {
- public:
-  BlobHasher(const std::string& etag, int64_t size) {
-    if (IsSha256Hex(etag)) {
-      md_ = EVP_sha256();
-    } else if (IsCommitHash(etag) && size >= 0) {
-      md_ = EVP_sha1();
-      git_header_ = absl::StrCat("blob ", size, std::string(1, '\0'));
-    }
-    Reset();
-  }
-  ~BlobHasher() { EVP_MD_CTX_free(ctx_); }
-  BlobHasher(const BlobHasher&) = delete;
-  BlobHasher& operator=(const BlobHasher&) = delete;
-
-  bool checks() const { return md_ != nullptr; }
-  const char* name() const {
-    return git_header_.empty() ? "sha256" : "git blob sha1";
-  }
-  void Reset() {
-    if (md_ == nullptr) return;
-    if (ctx_ == nullptr) ctx_ = EVP_MD_CTX_new();
-    EVP_DigestInit_ex(ctx_, md_, nullptr);
-    Update(git_header_.data(), git_header_.size());
-  }
-  void Update(const char* data, size_t n) {
-    if (md_ != nullptr && n > 0) EVP_DigestUpdate(ctx_, data, n);
-  }
-  std::string HexDigest() {
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    EVP_DigestFinal_ex(ctx_, digest, &len);
-    static constexpr char kHex[] = "0123456789abcdef";
-    std::string hex;
-    for (unsigned int i = 0; i < len; ++i) {
-      hex += kHex[digest[i] >> 4];
-      hex += kHex[digest[i] & 15];
-    }
-    return hex;
-  }
-
- private:
-  const EVP_MD* md_ = nullptr;
-  EVP_MD_CTX* ctx_ = nullptr;
-  std::string git_header_;
 };
 
 absl::StatusOr<int64_t> ParseSize(const std::string& text) {
@@ -439,7 +388,8 @@ absl::Status Session::FetchBlob(const FilePlan& plan) {
     return ErrnoStatus(errno, absl::StrCat("cannot stat ", incomplete));
   }
   int64_t have = st.st_size;
-  BlobHasher hasher(plan.etag, plan.size);
+  internal::BlobHasher hasher(
+      internal::BlobHasher::ForEtag(plan.etag, plan.size), plan.size);
   const auto restart = [&]() -> absl::Status {
     if (ftruncate(fd.get(), 0) != 0 || lseek(fd.get(), 0, SEEK_SET) != 0) {
       return ErrnoStatus(errno, absl::StrCat("cannot truncate ", incomplete));

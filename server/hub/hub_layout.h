@@ -3,7 +3,9 @@
 #ifndef ENCODER_SERVER_HUB_HUB_LAYOUT_H_
 #define ENCODER_SERVER_HUB_HUB_LAYOUT_H_
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -47,6 +49,38 @@ absl::StatusOr<std::string> ReadFile(const std::string& path);
 
 // stat(2) succeeds (a link is followed: false for a dangling link).
 bool Exists(const std::string& path);
+
+// Every file under `dir`, as '/'-separated paths relative to it
+// (directories descended into; links listed as files). Empty when `dir`
+// cannot be read.
+std::vector<std::string> ListFiles(const std::string& dir);
+
+// The digest a blob's etag is: sha256 of the bytes for an LFS file (64
+// hex), git's blob sha1 ("blob <size>\0" then the bytes) for a regular
+// one (40 hex); plain sha1 for other uses.
+class BlobHasher {
+ public:
+  enum Kind { kNone, kSha256, kGitSha1, kSha1 };
+  // kSha256 for a 64-hex etag, kGitSha1 for a 40-hex one of a file whose
+  // size is known; kNone (nothing checked) for others.
+  static Kind ForEtag(const std::string& etag, int64_t size);
+
+  BlobHasher(Kind kind, int64_t size);
+  ~BlobHasher();
+  BlobHasher(const BlobHasher&) = delete;
+  BlobHasher& operator=(const BlobHasher&) = delete;
+
+  bool checks() const { return kind_ != kNone; }
+  const char* name() const;
+  void Reset();
+  void Update(const char* data, size_t n);
+  std::string HexDigest();
+
+ private:
+  Kind kind_;
+  void* ctx_ = nullptr;  // EVP_MD_CTX
+  std::string git_header_;
+};
 
 }  // namespace encoder::hub::internal
 

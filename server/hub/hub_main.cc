@@ -99,7 +99,17 @@ int main(int argc, char** argv) {
       "env",
       "print the cache, endpoint, offline switch and token file the "
       "environment gives, as JSON");
-  for (CLI::App* sub : {download, resolve}) {
+  CLI::App* import = app.add_subcommand(
+      "import",
+      "lay out a model directory (as a package ships it) in the cache as "
+      "ORG/NAME[@BRANCH], so that --model-id ORG/NAME finds it offline; "
+      "prints its snapshot directory (exit 3 when the cache already holds "
+      "that revision)");
+  std::string import_dir;
+  import->add_option("dir", import_dir, "the model directory")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  for (CLI::App* sub : {download, resolve, import}) {
     sub->add_option("model", spec, "ORG/NAME or ORG/NAME@REVISION")->required();
     sub->add_option("--cache", cache,
                     "the hub cache (default: $HF_HUB_CACHE, else "
@@ -169,6 +179,14 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::string> snapshot;
   if (resolve->parsed()) {
     snapshot = encoder::hub::ResolveCached(ref->repo_id, ref->revision, cache);
+  } else if (import->parsed()) {
+    snapshot = encoder::hub::ImportDirectory(import_dir, ref->repo_id,
+                                             ref->revision, cache);
+    if (absl::IsAlreadyExists(snapshot.status())) {
+      std::fprintf(stderr, "%s\n",
+                   std::string(snapshot.status().message()).c_str());
+      return 3;
+    }
   } else {
     if (!quiet) options.progress = ProgressLine(progress_interval_s);
     snapshot = encoder::hub::Download(ref->repo_id, ref->revision, options);

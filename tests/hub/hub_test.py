@@ -27,7 +27,12 @@ user's would.
   e. two downloads at once into one empty cache: both succeed and the
      file is fetched once; a lock held by Python's filelock (what
      huggingface_hub locks with) holds encoder-hub off;
-  f. a branch writes refs/<branch>; a commit hash resolves without refs.
+  f. a branch writes refs/<branch>; a commit hash resolves without refs;
+  g. encoder-hub import lays a directory out under the Hub's etags (sha256
+     for LFS files, git blob sha1 for others); huggingface_hub finds it
+     offline; a later download moves refs/main to the Hub's commit without
+     fetching any file's bytes; importing over another revision's ref is
+     refused (exit 3).
 
 Also prints the loopback download rate of a 200 MB LFS file (not asserted).
 
@@ -582,6 +587,66 @@ class HubTest(unittest.TestCase):
                       ok=False)
         self.assertIn("NOT_FOUND", r.stderr)
         self.assertIn("refs/main", r.stderr)
+
+    # -- import -----------------------------------------------------------
+    def test_g_import_then_download_reuses_the_blobs(self):
+        """encoder-hub import lays a directory out under the etags the Hub
+        gives its files; huggingface_hub finds it offline; a later online
+        download of the same repository moves refs/main to the Hub's
+        commit and fetches no file's bytes again."""
+        cache = self.cache("g")
+        source = os.path.join(self.tmp, "import-source")
+        shutil.rmtree(source, ignore_errors=True)
+        files = self.files["acme/tiny-encoder"]
+        for path, data in files.items():
+            full = os.path.join(source, *path.split("/"))
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+            with open(full, "wb") as f:
+                f.write(data)
+        r = self.tool("import", source, "acme/tiny-encoder", "--cache", cache)
+        snapshot = r.stdout.strip()
+        repo_dir = self.repo_dir(cache, "acme/tiny-encoder")
+        self.assert_no_partial_links(os.path.join(repo_dir, "snapshots"))
+        # The blobs' names: sha256 for the LFS weights, git's blob sha1 for
+        # the rest, as the stand-in (and the Hub) give their etags; no
+        # pickle or ONNX file is imported.
+        blobs = set(os.listdir(os.path.join(repo_dir, "blobs")))
+        imported = snapshot_files(snapshot)
+        self.assertIn("model.safetensors", imported)
+        self.assertNotIn("pytorch_model.bin", imported)
+        self.assertNotIn("onnx/model.onnx", imported)
+        for path in imported:
+            data = files[path]
+            want = (hashlib.sha256(data).hexdigest()
+                    if path.endswith(".safetensors")
+                    else fake_hub.git_blob_sha1(data))
+            self.assertIn(want, blobs, path)
+        commit = os.path.basename(snapshot)
+        self.assertNotEqual(commit, self.tiny_commit)
+        found = self.python("""
+            import json
+            from huggingface_hub import snapshot_download
+            print(json.dumps(snapshot_download(
+                "acme/tiny-encoder", cache_dir=%r, local_files_only=True)))
+            """ % cache, self.env(HF_HUB_OFFLINE="1"))
+        self.assertEqual(found, snapshot)
+        # Imported again: the same commit. Over another revision's ref:
+        # refused with exit 3, the ref unchanged.
+        r = self.tool("import", source, "acme/tiny-encoder", "--cache", cache)
+        self.assertEqual(r.stdout.strip(), snapshot)
+        before = len(self.hub.log)
+        self.tool("download", "acme/tiny-encoder", "--cache", cache)
+        with open(os.path.join(repo_dir, "refs", "main")) as f:
+            self.assertEqual(f.read(), self.tiny_commit)
+        gets = [e for e in self.hub.log[before:] if e["method"] == "GET"
+                and ("/resolve/" in e["path"] or e["server"] == "storage")]
+        self.assertEqual(gets, [], "bytes fetched again")
+        r = self.tool("import", source, "acme/tiny-encoder", "--cache", cache,
+                      ok=False)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn("already", r.stderr)
+        with open(os.path.join(repo_dir, "refs", "main")) as f:
+            self.assertEqual(f.read(), self.tiny_commit)
 
     # -- rate -------------------------------------------------------------
     def test_z_loopback_rate(self):

@@ -30,7 +30,7 @@ class ServerProcess:
     Files (ready file, log) go to `directory`, or to a temporary directory
     of its own that stop() removes."""
 
-    def __init__(self, binary, directory=None, extra_args=()):
+    def __init__(self, binary, directory=None, extra_args=(), env=None):
         self._own_dir = None
         if directory is None:
             self._own_dir = tempfile.TemporaryDirectory(prefix="encoder-it-")
@@ -43,7 +43,7 @@ class ServerProcess:
         self.process = subprocess.Popen(
             [binary, "--listen=127.0.0.1:0",
              f"--ready-file={self.ready_file}", *extra_args],
-            stdout=self.log, stderr=subprocess.STDOUT)
+            stdout=self.log, stderr=subprocess.STDOUT, env=env)
         self.port = None
 
     def wait_ready(self, timeout_s):

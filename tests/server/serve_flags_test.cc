@@ -68,6 +68,27 @@ TEST(ServeFlags, HttpPortIsOnByDefault) {
   EXPECT_EQ(Parse({"--http-listen=off"}).http_listen, "off");
 }
 
+TEST(ServeFlags, BuiltinModelsBesideTheListedOnes) {
+  const size_t builtins = model::BuiltinRepository().models.size();
+  ServeFlags alone = Parse({"--model-dir=m=/nonexistent/dir"});
+  auto listed = BuildRepository(alone);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->models.size(), 1u);
+  ServeFlags beside =
+      Parse({"--model-dir=m=/nonexistent/dir", "--builtin-models"});
+  auto both = BuildRepository(beside);
+  ASSERT_TRUE(both.ok()) << both.status();
+  ASSERT_EQ(both->models.size(), 1 + builtins);
+  EXPECT_EQ(both->models[0].name, "m");
+  EXPECT_EQ(both->default_model, "m");  // the listed model stays default
+  ServeFlags clash = Parse({"--model-dir=rope=/dir", "--builtin-models"});
+  auto refused = BuildRepository(clash);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(refused.status().message()).find("\"rope\""),
+            std::string::npos)
+      << refused.status();
+}
+
 TEST(ServeFlags, EachFlagSetsItsStructField) {
   const ServeFlags f = Parse({"--listen=0.0.0.0:9000",
                               "--max-batch-sequences=7",
