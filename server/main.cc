@@ -150,6 +150,8 @@ namespace {
 // start-up order, so they are destroyed in the reverse order.
 struct Process {
   encoder::ServeFlags flags;
+  // Lines about the command line to log once logging is set up.
+  std::vector<std::string> flag_notes;
   encoder::SecurityFlags security;
   encoder::PrecisionFlags precision;
   sigset_t signals{};
@@ -192,8 +194,11 @@ std::optional<int> ParseFlags(int argc, char** argv, Process& p) {
       "ENCODER_MAX_BATCH_TOKENS=8192 for --max-batch-tokens); the command "
       "line wins.");
   CLI11_PARSE(app, argc, argv);
-  p.flags.http_listen =
-      encoder::ResolveHttpListen(p.flags.http_listen, p.flags.server.listen);
+  if (absl::Status s = encoder::FinishServeFlags(p.flags, &p.flag_notes);
+      !s.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+    return 2;
+  }
   return std::nullopt;
 }
 
@@ -381,6 +386,7 @@ absl::Status FetchModels(Process& p) {
     if (!spec.ok()) return spec.status();
     encoder::hub::DownloadOptions options;
     options.cache_dir = p.flags.hub_cache;
+    options.token = p.flags.tei.hf_token;
     options.token_file = p.flags.hf_token_file;
     options.offline = p.flags.hub_offline;
     const std::string id =
@@ -598,6 +604,7 @@ int main(int argc, char** argv) {
   }
   BlockSignals(p);
   ConfigureLogging(p.flags);
+  for (const std::string& note : p.flag_notes) spdlog::warn("{}", note);
   RaiseDescriptorLimits();
   if (absl::Status s = ConfigureCompute(p); !s.ok()) return Fail(s);
   CreateMetrics(p);

@@ -21,6 +21,10 @@ void DefineSecurityFlags(CLI::App& app, SecurityFlags& f) {
                  "how often the TLS files are checked for changes; changed "
                  "files serve new handshakes without a restart")
       ->capture_default_str();
+  app.add_option("--api-key", f.api_key,
+                 "one bearer token (text-embeddings-inference's flag; prefer "
+                 "--auth-token-file: a flag's value shows in the process "
+                 "list, and SIGHUP cannot change it)");
   app.add_option("--auth-token-file", f.auth_token_file,
                  "file of accepted bearer tokens, one a line; calls need "
                  "`authorization: Bearer <token>` metadata, else "
@@ -35,7 +39,8 @@ void DefineSecurityFlags(CLI::App& app, SecurityFlags& f) {
                  "HOST:PORT of an extra plaintext port serving only "
                  "grpc.health.v1, for probes that cannot speak TLS (the "
                  "kubelet's); empty: none");
-  app.add_option("--http-address,--metrics-address", f.metrics_address,
+  app.add_option("--http-address,--metrics-address,--hostname",
+                 f.metrics_address,
                  "host the HTTP port binds when --http-listen gives none "
                  "(\":8080\")")
       ->capture_default_str();
@@ -53,7 +58,7 @@ void DefineSecurityFlags(CLI::App& app, SecurityFlags& f) {
                  "queue")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  app.add_option("--http-max-body-bytes", f.http_max_body_bytes,
+  app.add_option("--http-max-body-bytes,--payload-limit", f.http_max_body_bytes,
                  "largest HTTP request body, counted as it arrives (chunked "
                  "or not); larger ones get 413 and the connection closes")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 31))
@@ -89,13 +94,22 @@ absl::Status ApplySecurityFlags(
     std::unique_ptr<auth::TokenAuthenticator>* tokens) {
   ASSIGN_OR_RETURN(auto credentials, service::MakeServerCredentials(flags.tls));
   options->credentials = std::move(credentials);
+  if (!flags.auth_token_file.empty() && !flags.api_key.empty()) {
+    return absl::InvalidArgumentError(
+        "--api-key and --auth-token-file: give one");
+  }
   if (!flags.auth_token_file.empty()) {
     ASSIGN_OR_RETURN(auto loaded,
                      auth::TokenAuthenticator::FromFile(flags.auth_token_file));
     *tokens = std::move(loaded);
     options->tokens = tokens->get();
+  } else if (!flags.api_key.empty()) {
+    *tokens = std::make_unique<auth::TokenAuthenticator>(
+        std::vector<std::string>{flags.api_key});
+    options->tokens = tokens->get();
   } else if (flags.auth_health) {
-    return absl::InvalidArgumentError("--auth-health needs --auth-token-file");
+    return absl::InvalidArgumentError(
+        "--auth-health needs --auth-token-file or --api-key");
   }
   options->auth_health = flags.auth_health;
   options->reflection = flags.reflection;

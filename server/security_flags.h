@@ -20,6 +20,7 @@ namespace encoder {
 struct SecurityFlags {
   service::TlsFiles tls;
   std::string auth_token_file;
+  std::string api_key;  // --api-key: one token (TEI's flag)
   bool auth_health = false;
   bool reflection = true;
   std::string health_listen;

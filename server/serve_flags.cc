@@ -5,7 +5,9 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "server/common/status_macros.h"
 
@@ -66,11 +68,106 @@ std::string ResolveHttpListen(const std::string& http_listen,
   return free_port ? ":0" : ":8080";
 }
 
+namespace {
+
+// --served-model-name, --model-alias and --strict-model-names.
+absl::Status ApplyNames(const ServeFlags& f, model::Repository* repo) {
+  auto served = [&](const std::string& name) {
+    for (const auto& m : repo->models) {
+      if (m.name == name) return true;
+    }
+    return false;
+  };
+  if (!f.served_model_name.empty()) {
+    model::ModelSpec& first = repo->models.front();
+    if (served(f.served_model_name) && first.name != f.served_model_name) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--served-model-name \"", f.served_model_name,
+                       "\": another model has that name"));
+    }
+    if (first.name != f.served_model_name) {
+      repo->aliases[first.name] = f.served_model_name;
+      if (repo->default_model == first.name) {
+        repo->default_model = f.served_model_name;
+      }
+      first.name = f.served_model_name;
+    }
+  }
+  for (const std::string& flag : f.model_aliases) {
+    const size_t eq = flag.find('=');
+    const std::string alias = flag.substr(0, eq);
+    const std::string name =
+        eq == std::string::npos ? std::string() : flag.substr(eq + 1);
+    if (alias.empty() || name.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--model-alias \"", flag, "\": give ALIAS=MODEL"));
+    }
+    if (!served(name)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--model-alias \"", flag, "\": no model is named \"", name, "\""));
+    }
+    if (served(alias)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--model-alias \"", flag, "\": a model is named \"", alias, "\""));
+    }
+    repo->aliases[alias] = name;
+  }
+  repo->strict_names = f.strict_model_names;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status FinishServeFlags(ServeFlags& f, std::vector<std::string>* notes) {
+  if (!f.tei.refused.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("not served here: ", absl::StrJoin(f.tei.refused, "; "),
+                     " (docs/migrating-from-tei.md)"));
+  }
+  for (const std::string& note : f.tei.no_effect) notes->push_back(note);
+  if (f.tei.port >= 0) {
+    if (f.http_listen != "auto") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--port ", f.tei.port, " and --http-listen=", f.http_listen,
+          " both set the HTTP port; give one"));
+    }
+    f.http_listen = absl::StrCat(":", f.tei.port);
+  }
+  if (f.tei.json_output) f.log_format = "json";
+  if (!f.tei.auto_truncate.empty()) {
+    const std::string v = absl::AsciiStrToLower(f.tei.auto_truncate);
+    if (v != "true" && v != "false") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--auto-truncate=", f.tei.auto_truncate, ": true or false"));
+    }
+    // TEI's switch is the server's default for inputs past the length.
+    f.server.long_input = v == "true" ? "truncate" : "refuse";
+  }
+  if (!f.tei_pooling.empty()) {
+    if (!f.model_dir_pooling.empty()) {
+      return absl::InvalidArgumentError(
+          "--pooling and --model-dir-pooling: give one");
+    }
+    if (f.tei_pooling == "splade") {
+      return absl::InvalidArgumentError(
+          "--pooling splade: a SPLADE model is served from its "
+          "sentence-transformers SpladePooling module or as a *ForMaskedLM "
+          "(EmbedSparse, /embed_sparse), not by a pooling override");
+    }
+    f.model_dir_pooling = f.tei_pooling == "cls"          ? "first"
+                          : f.tei_pooling == "last-token" ? "last_token"
+                                                          : f.tei_pooling;
+  }
+  f.http_listen = ResolveHttpListen(f.http_listen, f.server.listen);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<model::Repository> BuildRepository(const ServeFlags& f) {
   ASSIGN_OR_RETURN(model::Repository repo, BuildModels(f));
   for (model::ModelSpec& spec : repo.models) {
     if (!spec.strip_text.has_value()) spec.strip_text = f.strip_text;
   }
+  RETURN_IF_ERROR(ApplyNames(f, &repo));
   return repo;
 }
 
@@ -118,6 +215,17 @@ void DefineModelSourceFlags(CLI::App& app, ServeFlags& f) {
   app.add_flag("--hub-offline", f.hub_offline,
                "never reach the Hub: --model-id only from the cache (also "
                "HF_HUB_OFFLINE=1)");
+  app.add_option("--served-model-name", f.served_model_name,
+                 "the name the first listed model is served under (its own "
+                 "name stays an alias), as text-embeddings-inference's flag");
+  app.add_option("--model-alias", f.model_aliases,
+                 "ALIAS=MODEL: another name requests may give MODEL "
+                 "(repeatable)");
+  app.add_flag("--strict-model-names", f.strict_model_names,
+               "refuse a request naming no served model or alias even when "
+               "one model is served (without it a lone model answers every "
+               "name, as text-embeddings-inference does)")
+      ->capture_default_str();
   app.add_flag("--builtin-models", f.builtin_models,
                "serve the built-in models (none, sinusoidal, learned, rope, "
                "alibi, relative) beside the listed ones; they are served "
@@ -198,8 +306,8 @@ void DefineLimitFlags(CLI::App& app, ServeFlags& f) {
                  "largest response; larger ones are refused before compute "
                  "with RESOURCE_EXHAUSTED")
       ->capture_default_str();
-  app.add_option("--max-inputs-per-request", f.server.max_inputs_per_request,
-                 "inputs per Embed request")
+  app.add_option("--max-inputs-per-request,--max-client-batch-size",
+                 f.server.max_inputs_per_request, "inputs per Embed request")
       ->capture_default_str();
   app.add_option("--max-chunks-per-input", f.server.max_chunks_per_input,
                  "windows one input may be embedded in when a request chunks "
@@ -264,7 +372,8 @@ void DefineLimitFlags(CLI::App& app, ServeFlags& f) {
 
 // How sequences are batched and queued (runner::HostOptions::batching).
 void DefineBatchingFlags(CLI::App& app, ServeFlags& f) {
-  app.add_option("--max-batch-sequences", f.host.batching.max_batch_sequences,
+  app.add_option("--max-batch-sequences,--max-batch-requests",
+                 f.host.batching.max_batch_sequences,
                  "sequences per forward pass")
       ->capture_default_str();
   app.add_option("--max-batch-tokens", f.host.batching.max_batch_tokens,
@@ -291,7 +400,8 @@ void DefineBatchingFlags(CLI::App& app, ServeFlags& f) {
       ->check(CLI::NonNegativeNumber)
       ->default_str(std::to_string(
           absl::ToInt64Milliseconds(f.host.batching.max_batch_time)));
-  app.add_option("--max-queued-sequences", f.host.batching.max_queued_sequences,
+  app.add_option("--max-queued-sequences,--max-concurrent-requests",
+                 f.host.batching.max_queued_sequences,
                  "queued sequences per model beyond which calls fail at once "
                  "with RESOURCE_EXHAUSTED")
       ->capture_default_str();
@@ -385,6 +495,81 @@ void DefineStartupFlags(CLI::App& app, ServeFlags& f) {
 }
 
 // Log level, format and rate limit, and the request id length.
+// text-embeddings-inference's flags under their own names: those that map
+// onto this server's, those accepted without effect, and those refused by
+// name (docs/migrating-from-tei.md lists each).
+void DefineTeiFlags(CLI::App& app, ServeFlags& f) {
+  app.add_option("--port,-p", f.tei.port,
+                 "text-embeddings-inference's HTTP port: --http-listen=:PORT "
+                 "(on --http-address / --hostname)")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--hf-token,--hf-api-token", f.tei.hf_token,
+                 "the Hub token for gated or private models (prefer HF_TOKEN "
+                 "or --hf-token-file: a flag's value shows in the process "
+                 "list)");
+  app.add_flag("--json-output", f.tei.json_output,
+               "text-embeddings-inference's JSON logs: --log-format=json");
+  app.add_flag("--auto-truncate{true}", f.tei.auto_truncate,
+               "text-embeddings-inference's switch, as --long-input: true "
+               "truncates inputs past the model's length when a request "
+               "names no policy, false refuses them");
+  app.add_option("--pooling", f.tei_pooling,
+                 "text-embeddings-inference's pooling override for the "
+                 "listed models: cls, mean, last-token (as "
+                 "--model-dir-pooling first, mean, last_token); splade is "
+                 "refused (SPLADE models are served as such)")
+      ->check(CLI::IsMember({"cls", "mean", "last-token", "splade"}));
+  struct Ignored {
+    const char* flag;
+    const char* why;
+  };
+  static constexpr Ignored kNoEffect[] = {
+      {"--tokenization-workers",
+       "tokenizing runs on the threads that take each request"},
+      {"--uds-path", "there is no Python backend to talk to"},
+      {"--disable-spans", "log lines carry no span context"},
+      {"--prometheus-port",
+       "metrics are served at /metrics on the HTTP port (as in "
+       "text-embeddings-inference's HTTP builds)"},
+  };
+  for (const Ignored& ignored : kNoEffect) {
+    app.add_option_function<std::string>(
+           ignored.flag,
+           [&f, ignored](const std::string& value) {
+             f.tei.no_effect.push_back(absl::StrCat(
+                 ignored.flag, " ", value, " has no effect: ", ignored.why));
+           },
+           absl::StrCat("accepted for text-embeddings-inference's command "
+                        "line; no effect: ",
+                        ignored.why))
+        ->expected(0, 1);
+  }
+  static constexpr Ignored kRefused[] = {
+      {"--otlp-endpoint", "OpenTelemetry export is not built in"},
+      {"--otlp-service-name", "OpenTelemetry export is not built in"},
+      {"--cors-allow-origin", "the HTTP port sends no CORS headers"},
+      {"--dense-path",
+       "Dense modules are those modules.json lists; serve another as its "
+       "own directory"},
+      {"--default-prompt-name",
+       "give the model's \"default_prompt_name\" in a repository entry"},
+      {"--default-prompt",
+       "give the model's \"prompts\" and \"default_prompt_name\" in a "
+       "repository entry"},
+  };
+  for (const Ignored& refused : kRefused) {
+    app.add_option_function<std::string>(
+           refused.flag,
+           [&f, refused](const std::string&) {
+             f.tei.refused.push_back(
+                 absl::StrCat(refused.flag, " (", refused.why, ")"));
+           },
+           absl::StrCat("text-embeddings-inference's flag, refused here: ",
+                        refused.why))
+        ->expected(0, 1);
+  }
+}
+
 void DefineLoggingFlags(CLI::App& app, ServeFlags& f) {
   app.add_option("--log-level", f.log_level,
                  "trace | debug | info | warn | error")
@@ -428,6 +613,7 @@ void DefineServeFlags(CLI::App& app, ServeFlags& f) {
   DefineForwardFlags(app, f);
   DefineStartupFlags(app, f);
   DefineLoggingFlags(app, f);
+  DefineTeiFlags(app, f);
 }
 
 // Every option can also come from ENCODER_<NAME>, the long name upper-cased

@@ -46,6 +46,24 @@ struct ServeFlags {
   bool strip_text = false;  // ModelSpec.strip_text for models that omit it
   // The built-in models beside the listed ones (alone when none is listed).
   bool builtin_models = false;
+  // The first listed model's served name (its own stays an alias).
+  std::string served_model_name;
+  std::vector<std::string> model_aliases;  // ALIAS=NAME
+  bool strict_model_names = false;         // Repository.strict_names
+
+  // text-embeddings-inference's own flag names (DefineTeiFlags), resolved
+  // by FinishServeFlags.
+  struct Tei {
+    int port = -1;              // --port / -p: the HTTP port
+    std::string hf_token;       // --hf-token, --hf-api-token
+    bool json_output = false;   // --json-output: --log-format=json
+    std::string auto_truncate;  // --auto-truncate[=BOOL]
+    // Accepted, of no effect here (FinishServeFlags notes which).
+    std::vector<std::string> no_effect;
+    // Given, but not served: refused by name.
+    std::vector<std::string> refused;
+  } tei;
+  std::string tei_pooling;  // --pooling (TEI's names): model_dir_pooling
   std::string device = "auto";
   int intra_op_threads = 0;  // 0: runner::DefaultIntraOpThreads
   // runner::EnableIntraOpShare: auto | on | off (auto: ShareIntraOpByDefault).
@@ -79,6 +97,14 @@ void AddEnvironmentNames(CLI::App& app);
 // else as given.
 std::string ResolveHttpListen(const std::string& http_listen,
                               const std::string& grpc_listen);
+
+// Settles what the command line leaves to after parsing: TEI's --port
+// (into --http-listen, which must then be auto), --json-output, --pooling
+// and --auto-truncate in this server's terms, and the TEI flags that are
+// not served (INVALID_ARGUMENT naming them). `notes` gets a line per TEI
+// flag accepted without effect. Then ResolveHttpListen.
+absl::Status FinishServeFlags(ServeFlags& flags,
+                              std::vector<std::string>* notes);
 
 // The models to serve: the repository file's and the --model-dir ones, or
 // the built-in set when neither is given.

@@ -77,6 +77,7 @@ TokenAuthenticator::FromFile(const std::string& path) {
 }
 
 absl::Status TokenAuthenticator::Reload() {
+  if (path_.empty()) return absl::OkStatus();  // tokens given, not a file
   std::ifstream in(path_, std::ios::binary);
   if (!in) {
     return absl::NotFoundError(absl::StrCat("cannot open token file ", path_));

@@ -89,6 +89,12 @@ struct ModelSpec {
 struct Repository {
   std::vector<ModelSpec> models;
   std::string default_model;
+  // Other names requests may give a model: alias -> model name.
+  std::map<std::string, std::string> aliases;
+  // A request naming no served model (nor alias) is refused even when one
+  // model is served; false: a lone model serves every name, as
+  // text-embeddings-inference does (OpenAI clients send their own names).
+  bool strict_names = false;
 };
 
 // One model per scheme, named after it ("none", "sinusoidal", "learned",

@@ -347,6 +347,8 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Load(
   std::unique_ptr<ModelHost> host(new ModelHost());
   host->options_ = options;
   host->default_model_ = repository.default_model;
+  host->aliases_ = repository.aliases;
+  host->strict_names_ = repository.strict_names;
   if (options.device.is_cuda())
     model::SetCudnnAttention(options.cudnn_attention);
   for (const model::ModelSpec& spec : repository.models) {
@@ -449,6 +451,12 @@ const HostedModel* ModelHost::FindHosted(const std::string& name) const {
   for (const auto& m : models_) {
     if (m->desc.name == want) return m.get();
   }
+  if (auto alias = aliases_.find(want); alias != aliases_.end()) {
+    for (const auto& m : models_) {
+      if (m->desc.name == alias->second) return m.get();
+    }
+  }
+  if (!strict_names_ && models_.size() == 1) return models_[0].get();
   return nullptr;
 }
 

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -141,7 +142,8 @@ class ModelHost final : public ModelCatalog {
   bool DrainAll(absl::Time deadline) override;
 
   // The model with what it is built of (start-up and tests), by name as
-  // Find; nullptr: unknown.
+  // Find: the model by name, else by alias, else the lone model (unless
+  // strict names); nullptr: unknown.
   const HostedModel* FindHosted(const std::string& name) const;
   const std::vector<std::unique_ptr<HostedModel>>& models() const {
     return models_;
@@ -158,6 +160,8 @@ class ModelHost final : public ModelCatalog {
   std::unique_ptr<batching::MemoryBudget> budget_;  // outlives the batchers
   std::vector<std::unique_ptr<HostedModel>> models_;
   std::string default_model_;
+  std::map<std::string, std::string> aliases_;  // Repository.aliases
+  bool strict_names_ = false;                   // Repository.strict_names
 };
 
 // The share of free memory the derived batch budget takes; the rest is

