@@ -322,10 +322,7 @@ absl::StatusOr<std::string> ResolveCached(absl::string_view repo_id,
                                           absl::string_view revision,
                                           absl::string_view cache_dir,
                                           const EnvLookup& env) {
-  const std::string rev =
-      revision.empty() ? kDefaultRevision : std::string(revision);
-  RETURN_IF_ERROR(ValidateRepoId(repo_id));
-  RETURN_IF_ERROR(ValidateRevision(rev));
+  ASSIGN_OR_RETURN(const std::string rev, CheckedRevision(repo_id, revision));
   const RepoLayout layout(HubCacheDir(cache_dir, env), repo_id);
   const std::string label = absl::StrCat(repo_id, "@", rev);
   if (!Exists(layout.repo_dir)) {

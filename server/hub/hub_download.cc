@@ -623,10 +623,7 @@ absl::StatusOr<std::string> Download(absl::string_view repo_id,
                                      absl::string_view revision,
                                      const DownloadOptions& options,
                                      const EnvLookup& env) {
-  const std::string rev =
-      revision.empty() ? kDefaultRevision : std::string(revision);
-  RETURN_IF_ERROR(ValidateRepoId(repo_id));
-  RETURN_IF_ERROR(ValidateRevision(rev));
+  ASSIGN_OR_RETURN(const std::string rev, CheckedRevision(repo_id, revision));
   const std::string cache = HubCacheDir(options.cache_dir, env);
   if (options.offline || OfflineMode(env)) {
     auto snapshot = ResolveCached(repo_id, rev, cache, env);

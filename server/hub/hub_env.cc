@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "server/common/status_macros.h"
 
 namespace encoder::hub {
 namespace {
@@ -258,6 +259,15 @@ absl::Status ValidateRepoId(absl::string_view repo_id) {
   }
   if (absl::EndsWith(repo_id, ".git")) return bad("it ends with \".git\"");
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> CheckedRevision(absl::string_view repo_id,
+                                            absl::string_view revision) {
+  const std::string rev =
+      revision.empty() ? kDefaultRevision : std::string(revision);
+  RETURN_IF_ERROR(ValidateRepoId(repo_id));
+  RETURN_IF_ERROR(ValidateRevision(rev));
+  return rev;
 }
 
 absl::Status ValidateRevision(absl::string_view revision) {

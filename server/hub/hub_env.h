@@ -83,6 +83,11 @@ absl::Status ValidateRepoId(absl::string_view repo_id);
 // ".." component, no empty component, no NUL or backslash.
 absl::Status ValidateRevision(absl::string_view revision);
 
+// `revision`, or kDefaultRevision when empty, once `repo_id` passes
+// ValidateRepoId and the revision ValidateRevision.
+absl::StatusOr<std::string> CheckedRevision(absl::string_view repo_id,
+                                            absl::string_view revision);
+
 // A path inside a repository (a sibling's rfilename): relative, no "." or
 // ".." component, no empty component, no NUL or backslash.
 absl::Status ValidateRepoPath(absl::string_view path);

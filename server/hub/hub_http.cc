@@ -118,6 +118,29 @@ absl::Status TransportError(CURLcode code, const std::string& url,
 struct SlistDeleter {
   void operator()(curl_slist* list) const { curl_slist_free_all(list); }
 };
+using HeaderList = std::unique_ptr<curl_slist, SlistDeleter>;
+
+// What every transfer sets on the reset handle `t->curl`: the URL, the
+// request headers (kept alive in `*list`), the error buffer, no signals,
+// the connect limit, and the callbacks that fill `t`.
+void StartTransfer(Transfer* t, const std::string& url,
+                   const std::vector<std::string>& headers,
+                   long connect_timeout_s, HeaderList* list, char* error) {
+  CURL* curl = t->curl;
+  curl_easy_reset(curl);
+  for (const std::string& h : headers) {
+    list->reset(curl_slist_append(list->release(), h.c_str()));
+  }
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list->get());
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, connect_timeout_s);
+  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, OnHeader);
+  curl_easy_setopt(curl, CURLOPT_HEADERDATA, t);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnBody);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, t);
+}
 
 }  // namespace
 
@@ -141,25 +164,13 @@ absl::StatusOr<HttpResponse> HttpClient::Fetch(
     absl::string_view method, const std::string& url,
     const std::vector<std::string>& headers) {
   if (curl_ == nullptr) return absl::InternalError("curl_easy_init failed");
-  curl_easy_reset(curl_);
   Transfer t;
   t.curl = curl_;
-  std::unique_ptr<curl_slist, SlistDeleter> list;
-  for (const std::string& h : headers) {
-    list.reset(curl_slist_append(list.release(), h.c_str()));
-  }
+  HeaderList list;
   char error[CURL_ERROR_SIZE] = {0};
-  curl_easy_setopt(curl_, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl_, CURLOPT_HTTPHEADER, list.get());
-  curl_easy_setopt(curl_, CURLOPT_ERRORBUFFER, error);
-  curl_easy_setopt(curl_, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl_, CURLOPT_CONNECTTIMEOUT, limits_.connect_timeout_s);
+  StartTransfer(&t, url, headers, limits_.connect_timeout_s, &list, error);
   curl_easy_setopt(curl_, CURLOPT_TIMEOUT, limits_.request_timeout_s);
   curl_easy_setopt(curl_, CURLOPT_FOLLOWLOCATION, 0L);
-  curl_easy_setopt(curl_, CURLOPT_HEADERFUNCTION, OnHeader);
-  curl_easy_setopt(curl_, CURLOPT_HEADERDATA, &t);
-  curl_easy_setopt(curl_, CURLOPT_WRITEFUNCTION, OnBody);
-  curl_easy_setopt(curl_, CURLOPT_WRITEDATA, &t);
   if (method == "HEAD") curl_easy_setopt(curl_, CURLOPT_NOBODY, 1L);
   const CURLcode code = curl_easy_perform(curl_);
   if (code != CURLE_OK) {
@@ -174,21 +185,13 @@ absl::StatusOr<HttpResponse> HttpClient::Stream(
     const std::string& url, const std::vector<std::string>& headers,
     const OnStatus& on_status, const Sink& sink, absl::Status* abort_status) {
   if (curl_ == nullptr) return absl::InternalError("curl_easy_init failed");
-  curl_easy_reset(curl_);
   Transfer t;
   t.curl = curl_;
   t.on_status = &on_status;
   t.sink = &sink;
-  std::unique_ptr<curl_slist, SlistDeleter> list;
-  for (const std::string& h : headers) {
-    list.reset(curl_slist_append(list.release(), h.c_str()));
-  }
+  HeaderList list;
   char error[CURL_ERROR_SIZE] = {0};
-  curl_easy_setopt(curl_, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl_, CURLOPT_HTTPHEADER, list.get());
-  curl_easy_setopt(curl_, CURLOPT_ERRORBUFFER, error);
-  curl_easy_setopt(curl_, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl_, CURLOPT_CONNECTTIMEOUT, limits_.connect_timeout_s);
+  StartTransfer(&t, url, headers, limits_.connect_timeout_s, &list, error);
   curl_easy_setopt(curl_, CURLOPT_LOW_SPEED_LIMIT,
                    limits_.low_speed_bytes_per_s);
   curl_easy_setopt(curl_, CURLOPT_LOW_SPEED_TIME, limits_.low_speed_time_s);
@@ -197,10 +200,6 @@ absl::StatusOr<HttpResponse> HttpClient::Stream(
   // Larger reads mean fewer callbacks per byte on fast links (the largest
   // buffer curl allows).
   curl_easy_setopt(curl_, CURLOPT_BUFFERSIZE, CURL_MAX_READ_SIZE);
-  curl_easy_setopt(curl_, CURLOPT_HEADERFUNCTION, OnHeader);
-  curl_easy_setopt(curl_, CURLOPT_HEADERDATA, &t);
-  curl_easy_setopt(curl_, CURLOPT_WRITEFUNCTION, OnBody);
-  curl_easy_setopt(curl_, CURLOPT_WRITEDATA, &t);
   const CURLcode code = curl_easy_perform(curl_);
   char* effective = nullptr;
   curl_easy_getinfo(curl_, CURLINFO_EFFECTIVE_URL, &effective);

@@ -100,10 +100,7 @@ absl::StatusOr<std::string> ImportDirectory(absl::string_view dir,
                                             absl::string_view revision,
                                             absl::string_view cache_dir,
                                             const EnvLookup& env) {
-  const std::string rev =
-      revision.empty() ? kDefaultRevision : std::string(revision);
-  RETURN_IF_ERROR(ValidateRepoId(repo_id));
-  RETURN_IF_ERROR(ValidateRevision(rev));
+  ASSIGN_OR_RETURN(const std::string rev, CheckedRevision(repo_id, revision));
   if (IsCommitHash(rev)) {
     return absl::InvalidArgumentError(
         absl::StrCat("import under a branch or tag, not the commit ", rev,
