@@ -22,6 +22,8 @@ from server_process import ServerProcess
 ARGS = None
 CALLERS = 16
 TOKENS = 128
+MIN_CALL_S = 0.1
+MAX_INPUTS = 64
 
 
 def load_example_client():
@@ -47,9 +49,29 @@ class DrainTest(unittest.TestCase):
         channel = grpc.insecure_channel("127.0.0.1:%d" % port)
         self.addCleanup(channel.close)
         stub = pb2_grpc.EncoderServiceStub(channel)
-        request = pb2.EmbedRequest(
-            model="sinusoidal",
-            inputs=[pb2.Input(token_ids=pb2.TokenIds(ids=[7] * TOKENS))])
+
+        def request_of(n):
+            return pb2.EmbedRequest(
+                model="sinusoidal",
+                inputs=[pb2.Input(token_ids=pb2.TokenIds(ids=[7] * TOKENS))
+                        for _ in range(n)])
+
+        # A call must outlast the 50 ms margin below on any CPU: the inputs
+        # per call double until one call alone takes MIN_CALL_S (a fast CPU
+        # ran a 1-input call in a few ms, so calls sent 50 ms before the
+        # signal had already returned).
+        inputs = 1
+        while True:
+            stub.Embed(request_of(inputs), timeout=60)  # warm this size
+            start = time.monotonic()
+            stub.Embed(request_of(inputs), timeout=60)
+            alone_s = time.monotonic() - start
+            if alone_s >= MIN_CALL_S or inputs >= MAX_INPUTS:
+                break
+            inputs *= 2
+        print("%d inputs of %d tokens a call: %.0f ms alone" %
+              (inputs, TOKENS, alone_s * 1000))
+        request = request_of(inputs)
         calls = []  # (start, end, code name)
         lock = threading.Lock()
         stop = threading.Event()
