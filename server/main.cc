@@ -510,6 +510,15 @@ void RegisterModels(Process& p) {
         "linears {}",
         d.name, d.family, d.scheme.name, c.num_layers, c.d_model,
         d.parameter_count, d.device, d.precision, linears);
+    if (!d.kernels.kernels.empty() || !d.kernels.onednn_isa.empty()) {
+      std::vector<std::string> ran;
+      for (const auto& k : d.kernels.kernels) ran.push_back(k.ToString());
+      spdlog::info(
+          "model {}: kernels (oneDNN isa: {}; MKL: {}): {}", d.name,
+          d.kernels.onednn_isa.empty() ? "-" : d.kernels.onednn_isa,
+          d.kernels.mkl_isa.empty() ? "-" : d.kernels.mkl_isa,
+          ran.empty() ? "none of oneDNN's or MKL's" : absl::StrJoin(ran, "; "));
+    }
     if (d.batching.work_per_second > 0) {
       spdlog::info(
           "model {}: {:.3g} compute units/s measured; attention statistics "

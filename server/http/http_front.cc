@@ -50,6 +50,23 @@ constexpr char kRoutes[] =
     "/predict, /similarity, /tokenize, /decode, / (TEI's), /health, /ready, "
     "/info, /metrics";
 
+// /info's "kernels" of a model: the libraries' instruction sets and each
+// product kernel its warm-up ran (model::TraceKernels).
+json KernelsJson(const model::KernelTrace& trace) {
+  json ran = json::array();
+  for (const model::KernelUse& k : trace.kernels) {
+    json use = {
+        {"library", k.library}, {"primitive", k.primitive}, {"calls", k.calls}};
+    if (!k.impl.empty()) use["implementation"] = k.impl;
+    if (!k.types.empty()) use["types"] = k.types;
+    if (k.min_rows > 0) use["rows"] = {k.min_rows, k.max_rows};
+    ran.push_back(std::move(use));
+  }
+  return {{"onednn_isa", trace.onednn_isa},
+          {"mkl_isa", trace.mkl_isa},
+          {"ran", std::move(ran)}};
+}
+
 // OpenAI's error object; `param` and `code` are null when empty.
 json ErrorBody(const std::string& message, int http_status,
                const std::string& param, const std::string& code) {
@@ -629,6 +646,7 @@ class HttpFront::Handlers {
                  {"attention_kernel", d.attention_kernel},
                  {"linear_kernel", d.linear_kernel},
                  {"packed_max_rows", d.packed_max_rows},
+                 {"kernels", KernelsJson(d.kernels)},
                  {"batching",
                   {{"max_batch_sequences", d.batching.max_batch_sequences},
                    {"max_batch_tokens", d.batching.max_batch_tokens},

@@ -503,6 +503,17 @@ absl::StatusOr<double> EncoderRunner::MeasureWorkRate() {
   return work / std::max(fastest, 1e-6);
 }
 
+absl::Status EncoderRunner::RunProbeBatch(int64_t sequences, int64_t length) {
+  length = std::min(length, model_->config().max_length());
+  std::vector<EmbedSpec> specs;
+  specs.reserve(static_cast<size_t>(sequences));
+  for (int64_t i = 0; i < sequences; ++i) specs.push_back(ProbeSpec(i, length));
+  std::vector<const EmbedSpec*> batch;
+  for (const EmbedSpec& spec : specs) batch.push_back(&spec);
+  std::vector<EmbedResult> results;
+  return RunEmbed(batch, &results);
+}
+
 absl::Status EncoderRunner::WarmUp() {
   EmbedSpec spec;
   spec.token_ids = {1, 5, 6, 7, 2};

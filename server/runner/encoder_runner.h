@@ -61,6 +61,11 @@ class EncoderRunner : public batching::ModelRunner {
   // batches. Run it after WarmUp.
   absl::StatusOr<double> MeasureWorkRate();
 
+  // One pass over `sequences` probe inputs of up to `length` tokens (the
+  // model's longest input caps it): the shape ModelHost traces, beside the
+  // warm-up, for the kernels a served batch runs (model::TraceKernels).
+  absl::Status RunProbeBatch(int64_t sequences, int64_t length);
+
   // A probe input for timing the model (MeasureWorkRate, the batch
   // profile): `length` ids from 1 .. vocab_size-1 (never 0, a common
   // padding id), differing with `index`; pooled output only.

@@ -11,6 +11,7 @@
 #include "server/common/status_macros.h"
 #include "server/diagnostics/diagnostics.h"
 #include "server/model/dtype.h"
+#include "server/model/kernel_trace.h"
 #include "server/model/packed_linear.h"
 #include "server/model/torch_compat.h"
 #include "server/runner/thread_policy.h"
@@ -372,7 +373,20 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Load(
     hosted->desc.packed_max_rows =
         hosted->encoder->prepacked() ? options.packed_max_rows : 0;
     if (options.warm_up) {
-      if (absl::Status s = hosted->runner->WarmUp(); !s.ok()) {
+      // The warm-up and one 8 x 128-token batch run under the libraries'
+      // traces: what they ran is the model's kernels in /info.
+      absl::Status s;
+      if (options.device.is_cpu()) {
+        hosted->desc.kernels = model::TraceKernels(
+            [&]() -> absl::Status {
+              RETURN_IF_ERROR(hosted->runner->WarmUp());
+              return hosted->runner->RunProbeBatch(8, 128);
+            },
+            &s);
+      } else {
+        s = hosted->runner->WarmUp();
+      }
+      if (!s.ok()) {
         return absl::Status(s.code(),
                             absl::StrCat("warm-up of model \"", spec.name,
                                          "\": ", s.message()));

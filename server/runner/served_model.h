@@ -18,6 +18,7 @@
 #include "server/batching/types.h"
 #include "server/diagnostics/report.h"
 #include "server/model/config.h"
+#include "server/model/kernel_trace.h"
 #include "server/model/scheme_description.h"
 #include "server/runner/embed_types.h"
 #include "server/tokenizer/tokenizer.h"
@@ -81,6 +82,10 @@ struct ModelDescription {
   std::string linear_kernel;
   // Packed: larger products use the BLAS, 0 none. Plain: 0.
   int64_t packed_max_rows = 0;
+  // What the warm-up and an 8 x 128-token batch ran (oneDNN's and MKL's
+  // traces; CPU only): the instruction sets the libraries dispatch to and
+  // each product kernel with its rows.
+  model::KernelTrace kernels;
   batching::BatchOptions batching;       // effective, caps included
   batching::BatchProfile batch_profile;  // empty when not measured
   HeadDescription head;

@@ -52,6 +52,11 @@ void FillModelInfo(const runner::ModelDescription& model, bool is_default,
   info->set_default_prompt_name(model.default_prompt_name);
   info->set_include_prompt(model.include_prompt);
   info->set_strip_text(model.strip_text);
+  info->set_onednn_isa(model.kernels.onednn_isa);
+  info->set_mkl_isa(model.kernels.mkl_isa);
+  for (const model::KernelUse& k : model.kernels.kernels) {
+    info->add_kernels(k.ToString());
+  }
   const batching::BatchOptions& o = model.batching;
   v1::BatchingInfo* b = info->mutable_batching();
   b->set_max_batch_sequences(o.max_batch_sequences);

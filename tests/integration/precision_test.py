@@ -132,6 +132,59 @@ class PrecisionTest(unittest.TestCase):
             finally:
                 server.stop()
 
+    def test_kernels_the_warm_up_ran_are_reported(self):
+        """/info and ListModels name the library kernels each model's
+        warm-up ran, from oneDNN's and MKL's own traces: an int8 model's
+        products on oneDNN with u8 x s8 operands where the CPU has VNNI or
+        AMX, on AMX tiles exactly where it has amx_int8; the log carries the
+        same and no trace line reaches stdout."""
+        spec = importlib.util.spec_from_file_location("client",
+                                                      ARGS.python_client)
+        client = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(client)
+        _, flags = kernel_cpu()
+        with tempfile.TemporaryDirectory() as tmp:
+            pb2, pb2_grpc = client.load_stubs(tmp)
+            repo = write_repo(tmp)
+            server = ServerProcess(
+                ARGS.server, directory=tmp,
+                extra_args=["--models=" + repo, "--quantize=int8",
+                            "--http-listen=127.0.0.1:0"])
+            try:
+                server.wait_ready(120)
+                info = {m["name"]: m["kernels"]
+                        for m in http_info(server)["models"]}
+                stub = pb2_grpc.EncoderServiceStub(
+                    grpc.insecure_channel(f"127.0.0.1:{server.port}"))
+                listed = {m.name: m for m in
+                          stub.ListModels(pb2.ListModelsRequest(),
+                                          timeout=30).models}
+            finally:
+                server.stop()
+            with open(server.log_path) as f:
+                log = f.read()
+        print(f"kernels: {json.dumps(info, indent=1)}")
+        for name in ("q", "f"):
+            # Every model's float32 or int8 products ran somewhere.
+            self.assertTrue(info[name]["ran"], name)
+            self.assertEqual(len(listed[name].kernels),
+                             len(info[name]["ran"]))
+            self.assertEqual(listed[name].onednn_isa,
+                             info[name]["onednn_isa"])
+            self.assertIn(f"model {name}: kernels (", log)
+        self.assertNotIn("onednn_verbose", log)
+        self.assertNotIn("MKL_VERBOSE", log)
+        if "avx512_vnni" in flags or "amx_int8" in flags:
+            int8 = [k for k in info["q"]["ran"] if k["library"] == "onednn"
+                    and k["types"].startswith("u8:s8")]
+            self.assertTrue(int8, info["q"])
+            self.assertTrue(all(k["rows"][0] >= 1 for k in int8))
+            self.assertEqual(
+                any("amx" in k["implementation"] for k in int8),
+                "amx_int8" in flags, int8)
+            self.assertTrue(any("u8:s8->" in k for k in listed["q"].kernels),
+                            list(listed["q"].kernels))
+
     def test_int8_models_are_packed_only_when_asked(self):
         """--pack-weights=auto leaves an int8 model's float32 weights plain
         (they serve full-precision passes only); true packs them too."""
