@@ -194,6 +194,14 @@ std::optional<int> ParseFlags(int argc, char** argv, Process& p) {
       "ENCODER_MAX_BATCH_TOKENS=8192 for --max-batch-tokens); the command "
       "line wins.");
   CLI11_PARSE(app, argc, argv);
+  absl::StatusOr<std::vector<std::string>> tei_env =
+      encoder::ApplyTeiEnvironment(app);
+  if (!tei_env.ok()) {
+    std::fprintf(stderr, "%s\n",
+                 std::string(tei_env.status().message()).c_str());
+    return 2;
+  }
+  p.flag_notes = *std::move(tei_env);
   if (absl::Status s = encoder::FinishServeFlags(p.flags, &p.flag_notes);
       !s.ok()) {
     std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());

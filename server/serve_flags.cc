@@ -143,6 +143,11 @@ absl::Status FinishServeFlags(ServeFlags& f, std::vector<std::string>* notes) {
     // TEI's switch is the server's default for inputs past the length.
     f.server.long_input = v == "true" ? "truncate" : "refuse";
   }
+  if (f.tei.default_prompt_name.has_value() &&
+      f.tei.default_prompt.has_value()) {
+    return absl::InvalidArgumentError(
+        "--default-prompt-name and --default-prompt: give one");
+  }
   if (!f.tei_pooling.empty()) {
     if (!f.model_dir_pooling.empty()) {
       return absl::InvalidArgumentError(
@@ -164,8 +169,21 @@ absl::Status FinishServeFlags(ServeFlags& f, std::vector<std::string>* notes) {
 
 absl::StatusOr<model::Repository> BuildRepository(const ServeFlags& f) {
   ASSIGN_OR_RETURN(model::Repository repo, BuildModels(f));
+  bool any_checkpoint = false;
   for (model::ModelSpec& spec : repo.models) {
     if (!spec.strip_text.has_value()) spec.strip_text = f.strip_text;
+    if (spec.model_dir.empty()) continue;
+    any_checkpoint = true;
+    spec.forced_default_prompt_name = f.tei.default_prompt_name;
+    spec.forced_default_prompt = f.tei.default_prompt;
+  }
+  if (!any_checkpoint && (f.tei.default_prompt_name.has_value() ||
+                          f.tei.default_prompt.has_value())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        f.tei.default_prompt_name.has_value() ? "--default-prompt-name"
+                                              : "--default-prompt",
+        " applies to the models served from a checkpoint "
+        "(--model-id, --model-dir); none is listed"));
   }
   RETURN_IF_ERROR(ApplyNames(f, &repo));
   return repo;
@@ -519,6 +537,16 @@ void DefineTeiFlags(CLI::App& app, ServeFlags& f) {
                  "--model-dir-pooling first, mean, last_token); splade is "
                  "refused (SPLADE models are served as such)")
       ->check(CLI::IsMember({"cls", "mean", "last-token", "splade"}));
+  app.add_option("--default-prompt-name", f.tei.default_prompt_name,
+                 "text-embeddings-inference's default prompt by name: one of "
+                 "the prompts of each model served from a checkpoint "
+                 "(config_sentence_transformers.json), prepended to every "
+                 "text input whose request names no prompt");
+  app.add_option("--default-prompt", f.tei.default_prompt,
+                 "text-embeddings-inference's default prompt text, prepended "
+                 "to every text input of each model served from a checkpoint "
+                 "whose request names no prompt (listed among the model's "
+                 "prompts as \"default-prompt\")");
   struct Ignored {
     const char* flag;
     const char* why;
@@ -551,11 +579,6 @@ void DefineTeiFlags(CLI::App& app, ServeFlags& f) {
       {"--dense-path",
        "Dense modules are those modules.json lists; serve another as its "
        "own directory"},
-      {"--default-prompt-name",
-       "give the model's \"default_prompt_name\" in a repository entry"},
-      {"--default-prompt",
-       "give the model's \"prompts\" and \"default_prompt_name\" in a "
-       "repository entry"},
   };
   for (const Ignored& refused : kRefused) {
     app.add_option_function<std::string>(
@@ -619,6 +642,59 @@ void DefineServeFlags(CLI::App& app, ServeFlags& f) {
 // Every option can also come from ENCODER_<NAME>, the long name upper-cased
 // with '-' as '_' (--max-batch-tokens: ENCODER_MAX_BATCH_TOKENS). CLI11
 // reads the variable only when the option is not on the command line.
+absl::StatusOr<std::vector<std::string>> ApplyTeiEnvironment(CLI::App& app) {
+  // TEI's variable for each of its flags (clap's `env`), by our option.
+  static constexpr std::pair<const char*, const char*> kTeiVariables[] = {
+      {"PORT", "--port"},
+      {"MAX_BATCH_TOKENS", "--max-batch-tokens"},
+      {"MAX_BATCH_REQUESTS", "--max-batch-requests"},
+      {"MAX_CLIENT_BATCH_SIZE", "--max-client-batch-size"},
+      {"MAX_CONCURRENT_REQUESTS", "--max-concurrent-requests"},
+      {"AUTO_TRUNCATE", "--auto-truncate"},
+      {"POOLING", "--pooling"},
+      {"DTYPE", "--dtype"},
+      {"REVISION", "--revision"},
+      {"SERVED_MODEL_NAME", "--served-model-name"},
+      {"PAYLOAD_LIMIT", "--payload-limit"},
+      {"API_KEY", "--api-key"},
+      {"JSON_OUTPUT", "--json-output"},
+      {"DEFAULT_PROMPT_NAME", "--default-prompt-name"},
+      {"DEFAULT_PROMPT", "--default-prompt"},
+      {"HF_API_TOKEN", "--hf-api-token"},
+      {"TOKENIZATION_WORKERS", "--tokenization-workers"},
+      {"UDS_PATH", "--uds-path"},
+      {"DISABLE_SPANS", "--disable-spans"},
+      {"PROMETHEUS_PORT", "--prometheus-port"},
+      {"OTLP_ENDPOINT", "--otlp-endpoint"},
+      {"OTLP_SERVICE_NAME", "--otlp-service-name"},
+      {"CORS_ALLOW_ORIGIN", "--cors-allow-origin"},
+      {"DENSE_PATH", "--dense-path"},
+  };
+  std::vector<std::string> notes;
+  for (const auto& [variable, flag] : kTeiVariables) {
+    const char* value = std::getenv(variable);
+    if (value == nullptr || *value == '\0') continue;
+    CLI::Option* option = app.get_option_no_throw(flag);
+    if (option == nullptr || option->count() > 0) continue;
+    const std::string& own = option->get_envname();
+    if (!own.empty() && std::getenv(own.c_str()) != nullptr) continue;
+    try {
+      option->add_result(std::string(value));
+      option->run_callback();
+    } catch (const CLI::Error& e) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(variable, "=", value, " (text-embeddings-inference's ",
+                       flag, "): ", e.what()));
+    }
+    const bool secret = std::string_view(variable) == "API_KEY" ||
+                        std::string_view(variable) == "HF_API_TOKEN";
+    notes.push_back(absl::StrCat(variable, "=", secret ? "(set)" : value,
+                                 " read as ", flag,
+                                 " (text-embeddings-inference's variable)"));
+  }
+  return notes;
+}
+
 void AddEnvironmentNames(CLI::App& app) {
   for (CLI::Option* option : app.get_options()) {
     const std::string& name = option->get_single_name();

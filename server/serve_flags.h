@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,12 @@ struct ServeFlags {
     std::string hf_token;       // --hf-token, --hf-api-token
     bool json_output = false;   // --json-output: --log-format=json
     std::string auto_truncate;  // --auto-truncate[=BOOL]
+    // --default-prompt-name NAME (one of the checkpoint's prompts) and
+    // --default-prompt TEXT: the prompt every text input of the models
+    // served from a checkpoint gets when a request names none
+    // (BuildRepository; model::ModelSpec::forced_default_prompt*).
+    std::optional<std::string> default_prompt_name;
+    std::optional<std::string> default_prompt;
     // Accepted, of no effect here (FinishServeFlags notes which).
     std::vector<std::string> no_effect;
     // Given, but not served: refused by name.
@@ -89,6 +96,15 @@ void DefineServeFlags(CLI::App& app, ServeFlags& flags);
 // Lets every option of `app` come from ENCODER_<NAME>, the long name
 // upper-cased with '-' as '_'; the command line wins.
 void AddEnvironmentNames(CLI::App& app);
+
+// Reads text-embeddings-inference's own environment variables (PORT,
+// MAX_BATCH_TOKENS, AUTO_TRUNCATE, ...: its flag names upper-cased) into
+// their flags after parsing, for each flag that neither the command line
+// nor its ENCODER_ variable set; the values go through the flags' own
+// checks. HOSTNAME is not read: every container runtime sets it to the
+// container's name. Returns a note per variable read, or INVALID_ARGUMENT
+// naming the variable whose value a flag refuses.
+absl::StatusOr<std::vector<std::string>> ApplyTeiEnvironment(CLI::App& app);
 
 // The HTTP port's address from --http-listen: "" (no HTTP port) for "off"
 // or an empty value; for "auto", port 8080 on --http-address, or port 0 (a

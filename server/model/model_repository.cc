@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "server/common/status_macros.h"
 #include "server/model/hf_checkpoint.h"
 #include "server/model/safetensors.h"
@@ -372,6 +373,31 @@ absl::StatusOr<ModelSpec> ModelDirSpec(const std::string& flag) {
   return spec;
 }
 
+namespace {
+
+// TEI's --default-prompt-name / --default-prompt on a checkpoint's prompts.
+absl::Status ApplyForcedPrompt(const ModelSpec& spec, ModelSpec* resolved) {
+  if (spec.forced_default_prompt.has_value()) {
+    resolved->prompts[kForcedPromptName] = *spec.forced_default_prompt;
+    resolved->default_prompt_name = kForcedPromptName;
+  }
+  if (!spec.forced_default_prompt_name.has_value()) return absl::OkStatus();
+  const std::string& name = *spec.forced_default_prompt_name;
+  if (resolved->prompts.count(name) == 0) {
+    std::vector<std::string> names;
+    for (const auto& [known, text] : resolved->prompts) names.push_back(known);
+    return absl::InvalidArgumentError(
+        absl::StrCat("model \"", spec.name, "\": --default-prompt-name \"",
+                     name, "\" is not one of its prompts (",
+                     names.empty() ? "it has none" : absl::StrJoin(names, ", "),
+                     "; config_sentence_transformers.json lists them)"));
+  }
+  resolved->default_prompt_name = name;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Encoder>> LoadModel(const ModelSpec& spec,
                                                    at::Device device,
                                                    at::ScalarType dtype,
@@ -395,6 +421,7 @@ absl::StatusOr<std::unique_ptr<Encoder>> LoadModel(const ModelSpec& spec,
         resolved->prompts = loaded->prompts;
         resolved->default_prompt_name = loaded->default_prompt_name;
       }
+      RETURN_IF_ERROR(ApplyForcedPrompt(spec, resolved));
     }
     return std::move(loaded->encoder);
   }

@@ -32,6 +32,9 @@ struct BatchingOverrides {
 };
 
 // How text inputs become token ids for a model.
+// The prompt name TEI's --default-prompt text is served under.
+inline constexpr char kForcedPromptName[] = "default-prompt";
+
 struct ModelSpec {
   std::string name;
   // For a Hugging Face checkpoint (model_dir set), filled in by LoadModel.
@@ -78,6 +81,12 @@ struct ModelSpec {
   // entry's "strip_text", else the server's --strip-text.
   std::optional<bool> strip_text;
   bool prompts_set = false;  // the repository entry gave "prompts"
+  // TEI's --default-prompt-name (a name among the checkpoint's prompts)
+  // and --default-prompt (a text, added to the prompts as
+  // "default-prompt"): applied by LoadModel once the checkpoint's prompts
+  // are read; a name the checkpoint lacks fails the load.
+  std::optional<std::string> forced_default_prompt_name;
+  std::optional<std::string> forced_default_prompt;
   // A checkpoint's sentence-transformers do_lower_case: its tokenizer
   // lowercases every text first (runner::LoadModelTokenizer).
   bool lowercase = false;

@@ -335,6 +335,42 @@ TEST_F(HfCheckpointTest, SentenceTransformersPrompts) {
   EXPECT_EQ(none->default_prompt_name, "");
 }
 
+// TEI's --default-prompt-name and --default-prompt reach a checkpoint's
+// model through its spec and apply after its own prompts are read.
+TEST_F(HfCheckpointTest, TeiDefaultPromptFlagsApplyOverTheCheckpointsPrompts) {
+  Write(BertTensors(""));
+  WriteText(dir_ + "/modules.json",
+            R"([{"idx": 0, "name": "0", "path": "",
+                 "type": "sentence_transformers.models.Transformer"}])");
+  WriteText(dir_ + "/config_sentence_transformers.json",
+            R"({"prompts": {"query": "query: ", "passage": "passage: "},
+                "default_prompt_name": "query"})");
+  ModelSpec spec;
+  spec.name = "m";
+  spec.model_dir = dir_;
+  spec.forced_default_prompt_name = "passage";
+  ModelSpec resolved;
+  auto named = LoadModel(spec, at::kCPU, at::kFloat, &resolved);
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_EQ(resolved.default_prompt_name, "passage");
+  EXPECT_EQ(resolved.prompts.size(), 2u);
+
+  spec.forced_default_prompt_name = "search";
+  auto unknown = LoadModel(spec, at::kCPU, at::kFloat, &resolved);
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(unknown.status().message(),
+              HasSubstr("--default-prompt-name \"search\" is not one of its "
+                        "prompts (passage, query;"));
+
+  spec.forced_default_prompt_name.reset();
+  spec.forced_default_prompt = "Represent this: ";
+  auto text = LoadModel(spec, at::kCPU, at::kFloat, &resolved);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(resolved.default_prompt_name, kForcedPromptName);
+  EXPECT_EQ(resolved.prompts.at(kForcedPromptName), "Represent this: ");
+  EXPECT_EQ(resolved.prompts.at("query"), "query: ");
+}
+
 // Qwen3 with transformers' tensor names under "model." (a causal-LM
 // checkpoint, whose lm_head is not the encoder's): 4 query heads of 6 over
 // 2 key/value heads, per-head q/k norms.

@@ -164,7 +164,7 @@ TEST(ServeFlags, TextEmbeddingsInferenceFlags) {
            {{"--pooling=cls", "--model-dir-pooling=mean"}, "give one"},
            {{"--otlp-endpoint", "http://collector:4317"}, "--otlp-endpoint"},
            {{"--cors-allow-origin=*"}, "--cors-allow-origin"},
-           {{"--default-prompt-name=query"}, "--default-prompt-name"},
+           {{"--default-prompt-name=q", "--default-prompt=p: "}, "give one"},
            {{"--auto-truncate=maybe"}, "true or false"}}) {
     auto refused = Finish(args, &notes);
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument)
@@ -173,6 +173,25 @@ TEST(ServeFlags, TextEmbeddingsInferenceFlags) {
               std::string::npos)
         << refused.status();
   }
+}
+
+TEST(ServeFlags, DefaultPromptFlagsGoToTheCheckpointModels) {
+  auto repo = BuildRepository(
+      Parse({"--model-dir=a=/dir/a", "--default-prompt-name=query"}));
+  ASSERT_TRUE(repo.ok()) << repo.status();
+  ASSERT_EQ(repo->models.size(), 1u);
+  EXPECT_EQ(repo->models[0].forced_default_prompt_name, "query");
+  EXPECT_FALSE(repo->models[0].forced_default_prompt.has_value());
+  repo = BuildRepository(
+      Parse({"--model-dir=a=/dir/a", "--default-prompt=query: "}));
+  ASSERT_TRUE(repo.ok()) << repo.status();
+  EXPECT_EQ(repo->models[0].forced_default_prompt, "query: ");
+  // The built-in models have no prompts: the flag needs a checkpoint.
+  auto none = BuildRepository(Parse({"--default-prompt-name=query"}));
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(none.status().message()).find("from a checkpoint"),
+            std::string::npos)
+      << none.status();
 }
 
 TEST(ServeFlags, EachFlagSetsItsStructField) {
@@ -242,6 +261,63 @@ TEST(ServeFlags, EnvironmentSetsAFieldAndTheCommandLineWins) {
   unsetenv("ENCODER_MAX_BATCH_TOKENS");
   EXPECT_EQ(f.host.batching.max_queue_delay, absl::Microseconds(40));
   EXPECT_EQ(f.host.batching.max_batch_tokens, 2048);
+}
+
+// TEI's own variables set the flags the command line and ENCODER_
+// variables leave alone, through the flags' checks.
+TEST(ServeFlags, TeiEnvironmentVariablesSetTheFlagsLeftUnset) {
+  auto apply =
+      [](std::vector<std::string> args,
+         std::vector<std::string>* notes) -> absl::StatusOr<ServeFlags> {
+    CLI::App app("test", "encoder-server");
+    ServeFlags f;
+    DefineServeFlags(app, f);
+    AddEnvironmentNames(app);
+    std::vector<const char*> argv = {"encoder-server"};
+    for (const std::string& a : args) argv.push_back(a.c_str());
+    app.parse(static_cast<int>(argv.size()), argv.data());
+    ASSIGN_OR_RETURN(*notes, ApplyTeiEnvironment(app));
+    RETURN_IF_ERROR(FinishServeFlags(f, notes));
+    return f;
+  };
+  const std::vector<std::pair<const char*, const char*>> vars = {
+      {"PORT", "9123"},          {"MAX_BATCH_TOKENS", "1234"},
+      {"AUTO_TRUNCATE", "true"}, {"MAX_CLIENT_BATCH_SIZE", "17"},
+      {"JSON_OUTPUT", "true"},   {"HOSTNAME", "container-1234"},
+      {"API_KEY", "sekrit"}};
+  for (const auto& [name, value] : vars) ASSERT_EQ(setenv(name, value, 1), 0);
+  ASSERT_EQ(setenv("ENCODER_MAX_INPUTS_PER_REQUEST", "19", 1), 0);
+  std::vector<std::string> notes;
+  auto f = apply({"--max-batch-tokens=2048"}, &notes);
+  unsetenv("ENCODER_MAX_INPUTS_PER_REQUEST");
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->http_listen, ":9123");
+  EXPECT_EQ(f->host.batching.max_batch_tokens, 2048);  // the command line
+  EXPECT_EQ(f->server.long_input, "truncate");
+  EXPECT_EQ(f->server.max_inputs_per_request, 19);  // ENCODER_ wins
+  EXPECT_EQ(f->log_format, "json");
+  bool port_noted = false;
+  for (const std::string& n : notes) {
+    port_noted = port_noted || n.find("PORT=9123 read as --port") == 0;
+    EXPECT_EQ(n.find("sekrit"), std::string::npos) << n;
+    EXPECT_EQ(n.find("HOSTNAME"), std::string::npos) << n;  // not read
+  }
+  EXPECT_TRUE(port_noted);
+
+  ASSERT_EQ(setenv("MAX_BATCH_TOKENS", "many", 1), 0);
+  auto bad = apply({}, &notes);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      std::string(bad.status().message()).rfind("MAX_BATCH_TOKENS=many", 0), 0u)
+      << bad.status();
+  ASSERT_EQ(setenv("MAX_BATCH_TOKENS", "1234", 1), 0);
+  ASSERT_EQ(setenv("CORS_ALLOW_ORIGIN", "*", 1), 0);
+  auto refused = apply({}, &notes);
+  EXPECT_NE(std::string(refused.status().message()).find("--cors-allow-origin"),
+            std::string::npos)
+      << refused.status();
+  unsetenv("CORS_ALLOW_ORIGIN");
+  for (const auto& [name, value] : vars) unsetenv(name);
 }
 
 // --share-intra-op-threads: auto by default, on as a bare flag, or the
