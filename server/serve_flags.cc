@@ -674,10 +674,20 @@ absl::StatusOr<std::vector<std::string>> ApplyTeiEnvironment(CLI::App& app) {
   for (const auto& [variable, flag] : kTeiVariables) {
     const char* value = std::getenv(variable);
     if (value == nullptr || *value == '\0') continue;
+    auto set_here = [&app](const char* name) {
+      CLI::Option* o = app.get_option_no_throw(name);
+      if (o == nullptr) return false;
+      const std::string& own = o->get_envname();
+      return o->count() > 0 ||
+             (!own.empty() && std::getenv(own.c_str()) != nullptr);
+    };
     CLI::Option* option = app.get_option_no_throw(flag);
-    if (option == nullptr || option->count() > 0) continue;
-    const std::string& own = option->get_envname();
-    if (!own.empty() && std::getenv(own.c_str()) != nullptr) continue;
+    if (option == nullptr || set_here(flag)) continue;
+    // PORT (set by the images, as TEI's are) yields to an HTTP address
+    // given in full, which names the port itself.
+    if (std::string_view(variable) == "PORT" && set_here("--http-listen")) {
+      continue;
+    }
     try {
       option->add_result(std::string(value));
       option->run_callback();

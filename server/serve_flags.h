@@ -101,9 +101,10 @@ void AddEnvironmentNames(CLI::App& app);
 // MAX_BATCH_TOKENS, AUTO_TRUNCATE, ...: its flag names upper-cased) into
 // their flags after parsing, for each flag that neither the command line
 // nor its ENCODER_ variable set; the values go through the flags' own
-// checks. HOSTNAME is not read: every container runtime sets it to the
-// container's name. Returns a note per variable read, or INVALID_ARGUMENT
-// naming the variable whose value a flag refuses.
+// checks; PORT yields to --http-listen. HOSTNAME is not read: every
+// container runtime sets it to the container's name. Returns a note per
+// variable read, or INVALID_ARGUMENT naming the variable whose value a flag
+// refuses.
 absl::StatusOr<std::vector<std::string>> ApplyTeiEnvironment(CLI::App& app);
 
 // The HTTP port's address from --http-listen: "" (no HTTP port) for "off"

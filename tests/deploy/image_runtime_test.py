@@ -139,14 +139,19 @@ def main():
                      f"health over TLS: {over_tls.stdout}{over_tls.stderr}")
         h.stop(server)
 
-        # deploy/k8s's flag and the image's environment default together.
+        # deploy/k8s's flags and the image's environment defaults together:
+        # --health-listen replaces ENCODER_HEALTH_LISTEN, and an HTTP
+        # address given in full (here port 0) replaces the image's PORT=80.
         server, ready_path = h.start_server(
             "server-k8s", args.server, ["--health-listen=127.0.0.1:0"],
-            env=dict(env, ENCODER_HEALTH_LISTEN="127.0.0.1:1"))
+            env=dict(env, ENCODER_HEALTH_LISTEN="127.0.0.1:1", PORT="80",
+                     ENCODER_HTTP_ADDRESS="127.0.0.1"))
         ready = h.wait_server_info(server, ready_path)
         checks.check(ready.get("health_port") not in (None, 0, 1),
                      f"--health-listen did not replace the environment "
                      f"default: {ready}")
+        checks.check(ready.get("http_port") not in (None, 0, 80),
+                     f"the image's PORT=80 replaced --http-listen: {ready}")
         h.stop(server)
         checks.raise_if_failed()
     print("PASSED")

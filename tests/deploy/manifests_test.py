@@ -91,6 +91,10 @@ def check_compose(compose, src, checks):
     for name in REPLICA_SERVICES:
         service = services[name]
         command = service.get("command") or []
+        # The image's HTTP port is 80 (TEI's); the replicas' is 9090,
+        # where Prometheus scrapes.
+        checks.equal(flag_value(command, "port"), str(METRICS_PORT),
+                     f"{name} --port")
         checks.equal(flag_value(command, "models"), "/models/repository.json",
                      f"{name} --models")
         checks.equal(mounts(service).get("/models"),
@@ -193,8 +197,14 @@ def check_dockerfiles(src, checks):
         cuda = f.read()
     for name, text in (("Dockerfile", cpu), ("Dockerfile.cuda", cuda)):
         joined = re.sub(r"\\\n", " ", text)
-        checks.check(re.search(r"^EXPOSE\s+50051\s+9090\s*$", joined,
-                               re.MULTILINE), f"{name}: EXPOSE 50051 9090")
+        checks.check(re.search(r"^EXPOSE\s+50051\s+80\s*$", joined,
+                               re.MULTILINE), f"{name}: EXPOSE 50051 80")
+        # HTTP as text-embeddings-inference's images have it: port 80 on
+        # every interface, from the environment so that TEI's PORT, our
+        # ENCODER_PORT or a --port after the image name replaces it.
+        checks.check(re.search(r"^ENV ENCODER_HTTP_ADDRESS=0\.0\.0\.0 "
+                               r"PORT=80\s*$", joined, re.MULTILINE),
+                     f"{name}: ENV ENCODER_HTTP_ADDRESS=0.0.0.0 PORT=80")
         # Health on the loopback health-only port, plaintext whatever the
         # gRPC port's TLS, from an environment default a flag replaces.
         checks.check(re.search(r'^HEALTHCHECK .*CMD \["encoder-client", '
@@ -212,9 +222,12 @@ def check_dockerfiles(src, checks):
         entry = re.search(r"^ENTRYPOINT\s+(\[.*\])\s*$", joined,
                           re.MULTILINE)
         argv = json.loads(entry.group(1)) if entry else []
-        checks.check(argv[:3] == ["encoder-server", "--listen=0.0.0.0:50051",
-                                  "--metrics-listen=0.0.0.0:9090"],
-                     f"{name}: ENTRYPOINT {argv}")
+        checks.check(argv[:2] == ["encoder-server", "--listen=0.0.0.0:50051"]
+                     and not any(a.startswith(("--http-listen",
+                                               "--metrics-listen", "--port"))
+                                 for a in argv),
+                     f"{name}: ENTRYPOINT {argv} (the HTTP port comes from "
+                     "the environment)")
         checks.check("install_deps.sh build" in joined and
                      "install_deps.sh runtime" in joined,
                      f"{name}: dependencies not from scripts/install_deps.sh")
@@ -291,6 +304,8 @@ def check_deployment(deployment, config_maps, repository, checks, gpu):
     volumes = {v["name"]: v for v in pod.get("volumes", [])}
     model_mounts = [m for m in container.get("volumeMounts", [])
                     if m["mountPath"] == "/models"]
+    checks.equal(flag_value(args, "port"), str(METRICS_PORT),
+                 f"{name}: --port (the container's HTTP port)")
     checks.equal(flag_value(args, "models"), "/models/repository.json",
                  f"{name}: --models")
     if checks.check(model_mounts, f"{name}: nothing mounted at /models"):

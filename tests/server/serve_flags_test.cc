@@ -304,6 +304,12 @@ TEST(ServeFlags, TeiEnvironmentVariablesSetTheFlagsLeftUnset) {
   }
   EXPECT_TRUE(port_noted);
 
+  // An HTTP address given in full names its port: PORT (as the images
+  // set it) yields.
+  auto full = apply({"--http-listen=0.0.0.0:9090"}, &notes);
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_EQ(full->http_listen, "0.0.0.0:9090");
+
   ASSERT_EQ(setenv("MAX_BATCH_TOKENS", "many", 1), 0);
   auto bad = apply({}, &notes);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
