@@ -639,9 +639,6 @@ void DefineServeFlags(CLI::App& app, ServeFlags& f) {
   DefineTeiFlags(app, f);
 }
 
-// Every option can also come from ENCODER_<NAME>, the long name upper-cased
-// with '-' as '_' (--max-batch-tokens: ENCODER_MAX_BATCH_TOKENS). CLI11
-// reads the variable only when the option is not on the command line.
 absl::StatusOr<std::vector<std::string>> ApplyTeiEnvironment(CLI::App& app) {
   // TEI's variable for each of its flags (clap's `env`), by our option.
   static constexpr std::pair<const char*, const char*> kTeiVariables[] = {
@@ -670,17 +667,18 @@ absl::StatusOr<std::vector<std::string>> ApplyTeiEnvironment(CLI::App& app) {
       {"CORS_ALLOW_ORIGIN", "--cors-allow-origin"},
       {"DENSE_PATH", "--dense-path"},
   };
+  // Whether the command line or the option's ENCODER_ variable set it.
+  auto set_here = [&app](const char* name) {
+    CLI::Option* o = app.get_option_no_throw(name);
+    if (o == nullptr) return false;
+    const std::string& own = o->get_envname();
+    return o->count() > 0 ||
+           (!own.empty() && std::getenv(own.c_str()) != nullptr);
+  };
   std::vector<std::string> notes;
   for (const auto& [variable, flag] : kTeiVariables) {
     const char* value = std::getenv(variable);
     if (value == nullptr || *value == '\0') continue;
-    auto set_here = [&app](const char* name) {
-      CLI::Option* o = app.get_option_no_throw(name);
-      if (o == nullptr) return false;
-      const std::string& own = o->get_envname();
-      return o->count() > 0 ||
-             (!own.empty() && std::getenv(own.c_str()) != nullptr);
-    };
     CLI::Option* option = app.get_option_no_throw(flag);
     if (option == nullptr || set_here(flag)) continue;
     // PORT (set by the images, as TEI's are) yields to an HTTP address
@@ -705,6 +703,9 @@ absl::StatusOr<std::vector<std::string>> ApplyTeiEnvironment(CLI::App& app) {
   return notes;
 }
 
+// Every option can also come from ENCODER_<NAME>, the long name upper-cased
+// with '-' as '_' (--max-batch-tokens: ENCODER_MAX_BATCH_TOKENS). CLI11
+// reads the variable only when the option is not on the command line.
 void AddEnvironmentNames(CLI::App& app) {
   for (CLI::Option* option : app.get_options()) {
     const std::string& name = option->get_single_name();

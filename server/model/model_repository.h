@@ -31,10 +31,10 @@ struct BatchingOverrides {
   std::optional<int64_t> max_batch_ms;  // expected time per batch; 0: none
 };
 
-// How text inputs become token ids for a model.
 // The prompt name TEI's --default-prompt text is served under.
 inline constexpr char kForcedPromptName[] = "default-prompt";
 
+// How text inputs become token ids for a model.
 struct ModelSpec {
   std::string name;
   // For a Hugging Face checkpoint (model_dir set), filled in by LoadModel.

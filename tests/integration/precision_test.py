@@ -62,12 +62,18 @@ def http_info(server):
         f"http://127.0.0.1:{http_port}/info", timeout=30))
 
 
+def load_client():
+    """The example client (--python-client) as a module."""
+    spec = importlib.util.spec_from_file_location("client",
+                                                  ARGS.python_client)
+    client = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(client)
+    return client
+
+
 class PrecisionTest(unittest.TestCase):
     def test_int8_models_report_precision_and_cpu(self):
-        spec = importlib.util.spec_from_file_location("client",
-                                                      ARGS.python_client)
-        client = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(client)
+        client = load_client()
         with tempfile.TemporaryDirectory() as tmp:
             pb2, pb2_grpc = client.load_stubs(tmp)
             repo = write_repo(tmp)
@@ -138,10 +144,7 @@ class PrecisionTest(unittest.TestCase):
         products on oneDNN with u8 x s8 operands where the CPU has VNNI or
         AMX, on AMX tiles exactly where it has amx_int8; the log carries the
         same and no trace line reaches stdout."""
-        spec = importlib.util.spec_from_file_location("client",
-                                                      ARGS.python_client)
-        client = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(client)
+        client = load_client()
         _, flags = kernel_cpu()
         with tempfile.TemporaryDirectory() as tmp:
             pb2, pb2_grpc = client.load_stubs(tmp)
@@ -214,10 +217,7 @@ class PrecisionTest(unittest.TestCase):
         """--int8-attention: /info names the kernel, bfloat16 attention
         stays within rounding of float32 attention, and a CPU or head size
         it cannot run on is refused at start."""
-        spec = importlib.util.spec_from_file_location("client",
-                                                      ARGS.python_client)
-        client = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(client)
+        client = load_client()
         native = "avx512_bf16" in kernel_cpu()[1]
         # Heads of 32 channels (the kernel's smallest) and of 16 (none).
         heads32 = dict(SMALL, num_heads=2)

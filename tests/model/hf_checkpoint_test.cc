@@ -92,6 +92,17 @@ class HfCheckpointTest : public ::testing::Test {
     WriteText(dir_ + "/config.json", config);
     WriteTensors(dir_ + "/model.safetensors", tensors);
   }
+  // A BERT sentence-transformers directory (prompts belong to one:
+  // modules.json) with prompts "query" and "passage", "query" the default.
+  void WritePromptedBert() {
+    Write(BertTensors(""));
+    WriteText(dir_ + "/modules.json",
+              R"([{"idx": 0, "name": "0", "path": "",
+                   "type": "sentence_transformers.models.Transformer"}])");
+    WriteText(dir_ + "/config_sentence_transformers.json",
+              R"({"prompts": {"query": "query: ", "passage": "passage: "},
+                  "default_prompt_name": "query"})");
+  }
   absl::StatusOr<LoadedCheckpoint> Load() {
     return LoadCheckpoint(dir_, {}, at::kCPU, at::kFloat);
   }
@@ -299,14 +310,7 @@ TEST_F(HfCheckpointTest, SentenceTransformersLayerNorm) {
 }
 
 TEST_F(HfCheckpointTest, SentenceTransformersPrompts) {
-  Write(BertTensors(""));
-  // Prompts belong to a sentence-transformers directory (modules.json).
-  WriteText(dir_ + "/modules.json",
-            R"([{"idx": 0, "name": "0", "path": "",
-                 "type": "sentence_transformers.models.Transformer"}])");
-  WriteText(dir_ + "/config_sentence_transformers.json",
-            R"({"prompts": {"query": "query: ", "passage": "passage: "},
-                "default_prompt_name": "query"})");
+  WritePromptedBert();
   auto loaded = Load();
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->prompts,
@@ -338,13 +342,7 @@ TEST_F(HfCheckpointTest, SentenceTransformersPrompts) {
 // TEI's --default-prompt-name and --default-prompt reach a checkpoint's
 // model through its spec and apply after its own prompts are read.
 TEST_F(HfCheckpointTest, TeiDefaultPromptFlagsApplyOverTheCheckpointsPrompts) {
-  Write(BertTensors(""));
-  WriteText(dir_ + "/modules.json",
-            R"([{"idx": 0, "name": "0", "path": "",
-                 "type": "sentence_transformers.models.Transformer"}])");
-  WriteText(dir_ + "/config_sentence_transformers.json",
-            R"({"prompts": {"query": "query: ", "passage": "passage: "},
-                "default_prompt_name": "query"})");
+  WritePromptedBert();
   ModelSpec spec;
   spec.name = "m";
   spec.model_dir = dir_;

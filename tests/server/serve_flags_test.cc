@@ -14,15 +14,22 @@
 namespace encoder {
 namespace {
 
-// Parses `args` (without the program name) into fresh flags.
-ServeFlags Parse(std::vector<std::string> args) {
-  CLI::App app("test", "encoder-server");
-  ServeFlags flags;
+// Defines the serve flags on `app` bound to `flags` and parses `args`
+// (without the program name).
+void ParseInto(CLI::App& app, ServeFlags& flags,
+               const std::vector<std::string>& args) {
   DefineServeFlags(app, flags);
   AddEnvironmentNames(app);
   std::vector<const char*> argv = {"encoder-server"};
   for (const std::string& a : args) argv.push_back(a.c_str());
   app.parse(static_cast<int>(argv.size()), argv.data());
+}
+
+// Parses `args` into fresh flags.
+ServeFlags Parse(std::vector<std::string> args) {
+  CLI::App app("test", "encoder-server");
+  ServeFlags flags;
+  ParseInto(app, flags, args);
   return flags;
 }
 
@@ -271,11 +278,7 @@ TEST(ServeFlags, TeiEnvironmentVariablesSetTheFlagsLeftUnset) {
          std::vector<std::string>* notes) -> absl::StatusOr<ServeFlags> {
     CLI::App app("test", "encoder-server");
     ServeFlags f;
-    DefineServeFlags(app, f);
-    AddEnvironmentNames(app);
-    std::vector<const char*> argv = {"encoder-server"};
-    for (const std::string& a : args) argv.push_back(a.c_str());
-    app.parse(static_cast<int>(argv.size()), argv.data());
+    ParseInto(app, f, args);
     ASSIGN_OR_RETURN(*notes, ApplyTeiEnvironment(app));
     RETURN_IF_ERROR(FinishServeFlags(f, notes));
     return f;
