@@ -44,6 +44,7 @@
 #include "server/security_flags.h"
 #include "server/serve_flags.h"
 #include "server/service/server.h"
+#include "server/tei_flags.h"
 
 namespace {
 

@@ -97,16 +97,6 @@ void DefineServeFlags(CLI::App& app, ServeFlags& flags);
 // upper-cased with '-' as '_'; the command line wins.
 void AddEnvironmentNames(CLI::App& app);
 
-// Reads text-embeddings-inference's own environment variables (PORT,
-// MAX_BATCH_TOKENS, AUTO_TRUNCATE, ...: its flag names upper-cased) into
-// their flags after parsing, for each flag that neither the command line
-// nor its ENCODER_ variable set; the values go through the flags' own
-// checks; PORT yields to --http-listen. HOSTNAME is not read: every
-// container runtime sets it to the container's name. Returns a note per
-// variable read, or INVALID_ARGUMENT naming the variable whose value a flag
-// refuses.
-absl::StatusOr<std::vector<std::string>> ApplyTeiEnvironment(CLI::App& app);
-
 // The HTTP port's address from --http-listen: "" (no HTTP port) for "off"
 // or an empty value; for "auto", port 8080 on --http-address, or port 0 (a
 // free port, reported in --ready-file) when --listen asks for port 0, so
@@ -115,11 +105,9 @@ absl::StatusOr<std::vector<std::string>> ApplyTeiEnvironment(CLI::App& app);
 std::string ResolveHttpListen(const std::string& http_listen,
                               const std::string& grpc_listen);
 
-// Settles what the command line leaves to after parsing: TEI's --port
-// (into --http-listen, which must then be auto), --json-output, --pooling
-// and --auto-truncate in this server's terms, and the TEI flags that are
-// not served (INVALID_ARGUMENT naming them). `notes` gets a line per TEI
-// flag accepted without effect. Then ResolveHttpListen.
+// Settles what the command line leaves to after parsing: TEI's flags
+// (FinishTeiFlags, server/tei_flags.h; `notes` gets a line per TEI flag
+// accepted without effect), then ResolveHttpListen.
 absl::Status FinishServeFlags(ServeFlags& flags,
                               std::vector<std::string>* notes);
 

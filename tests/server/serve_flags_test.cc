@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "server/common/status_macros.h"
+#include "server/tei_flags.h"
 
 namespace encoder {
 namespace {
