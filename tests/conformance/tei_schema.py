@@ -10,8 +10,9 @@ type), with jsonschema's Draft 2020-12 validator. Routes: /embed,
 /embed_all, /embed_sparse, /rerank, /predict, /similarity, /tokenize,
 /decode, /v1/embeddings and GET /info, with successes and refusals (no
 documents to rerank, a model lacking the task, a body that does not
-parse, an input too long). An empty `inputs` list is no TEI request (it
-matches both branches of the schema's oneOf), so it is not sent here.
+parse, an input too long with truncate false; by default it is cut). An
+empty `inputs` list is no TEI request (it matches both branches of the
+schema's oneOf), so it is not sent here.
 """
 import copy
 import json
@@ -106,7 +107,10 @@ def check(served, names, report):
             ("post", "/embed", {"inputs": "one text", "model": embedder,
                                 "truncate": True,
                                 "truncation_direction": "Right"}, 200),
-            ("post", "/embed", {"inputs": long_text, "model": embedder}, 413),
+            ("post", "/embed", {"inputs": long_text, "model": embedder},
+             200),
+            ("post", "/embed", {"inputs": long_text, "model": embedder,
+                                "truncate": False}, 413),
             ("post", "/embed_all", {"inputs": ["tokens of this"],
                                     "model": embedder}, 200),
             ("post", "/similarity", {"inputs": {

@@ -256,7 +256,7 @@ TEST(ServeFlags, EachFlagSetsItsStructField) {
   EXPECT_EQ(f.host.skip_padding_min_share, 0.25);
   EXPECT_TRUE(f.host.cudnn_attention);
   EXPECT_EQ(f.server.long_input, "auto");
-  EXPECT_EQ(Parse({}).server.long_input, "refuse");
+  EXPECT_EQ(Parse({}).server.long_input, "truncate");
   EXPECT_FALSE(Parse({}).host.cudnn_attention);
   EXPECT_EQ(f.executions_per_model, 3);
 }

@@ -274,11 +274,16 @@ TEST_F(ServiceTest, EveryDocumentedErrorHasItsCodeAndNamesTheLimit) {
   pooled_only.mutable_hidden_states()->set_pooled(true);
   ExpectError(pooled_only, StatusCode::INVALID_ARGUMENT,
               "hidden_states.pooled given without hidden_states.layers");
-  ExpectError(IdsRequest("learned", {std::vector<int64_t>(25, 7)}),
+  // Past the length with truncate false (unset truncates).
+  auto refusing = [](v1::EmbedRequest r) {
+    r.set_truncate(false);
+    return r;
+  };
+  ExpectError(refusing(IdsRequest("learned", {std::vector<int64_t>(25, 7)})),
               StatusCode::INVALID_ARGUMENT,
               "25 tokens; model \"learned\" accepts at most 24 (its learned "
               "position table has 24 positions)");
-  ExpectError(IdsRequest("rope", {std::vector<int64_t>(201, 7)}),
+  ExpectError(refusing(IdsRequest("rope", {std::vector<int64_t>(201, 7)})),
               StatusCode::INVALID_ARGUMENT, "max_input_tokens is 200");
 }
 

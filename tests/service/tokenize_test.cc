@@ -181,6 +181,12 @@ TEST_F(TokenizeTest, EmbedTextUsesTheModelTokenizerAndItsOptions) {
   too_long.set_model("wp");
   too_long.add_inputs()->set_text(text);
   v1::EmbedResponse response;
+  // Unset truncate: the server's default cuts it, 8 of its 32 tokens.
+  ASSERT_TRUE(Call(server_->stub(), too_long, &response).ok());
+  EXPECT_TRUE(response.results(0).truncated());
+  EXPECT_EQ(response.results(0).num_tokens(), 24);
+  EXPECT_EQ(response.results(0).truncated_tokens(), 8);
+  too_long.set_truncate(false);
   grpc::Status s = Call(server_->stub(), too_long, &response);
   EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("32 tokens"), std::string::npos)
@@ -195,6 +201,7 @@ TEST_F(TokenizeTest, EmbedTextUsesTheModelTokenizerAndItsOptions) {
   ASSERT_TRUE(Call(server_->stub(), left, &response).ok());
   EXPECT_TRUE(response.results(0).truncated());
   EXPECT_EQ(response.results(0).num_tokens(), 24);
+  EXPECT_EQ(response.results(0).truncated_tokens(), 8);
   std::vector<int64_t> ids(24, 6);
   ids.front() = 1;
   ids.back() = 2;
