@@ -11,9 +11,10 @@
 // Where it pays: LibTorch's fused float32 kernel runs MKL's AVX2 sgemm on
 // AMD CPUs, and its bfloat16 kernel packs for oneDNN only with AMX; on a
 // Zen 4 EPYC this kernel takes the MiniLM attention of one 512-token input
-// in a third of the fused kernel's time (BENCHMARKS.md, "bfloat16
-// attention"). On MiniLM's real weights the embeddings keep a mean cosine
-// of 0.999997 against the float32 attention.
+// in a third of the fused kernel's time (docs/benchmarks-history.md,
+// "int8: bfloat16 attention and rows quantized by the normalizing pass").
+// On MiniLM's real weights the embeddings keep a mean cosine of 0.999997
+// against the float32 attention.
 #ifndef ENCODER_SERVER_MODEL_BF16_ATTENTION_H_
 #define ENCODER_SERVER_MODEL_BF16_ATTENTION_H_
 

@@ -31,10 +31,10 @@ struct CpuFeatures {
   // the BLAS at every number of rows: an AMD CPU with AVX-512, where
   // oneDNN runs AVX-512 and LibTorch's MKL its AVX2 kernel for AMD
   // (mkl_blas_def_sgemm_kernel_0_zen). Measured on a Zen 4 EPYC: 1.11-1.5x
-  // the MiniLM forward at 1 and 32 x 16-512 tokens (BENCHMARKS.md, "Every
-  // product on oneDNN"). Where MKL runs AVX-512 (Intel) or oneDNN has no
-  // AVX-512 (AVX2 CPUs, where MKL was the faster above 256 rows) it is
-  // not assumed.
+  // the MiniLM forward at 1 and 32 x 16-512 tokens
+  // (docs/benchmarks-history.md, "Every product on oneDNN"). Where MKL runs
+  // AVX-512 (Intel) or oneDNN has no AVX-512 (AVX2 CPUs, where MKL was the
+  // faster above 256 rows) it is not assumed.
   bool packed_float32_wins() const {
     return avx512f && vendor == "AuthenticAMD";
   }

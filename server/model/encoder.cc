@@ -267,9 +267,10 @@ std::vector<int64_t> Encoder::ExactLengths(const at::Tensor& mask, bool int8,
   // paths run attention on each sequence's own length. A batch with enough
   // padding to skip it in the token-wise work skips it in attention too:
   // on the CPU, per-sequence products cost no more than batched ones at 16
-  // tokens and save the padded scores at long lengths (BENCHMARKS.md). On
-  // a GPU each sequence's products would be a launch of their own, so
-  // bfloat16 there batches as float16 does.
+  // tokens and save the padded scores at long lengths
+  // (docs/benchmarks-history.md, "Attention per sequence too"). On a GPU
+  // each sequence's products would be a launch of their own, so bfloat16
+  // there batches as float16 does.
   const bool per_sequence =
       int8 || (device_.is_cpu() && (dtype_ == at::kBFloat16 || packed));
   if (!per_sequence) return {};

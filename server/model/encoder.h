@@ -102,7 +102,8 @@ struct SparseHead {
 // Encoder::QuantizeInt8's float32 channels per projection by default. On
 // all-MiniLM-L6-v2's real weights without VNNI, served mean cosine against
 // float32 0.9965 with none and 0.9990 with 8, for about 15% of int8's
-// throughput (8 multiply-adds per output; BENCHMARKS.md, "int8 quality").
+// throughput (8 multiply-adds per output; docs/benchmarks-history.md,
+// "int8 quality").
 inline constexpr int64_t kDefaultInt8FloatChannels = 8;
 // The calibration pass: this many sequences of this many seeded random ids
 // (at most the model's length limit).
@@ -119,8 +120,8 @@ struct EncoderInput {
 };
 
 // ForwardOptions::skip_padding_min_share by default: measured on the
-// built-in shape (BENCHMARKS.md, "Skipping padded positions"), gathering
-// pays from about this share of padding on.
+// built-in shape (docs/benchmarks-history.md, "Skipping padded
+// positions"), gathering pays from about this share of padding on.
 inline constexpr double kDefaultSkipPaddingMinShare = 0.1;
 // The gathered rows are padded up to a multiple of this (with padded
 // positions): at batch 8 x 16 tokens, a forward on 122 gathered rows took

@@ -434,7 +434,8 @@ absl::Status Encoder::QuantizeInt8(int64_t float_channels,
       // Row outliers only where the feed-forward's activation feeds the
       // second product: on all-mpnet-base-v2, that projection alone in
       // float32 brings int8's mean cosine from 0.9985 to 0.9995, the
-      // others 0.9985-0.9987 (BENCHMARKS.md, "Row outliers").
+      // others 0.9985-0.9987 (docs/benchmarks-history.md, "Row outliers"
+      // under "int8 quality").
       const int64_t outliers = &p == &projections.back()
                                    ? std::min(row_outliers, p.weight->size(1))
                                    : 0;

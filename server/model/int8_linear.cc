@@ -30,7 +30,8 @@ c10::OperatorHandle Op(const char* name) {
 // clone the CPU gets either. They replace eleven elementwise LibTorch
 // operators (gather, fill, min, max, centre, scale, concatenate; two
 // multiply-adds and the float channels' sum), each a pass over memory
-// into a fresh tensor: short inputs run 12-16% faster (BENCHMARKS.md).
+// into a fresh tensor: short inputs run 12-16% faster
+// (docs/benchmarks-history.md, "int8 quality").
 constexpr int64_t kLanes = 16;
 
 // The d entries of row [0, in) with the largest |value|, their indices to

@@ -13,7 +13,7 @@
 // any batch. Centring, rather than dividing by max |x|, gives a one-sided
 // row (a GELU output) all 256 levels instead of half of them: on
 // MiniLM's real weights, mean cosine against float32 0.9965 instead of
-// 0.9949 without VNNI (BENCHMARKS.md).
+// 0.9949 without VNNI (docs/benchmarks-history.md, "int8 quality").
 //
 // Without VNNI (or AMX) the kernels add pairs of u8 x s8 products in 16
 // bits, which saturates when both operands use their full range (8% error
@@ -24,7 +24,8 @@
 // against 0.9988 the other way);
 // with every channel quantized the weights use 7 bits (-63..63; 0.9949
 // against 0.9932). A pair then sums to at most 2 * 127 * 127 = 32258, or
-// 2 * 255 * 64 = 32640, < 2^15 (BENCHMARKS.md).
+// 2 * 255 * 64 = 32640, < 2^15 (docs/benchmarks-history.md, "The goals,
+// one run" and "int8 quality").
 #ifndef ENCODER_SERVER_MODEL_INT8_LINEAR_H_
 #define ENCODER_SERVER_MODEL_INT8_LINEAR_H_
 

@@ -7,17 +7,19 @@
 // into its own panel layout on every call. For the few rows of a short
 // batch that copy, reading the whole weight across its rows, costs as much
 // as the product (45% of a 1 x 16 forward of all-MiniLM-L6-v2 on an AVX2
-// CPU, BENCHMARKS.md). A packed weight is read once, in order, per call.
+// CPU; docs/benchmarks-history.md, "Packed weights"). A packed weight is
+// read once, in order, per call.
 //
 // Large products depend on the CPU. On an AVX2 EPYC the BLAS's own kernel
 // was as fast or faster there (32 x 16 and 32 x 128 tokens of MiniLM, one
 // thread per batch: 7-11%), and its repacking is a small share of the
 // product; so the plain weight can be kept beside the packed one, and
 // inputs of more than `max_rows` rows (tokens) are multiplied by the BLAS
-// on it, at the cost of a second copy of the weight (BENCHMARKS.md,
-// "Packed weights"). On an AMD CPU with AVX-512 oneDNN was the faster at
-// every size (CpuFeatures::packed_float32_wins); with max_rows 0 every
-// product is packed and the plain weight is not kept.
+// on it, at the cost of a second copy of the weight
+// (docs/benchmarks-history.md, "Packed weights"). On an AMD CPU with
+// AVX-512 oneDNN was the faster at every size
+// (CpuFeatures::packed_float32_wins); with max_rows 0 every product is
+// packed and the plain weight is not kept.
 #ifndef ENCODER_SERVER_MODEL_PACKED_LINEAR_H_
 #define ENCODER_SERVER_MODEL_PACKED_LINEAR_H_
 
@@ -55,9 +57,10 @@ class PackedLinear {
   // a(Forward(x)). On the packed kernel the activation runs in the
   // product's epilogue, on each block of the output while it is still in
   // cache, instead of a second pass over the whole output. In the MiniLM
-  // forward that moved the rate by less than the noise (BENCHMARKS.md,
-  // "Every product on oneDNN"); it is kept because it costs nothing and
-  // oneDNN's exact GELU gives the same floats as at::gelu.
+  // forward that moved the rate by less than the noise
+  // (docs/benchmarks-history.md, "Every product on oneDNN"); it is kept
+  // because it costs nothing and oneDNN's exact GELU gives the same floats
+  // as at::gelu.
   at::Tensor Forward(const at::Tensor& x, Activation a) const;
 
   int64_t in_features() const { return in_; }

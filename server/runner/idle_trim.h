@@ -17,7 +17,8 @@
 // the CPU buffer cache's cap) were mapped and faulted in afresh by every
 // batch: on MiniLM int8 at 32 x 128 tokens, 9% of the samples were page
 // faults, and holding the memory ran 91-94 sequences/s against 75-77
-// (BENCHMARKS.md, "AMD EPYC (Zen 4)").
+// (docs/benchmarks-history.md, "AMD EPYC (Zen 4) with AVX-512 VNNI and
+// BF16").
 #ifndef ENCODER_SERVER_RUNNER_IDLE_TRIM_H_
 #define ENCODER_SERVER_RUNNER_IDLE_TRIM_H_
 

@@ -61,7 +61,8 @@ struct HostOptions {
   // On CUDA, whether the fused kernel may choose cuDNN's attention
   // (model::SetCudnnAttention). Off by default: on an H100 with LibTorch
   // 2.11, half-precision serving at 32 callers ran 1.7-5.9x slower with it
-  // and p99 went from 16 ms to 126-154 ms (BENCHMARKS.md, "GPU").
+  // and p99 went from 16 ms to 126-154 ms (docs/benchmarks-history.md,
+  // "GPU").
   bool cudnn_attention = false;
   // Wall time each distinct model shape may spend measuring its throughput
   // by batch size and length at start-up (batching::MeasureBatchProfile);

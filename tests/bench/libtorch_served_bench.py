@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Two server builds side by side, served with their defaults: encoder-server
-of build A and of build B (e.g. two LibTorch versions: BENCHMARKS.md
-compares Debian's 1.13 with the pinned 2.15 wheel) on the same real model
+of build A and of build B (e.g. two LibTorch versions: "One LibTorch: 1.13
+against 2.15, served" in docs/benchmarks-history.md compares Debian's 1.13
+with the pinned 2.15 wheel) on the same real model
 directory, each in float32 and with --quantize int8, driven by the same
 encoder-client bench (build B's) at 1 caller x 16 tokens and 32 callers x
 128 tokens, in interleaved rounds so that a shared host's drift hits both

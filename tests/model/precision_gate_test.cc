@@ -94,7 +94,8 @@ TEST(PrecisionGate, Int8OnEveryBuiltInModel) {
 
 // Row outliers in the feed-forward's second projection: still batch
 // independent, still through the gate; a negative count refused. (What
-// they buy shows on real weights: BENCHMARKS.md, "Row outliers".)
+// they buy shows on real weights: docs/benchmarks-history.md, "Row
+// outliers" under "int8 quality".)
 TEST(PrecisionGate, Int8WithRowOutliersStaysBatchIndependent) {
   if (!Int8Supported()) GTEST_SKIP() << "no oneDNN quantized engine";
   const ModelSpec spec = BuiltinRepository().models.at(0);
