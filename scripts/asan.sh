@@ -17,6 +17,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${ASAN_BUILD_DIR:-build-asan}"
 jobs="$(nproc)"  # before OMP_NUM_THREADS, which nproc honours
+# The project's Python environment (.venv, torch 2.15) must exist before
+# configure: the tests whose Python computes with torch (hf_parity,
+# hf_extrapolation, reference_data and reference_test, head_stats_test's
+# reference cases) run on it, and are not registered (or skip) without it.
+# Nothing to do after scripts/test.sh has made it.
+bash scripts/python_env.sh
 # shellcheck source=scripts/asan_env.sh
 source scripts/asan_env.sh
 asan_configure "$build"
