@@ -175,7 +175,7 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CUDA_COMPILER="$cuda_root/bin/nvcc" \
   -DCMAKE_CUDA_ARCHITECTURES="${arch//./}" \
   -DTORCH_CUDA_ARCH_LIST="$arch" \
-  -DENCODER_REFERENCE_PYTHON="$py"
+  -DENCODER_CONFORMANCE_PYTHON="$py"
 configure_s=$(( $(now) - configure_start ))
 echo "configure: ${configure_s} s"
 

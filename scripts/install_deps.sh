@@ -15,7 +15,7 @@ build_pkgs=(build-essential cmake ninja-build pkg-config git
   prometheus-cpp-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
   libicu-dev libpcre2-dev libboost1.74-dev libssl-dev zlib1g-dev
   libsentencepiece-dev libcurl4-openssl-dev)
-test_pkgs=(libgtest-dev libgmock-dev python3-torch python3-numpy python3-grpcio python3-h2
+test_pkgs=(libgtest-dev libgmock-dev python3-numpy python3-grpcio python3-h2
   python3-protobuf clang-format prometheus nginx docker-compose python3-yaml
   python3-matplotlib python3-setuptools python3-venv
   chromium nodejs openssl clang-14 libclang-rt-14-dev python3-sentencepiece
@@ -23,9 +23,11 @@ test_pkgs=(libgtest-dev libgmock-dev python3-torch python3-numpy python3-grpcio 
 # LibTorch is not a Debian package here: scripts/libtorch.sh fetches the
 # pinned wheel's libraries with python3-pip (build) and the binaries load
 # them from where it unpacked them (deploy/Dockerfile copies them along).
-# python3-torch, Debian's PyTorch for Python, is what the reference scripts
-# run by /usr/bin/python3 compute with (tests/hf, tests/bench); no build
-# links its LibTorch.
+# No Debian PyTorch: every test script that computes with torch (the
+# float64 references of tests/reference, tests/hf and head_stats_test,
+# spm_serving, the benchmarks' plumbing, the conformance suite) runs on the
+# project's Python environment, .venv (scripts/python_env.sh), whose torch
+# is the same pinned 2.15 wheel the builds link.
 # lld links the test builds' programs several times faster than GNU ld
 # (CMakeLists.txt, ENCODER_LINKER).
 # libboost1.74-dev: the HTTP port is Boost.Beast on Boost.Asio, header-only

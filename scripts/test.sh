@@ -4,7 +4,8 @@
 # and fuzz jobs, .ci/run). The Python environment
 # (.venv: transformers, sentence-transformers, torch and the packaged real
 # models, about 3.3 GB from PyPI the first time) must exist before configure,
-# which registers the conformance test only when it does.
+# which registers the conformance test and every other test whose Python
+# computes with torch (tests/CMakeLists.txt) only when it does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh test

@@ -498,7 +498,7 @@ configure_once() {
     "-DCMAKE_MAKE_PROGRAM=$(command -v ninja)"
     "-DCMAKE_CXX_COMPILER=$(command -v c++ || command -v g++)"
     "-DCMAKE_CXX_FLAGS=${CHECK_CXX_FLAGS--include cstdint}"
-    "-DENCODER_REFERENCE_PYTHON=$(command -v "$python" || echo "$python")"
+    "-DENCODER_CONFORMANCE_PYTHON=$(command -v "$python" || echo "$python")"
     # tests/http and tests/tokenizer want Node; they are not run here.
     "-DNODE_EXECUTABLE=$(command -v node || echo /bin/false)"
     "-DNPM_EXECUTABLE=$(command -v npm || echo /bin/false)")

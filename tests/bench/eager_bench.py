@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Our forward against PyTorch eager on the same weights, in one run.
 
 Builds the default-size model (vocab 10000, width 512, 8 heads, feed-forward
@@ -11,8 +11,10 @@ at each batch size, on the given device and dtype. Prints a table with the
 ratio ours / eager. Meant for a GPU (--device cuda, float32 and bfloat16);
 runs on CPU too.
 
-Usage: eager_bench.py BUILD_DIR [--device cuda] [--dtype bfloat16]
-         [--batch-sizes 1,2,4,...,256] [--length 128] [--layers 4]
+Usage (the project's .venv: torch):
+  .venv/bin/python tests/bench/eager_bench.py BUILD_DIR [--device cuda]
+         [--dtype bfloat16] [--batch-sizes 1,2,4,...,256] [--length 128]
+         [--layers 4]
 """
 import argparse
 import importlib.util

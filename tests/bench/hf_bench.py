@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """A BERT-base-sized Hugging Face checkpoint served by encoder-server, next to
 the same model in PyTorch eager, measured in one run.
 
@@ -17,8 +17,9 @@ the server on it and measures:
     batch 1 and 32, with 1 thread and with the server's thread count.
 Prints `lscpu` model name and flags first. Not part of ctest (minutes).
 
-Usage: hf_bench.py --binary build/encoder-server [--threads N]
-       [--batch1-calls N] [--batch32-rounds N] [--keep DIR]
+Usage (the project's .venv: torch, numpy, grpcio):
+  .venv/bin/python tests/bench/hf_bench.py --binary build/encoder-server
+       [--threads N] [--batch1-calls N] [--batch32-rounds N] [--keep DIR]
 """
 import argparse
 import concurrent.futures

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """encoder-server against a small Python server on the same model, in one run.
 
 Builds eager_bench.py's model (vocabulary 10000, width 512, 8 heads,
@@ -19,7 +19,10 @@ load average, a Markdown table of medians, and the ratios
 ours / peer and ours / best in-process forward. Each server's minor page
 faults and CPU seconds (user, system) per sequence come from /proc.
 
-Usage: peer_bench.py BUILD_DIR [--layers 4] [--duration 8] [--rounds 2]
+Usage (the project's .venv: torch, grpcio; peer_server.py runs on the same
+Python):
+  .venv/bin/python tests/bench/peer_bench.py BUILD_DIR [--layers 4]
+         [--duration 8] [--rounds 2]
          [--lengths 16,128,8-128] [--concurrency 1,32] [--check-only]
          [--server-arg FLAG]... [--forward-arg FLAG]... [--min-cosine C]
          [--max-norm-difference D] [--json OUT]
@@ -66,7 +69,7 @@ def start_peer(weights, layers, directory, threads):
     ready = os.path.join(directory, "peer-ready.json")
     log = open(os.path.join(directory, "peer.log"), "w")
     proc = subprocess.Popen(
-        ["/usr/bin/python3", str(HERE / "peer_server.py"), "--weights",
+        [sys.executable, str(HERE / "peer_server.py"), "--weights",
          weights, "--layers", str(layers), "--threads", str(threads),
          "--ready-file", ready], stdout=log, stderr=subprocess.STDOUT)
     return proc, wait_ready(proc, ready, log.name, "peer server")

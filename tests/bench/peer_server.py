@@ -1,8 +1,8 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """A small Python serving peer: what a user would write instead of
 encoder-server, to compare against.
 
-grpcio + PyTorch eager (Debian's python3 packages), the project's own
+grpcio + PyTorch eager (the project's .venv), the project's own
 encoder.v1 proto, and a dynamic batcher of its own: one worker thread takes
 the first waiting sequence, gathers more for up to --max-delay-ms or until
 --max-batch sequences, pads them to the longest, runs one forward pass with a

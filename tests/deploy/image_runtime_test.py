@@ -17,6 +17,7 @@ so that a library dropped there fails here) and checks that:
   of the port's TLS;
 - an --health-listen flag (what deploy/k8s passes) replaces the
   environment default instead of clashing with it.
+The Debian packages the other libraries come from: image_packages_test.py.
 """
 import os
 import re

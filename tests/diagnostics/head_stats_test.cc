@@ -1,5 +1,6 @@
 // ComputeHeadStats against exact cases and against a torch float64
-// reference (head_stats_ref.py) run by /usr/bin/python3.
+// reference (head_stats_ref.py) run by the project's Python environment
+// (.venv, ENCODER_TEST_PYTHON); without it the reference cases are skipped.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -17,6 +18,19 @@
 
 namespace encoder::diagnostics {
 namespace {
+
+// The Python with torch that runs the reference: the build's
+// ENCODER_CONFORMANCE_PYTHON (tests/CMakeLists.txt), else .venv in the
+// source tree named by ENCODER_SOURCE_DIR.
+std::string ReferencePython() {
+#ifdef ENCODER_TEST_PYTHON
+  return ENCODER_TEST_PYTHON;
+#else
+  const char* source_dir = std::getenv("ENCODER_SOURCE_DIR");
+  return std::string(source_dir != nullptr ? source_dir : ".") +
+         "/.venv/bin/python";
+#endif
+}
 
 // Runs the reference once on several probability tensors [H, S, S] and
 // returns one AttentionHeadStats per head, tensors in order.
@@ -44,7 +58,7 @@ std::vector<AttentionHeadStats> ReferenceStats(
       for (int64_t i = 0; i < a.numel(); ++i) out << p[i] << "\n";
     }
   }
-  const std::string command = "/usr/bin/python3 " + script + " " + input;
+  const std::string command = ReferencePython() + " " + script + " " + input;
   FILE* pipe = popen(command.c_str(), "r");
   EXPECT_NE(pipe, nullptr) << command;
   if (pipe == nullptr) return {};
@@ -66,6 +80,16 @@ std::vector<AttentionHeadStats> ReferenceStats(
   return stats;
 }
 
+// The cases against the reference, skipped when its Python is not there.
+class HeadStatsReference : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (access(ReferencePython().c_str(), X_OK) != 0) {
+      GTEST_SKIP() << "no " << ReferencePython() << " (scripts/python_env.sh)";
+    }
+  }
+};
+
 void ExpectMatches(const std::vector<AttentionHeadStats>& got,
                    const std::vector<AttentionHeadStats>& want, double tol) {
   ASSERT_EQ(got.size(), want.size());
@@ -79,7 +103,7 @@ void ExpectMatches(const std::vector<AttentionHeadStats>& got,
   }
 }
 
-TEST(HeadStats, MatchesTorchReferenceOnRandomSoftmax) {
+TEST_F(HeadStatsReference, MatchesTorchReferenceOnRandomSoftmax) {
   at::manual_seed(11);
   std::vector<at::Tensor> cases;
   std::vector<AttentionHeadStats> got;
@@ -98,7 +122,7 @@ TEST(HeadStats, MatchesTorchReferenceOnRandomSoftmax) {
   ExpectMatches(got, ReferenceStats(cases), 1e-9);
 }
 
-TEST(HeadStats, MatchesTorchReferenceWithZeroProbabilities) {
+TEST_F(HeadStatsReference, MatchesTorchReferenceWithZeroProbabilities) {
   // A causal-style mask gives exact zeros: 0 ln 0 must count as 0.
   at::manual_seed(12);
   const int64_t s = 7;

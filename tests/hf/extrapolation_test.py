@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Diagnose's extrapolation probe against exact math and a float64 reference.
 
 Writes Hugging Face fixtures (make_fixtures.py) and native models with the

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Hugging Face checkpoints through the gRPC service vs the float64 reference.
 
 Writes the fixtures of make_fixtures.py into a temporary directory, starts
@@ -210,7 +210,7 @@ def string_fields(message, skip=()):
     for field, value in message.ListFields():
         if field.name in skip:
             continue
-        values = value if field.label == field.LABEL_REPEATED else [value]
+        values = value if field.is_repeated else [value]
         for v in values:
             if isinstance(v, str):
                 out.append(v)

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Independent float64 PyTorch forward of each Hugging Face encoder family.
 
 Written from the math of the families' modeling code in transformers

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Writes tiny Hugging Face checkpoint directories, one per fixture.
 
 Each directory has a config.json with the key set of a real checkpoint's

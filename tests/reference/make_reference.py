@@ -1,7 +1,7 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Expected outputs from docs/positional-encodings.md, independent of the C++.
 
-Usage: /usr/bin/python3 make_reference.py OUT_DIR
+Usage: .venv/bin/python tests/reference/make_reference.py OUT_DIR
 
 For every case of all_cases() this writes
   OUT_DIR/<case>/config.json          the model config (ParseModelConfig schema)

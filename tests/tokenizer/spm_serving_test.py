@@ -1,9 +1,9 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Checkpoints whose only tokenizer file is a SentencePiece .model, served.
 
 Writes two tiny checkpoints of tests/hf/make_fixtures.py (gtr-t5, a
 T5EncoderModel, and xlm-roberta), adds a SentencePiece model trained here
-(python3-sentencepiece) as spiece.model / sentencepiece.bpe.model, and a
+(sentencepiece, in .venv) as spiece.model / sentencepiece.bpe.model, and a
 third copy of gtr-t5 whose spiece.model is not a model. Starts encoder-server
 on them and checks through gRPC:
   - ListModels: tokenizer "sentencepiece", text accepted; the broken copy
