@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fails when a layer includes what the layering rules (README, Layout) forbid:
+# Fails when a layer includes what the layering rules (docs/ARCHITECTURE.md,
+# Layout) forbid:
 # common/model/batching/diagnostics/runner/tokenizer: no gRPC, no protobuf;
 # the HTTP server (http/http_*, gzip): HTTP only, none of the project's
 # layers; the core (server/core): no gRPC, protobuf or LibTorch; the HTTP

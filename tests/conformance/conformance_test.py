@@ -474,7 +474,7 @@ def check_model(name, family, path, max_length, texts, served, report,
                f"first: {texts[bad[0]]!r}" if bad else "")
 
     # Empty text is refused (as the OpenAI API and text-embeddings-inference
-    # do; README "Serve a model from the Hub"), where sentence-transformers
+    # do; docs/models.md, "What is compared"), where sentence-transformers
     # embeds [CLS] [SEP]: it is left out of the vector comparisons.
     refused = served.empty_text_refused(name)
     if refused:

@@ -198,7 +198,8 @@ def build():
 
 TEXTS = build()
 assert len(TEXTS) >= 200, len(TEXTS)
-# The texts the server embeds: it refuses empty text (README).
+# The texts the server embeds: it refuses empty text (docs/models.md,
+# "What is compared").
 NONEMPTY = [t for t in TEXTS if t]
 
 if __name__ == "__main__":

@@ -13,11 +13,11 @@
   dot products (avx512_vnni or amx_int8: 8-bit weights and activations;
   MiniLM 0.99965 and MPNet 0.99947 mean cosine on an AMD EPYC with
   AVX-512 VNNI) and is held to them there. Without them one operand gives
-  up a bit (README "CPU precision") and int8 misses them (mean cosine
-  0.995 for MiniLM and 0.993 for MPNet on the 256 quality texts of
-  tests/bench/peers/, AMD EPYC with AVX2 only); it is held to
-  INT8_SPEARMAN_MIN and INT8_COSINE_MIN, below the goals, so that it
-  cannot get worse unseen. The paraphrase order must hold at each
+  up a bit (docs/performance-tuning.md, "CPU precision") and int8 misses
+  them (mean cosine 0.995 for MiniLM and 0.993 for MPNet on the 256
+  quality texts of tests/bench/peers/, AMD EPYC with AVX2 only); it is
+  held to INT8_SPEARMAN_MIN and INT8_COSINE_MIN, below the goals, so that
+  it cannot get worse unseen. The paraphrase order must hold at each
   precision.
 """
 import numpy as np

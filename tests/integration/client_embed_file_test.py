@@ -34,11 +34,11 @@ CALL_TIMEOUT_S = 300
 # Vectors of one input batched with different neighbours may differ in the
 # last float32 bits (padding changes the reduction order).
 BATCHING_ATOL = 2e-5
-# The README's float32 guarantee ("CPU precision"): two runs of the same
-# request, and one input alone or batched, agree within this many ulps of
-# the vector's largest |value| (MKL's products may change their order
-# with the rows and the memory's alignment; oneDNN's do not, and there the
-# floats are equal).
+# The float32 guarantee (docs/performance-tuning.md, "What is guaranteed"):
+# two runs of the same request, and one input alone or batched, agree
+# within this many ulps of the vector's largest |value| (MKL's products may
+# change their order with the rows and the memory's alignment; oneDNN's do
+# not, and there the floats are equal).
 RUN_TO_RUN_ULPS = 256
 
 
