@@ -61,10 +61,9 @@ import tempfile
 import time
 
 README_MAX_LINES = 300
-LINKED_FILES = ["README.md", "CONTRIBUTING.md", "TESTING.md", "docs/*.md"]
+LINKED_FILES = ["README.md", "CONTRIBUTING.md", "TESTING.md", "BENCHMARKS.md",
+                "CHANGELOG.md", "docs/*.md"]
 SHELL_LANGS = {"sh", "bash", "console", "shell"}
-# A page that another change moves sections into, and where they are now.
-PENDING = {"docs/benchmarks-history.md": "BENCHMARKS.md"}
 BLOCK_TIMEOUT_S = 180
 
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)")
@@ -189,7 +188,7 @@ def check_readme_length(root, failures):
 
 
 def check_links(root, failures):
-    cache, checked, pending = {}, 0, {}
+    cache, checked = {}, 0
     for path in linked_files(root):
         rel = path.relative_to(root)
         for number, target in links(path):
@@ -205,10 +204,7 @@ def check_links(root, failures):
             except ValueError:
                 failures.add(where, f"{target} leaves the repository")
                 continue
-            if not dest.exists() and dest_rel in PENDING:
-                pending[dest_rel] = pending.get(dest_rel, 0) + 1
-                dest = root / PENDING[dest_rel]
-            elif not dest.exists():
+            if not dest.exists():
                 failures.add(where, f"{target}: no such file {dest_rel}")
                 continue
             if not anchor:
@@ -223,9 +219,6 @@ def check_links(root, failures):
                 failures.add(where, f"{target}: no heading with anchor "
                              f"#{anchor} in {dest.relative_to(root)}")
     print(f"links: {checked} relative links checked")
-    for page, count in pending.items():
-        print(f"  {count} into {page}, which does not exist yet: their "
-              f"anchors checked against {PENDING[page]}")
 
 
 def check_index(root, failures):

@@ -446,9 +446,11 @@ class ModelIdTest(unittest.TestCase):
             self.skipTest("a 4 MiB tmpfs cannot be mounted here: "
                           + mounted.stderr.strip())
         try:
+            # Checked before the weights' transfer starts: the bytes
+            # needed against the cache's free space.
             self.refused([f"--model-id={REPO}"], self.env(cache),
-                         "No space left on device", "HF_HUB_CACHE",
-                         "RESOURCE_EXHAUSTED")
+                         "RESOURCE_EXHAUSTED", "model.safetensors needs",
+                         str(cache), "free some space", "HF_HUB_CACHE")
             entries = [p for p in cache.rglob("*")
                        if "snapshots" in p.parts and p.is_symlink()]
             for entry in entries:
