@@ -15,6 +15,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -28,6 +29,7 @@
 #include "server/accept_reserve.h"
 #include "server/build_info.h"
 #include "server/common/status_macros.h"
+#include "server/flag_groups.h"
 #include "server/http/http_front.h"
 #include "server/listener_watch.h"
 #include "server/logging/log.h"
@@ -174,8 +176,16 @@ struct Process {
   std::shared_ptr<encoder::ListenerWatch> watch;
 };
 
+// Whether `flag` is among the arguments, as given.
+bool HasArgument(int argc, char** argv, const char* flag) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], flag) == 0) return true;
+  }
+  return false;
+}
+
 // Defines and parses the command line; an exit code when the process ends
-// here (--help, --version, a bad flag).
+// here (--help, --help-all, --help-markdown, --version, a bad flag).
 std::optional<int> ParseFlags(int argc, char** argv, Process& p) {
   CLI::App app(
       "Serves Transformer encoders with selectable positional schemes over "
@@ -188,12 +198,27 @@ std::optional<int> ParseFlags(int argc, char** argv, Process& p) {
   app.set_version_flag("--version", encoder::VersionText(),
                        "print the version, git commit, build type, compiler "
                        "and LibTorch version, and exit");
+  encoder::AddConfigFile(app);
   encoder::AddEnvironmentNames(app);
+  app.set_help_all_flag("--help-all", "every flag, the advanced ones too");
+  // The advanced flags are listed by --help-all only; they parse always.
+  const bool markdown = HasArgument(argc, argv, "--help-markdown");
+  const std::vector<std::string> ungrouped = encoder::GroupFlags(
+      app, markdown || HasArgument(argc, argv, "--help-all"));
+  if (markdown) {  // docs/configuration.md's tables
+    if (!ungrouped.empty()) {
+      std::fprintf(stderr, "flags in no group (server/flag_groups.cc): %s\n",
+                   absl::StrJoin(ungrouped, ", ").c_str());
+      return 1;
+    }
+    std::fputs(encoder::FlagsMarkdown(app).c_str(), stdout);
+    return 0;
+  }
   app.footer(
       "Every option can also be set from the environment as ENCODER_<NAME>, "
       "the long name upper-cased with '-' as '_' (e.g. "
       "ENCODER_MAX_BATCH_TOKENS=8192 for --max-batch-tokens); the command "
-      "line wins.");
+      "line and --config win. --help-all lists the advanced flags too.");
   CLI11_PARSE(app, argc, argv);
   absl::StatusOr<std::vector<std::string>> tei_env =
       encoder::ApplyTeiEnvironment(app);

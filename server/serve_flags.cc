@@ -517,13 +517,25 @@ void DefineServeFlags(CLI::App& app, ServeFlags& f) {
   DefineTeiFlags(app, f);
 }
 
+void AddConfigFile(CLI::App& app) {
+  app.set_config("--config", "",
+                 "a TOML file of flags by their long names, e.g. "
+                 "max-batch-tokens = 8192 (docs/configuration.md); the "
+                 "command line wins over it, and it over the environment");
+  // A misspelt key would otherwise set nothing, silently.
+  app.allow_config_extras(CLI::config_extras_mode::error);
+}
+
 // Every option can also come from ENCODER_<NAME>, the long name upper-cased
 // with '-' as '_' (--max-batch-tokens: ENCODER_MAX_BATCH_TOKENS). CLI11
 // reads the variable only when the option is not on the command line.
 void AddEnvironmentNames(CLI::App& app) {
   for (CLI::Option* option : app.get_options()) {
     const std::string& name = option->get_single_name();
-    if (name.empty() || name == "help" || name == "version") continue;
+    if (name.empty() || name == "help" || name == "help-all" ||
+        name == "version" || name == "config") {
+      continue;
+    }
     std::string env = "ENCODER_";
     for (char c : name) {
       env.push_back(c == '-' ? '_' : static_cast<char>(std::toupper(c)));

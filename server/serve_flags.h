@@ -93,8 +93,13 @@ struct ServeFlags {
 // Registers every flag on `app`, bound to `flags`.
 void DefineServeFlags(CLI::App& app, ServeFlags& flags);
 
+// --config FILE: a TOML file setting options by their long names
+// (max-batch-tokens = 8192); an unknown key is an error. The command line
+// wins over it, and it over the environment (CLI11 reads the file first).
+void AddConfigFile(CLI::App& app);
+
 // Lets every option of `app` come from ENCODER_<NAME>, the long name
-// upper-cased with '-' as '_'; the command line wins.
+// upper-cased with '-' as '_'; the command line and --config win.
 void AddEnvironmentNames(CLI::App& app);
 
 // The HTTP port's address from --http-listen: "" (no HTTP port) for "off"

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
@@ -269,6 +270,48 @@ TEST(ServeFlags, EnvironmentSetsAFieldAndTheCommandLineWins) {
   unsetenv("ENCODER_MAX_BATCH_TOKENS");
   EXPECT_EQ(f.host.batching.max_queue_delay, absl::Microseconds(40));
   EXPECT_EQ(f.host.batching.max_batch_tokens, 2048);
+}
+
+// --config FILE sets flags by their long names, below the command line
+// and above the ENCODER_ variables; an unknown key is refused.
+TEST(ServeFlags, ConfigFileSitsBetweenTheCommandLineAndTheEnvironment) {
+  const std::string path =
+      ::testing::TempDir() + "/serve_flags_config_test.toml";
+  auto parse = [&](const std::string& toml, std::vector<std::string> args) {
+    std::FILE* file = std::fopen(path.c_str(), "w");
+    EXPECT_NE(file, nullptr);
+    std::fputs(toml.c_str(), file);
+    std::fclose(file);
+    CLI::App app("test", "encoder-server");
+    ServeFlags f;
+    DefineServeFlags(app, f);
+    AddConfigFile(app);
+    AddEnvironmentNames(app);
+    args.insert(args.begin(), "--config=" + path);
+    std::vector<const char*> argv = {"encoder-server"};
+    for (const std::string& a : args) argv.push_back(a.c_str());
+    app.parse(static_cast<int>(argv.size()), argv.data());
+    return f;
+  };
+  const std::string toml =
+      "max-batch-tokens = 1234\n"
+      "log-format = \"json\"\n"
+      "model-dir = [\"a=/x\", \"b=/y\"]\n"
+      "warm-up = false\n";
+  ASSERT_EQ(setenv("ENCODER_MAX_BATCH_TOKENS", "999", 1), 0);
+  ASSERT_EQ(setenv("ENCODER_LOG_LEVEL", "debug", 1), 0);
+  const ServeFlags f = parse(toml, {});
+  const ServeFlags cli = parse(toml, {"--max-batch-tokens=7"});
+  unsetenv("ENCODER_MAX_BATCH_TOKENS");
+  unsetenv("ENCODER_LOG_LEVEL");
+  EXPECT_EQ(f.host.batching.max_batch_tokens, 1234);  // over the variable
+  EXPECT_EQ(f.log_format, "json");
+  EXPECT_EQ(f.log_level, "debug");  // the variable, where the file is silent
+  EXPECT_EQ(f.model_dirs, (std::vector<std::string>{"a=/x", "b=/y"}));
+  EXPECT_FALSE(f.host.warm_up);
+  EXPECT_EQ(cli.host.batching.max_batch_tokens, 7);  // the command line
+  EXPECT_THROW(parse("max-batch-tokenz = 1\n", {}), CLI::ConfigError);
+  std::remove(path.c_str());
 }
 
 // TEI's own variables set the flags the command line and ENCODER_
