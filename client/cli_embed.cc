@@ -70,8 +70,14 @@ Command AddEmbed(CLI::App* app, ConnectionOptions* connection) {
   command->add_flag("--pool-hidden-states", options->pool_hidden_states,
                     "Pool each hidden state like the embedding: [layers, D] "
                     "instead of [layers, S, D]");
-  command->add_flag("--truncate", options->truncate,
-                    "Cut inputs longer than the model's limit");
+  command
+      ->add_flag("--truncate", options->truncate,
+                 "Cut inputs longer than the model's limit")
+      ->excludes(command->add_flag(
+          "--no-truncate", options->no_truncate,
+          "Refuse inputs longer than the model's limit (neither flag: the "
+          "server's default for the model, truncate unless configured "
+          "otherwise)"));
   CLI::Option* prompt_name = command->add_option(
       "--prompt-name", options->prompt_name,
       "Prepend the model's prompt of this name to every text (see "

@@ -26,7 +26,8 @@ struct ScoreOptions {
   bool keep_order = false;
   bool return_documents = false;
   bool raw_scores = false;
-  bool truncate = false;
+  bool truncate = false;  // --truncate / --no-truncate; neither: the server's
+  bool no_truncate = false;
   std::string truncation_side = "right";
   std::string attention_layers;  // rerank: comma-separated
   std::string attention_heads;
@@ -41,14 +42,25 @@ encoder::v1::TruncationSide Side(const std::string& side) {
                         : encoder::v1::TRUNCATION_SIDE_RIGHT;
 }
 
+// truncate as the flags set it; unset when neither was given.
+template <typename Request>
+void SetTruncate(const ScoreOptions& o, Request* request) {
+  if (o.truncate || o.no_truncate) request->set_truncate(o.truncate);
+}
+
 void AddShared(CLI::App* command, ScoreOptions* o) {
   command->add_option("--model", o->model,
                       "Model name (default: the server's default model)");
   command->add_flag("--raw-scores", o->raw_scores,
                     "The head's logits, not its score activation");
-  command->add_flag("--truncate", o->truncate,
-                    "Cut sequences over the model's length (the longer "
-                    "text of a pair first)");
+  command
+      ->add_flag("--truncate", o->truncate,
+                 "Cut sequences over the model's length (the longer "
+                 "text of a pair first)")
+      ->excludes(command->add_flag(
+          "--no-truncate", o->no_truncate,
+          "Refuse sequences over the model's length (neither flag: the "
+          "server's default for the model)"));
   command->add_option("--truncation-side", o->truncation_side, "right or left")
       ->check(CLI::IsMember({"right", "left"}))
       ->capture_default_str();
@@ -74,7 +86,7 @@ int RunRerank(const ConnectionOptions& connection, const ScoreOptions& o) {
   request.set_keep_order(o.keep_order);
   request.set_return_documents(o.return_documents);
   request.set_raw_scores(o.raw_scores);
-  request.set_truncate(o.truncate);
+  SetTruncate(o, &request);
   request.set_truncation_side(Side(o.truncation_side));
   std::vector<int32_t> layers, heads;
   if (!ParseInt32Flag("--attention-layers", o.attention_layers, &layers) ||
@@ -115,7 +127,7 @@ int RunClassify(const ConnectionOptions& connection, const ScoreOptions& o) {
     if (!o.pairs.empty()) input->set_text_pair(o.pairs[i]);
   }
   request.set_raw_scores(o.raw_scores);
-  request.set_truncate(o.truncate);
+  SetTruncate(o, &request);
   request.set_truncation_side(Side(o.truncation_side));
   encoder::v1::ClassifyResponse response;
   grpc::ClientContext context;
@@ -130,7 +142,7 @@ int RunSparse(const ConnectionOptions& connection, const ScoreOptions& o) {
   for (const std::string& t : o.texts) request.add_inputs()->set_text(t);
   request.set_top_k(o.top_n);
   request.set_threshold(o.threshold);
-  request.set_truncate(o.truncate);
+  SetTruncate(o, &request);
   request.mutable_text_options()->set_truncation_side(Side(o.truncation_side));
   encoder::v1::EmbedSparseResponse response;
   grpc::ClientContext context;
@@ -159,8 +171,12 @@ Command AddSparse(CLI::App* app, ConnectionOptions* connection) {
       ->add_option("--threshold", o->threshold,
                    "Keep weights above this (default 0: every non-zero)")
       ->check(CLI::NonNegativeNumber);
-  command->add_flag("--truncate", o->truncate,
-                    "Cut texts over the model's length");
+  command
+      ->add_flag("--truncate", o->truncate, "Cut texts over the model's length")
+      ->excludes(command->add_flag(
+          "--no-truncate", o->no_truncate,
+          "Refuse texts over the model's length (neither flag: the "
+          "server's default for the model)"));
   command->add_option("--truncation-side", o->truncation_side, "right or left")
       ->check(CLI::IsMember({"right", "left"}))
       ->capture_default_str();

@@ -44,7 +44,9 @@ encoder::v1::EmbedRequest BuildEmbedRequest(const EmbedOptions& options) {
     for (int32_t layer : options.hidden_states) hidden->add_layers(layer);
     hidden->set_pooled(options.pool_hidden_states);
   }
-  request.set_truncate(options.truncate);
+  if (options.truncate || options.no_truncate) {
+    request.set_truncate(options.truncate);
+  }
   request.set_prompt_name(options.prompt_name);
   if (options.prompt) request.set_prompt(*options.prompt);
   if (options.extrapolate) {

@@ -27,7 +27,10 @@ struct EmbedOptions {
   bool attention_stats = false;
   std::vector<int32_t> hidden_states;  // layers; negative from the end
   bool pool_hidden_states = false;
+  // --truncate / --no-truncate: cut or refuse inputs past the model's
+  // length; neither: the server's default for the model.
   bool truncate = false;
+  bool no_truncate = false;
   std::string prompt_name;            // one of the model's prompts
   std::optional<std::string> prompt;  // a prompt text of the caller's
   // Long inputs in windows (LongInput chunking).

@@ -27,6 +27,7 @@ encoder::v1::EmbedRequest BatchRequest(const EmbedOptions& embed,
   options.pooling = embed.pooling;
   options.normalize = embed.normalize;
   options.truncate = embed.truncate;
+  options.no_truncate = embed.no_truncate;
   options.prompt_name = embed.prompt_name;
   options.prompt = embed.prompt;
   options.chunk = embed.chunk;

@@ -291,10 +291,12 @@ void DefineLimitFlags(CLI::App& app, ServeFlags& f) {
   app.add_option("--long-input", f.server.long_input,
                  "what an input past its model's length gets when the "
                  "request names no long_input policy and the model's "
-                 "repository entry none: refuse, truncate, chunk, late_chunk, "
-                 "extrapolate, or auto (extrapolate for ALiBi and relative "
-                 "buckets within the extrapolation limit, else chunk; "
-                 "ListModels says which and why)")
+                 "repository entry none: truncate (as text-embeddings-"
+                 "inference's --auto-truncate; responses count the dropped "
+                 "tokens), refuse, chunk, late_chunk, extrapolate, or auto "
+                 "(extrapolate for ALiBi and relative buckets within the "
+                 "extrapolation limit, else chunk; ListModels says which "
+                 "and why). A request's truncate false refuses")
       ->check(CLI::IsMember(
           {"refuse", "truncate", "chunk", "late_chunk", "extrapolate", "auto"}))
       ->capture_default_str();

@@ -24,8 +24,8 @@ void DefineTeiFlags(CLI::App& app, ServeFlags& f) {
                "text-embeddings-inference's JSON logs: --log-format=json");
   app.add_flag("--auto-truncate{true}", f.tei.auto_truncate,
                "text-embeddings-inference's switch, as --long-input: true "
-               "truncates inputs past the model's length when a request "
-               "names no policy, false refuses them");
+               "(the default) truncates inputs past the model's length when "
+               "a request names no policy, false refuses them");
   app.add_option("--pooling", f.tei_pooling,
                  "text-embeddings-inference's pooling override for the "
                  "listed models: cls, mean, last-token (as "

@@ -253,7 +253,7 @@ struct Treatment {
 };
 
 // INVALID_ARGUMENT's message for inputs[i] of n tokens past `model`'s
-// length, refused (no policy named, the model's default refuse).
+// length, refused (truncate false, or the model's default refuse).
 std::string TooLongMessage(int i, const runner::ServedModel& model, int64_t n) {
   const model::ModelConfig& config = model.description().config;
   return absl::StrCat("inputs[", i, "] has ", n, " tokens; model \"",
@@ -264,19 +264,19 @@ std::string TooLongMessage(int i, const runner::ServedModel& model, int64_t n) {
 
 // inputs[i]'s token ids: as sent, or its text (after `prompt`, when
 // given) tokenized; checked against the vocabulary and the model's length
-// limit (unless keep_long), and cut to it when `truncate` (*truncated
-// then).
+// limit (unless keep_long), and cut to it when `truncate` (*dropped: the
+// tokens the cut took, else 0).
 absl::StatusOr<std::vector<int64_t>> InputIds(const EmbedQuery& query, int i,
                                               const runner::ServedModel& model,
                                               const std::string& prompt,
-                                              bool* truncated, bool truncate,
+                                              int64_t* dropped, bool truncate,
                                               bool keep_long) {
   const model::ModelConfig& config = model.description().config;
   const std::string& name = model.name();
   const int64_t max_len = config.max_length();
   const EmbedInput& input = query.inputs[static_cast<size_t>(i)];
   std::vector<int64_t> ids;
-  *truncated = false;
+  *dropped = 0;
   switch (input.kind) {
     case EmbedInput::Kind::kTokenIds:
       ids = input.token_ids;
@@ -296,7 +296,7 @@ absl::StatusOr<std::vector<int64_t>> InputIds(const EmbedQuery& query, int i,
             absl::StrCat("inputs[", i, "]: ", tokens.status().message()));
       }
       ids = std::move(tokens->encoding.ids);
-      *truncated = tokens->truncated;
+      *dropped = tokens->dropped_tokens;
       break;
     }
     case EmbedInput::Kind::kNone:
@@ -321,7 +321,7 @@ absl::StatusOr<std::vector<int64_t>> InputIds(const EmbedQuery& query, int i,
       return absl::InvalidArgumentError(TooLongMessage(i, model, n));
     }
     TruncateIds(model, query.text_options.truncation_side, max_len, &ids);
-    *truncated = true;
+    *dropped = n - static_cast<int64_t>(ids.size());
   }
   return ids;
 }
@@ -343,7 +343,8 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const EmbedQuery& query,
                    ResolvePrompt(*p.model, query.prompt_name, query.prompt));
   ASSIGN_OR_RETURN(const int64_t prompt_skip,
                    PromptPoolSkip(*p.model, prompt, query.text_options));
-  if (int{query.truncate} + int{query.chunk} + int{query.late_chunk} +
+  const bool truncate = query.truncate.value_or(false);
+  if (int{truncate} + int{query.chunk} + int{query.late_chunk} +
           int{query.extrapolate} >
       1) {
     return absl::InvalidArgumentError(
@@ -391,8 +392,10 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const EmbedQuery& query,
         "chunk_tokens is ", query.chunk_tokens, "; it must be 0 or more"));
   }
   // A request that names no policy: the model's default, for the inputs
-  // past its length only (auto is resolved once one is).
-  const bool named = query.truncate || windowed || query.extrapolate;
+  // past its length only (auto is resolved once one is). truncate false
+  // alone names refusal.
+  const bool refuse = query.truncate == false && !windowed && !query.extrapolate;
+  const bool named = query.truncate.has_value() || windowed || query.extrapolate;
   static const std::string kRefuse = "refuse";
   const std::string& configured =
       named ? kRefuse : ConfiguredLongInput(*p.model, limits);
@@ -413,12 +416,12 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const EmbedQuery& query,
   };
   if (query.extrapolate) RETURN_IF_ERROR(limit().status());
   for (int i = 0; i < static_cast<int>(query.inputs.size()); ++i) {
-    bool truncated = false;
+    int64_t dropped = 0;
     ASSIGN_OR_RETURN(
         std::vector<int64_t> ids,
-        InputIds(query, i, *p.model, prompt, &truncated,
-                 /*truncate=*/query.truncate || configured == "truncate",
-                 /*keep_long=*/named || configured != "refuse"));
+        InputIds(query, i, *p.model, prompt, &dropped,
+                 /*truncate=*/truncate || configured == "truncate",
+                 /*keep_long=*/(named && !refuse) || configured != "refuse"));
     const int64_t n = static_cast<int64_t>(ids.size());
     Treatment t{windowed && !query.late_chunk, query.late_chunk,
                 query.extrapolate};
@@ -460,7 +463,8 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const EmbedQuery& query,
     }
     PreparedEmbed::Input plan;
     plan.first = p.sequences.size();
-    plan.truncated = truncated;
+    plan.truncated = dropped > 0;
+    plan.truncated_tokens = dropped;
     plan.normalize = base.normalize;
     plan.late = t.late;
     for (const Window& w : windows) plan.spans.push_back(w.span);
@@ -643,6 +647,8 @@ EmbedAnswer BuildAnswer(std::string request_id, const PreparedEmbed& prepared,
     }
     runner::EmbedResult& r = out.result;
     out.truncated = plan.truncated;
+    out.truncated_tokens = plan.truncated_tokens;
+    answer.truncated_tokens += plan.truncated_tokens;
     out.packing = prepared.packing;
     if (prepared.packing == EmbedQuery::Packing::kBinary ||
         prepared.packing == EmbedQuery::Packing::kUbinary) {

@@ -40,8 +40,9 @@ struct ServiceLimits {
   // What an input past its model's length gets when the request names no
   // policy and the model's repository entry none either (--long-input):
   // "refuse", "truncate", "chunk", "late_chunk", "extrapolate" or "auto"
-  // (DefaultLongInput).
-  std::string long_input = "refuse";
+  // (DefaultLongInput). truncate, as text-embeddings-inference's
+  // --auto-truncate.
+  std::string long_input = "truncate";
 };
 
 // One input: text (tokenized with the model's tokenizer, after the prompt)
@@ -73,8 +74,10 @@ struct EmbedQuery {
   std::vector<EmbedInput> inputs;
   std::optional<model::Pooling> pooling;  // unset: the model's
   std::optional<bool> normalize;          // unset: the model's
-  // Cut inputs longer than the model accepts (else INVALID_ARGUMENT).
-  bool truncate = false;
+  // true: cut inputs longer than the model accepts; false: refuse them
+  // (INVALID_ARGUMENT), unless another policy below is named; unset: the
+  // model's long-input default (ConfiguredLongInput).
+  std::optional<bool> truncate;
   // Or embed them in windows of the model's length and aggregate the
   // windows' pooled vectors: weighted by each window's input tokens, or
   // element-wise max (chunk_max). Pooled embeddings only; not with a
@@ -160,6 +163,7 @@ struct EmbeddedInput {
   // normalized as asked (result.pooled_dim is its width).
   runner::EmbedResult result;
   bool truncated = false;
+  int64_t truncated_tokens = 0;  // tokens truncation dropped
   int64_t chunks = 1;                      // windows it was embedded in
   std::vector<ChunkVector> chunk_vectors;  // EmbedQuery::return_chunks
   // With EmbedQuery::Packing binary or ubinary: the pooled vector's bits
@@ -183,6 +187,7 @@ struct EmbedAnswer {
   // int8 / uint8: the ranges the bytes are relative to.
   std::vector<float> quantization_min, quantization_max;
   int64_t total_tokens = 0;
+  int64_t truncated_tokens = 0;  // summed over the inputs
   // The sparse vectors' width (EmbedQuery::sparse); 0 without them.
   int64_t sparse_vocab = 0;
   // The slowest input's queue and inference times, and the call's time
@@ -202,6 +207,7 @@ struct PreparedEmbed {
     size_t first = 0;
     size_t count = 1;
     bool truncated = false;
+    int64_t truncated_tokens = 0;
     bool normalize = false;
     // Late chunking: one sequence whose pool_spans are the windows.
     bool late = false;

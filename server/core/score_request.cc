@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/common/status_macros.h"
+#include "server/core/long_input.h"
 #include "server/core/status.h"
 #include "server/core/text_input.h"
 
@@ -38,12 +39,13 @@ absl::Status CheckTask(const runner::ServedModel& model,
   return absl::OkStatus();
 }
 
-// `item` (named `name` in messages) tokenized, checked and priced; its
-// sides when `sides` is given, with the query's attention maps asked for
-// when `explain`.
+// `item` (named `name` in messages) tokenized, cut to the model's length
+// when `truncate` (*dropped: the tokens the cut took), checked and priced;
+// its sides when `sides` is given, with the query's attention maps asked
+// for when `explain`.
 absl::StatusOr<runner::EmbedSpec> ItemSpec(
     const ScoreQuery& query, const ScoreItem& item, const std::string& name,
-    const runner::ServedModel& model, bool* truncated,
+    const runner::ServedModel& model, bool truncate, int64_t* dropped,
     PreparedScore::Sides* sides, bool explain) {
   const runner::ModelDescription& d = model.description();
   if (item.text.empty() || (item.pair.has_value() && item.pair->empty())) {
@@ -54,9 +56,9 @@ absl::StatusOr<runner::EmbedSpec> ItemSpec(
   const int64_t max_len = d.config.max_length();
   auto tokens =
       item.pair.has_value()
-          ? TokenizePair(model, item.text, *item.pair, options, query.truncate,
+          ? TokenizePair(model, item.text, *item.pair, options, truncate,
                          max_len)
-          : TokenizeText(model, item.text, options, query.truncate, max_len);
+          : TokenizeText(model, item.text, options, truncate, max_len);
   if (!tokens.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(name, ": ", tokens.status().message()));
@@ -116,7 +118,7 @@ absl::StatusOr<runner::EmbedSpec> ItemSpec(
   spec.want_scores = true;
   spec.cost = model.Price(spec);
   RETURN_IF_ERROR(CheckCost(spec, model, name));
-  *truncated = tokens->truncated;
+  *dropped = tokens->dropped_tokens;
   return spec;
 }
 
@@ -148,27 +150,30 @@ absl::StatusOr<PreparedScore> PrepareScore(const ScoreQuery& query,
   const bool explain = !query.attention_layers.empty();
   const bool probe = query.positional_probes;
   p.items = query.items.size();
-  p.truncated.assign(query.items.size(), false);
+  p.truncated_tokens.assign(query.items.size(), 0);
+  const bool truncate = query.truncate.value_or(
+      ConfiguredLongInput(*p.model, limits) == "truncate");
   if (explain) p.sides.resize(query.items.size());
   if (probe) p.probes.resize(query.items.size());
   std::vector<runner::EmbedSpec> probes;
   for (size_t i = 0; i < query.items.size(); ++i) {
-    bool truncated = false;
+    int64_t dropped = 0;
     const ScoreItem& item = query.items[i];
     const std::string name = absl::StrCat(query.item_field, "[", i, "]");
     PreparedScore::Sides sides;
     ASSIGN_OR_RETURN(auto spec,
-                     ItemSpec(query, item, name, *p.model, &truncated,
+                     ItemSpec(query, item, name, *p.model, truncate, &dropped,
                               explain || probe ? &sides : nullptr, explain));
-    p.truncated[i] = truncated;
+    p.truncated_tokens[i] = dropped;
     p.total_tokens += static_cast<int64_t>(spec.token_ids.size());
     if (probe && item.pair.has_value()) {
       // Swapped: the second text first, tokenized as a pair of its own.
-      bool cut = false;
+      int64_t cut = 0;
       ASSIGN_OR_RETURN(
           auto swapped,
           ItemSpec(query, ScoreItem{*item.pair, item.text},
-                   absl::StrCat(name, " swapped"), *p.model, &cut, nullptr,
+                   absl::StrCat(name, " swapped"), *p.model, truncate, &cut,
+                   nullptr,
                    /*explain=*/false));
       // Reversed: the same sequence with the second text's tokens in
       // reverse order (their positions and type ids stay).
@@ -275,7 +280,9 @@ ScoreAnswer BuildScoreAnswer(std::string request_id,
     ScoredItem item;
     item.logits = std::move(r.scores);
     item.tokens = r.num_tokens;
-    item.truncated = prepared.truncated[i];
+    item.truncated_tokens = prepared.truncated_tokens[i];
+    item.truncated = item.truncated_tokens > 0;
+    answer.truncated_tokens += item.truncated_tokens;
     if (i < prepared.sides.size())
       CutPairAttention(r, prepared.sides[i], &item);
     if (i < prepared.probes.size() && prepared.probes[i].swapped >= 0) {

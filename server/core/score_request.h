@@ -36,10 +36,11 @@ struct ScoreQuery {
   std::vector<ScoreItem> items;
   // How messages name items[i] ("texts", "documents").
   std::string item_field = "inputs";
-  // Cut a sequence over the model's length (a pair loses tokens from its
-  // longer text first, as transformers' longest_first) instead of refusing
-  // it.
-  bool truncate = false;
+  // true: cut a sequence over the model's length (a pair loses tokens from
+  // its longer text first, as transformers' longest_first); false: refuse
+  // it. Unset: cut when the model's long-input default
+  // (ConfiguredLongInput) is truncate, else refuse.
+  std::optional<bool> truncate;
   tokenizer::TruncationSide truncation_side = tokenizer::TruncationSide::kRight;
   // Explain each pair's score: the attention of these layers (none when
   // empty) and heads (all when empty, or averaged) from the first text's
@@ -67,6 +68,7 @@ struct ScoredItem {
   std::vector<float> logits;  // one per label
   int64_t tokens = 0;
   bool truncated = false;
+  int64_t truncated_tokens = 0;  // tokens truncation dropped
   // With ScoreQuery::attention_layers, for a pair: the attention from the
   // first text's tokens (rows) to the second's (columns), [layers, heads,
   // first, second] ([layers, first, second] averaged over the heads), and
@@ -85,6 +87,7 @@ struct ScoreAnswer {
   model::ScoreActivation activation = model::ScoreActivation::kSigmoid;
   std::vector<ScoredItem> items;  // in the query's order
   int64_t total_tokens = 0;
+  int64_t truncated_tokens = 0;  // summed over the items
   double queue_ms = 0;
   double inference_ms = 0;
   double total_ms = 0;
@@ -101,7 +104,7 @@ struct PreparedScore {
     int64_t swapped = -1, reversed = -1;
   };
   std::vector<Probes> probes;
-  std::vector<bool> truncated;
+  std::vector<int64_t> truncated_tokens;  // per item; 0: not cut
   int64_t total_tokens = 0;
   // Per item when its attention is explained: the positions of the first
   // and the second text's tokens in the sequence, and the tokens.

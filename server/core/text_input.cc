@@ -147,9 +147,12 @@ absl::StatusOr<TokenizedText> Tokenize(const runner::ServedModel& model,
   }
   o.truncate = true;
   o.max_length = max_length;
+  const int64_t whole_size = static_cast<int64_t>(out.encoding.size());
   ASSIGN_OR_RETURN(auto cut, encode());
   out.encoding = std::move(cut);
   out.truncated = true;
+  out.dropped_tokens =
+      whole_size - static_cast<int64_t>(out.encoding.size());
   return out;
 }
 

@@ -27,6 +27,7 @@ struct TextOptions {
 struct TokenizedText {
   tokenizer::Encoding encoding;
   bool truncated = false;
+  int64_t dropped_tokens = 0;  // the whole encoding's length less the cut's
 };
 
 // With truncate, an encoding longer than max_length is cut on the requested

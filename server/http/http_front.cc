@@ -140,6 +140,13 @@ Response RenderServerError(const Request* q, int status,
   return JsonResponse(status, ErrorBody(text, status, "", code));
 }
 
+// The tokens truncation dropped from a call's inputs, all together (0 when
+// nothing was cut): inputs past their model's length are truncated unless
+// the request or --long-input says otherwise.
+Header TruncatedTokensHeader(int64_t tokens) {
+  return {"X-Truncated-Tokens", absl::StrCat(tokens)};
+}
+
 // One call between its opening and its answer: the access record, and
 // the headers echoed on the answer.
 struct CallLog {
@@ -270,6 +277,8 @@ class HttpFront::Handlers {
             Response r;
             r.content_type = kJson;
             r.body = EmbeddingsResponseJson(**shared, base64);
+            r.headers.push_back(
+                TruncatedTokensHeader((*shared)->truncated_tokens));
             Finish(x, log.get(), absl::OkStatus(), std::move(r));
           });
         });
@@ -356,6 +365,8 @@ class HttpFront::Handlers {
                      Response r;
                      r.content_type = kJson;
                      r.body = render(**shared);
+                     r.headers.push_back(
+                         TruncatedTokensHeader((*shared)->truncated_tokens));
                      Finish(x, log.get(), absl::OkStatus(), std::move(r));
                    });
                  });
@@ -384,6 +395,8 @@ class HttpFront::Handlers {
                      Response r;
                      r.content_type = kJson;
                      r.body = render(**shared, *rendering);
+                     r.headers.push_back(
+                         TruncatedTokensHeader((*shared)->truncated_tokens));
                      Finish(x, log.get(), absl::OkStatus(), std::move(r));
                    });
                  });

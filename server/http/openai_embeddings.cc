@@ -53,14 +53,14 @@ absl::Status InvalidParam(const std::string& message, std::string* param,
   return absl::InvalidArgumentError(message);
 }
 
-// "long_input": {"policy": "truncate" | "chunk" | "late_chunk" |
+// "long_input": {"policy": "truncate" | "refuse" | "chunk" | "late_chunk" |
 // "extrapolate", "overlap_tokens": int, "chunk_tokens": int,
 // "aggregation": "mean" | "max", "return_chunks": bool}.
 absl::Status ParseLongInput(const json& value, core::EmbedQuery* query,
                             std::string* param) {
   const char* kShape =
       "long_input must be an object such as {\"policy\": \"chunk\" (or "
-      "\"truncate\", \"late_chunk\", \"extrapolate\"), "
+      "\"truncate\", \"refuse\", \"late_chunk\", \"extrapolate\"), "
       "\"overlap_tokens\": 32, \"chunk_tokens\": 256, \"aggregation\": "
       "\"mean\", \"return_chunks\": false}";
   if (!value.is_object()) return InvalidParam(kShape, param, "long_input");
@@ -70,8 +70,9 @@ absl::Status ParseLongInput(const json& value, core::EmbedQuery* query,
   };
   for (const auto& [key, item] : value.items()) {
     const std::string text = item.is_string() ? item.get<std::string>() : "";
-    if (key == "policy" && (text == "truncate" || text == "chunk" ||
-                            text == "late_chunk" || text == "extrapolate")) {
+    if (key == "policy" &&
+        (text == "truncate" || text == "refuse" || text == "chunk" ||
+         text == "late_chunk" || text == "extrapolate")) {
       query->truncate = text == "truncate";
       query->chunk = text == "chunk";
       query->late_chunk = text == "late_chunk";

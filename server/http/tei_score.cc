@@ -31,8 +31,11 @@ absl::StatusOr<bool> SharedField(const std::string& key, const json& value,
     if (!value.is_boolean()) {
       return TeiBodyError(absl::StrCat(key, " must be true or false"));
     }
-    (key == "truncate" ? query->truncate : rendering->raw_scores) =
-        value.get<bool>();
+    if (key == "truncate") {
+      query->truncate = value.get<bool>();
+    } else {
+      rendering->raw_scores = value.get<bool>();
+    }
     return true;
   }
   if (key == "truncation_direction") {

@@ -77,7 +77,7 @@ absl::StatusOr<core::EmbedQuery> ToEmbedQuery(v1::EmbedRequest* request) {
   q.request_id = request->request_id();
   q.inputs = MoveInputs(request->mutable_inputs());
   if (request->has_normalize()) q.normalize = request->normalize();
-  q.truncate = request->truncate();
+  if (request->has_truncate()) q.truncate = request->truncate();
   q.text_options = ToTextOptions(request->text_options());
   q.prompt_name = request->prompt_name();
   if (request->has_prompt()) q.prompt = request->prompt();
@@ -195,6 +195,7 @@ void FillEmbedResponse(const core::EmbedAnswer& answer,
     }
     out->set_num_tokens(r.num_tokens);
     out->set_truncated(in.truncated);
+    out->set_truncated_tokens(static_cast<int32_t>(in.truncated_tokens));
     out->set_chunks(static_cast<int32_t>(in.chunks));
     for (const core::ChunkVector& c : in.chunk_vectors) {
       v1::ChunkVector* v = out->add_chunk_vectors();

@@ -42,7 +42,7 @@ absl::StatusOr<core::ScoreQuery> ToScoreQuery(
   q.model = request.model();
   q.request_id = request.request_id();
   q.item_field = "documents";
-  q.truncate = request.truncate();
+  if (request.has_truncate()) q.truncate = request.truncate();
   q.truncation_side = Side(request.truncation_side());
   const v1::AttentionSelection& attention = request.attention();
   q.attention_layers.assign(attention.layers().begin(),
@@ -64,7 +64,7 @@ absl::StatusOr<core::ScoreQuery> ToScoreQuery(
   q.model = request.model();
   q.request_id = request.request_id();
   q.item_field = "inputs";
-  q.truncate = request.truncate();
+  if (request.has_truncate()) q.truncate = request.truncate();
   q.truncation_side = Side(request.truncation_side());
   q.items.reserve(request.inputs_size());
   for (const v1::ClassifyInput& input : request.inputs()) {
@@ -94,6 +94,7 @@ void FillRerankResponse(const v1::RerankRequest& request,
     const core::ScoredItem& item = answer.items[r.index];
     out->set_tokens(static_cast<int32_t>(item.tokens));
     out->set_truncated(item.truncated);
+    out->set_truncated_tokens(static_cast<int32_t>(item.truncated_tokens));
     if (request.return_documents()) {
       out->set_document(request.documents(static_cast<int>(r.index)));
     }
@@ -136,6 +137,8 @@ void FillClassifyResponse(const v1::ClassifyRequest& request,
     }
     out->set_tokens(static_cast<int32_t>(answer.items[i].tokens));
     out->set_truncated(answer.items[i].truncated);
+    out->set_truncated_tokens(
+        static_cast<int32_t>(answer.items[i].truncated_tokens));
   }
 }
 

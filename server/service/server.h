@@ -32,7 +32,7 @@ struct ServerOptions {
   int64_t max_chunks_per_input = 64;
   // What inputs past a model's length get when a request names no policy
   // and the model's repository entry none either (core::DefaultLongInput).
-  std::string long_input = "refuse";
+  std::string long_input = "truncate";
   // gRPC's resource quota: memory for every connection's buffers.
   int64_t memory_quota_bytes = int64_t{1} << 30;
   // HTTP/2 streams (calls, health Watch streams included) in flight per

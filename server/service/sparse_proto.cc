@@ -11,7 +11,7 @@ core::EmbedQuery ToSparseQuery(v1::EmbedSparseRequest* request) {
   q.model = request->model();
   q.request_id = request->request_id();
   q.inputs = MoveInputs(request->mutable_inputs());
-  q.truncate = request->truncate();
+  if (request->has_truncate()) q.truncate = request->truncate();
   q.text_options = ToTextOptions(request->text_options());
   q.prompt_name = request->prompt_name();
   if (request->has_prompt()) q.prompt = request->prompt();
@@ -32,6 +32,7 @@ void FillSparseResponse(const core::EmbedAnswer& answer,
                                   in.result.sparse_values.end());
     out->set_num_tokens(static_cast<int32_t>(in.result.num_tokens));
     out->set_truncated(in.truncated);
+    out->set_truncated_tokens(static_cast<int32_t>(in.truncated_tokens));
   }
   v1::Timing* timing = response->mutable_timing();
   timing->set_queue_ms(answer.queue_ms);

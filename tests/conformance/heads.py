@@ -357,6 +357,23 @@ def _check_reranker(name, path, ref, served, report, activation):
             ref.ids(queries[0], long_doc, limit)):
         report.fail(f"{name}: truncated pair {got}, reference "
                     f"{len(ref.ids(queries[0], long_doc, limit))} tokens")
+    # The server's default (truncate unset) cuts it the same and counts the
+    # tokens dropped; truncate=False refuses it.
+    import grpc
+    default = served.client.rerank(queries[0], [long_doc], model=name,
+                                   raw_scores=True)[0]
+    whole = len(ref.ids(queries[0], long_doc))
+    if (default["score"] != got["score"] or
+            default["truncated_tokens"] != whole - got["tokens"]):
+        report.fail(f"{name}: default truncation {default}, reference "
+                    f"{whole} tokens whole, {got['tokens']} cut")
+    try:
+        served.client.rerank(queries[0], [long_doc], model=name,
+                             truncate=False)
+        report.fail(f"{name}: truncate=False served a pair past the length")
+    except grpc.RpcError as e:
+        if e.code() != grpc.StatusCode.INVALID_ARGUMENT:
+            report.fail(f"{name}: truncate=False answered {e.code()}")
 
     # Explained: the query-to-document attention of layers 0 and 2 (heads
     # 1 and 0), against transformers' attentions of the same pair.

@@ -461,6 +461,61 @@ class HttpFrontTest(Fixture):
         np.testing.assert_allclose(reply[0], cut / np.linalg.norm(cut),
                                    rtol=0, atol=1e-6)
 
+    def test_long_inputs_are_truncated_unless_refused(self):
+        # As text-embeddings-inference's --auto-truncate (on by default): an
+        # input past the model's length is cut unless the request says
+        # truncate false, and X-Truncated-Tokens counts the tokens dropped.
+        text = " ".join(["word"] * 12)
+        tokenized, _ = self.tei("/tokenize", {"inputs": text, "model": "raw"})
+        whole = len(tokenized[0])  # /tokenize never truncates
+        self.assertGreater(whole, MAX_TOKENS)
+        cut, _ = self.tei("/embed", {"inputs": text, "model": "raw",
+                                     "truncate": True, "normalize": False})
+        for path, body in (
+                ("/embed", {"inputs": text, "normalize": False}),
+                ("/v1/embeddings", {"input": text})):
+            code, headers, reply = self.http("POST", path,
+                                             {**body, "model": "raw"})
+            self.assertEqual(code, 200, f"{path}: {reply}")
+            self.assertEqual(headers["x-truncated-tokens"],
+                             str(whole - MAX_TOKENS), path)
+            reply = json.loads(reply)
+            if path == "/embed":
+                np.testing.assert_array_equal(reply, cut)
+            else:
+                self.assertEqual(reply["usage"]["prompt_tokens"], MAX_TOKENS)
+        # Over gRPC: truncate unset is the default, each result counts.
+        request = self.pb2.EmbedRequest(model="raw")
+        request.inputs.add().text = text
+        request.inputs.add().text = "short"
+        response = self.stub.Embed(
+            request, timeout=60,
+            metadata=(("authorization", f"Bearer {TOKEN}"),))
+        self.assertEqual([r.truncated_tokens for r in response.results],
+                         [whole - MAX_TOKENS, 0])
+        self.assertEqual([r.truncated for r in response.results],
+                         [True, False])
+        request.truncate = False
+        with self.assertRaises(grpc.RpcError) as refused:
+            self.stub.Embed(request, timeout=60, metadata=(
+                ("authorization", f"Bearer {TOKEN}"),))
+        self.assertEqual(refused.exception.code(),
+                         grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn(f"accepts at most {MAX_TOKENS}",
+                      refused.exception.details())
+        # A short input is not cut: the header says 0.
+        code, headers, _ = self.http("POST", "/embed",
+                                     {"inputs": "short", "model": "raw"})
+        self.assertEqual((code, headers["x-truncated-tokens"]), (200, "0"))
+        for path, body, status in (
+                ("/embed", {"inputs": text}, 413),
+                ("/embed_all", {"inputs": text}, 413),
+                ("/v1/embeddings", {"input": text}, 400)):
+            code, _, reply = self.http(
+                "POST", path, {**body, "model": "raw", "truncate": False})
+            self.assertEqual(code, status, f"{path}: {reply}")
+            self.assertIn(f"accepts at most {MAX_TOKENS}", reply, path)
+
     def test_tei_embed_all_is_every_token_vector(self):
         # Two tokens: every token's vector fits the test's 1000-byte send
         # limit.
@@ -490,8 +545,9 @@ class HttpFrontTest(Fixture):
                  ({"inputs": "x", "truncate": "yes"}, 422, "Validation",
                   "truncate"),
                  ({"inputs": ""}, 413, "Validation", "empty text"),
-                 ({"inputs": list(range(1, MAX_TOKENS + 6))}, 413,
-                  "Validation", f"at most {MAX_TOKENS}"),
+                 ({"inputs": list(range(1, MAX_TOKENS + 6)),
+                   "truncate": False}, 413, "Validation",
+                  f"at most {MAX_TOKENS}"),
                  ({"inputs": ["x"] * (MAX_INPUTS + 1)}, 413, "Validation",
                   f"at most {MAX_INPUTS}"),
                  ({"inputs": "x", "model": "nope"}, 422, "Validation",
@@ -656,10 +712,16 @@ class HttpFrontTest(Fixture):
         self.assert_error({"input": "x", "encoding_format": "hex"}, 400,
                           "encoding_format")
         too_long = list(range(1, MAX_TOKENS + 6))
-        self.assert_error({"input": too_long}, 400, None,
+        self.assert_error({"input": too_long, "truncate": False}, 400, None,
                           f"accepts at most {MAX_TOKENS}")
-        reply, _ = self.embeddings({"input": too_long, "truncate": True})
-        self.assertEqual(reply["usage"]["prompt_tokens"], MAX_TOKENS)
+        self.assert_error({"input": too_long,
+                           "long_input": {"policy": "refuse"}}, 400, None,
+                          f"accepts at most {MAX_TOKENS}")
+        for body in ({"input": too_long, "truncate": True},
+                     {"input": too_long}):
+            reply, headers = self.embeddings(body)
+            self.assertEqual(reply["usage"]["prompt_tokens"], MAX_TOKENS)
+            self.assertEqual(headers["x-truncated-tokens"], "5")
         # Over --http-max-body-bytes: 413 before any parsing.
         code, _, text = self.http(
             "POST", "/v1/embeddings", {"input": "y" * (MAX_BODY + 10)})

@@ -35,6 +35,7 @@ Usage: model_id_test.py --binary build/encoder-server --node NODE
 """
 import argparse
 import base64
+import hashlib
 import json
 import os
 import pathlib
@@ -430,6 +431,40 @@ class ModelIdTest(unittest.TestCase):
                                    "gated-org/minilm")
         finally:
             self.assertEqual(server.stop(), 0)
+
+    def test_8_disk_full(self):
+        """A cache without room for the weights: start-up fails naming the
+        space and the variable that moves the cache, and every file left in
+        the cache is whole (a snapshot entry never leads to a partial
+        blob)."""
+        cache = self.work / "full-cache"
+        cache.mkdir(exist_ok=True)
+        mounted = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(cache)],
+            capture_output=True, text=True)
+        if mounted.returncode != 0:
+            self.skipTest("a 4 MiB tmpfs cannot be mounted here: "
+                          + mounted.stderr.strip())
+        try:
+            self.refused([f"--model-id={REPO}"], self.env(cache),
+                         "No space left on device", "HF_HUB_CACHE",
+                         "RESOURCE_EXHAUSTED")
+            entries = [p for p in cache.rglob("*")
+                       if "snapshots" in p.parts and p.is_symlink()]
+            for entry in entries:
+                blob = entry.resolve()
+                self.assertTrue(blob.is_file(), entry)
+                data = blob.read_bytes()
+                if len(blob.name) == 64:  # an LFS file: its sha256
+                    digest = hashlib.sha256(data).hexdigest()
+                else:  # git's blob id
+                    digest = hashlib.sha1(
+                        b"blob %d\0" % len(data) + data).hexdigest()
+                self.assertEqual(digest, blob.name, entry)
+            self.assertNotIn("model.safetensors",
+                             [p.name for p in entries])
+        finally:
+            subprocess.run(["umount", str(cache)], check=True)
 
 
 def main():

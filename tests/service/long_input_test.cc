@@ -131,6 +131,7 @@ TEST_F(LongInputTest, RefusalsNameWhatToChange) {
   bad.mutable_long_input()->set_policy(static_cast<v1::LongInput::Policy>(7));
   cases.push_back({bad, StatusCode::INVALID_ARGUMENT, "long_input.policy 7"});
   v1::EmbedRequest refused = IdsRequest("rope", {Ids(450)});
+  refused.set_truncate(false);
   cases.push_back(
       {refused, StatusCode::INVALID_ARGUMENT, "chunk it (long_input)"});
   for (const Case& c : cases) {
@@ -147,6 +148,56 @@ TEST_F(LongInputTest, RefusalsNameWhatToChange) {
   ASSERT_TRUE(Call(server_->stub(), cut, &out).ok());
   EXPECT_TRUE(out.results(0).truncated());
   EXPECT_EQ(out.results(0).num_tokens(), 200);
+}
+
+// As text-embeddings-inference's --auto-truncate: a request that names no
+// policy has inputs past the model's length cut to it (the server's
+// default long_input), each result counting the tokens dropped; truncate
+// false refuses them.
+TEST_F(LongInputTest, TruncationIsTheDefaultAndCountsWhatItDrops) {
+  v1::EmbedResponse out;
+  ASSERT_TRUE(
+      Call(server_->stub(), IdsRequest("rope", {Ids(450), Ids(30)}), &out)
+          .ok());
+  ASSERT_EQ(out.results_size(), 2);
+  EXPECT_TRUE(out.results(0).truncated());
+  EXPECT_EQ(out.results(0).num_tokens(), 200);
+  EXPECT_EQ(out.results(0).truncated_tokens(), 250);
+  EXPECT_FALSE(out.results(1).truncated());
+  EXPECT_EQ(out.results(1).truncated_tokens(), 0);
+  // Cut on the right: the first 200 ids' vector.
+  ExpectClose(Floats(out.results(0).pooled()), Pooled(Ids(200)),
+              "the default's cut");
+  v1::EmbedRequest refused = IdsRequest("rope", {Ids(450)});
+  refused.set_truncate(false);
+  const grpc::Status s = Call(server_->stub(), refused, &out);
+  EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("accepts at most 200"), std::string::npos)
+      << s.error_message();
+  // truncate false beside a named policy leaves that policy in charge.
+  v1::EmbedRequest chunked = Chunked({Ids(450)});
+  chunked.set_truncate(false);
+  ASSERT_TRUE(Call(server_->stub(), chunked, &out).ok());
+  EXPECT_EQ(out.results(0).chunks(), 3);
+  EXPECT_EQ(out.results(0).truncated_tokens(), 0);
+}
+
+// A server started with --long-input=refuse refuses what a request does
+// not ask to cut; truncate true still cuts.
+TEST(LongInputRefuseTest, TheServerDefaultCanRefuse) {
+  TestServerOptions options;
+  options.server.long_input = "refuse";
+  TestServer server(options);
+  v1::EmbedResponse out;
+  const grpc::Status s =
+      Call(server.stub(), IdsRequest("rope", {Ids(450)}), &out);
+  EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("accepts at most 200"), std::string::npos)
+      << s.error_message();
+  v1::EmbedRequest cut = IdsRequest("rope", {Ids(450)});
+  cut.set_truncate(true);
+  ASSERT_TRUE(Call(server.stub(), cut, &out).ok());
+  EXPECT_EQ(out.results(0).truncated_tokens(), 250);
 }
 
 // Extrapolating runs the whole input where the scheme allows, up to the

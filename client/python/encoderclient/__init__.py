@@ -128,7 +128,7 @@ class EncoderClient:
     def embed_response(self, inputs, *, model="", pooling=None, normalize=None,
                        tokens=False, attention_layers=(), attention_heads=(),
                        average_heads=False, hidden_layers=(),
-                       pool_hidden=False, truncate=False, prompt_name="",
+                       pool_hidden=False, truncate=None, prompt_name="",
                        prompt=None, chunk=False, chunk_overlap=0,
                        chunk_aggregation="mean", extrapolate=False,
                        late_chunk=False, chunk_tokens=0, return_chunks=False,
@@ -150,7 +150,10 @@ class EncoderClient:
         pooled vectors as packed sign bits (int8 / uint8); "int8" or
         "uint8": a byte per value within per-dimension ranges, given as
         `quantization_ranges` (min, max) or else the call's own; as
-        sentence-transformers' quantize_embeddings."""
+        sentence-transformers' quantize_embeddings. `truncate`: True cuts
+        inputs past the model's length, False refuses them, None leaves it
+        to the server (truncate unless its --long-input says otherwise;
+        result.truncated_tokens says what was cut)."""
         if isinstance(inputs, (str, bytes)):
             raise TypeError("inputs is a list of texts or id lists")
         if pooling not in _POOLING:
@@ -158,7 +161,7 @@ class EncoderClient:
         request = pb2.EmbedRequest(
             model=model, inputs=[_input(i) for i in inputs],
             pooling=_POOLING[pooling], return_token_embeddings=tokens,
-            truncate=truncate, project_token_embeddings=project_tokens,
+            project_token_embeddings=project_tokens,
             attention=pb2.AttentionSelection(
                 layers=list(attention_layers), heads=list(attention_heads),
                 average_heads=average_heads),
@@ -166,6 +169,8 @@ class EncoderClient:
                 layers=list(hidden_layers), pooled=pool_hidden))
         if normalize is not None:
             request.normalize = normalize
+        if truncate is not None:
+            request.truncate = truncate
         if embedding_type not in _EMBEDDING_TYPES:
             raise ValueError("embedding_type must be one of "
                              f"{sorted(_EMBEDDING_TYPES)}")
@@ -194,7 +199,7 @@ class EncoderClient:
         return self._call(self._stub.Embed, request)
 
     def embed(self, inputs, *, model="", pooling=None, normalize=None,
-              truncate=False, prompt_name="", prompt=None, chunk=False,
+              truncate=None, prompt_name="", prompt=None, chunk=False,
               chunk_overlap=0, chunk_aggregation="mean", extrapolate=False,
               embedding_type="float", quantization_ranges=None):
         """Pooled embeddings [N, D] (float32) of `inputs`: texts (str) or
@@ -279,12 +284,14 @@ class EncoderClient:
 
     def rerank(self, query, documents, *, model="", top_n=0,
                keep_order=False, return_documents=False, raw_scores=False,
-               truncate=False, truncation_side=None, attention_layers=(),
+               truncate=None, truncation_side=None, attention_layers=(),
                attention_heads=(), average_heads=False,
                positional_probes=False):
         """A cross-encoder's scores of `documents` against `query`: a list
-        of dicts (index, score, tokens, truncated, and document when
-        return_documents), best first unless keep_order. raw_scores: the
+        of dicts (index, score, tokens, truncated, truncated_tokens, and
+        document when return_documents), best first unless keep_order.
+        truncate: True cuts, False refuses a pair past the model's length,
+        None leaves it to the server. raw_scores: the
         head's logits, not the model's score_activation. With
         attention_layers each dict also has "attention" ([L, H, Q, D], or
         [L, Q, D] averaged: query tokens to document tokens),
@@ -296,18 +303,21 @@ class EncoderClient:
         request = pb2.RerankRequest(
             model=model, query=query, documents=list(documents), top_n=top_n,
             keep_order=keep_order, return_documents=return_documents,
-            raw_scores=raw_scores, truncate=truncate,
+            raw_scores=raw_scores,
             attention=pb2.AttentionSelection(
                 layers=list(attention_layers), heads=list(attention_heads),
                 average_heads=average_heads),
             positional_probes=positional_probes)
+        if truncate is not None:
+            request.truncate = truncate
         if truncation_side is not None:
             request.truncation_side = _truncation_side(truncation_side)
         response = self._call(self._stub.Rerank, request)
         out = []
         for r in response.results:
             item = {"index": r.index, "score": r.score, "tokens": r.tokens,
-                    "truncated": r.truncated}
+                    "truncated": r.truncated,
+                    "truncated_tokens": r.truncated_tokens}
             if return_documents:
                 item["document"] = r.document
             if attention_layers:
@@ -321,7 +331,7 @@ class EncoderClient:
             out.append(item)
         return out
 
-    def classify(self, inputs, *, model="", raw_scores=False, truncate=False,
+    def classify(self, inputs, *, model="", raw_scores=False, truncate=None,
                  truncation_side=None):
         """Labels with scores, best first, per input: a text or a
         (text, text_pair) tuple. Returns one list of (label, score) per
@@ -333,12 +343,13 @@ class EncoderClient:
                 for r in response.results]
 
     def classify_response(self, inputs, *, model="", raw_scores=False,
-                          truncate=False, truncation_side=None):
+                          truncate=None, truncation_side=None):
         """The ClassifyResponse message for `inputs` (as classify)."""
         if isinstance(inputs, str):
             raise TypeError("inputs is a list of str or (str, str) pairs")
-        request = pb2.ClassifyRequest(model=model, raw_scores=raw_scores,
-                                      truncate=truncate)
+        request = pb2.ClassifyRequest(model=model, raw_scores=raw_scores)
+        if truncate is not None:
+            request.truncate = truncate
         if truncation_side is not None:
             request.truncation_side = _truncation_side(truncation_side)
         for item in inputs:
@@ -350,7 +361,7 @@ class EncoderClient:
         return self._call(self._stub.Classify, request)
 
     def embed_sparse(self, inputs, *, model="", top_k=0, threshold=0.0,
-                     truncate=False, prompt_name=""):
+                     truncate=None, prompt_name=""):
         """Sparse (SPLADE) vectors of a model whose tasks include
         "sparse": per input a dict {vocabulary id: weight} of its weights
         above `threshold`, the `top_k` largest (0: all)."""
@@ -360,14 +371,16 @@ class EncoderClient:
         return [dict(zip(r.indices, r.values)) for r in response.results]
 
     def embed_sparse_response(self, inputs, *, model="", top_k=0,
-                              threshold=0.0, truncate=False, prompt_name=""):
+                              threshold=0.0, truncate=None, prompt_name=""):
         """The EmbedSparseResponse message for `inputs` (as embed_sparse;
         an input is a text, raw bytes or token ids)."""
         if isinstance(inputs, (str, bytes)):
             inputs = [inputs]
         request = pb2.EmbedSparseRequest(
             model=model, inputs=[_input(i) for i in inputs], top_k=top_k,
-            threshold=threshold, truncate=truncate, prompt_name=prompt_name)
+            threshold=threshold, prompt_name=prompt_name)
+        if truncate is not None:
+            request.truncate = truncate
         return self._call(self._stub.EmbedSparse, request)
 
     def diagnose(self, text=None, *, ids=None, model="", probes=(),
