@@ -32,7 +32,7 @@ test_pkgs=(libgtest-dev libgmock-dev python3-numpy python3-grpcio python3-h2
 # (CMakeLists.txt, ENCODER_LINKER).
 # libboost1.74-dev: the HTTP port is Boost.Beast on Boost.Asio, header-only
 # (nothing of Boost at run time); OpenSSL for its TLS, zlib for gzip.
-# python3-pip (build list), -setuptools and -venv install the encoderclient
+# python3-pip (build list), -setuptools and -venv install the encoder_client
 # package offline into a test virtual environment; python3-matplotlib runs its example plot.
 # curl drives the HTTP front's tests (tests/http), next to the official
 # OpenAI Node client (tests/http/package.json, installed by npm ci).

@@ -673,13 +673,13 @@ EOF
 
 do_e2e_python_client() {
   [ -n "$server_port" ] || { note "no server"; return 1; }
-  # The stubs compile at import with grpc_tools, else protoc and
-  # grpc_python_plugin (the prefix's).
+  # The protocol compiles at import with grpc_tools, else protoc (the
+  # prefix's).
   PATH="$prefix/usr/bin:$PATH" PYTHONPATH="$repo/client/python" \
     timeout -k 5 90 "$python" - "$server_port" <<'EOF'
 import sys
 import numpy as np
-from encoderclient import EncoderClient
+from encoder_client import EncoderClient
 with EncoderClient("127.0.0.1:%s" % sys.argv[1]) as client:
     vectors = client.embed(["a text", [1, 40, 41, 2]], model="rope")
     print("   python client embed:", vectors.shape, vectors.dtype,

@@ -124,7 +124,7 @@ def calls(client, model, inputs, callers):
 
 
 def measure(binary, kind, directory, work, single_calls, rounds, extra):
-    from encoderclient import EncoderClient
+    from encoder_client import EncoderClient
     params, stored, vocab = build(kind, directory)
     server, load_s = serve(binary, directory, work, extra)
     pid = server.process.pid

@@ -92,7 +92,7 @@ def start(binary, directory, threads):
 
 
 def load_stubs(tmp):
-    path = ROOT / "client" / "python" / "encoder_client.py"
+    path = ROOT / "client" / "python" / "examples" / "minimal_client.py"
     spec = importlib.util.spec_from_file_location("encoder_client", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

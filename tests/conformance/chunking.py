@@ -186,7 +186,7 @@ def check(served, name, path, sentences, report):
         response = served.client.embed_response(
             texts, model=name, chunk=True, chunk_overlap=overlap,
             chunk_aggregation=aggregation)
-        from encoderclient import tensor_to_numpy
+        from encoder_client import tensor_to_numpy
         got = np.stack([tensor_to_numpy(r.pooled) for r in response.results])
         label = f"chunk {aggregation} overlap {overlap}"
         report.add(name, label + " (grpc)", _max_abs(got, np.stack(want)),
@@ -242,7 +242,7 @@ def _compare_chunks(report, name, label, got, want):
 def check_windows(served, name, policy, sentences, long_ones, report):
     """Late chunking and every window's vector, against transformers."""
     import grpc
-    from encoderclient import tensor_to_numpy
+    from encoder_client import tensor_to_numpy
     # Texts within the model's length, late-chunked in small windows.
     short = [" ".join(sentences[(k + j) % len(sentences)] for j in range(6))
              for k in range(4)]

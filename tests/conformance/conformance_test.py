@@ -17,7 +17,7 @@ their length):
   truncation at the model's length, and without special tokens;
 - pooled: sentence-transformers' encode (the model's own modules: pooling,
   dense, normalize, max_seq_length) against Embed through the Python
-  client (encoderclient, gRPC) and against /v1/embeddings (HTTP, base64
+  client (encoder_client, gRPC) and against /v1/embeddings (HTTP, base64
   floats), batches of 32 with truncation on;
 - states: on a subset (each text alone), AutoModel with
   attn_implementation="eager": last hidden state against
@@ -203,7 +203,7 @@ class Reference:
 
 
 class Served:
-    """One encoder-server with every model, gRPC through encoderclient and
+    """One encoder-server with every model, gRPC through encoder_client and
     HTTP through urllib."""
 
     def __init__(self, binary, entries, work, extra=()):
@@ -218,7 +218,7 @@ class Served:
         self.process.wait_ready(600)
         with open(self.process.ready_file) as f:
             self.http_port = json.load(f)["http_port"]
-        from encoderclient import EncoderClient, pb2
+        from encoder_client import EncoderClient, pb2
         self.pb2 = pb2
         self.client = EncoderClient(f"127.0.0.1:{self.process.port}",
                                     timeout=600,
@@ -279,7 +279,7 @@ class Served:
             return "" if e.code == 400 else f"HTTP {e.code}"
 
     def states(self, model, ids, layers):
-        from encoderclient import tensor_to_numpy
+        from encoder_client import tensor_to_numpy
         r = self.client.embed_response(
             [ids], model=model, tokens=True,
             attention_layers=list(range(layers)),
@@ -338,7 +338,7 @@ EXTRAPOLATING = ("modernbert", "t5", "qwen2", "qwen3")
 def check_extrapolation(name, family, path, served, report):
     """An input 64 tokens past the model's length, run whole
     (long_input extrapolate), against transformers on the same ids."""
-    from encoderclient import tensor_to_numpy
+    from encoder_client import tensor_to_numpy
     ref = Reference(path, family)
     n = served.models()[name].max_input_tokens + 64
     rng = np.random.default_rng(11)

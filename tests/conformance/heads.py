@@ -522,7 +522,7 @@ def check_hub_client(binary, work, heads, report):
     server's own gRPC Classify and Embed."""
     from huggingface_hub import InferenceClient, constants
     from server_process import ServerProcess
-    from encoderclient import EncoderClient
+    from encoder_client import EncoderClient
     path = dict(heads).get("nli-roberta")
     if path is None:
         return

@@ -70,7 +70,7 @@ def build(out_dir, names=None):
 def _tokens(served, name, texts, project):
     response = served.client.embed_response(
         texts, model=name, tokens=True, project_tokens=project)
-    from encoderclient import tensor_to_numpy
+    from encoder_client import tensor_to_numpy
     return [tensor_to_numpy(r.token_embeddings) for r in response.results]
 
 

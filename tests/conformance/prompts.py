@@ -6,7 +6,7 @@ not copied) change two files: 1_Pooling/config.json pools without the
 prompt (include_prompt false) in each of the five pooling modes, and
 config_sentence_transformers.json declares two prompts. Against
 sentence-transformers' encode on each copy:
-- prompt_name="query" through gRPC (encoderclient) and prompt_name="passage"
+- prompt_name="query" through gRPC (encoder_client) and prompt_name="passage"
   through /v1/embeddings;
 - a caller's prompt= text through gRPC;
 and on the original directory a prompt= text (pooled with the prompt).

@@ -121,7 +121,7 @@ def check_scalar(served, name, path, texts, report):
                                    ("uint8", np.uint8, 0, 255)):
         response = served.client.embed_response(
             texts, model=name, truncate=True, embedding_type=kind)
-        from encoderclient import tensor_to_numpy
+        from encoder_client import tensor_to_numpy
         got = np.stack([tensor_to_numpy(r.pooled) for r in response.results])
         used = np.vstack((response.quantization_ranges.min,
                           response.quantization_ranges.max)).astype(np.float32)

@@ -335,7 +335,7 @@ def _hf_states(model, ids):
 
 
 def _served_states(served, name, ids):
-    from encoderclient import tensor_to_numpy
+    from encoder_client import tensor_to_numpy
     r = served.client.embed_response([ids], model=name,
                                      tokens=True).results[0]
     return tensor_to_numpy(r.token_embeddings)

@@ -65,9 +65,10 @@ def binary_has_model_dir(binary):
 
 
 def load_client_module(proto_root=None):
-    """client/python/encoder_client.py (its load_stubs compiles the proto at
-    run time), optionally pointed at another proto directory."""
-    path = ROOT / "client" / "python" / "encoder_client.py"
+    """client/python/examples/minimal_client.py (its load_stubs compiles
+    the proto at run time), optionally pointed at another proto
+    directory."""
+    path = ROOT / "client" / "python" / "examples" / "minimal_client.py"
     spec = importlib.util.spec_from_file_location("encoder_client", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -4,7 +4,7 @@ ListModels, the points it measured and caps that follow from them by the
 documented rule (recomputed here from the reported points), logs them, and
 serves; with the profile off (the default) both lists are empty.
 
-Usage: batch_profile_test.py --server BIN --python-client encoder_client.py
+Usage: batch_profile_test.py --server BIN --python-client minimal_client.py
 """
 import argparse
 import importlib.util

@@ -3,7 +3,7 @@
 override, ListModels and the metrics report the precision and the CPU, and
 an idle server burns no CPU time.
 
-Usage: precision_test.py --server BIN --python-client encoder_client.py
+Usage: precision_test.py --server BIN --python-client minimal_client.py
 """
 import argparse
 import importlib.util

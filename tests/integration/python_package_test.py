@@ -1,16 +1,20 @@
 #!/usr/bin/python3
-"""The encoderclient Python package (client/python) against a real
-encoder-server.
+"""The encoder_client Python package (client/python) against a real
+encoder-server, offline, on Debian's grpcio, protobuf and numpy (the
+package's oldest supported versions).
 
 The package is installed offline into a temporary virtual environment
 (`python3 -m venv --system-site-packages --without-pip`, then the system
-pip with --no-build-isolation --no-index), from a copy of client/python and
-proto/ so that the build leaves nothing in the source tree. The checks then
-run in that environment (this script re-runs itself there with --in-venv):
-numpy results against unary calls made with stubs compiled here and decoded
-with struct, attention rows that sum to 1, the byte tokenizer's ids, the
-Diagnose tensors, errors as grpc.RpcError, the example script's PNG, and the
-package imported from the source tree through PYTHONPATH.
+pip with --no-build-isolation --no-index, so the protocol is compiled with
+Debian's protoc), from a copy of client/python and proto/ so that the build
+leaves nothing in the source tree. The checks then run in that environment
+(this script re-runs itself there with --in-venv): EncoderClient's numpy
+results against unary calls made with the example client's stubs and
+struct decoding, attention rows that sum to 1, the byte tokenizer's ids,
+the Diagnose tensors, errors as grpc.RpcError; Client and AsyncClient
+(encode over several requests, a str, typed errors); the example script's
+PNG; and the package, and its deprecated alias encoderclient, imported
+from the source tree through PYTHONPATH.
 
 Usage: python_package_test.py --server PATH --source-dir DIR
 """
@@ -35,7 +39,7 @@ def outer():
     """Starts the server, builds the venv, runs the checks inside it."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from server_process import ServerProcess
-    with tempfile.TemporaryDirectory(prefix="encoderclient-test-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="encoder-client-test-") as tmp:
         tree = os.path.join(tmp, "tree")
         shutil.copytree(os.path.join(ARGS.source_dir, "client", "python"),
                         os.path.join(tree, "client", "python"),
@@ -72,16 +76,20 @@ class PythonPackageTest(unittest.TestCase):
     def setUpClass(cls):
         import grpc
         import numpy as np
-        import encoderclient
+        import encoder_client
         cls.np = np
         cls.grpc = grpc
-        cls.package = encoderclient
-        cls.client = encoderclient.EncoderClient(ARGS.target, timeout=120)
-        # Independent reference: the example client's stubs and struct
-        # decoding (client/python/encoder_client.py).
-        sys.path.insert(0, os.path.join(ARGS.source_dir, "client", "python"))
-        import encoder_client as example
-        cls.example = example
+        cls.package = encoder_client
+        cls.client = encoder_client.EncoderClient(ARGS.target, timeout=120)
+        # Independent reference: the example client's struct decoding
+        # (client/python/examples/minimal_client.py).
+        import importlib.util
+        spec = importlib.util.spec_from_file_location(
+            "minimal_client", os.path.join(ARGS.source_dir, "client",
+                                           "python", "examples",
+                                           "minimal_client.py"))
+        cls.example = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(cls.example)
         cls.ref_channel = grpc.insecure_channel(ARGS.target)
 
     @classmethod
@@ -107,7 +115,11 @@ class PythonPackageTest(unittest.TestCase):
 
     def test_installed_not_from_source(self):
         self.assertIn("site-packages", self.package.__file__)
-        self.assertIn("_stubs_gen", self.package.pb2.__file__)
+        package_dir = os.path.dirname(self.package.__file__)
+        self.assertTrue(os.path.isfile(os.path.join(
+            package_dir, "_stubs_gen", "encoder.desc")))
+        self.assertEqual(self.package.pb2.EmbedRequest.DESCRIPTOR.full_name,
+                         "encoder.v1.EmbedRequest")
 
     def test_embed_matches_raw_responses(self):
         np = self.np
@@ -206,22 +218,92 @@ class PythonPackageTest(unittest.TestCase):
         self.assertGreater(image.shape[0], 100)
         self.assertGreater(image.shape[1], 100)
 
+    def test_client_encode_in_batches(self):
+        np = self.np
+        texts = [f"text number {i}" for i in range(70)]
+        with self.package.Client(ARGS.target, max_concurrency=3) as client:
+            vectors = client.encode(texts, model="rope", batch_size=16)
+            self.assertEqual(vectors.shape, (70, D_MODEL))
+            self.assertEqual(vectors.dtype, np.float32)
+            one = client.encode(texts[41], model="rope")
+            self.assertEqual(one.shape, (D_MODEL,))
+            np.testing.assert_allclose(vectors[41], one, rtol=0,
+                                       atol=BATCHING_ATOL)
+            np.testing.assert_allclose(
+                vectors[:5], self.reference_pooled(texts[:5], "rope"),
+                rtol=0, atol=BATCHING_ATOL)
+            unit = client.encode(texts[:3], model="rope", normalize=True,
+                                 dimensions=100)
+            self.assertEqual(unit.shape, (3, 100))
+            np.testing.assert_allclose(np.linalg.norm(unit, axis=1), 1.0,
+                                       atol=1e-5)
+            tokens = client.tokenize("Hé!", model="rope")
+            self.assertEqual(tokens["tokens"][0], "[CLS]")
+
+    def test_client_typed_errors(self):
+        errors = self.package.errors
+        with self.package.Client(ARGS.target, retries=0) as client:
+            with self.assertRaises(errors.ModelNotFound) as caught:
+                client.encode("x", model="no-such-model")
+            self.assertEqual(caught.exception.code,
+                             self.grpc.StatusCode.NOT_FOUND)
+            self.assertIn("no-such-model", caught.exception.message)
+            with self.assertRaises(errors.InvalidInput):
+                client.encode(["fine", ""], model="rope")
+        with self.package.Client("127.0.0.1:1", retries=1, backoff=0.01,
+                                 timeout=10) as client:
+            with self.assertRaises(errors.Unavailable):
+                client.encode("x")
+
+    def test_async_client(self):
+        import asyncio
+        np = self.np
+        texts = [f"async text {i}" for i in range(40)]
+
+        async def run():
+            async with self.package.AsyncClient(ARGS.target,
+                                                max_concurrency=2) as client:
+                many = await client.encode(texts, model="rope",
+                                           batch_size=8)
+                one = await client.encode(texts[7], model="rope")
+                with self.assertRaises(self.package.ModelNotFound):
+                    await client.encode("x", model="no-such-model")
+                return many, one
+
+        many, one = asyncio.run(run())
+        self.assertEqual(many.shape, (40, D_MODEL))
+        np.testing.assert_allclose(many[7], one, rtol=0, atol=BATCHING_ATOL)
+
     def test_source_tree_import_through_pythonpath(self):
         env = dict(os.environ,
                    PYTHONPATH=os.path.join(ARGS.source_dir, "client",
                                            "python"),
                    PYTHONDONTWRITEBYTECODE="1")
-        code = ("import encoderclient as e, sys;"
-                "c = e.EncoderClient(sys.argv[1]);"
-                "v = c.embed(['abc'], model='rope');"
+        code = ("import warnings, sys;"
+                "warnings.simplefilter('error', DeprecationWarning);"
+                "import encoder_client as e;"
+                "c = e.Client(sys.argv[1]);"
+                "v = c.encode(['abc'], model='rope');"
                 "print(e.__file__, v.shape)")
         run = subprocess.run(["/usr/bin/python3", "-c", code, ARGS.target],
                              capture_output=True, text=True, env=env,
                              timeout=CALL_TIMEOUT_S)
         self.assertEqual(run.returncode, 0, run.stderr)
-        self.assertIn(os.path.join("client", "python", "encoderclient"),
+        self.assertIn(os.path.join("client", "python", "encoder_client"),
                       run.stdout)
         self.assertIn(f"(1, {D_MODEL})", run.stdout)
+        # The deprecated alias: the same package, with a warning.
+        code = ("import encoderclient as old, encoder_client as new, sys;"
+                "c = old.EncoderClient(sys.argv[1]);"
+                "print(old.EncoderClient is new.EncoderClient,"
+                "      c.embed(['abc'], model='rope').shape)")
+        run = subprocess.run(["/usr/bin/python3", "-W", "default", "-c",
+                              code, ARGS.target],
+                             capture_output=True, text=True, env=env,
+                             timeout=CALL_TIMEOUT_S)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertIn(f"True (1, {D_MODEL})", run.stdout)
+        self.assertIn("DeprecationWarning", run.stderr)
 
 
 if __name__ == "__main__":

@@ -9,9 +9,10 @@ from the built binaries and a real server started on port 0:
   inference's Info fields at its top level, so TEI clients read this one);
 - gRPC ListModels `server_version`;
 - the `version` label of the `encoder_build_info` Prometheus metric;
-- the Python client's `encoderclient.__version__`, imported from the source
-  tree, and pyproject.toml taking the package version from it (so the
-  installed metadata cannot differ).
+- the Python client's `encoder_client.__version__` (and its deprecated
+  alias `encoderclient`'s), imported from the source tree, and
+  pyproject.toml taking the package version from it (so the installed
+  metadata cannot differ).
 
 Usage: version_test.py --server BIN --client BIN --source-dir DIR
 """
@@ -76,8 +77,8 @@ class VersionTest(unittest.TestCase):
         cls.version = cmake_version()
         cls.tmp = tempfile.TemporaryDirectory(prefix="encoder-version-")
         sys.path.insert(0, os.path.join(ARGS.source_dir, "client", "python"))
-        import encoderclient  # stubs compiled from proto/ at import
-        cls.encoderclient = encoderclient
+        import encoder_client  # protocol compiled from proto/ at import
+        cls.encoder_client = encoder_client
         cls.server = ServerProcess(
             ARGS.server, directory=cls.tmp.name,
             extra_args=["--metrics-listen=127.0.0.1:0"])
@@ -115,10 +116,10 @@ class VersionTest(unittest.TestCase):
         self.assertIn("max_input_length", info)
 
     def test_grpc_list_models(self):
-        pb2 = self.encoderclient.pb2
+        pb2 = self.encoder_client.pb2
         self.assertIn("server_version",
                       pb2.ListModelsResponse.DESCRIPTOR.fields_by_name)
-        with self.encoderclient.EncoderClient(
+        with self.encoder_client.Client(
                 f"127.0.0.1:{self.server.port}") as client:
             response = client.models()
         self.assertEqual(response.server_version, self.version)
@@ -130,7 +131,11 @@ class VersionTest(unittest.TestCase):
             self.version)
 
     def test_python_client(self):
-        self.assertEqual(self.encoderclient.__version__, self.version)
+        self.assertEqual(self.encoder_client.__version__, self.version)
+        sys.modules.pop("encoderclient", None)  # warns on first import
+        with self.assertWarns(DeprecationWarning):
+            import encoderclient
+        self.assertEqual(encoderclient.__version__, self.version)
         with open(os.path.join(ARGS.source_dir, "client", "python",
                                "pyproject.toml"), "rb") as f:
             pyproject = tomllib.load(f)
@@ -140,7 +145,7 @@ class VersionTest(unittest.TestCase):
         self.assertIn("version", project["dynamic"])
         self.assertEqual(
             pyproject["tool"]["setuptools"]["dynamic"]["version"],
-            {"attr": "encoderclient._version.__version__"})
+            {"attr": "encoder_client._version.__version__"})
 
 
 def main():

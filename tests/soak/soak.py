@@ -44,9 +44,9 @@ import grpc
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "integration"))
-sys.path.insert(0, str(HERE.parents[1] / "client" / "python"))
+sys.path.insert(0, str(HERE.parents[1] / "client" / "python" / "examples"))
 from server_process import ServerProcess  # noqa: E402
-import encoder_client  # noqa: E402
+import minimal_client  # noqa: E402
 
 EMBED = "/encoder.v1.EncoderService/Embed"
 MODELS = ["none", "sinusoidal", "learned", "rope", "alibi", "relative"]
@@ -214,7 +214,7 @@ def main():
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="soak-") as tmp:
-        pb2, pb2_grpc = encoder_client.load_stubs(tmp)
+        pb2, pb2_grpc = minimal_client.load_stubs(tmp)
         server = ServerProcess(args.binary, directory=tmp,
                                extra_args=["--http-listen=127.0.0.1:0",
                                            *args.server_arg])

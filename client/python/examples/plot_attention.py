@@ -4,7 +4,7 @@
     python3 examples/plot_attention.py --target 127.0.0.1:50051 \\
         --model alibi --text "Positions matter." --layer 0 --out attention.png
 
-Notebook-style: each step below is a cell's worth. Needs the encoderclient
+Notebook-style: each step below is a cell's worth. Needs the encoder_client
 package (pip-installed, or PYTHONPATH=client/python) and matplotlib
 (Debian: python3-matplotlib).
 """
@@ -16,7 +16,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
-from encoderclient import EncoderClient  # noqa: E402
+from encoder_client import EncoderClient  # noqa: E402
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--target", default="127.0.0.1:50051")

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Example Python client of encoder.v1.EncoderService.
+"""Example Python client of encoder.v1.EncoderService, without the
+encoder_client package: plain grpcio and stubs compiled at start-up.
 
 Lists the served models, embeds one text with each and prints the norm of
 the pooled embedding and the number of tokens the model saw.
@@ -7,8 +8,9 @@ the pooled embedding and the number of tokens the model saw.
 Needs the Debian packages python3-grpcio, python3-protobuf,
 protobuf-compiler and protobuf-compiler-grpc; the Python stubs are generated
 from proto/encoder/v1/encoder.proto into a temporary directory at start-up.
+The encoder_client package (docs/python-client.md) does all of this for you.
 
-Usage: encoder_client.py [--target HOST:PORT] [--text TEXT]
+Usage: minimal_client.py [--target HOST:PORT] [--text TEXT]
            [--tls] [--ca CA.pem] [--cert CLIENT.pem --key CLIENT.key]
            [--token-file TOKEN]
 """
@@ -25,7 +27,7 @@ import tempfile
 
 import grpc
 
-PROTO_ROOT = pathlib.Path(__file__).resolve().parents[2] / "proto"
+PROTO_ROOT = pathlib.Path(__file__).resolve().parents[3] / "proto"
 PROTO_FILE = "encoder/v1/encoder.proto"
 
 
