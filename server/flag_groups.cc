@@ -1,7 +1,9 @@
 #include "server/flag_groups.h"
 
 #include <map>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -86,6 +88,22 @@ std::string Unit(const std::string& name) {
   return "";
 }
 
+// --help without the Advanced group's options unless `show_advanced`.
+class AdvancedHiddenFormatter : public CLI::Formatter {
+ public:
+  explicit AdvancedHiddenFormatter(bool show_advanced)
+      : show_advanced_(show_advanced) {}
+  std::string make_group(std::string group, bool is_positional,
+                         std::vector<const CLI::Option*> opts) const override {
+    if (group == kAdvanced && !show_advanced_) return "";
+    return CLI::Formatter::make_group(std::move(group), is_positional,
+                                      std::move(opts));
+  }
+
+ private:
+  bool show_advanced_;
+};
+
 std::string Cell(const std::string& text) {
   return absl::StrReplaceAll(text, {{"|", "\\|"}, {"\n", " "}});
 }
@@ -128,9 +146,11 @@ std::vector<std::string> GroupFlags(CLI::App& app, bool show_advanced) {
       missing.push_back(name);
       group = kAdvanced;
     }
-    // CLI11 hides the options of the empty group.
-    option->group(group == kAdvanced && !show_advanced ? "" : group);
+    option->group(group);
   }
+  // Not CLI11's empty group, which would hide them: its errors would then
+  // not name the flag.
+  app.formatter(std::make_shared<AdvancedHiddenFormatter>(show_advanced));
   return missing;
 }
 

@@ -22,8 +22,9 @@ std::string FlagGroup(const std::string& name);
 const std::vector<std::string>& FlagGroupOrder();
 
 // Puts every option of `app` in its group (--help and --version stay in
-// CLI11's own). Options of the "Advanced" group are hidden from --help
-// unless `show_advanced` (they parse either way). Returns the names of the
+// CLI11's own) and sets a help formatter that leaves the "Advanced" group
+// out unless `show_advanced` (its options parse either way, and errors
+// name them). Returns the names of the
 // options no group lists (a test keeps it empty).
 std::vector<std::string> GroupFlags(CLI::App& app, bool show_advanced);
 

@@ -248,9 +248,25 @@ class ServerFlagsTest(unittest.TestCase):
                              "cannot open metrics basic auth file")
 
     def test_help_lists_every_flag(self):
-        result = subprocess.run([ARGS.server, "--help"], capture_output=True,
-                                text=True, timeout=60)
+        # --help: the groups, without the advanced flags.
+        short = subprocess.run([ARGS.server, "--help"], capture_output=True,
+                               text=True, timeout=60)
+        self.assertEqual(short.returncode, 0)
+        for group in ("Models:", "gRPC:", "HTTP:", "Batching and limits:",
+                      "Precision and threads:", "Security:",
+                      "Observability:", "text-embeddings-inference:"):
+            self.assertIn(f"\n{group}\n", short.stdout)
+        for flag in ("--model-id", "--max-batch-tokens", "--dtype",
+                     "--help-all", "--config"):
+            self.assertIn(flag, short.stdout)
+        for flag in ("Advanced:", "--force-dtype", "--max-concurrent-streams",
+                     "--http-threads"):
+            self.assertNotIn(flag, short.stdout)
+        # --help-all: every flag.
+        result = subprocess.run([ARGS.server, "--help-all"],
+                                capture_output=True, text=True, timeout=60)
         self.assertEqual(result.returncode, 0)
+        self.assertIn("\nAdvanced:\n", result.stdout)
         for flag in ["--listen", "--metrics-listen", "--models", "--device",
                      "--dtype", "--quantize", "--force-dtype",
                      "--intra-op-threads",
@@ -276,7 +292,8 @@ class ServerFlagsTest(unittest.TestCase):
                    if line.startswith("  --")]
         self.assertGreater(len(options), 40)
         for line in result.stdout.splitlines():
-            if not line.startswith("  --") or line.startswith("  --version"):
+            if not line.startswith("  --") or line.startswith(
+                    ("  --version", "  --config", "  --help-all")):
                 continue
             name = re.match(r"  --([a-z0-9-]+)", line).group(1)
             env = "ENCODER_" + name.upper().replace("-", "_")
