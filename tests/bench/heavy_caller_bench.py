@@ -45,9 +45,10 @@ import grpc
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "integration"))
-sys.path.insert(0, str(HERE.parents[1] / "client" / "python"))
+sys.path.insert(0, str(HERE.parents[1] / "client" / "python" /
+                        "examples"))
 from server_process import ServerProcess  # noqa: E402
-import encoder_client  # noqa: E402
+import minimal_client as encoder_client  # noqa: E402
 from fairness_bench import percentile, request  # noqa: E402
 
 

@@ -27,8 +27,8 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from precision_bench import cpu_description  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "..", "..", "client", "python"))
-import encoder_client  # noqa: E402
+                                "..", "..", "client", "python", "examples"))
+import minimal_client as encoder_client  # noqa: E402
 from run_bench import (client_bench, median, start_server,  # noqa: E402
                        stop_server)
 

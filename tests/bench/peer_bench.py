@@ -41,8 +41,9 @@ import torch
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parents[1] / "client" / "python"))
-import encoder_client  # noqa: E402
+sys.path.insert(0, str(HERE.parents[1] / "client" / "python" /
+                        "examples"))
+import minimal_client as encoder_client  # noqa: E402
 from eager_bench import EagerModel, load_writer  # noqa: E402
 from precision_bench import (cpu_description, proc_counters,  # noqa: E402
                              user_seconds)
