@@ -65,6 +65,8 @@ LINKED_FILES = ["README.md", "CONTRIBUTING.md", "TESTING.md", "BENCHMARKS.md",
                 "CHANGELOG.md", "docs/*.md"]
 SHELL_LANGS = {"sh", "bash", "console", "shell"}
 BLOCK_TIMEOUT_S = 180
+# ENCODER_TEST_TIME_SCALE: how much slower this build runs than a plain one.
+TIME_SCALE = int(os.environ.get("ENCODER_TEST_TIME_SCALE", "1"))
 
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)")
 MARKER = re.compile(r"^<!--\s*check:\s*(.*?)\s*-->\s*$")
@@ -253,7 +255,7 @@ class Server:
             [str(binary), "--listen=127.0.0.1:0",
              f"--ready-file={self.ready_file}"],
             stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + 180 * TIME_SCALE
         while not self.ready_file.exists():
             if self.process.poll() is not None or \
                     time.monotonic() > deadline:
@@ -285,6 +287,11 @@ def substitute(body, server, build_dir):
     if "--target" not in body:
         body = re.sub(r"(encoder-client\s+)([a-z]+)",
                       rf"\1\2 --target {grpc}", body)
+    # Each call's deadline scaled as the suite's timeouts are (a sanitizer
+    # build runs Diagnose several times slower than the 30 s default).
+    if "--deadline-ms" not in body and TIME_SCALE > 1:
+        body = re.sub(r"(encoder-client\s+)(report|diagnose)\b",
+                      rf"\1\2 --deadline-ms {30000 * TIME_SCALE}", body)
     return body
 
 
@@ -302,9 +309,11 @@ def run_block(lang, body, creates, server, args, work, where, failures):
         command = ["bash", "-c", script]
     try:
         done = subprocess.run(command, cwd=work, env=env, text=True,
-                              capture_output=True, timeout=BLOCK_TIMEOUT_S)
+                              capture_output=True,
+                              timeout=BLOCK_TIMEOUT_S * TIME_SCALE)
     except subprocess.TimeoutExpired:
-        failures.add(where, f"did not finish in {BLOCK_TIMEOUT_S} s")
+        failures.add(where, "did not finish in "
+                     f"{BLOCK_TIMEOUT_S * TIME_SCALE} s")
         return
     shown = (done.stdout[-1500:] + done.stderr[-1500:]).strip()
     if done.returncode != 0:
