@@ -17,10 +17,6 @@ namespace encoder {
 // dashes); "" for a name no group lists.
 std::string FlagGroup(const std::string& name);
 
-// The groups in the order --help prints them; the last, "Advanced", is
-// hidden unless `show_advanced`.
-const std::vector<std::string>& FlagGroupOrder();
-
 // Puts every option of `app` in its group (--help and --version stay in
 // CLI11's own) and sets a help formatter that leaves the "Advanced" group
 // out unless `show_advanced` (its options parse either way, and errors
