@@ -102,10 +102,7 @@ class AsyncClient:
     async def _batched(self, method, items, batch_size, run, concat,
                        progress=None):
         """As Client._batched, with tasks."""
-        limit = self._limits.get(method)
-        size = batch_size
-        if limit is not None:
-            size = limit if size is None else min(size, limit)
+        size = _common.request_size(batch_size, self._limits.get(method))
 
         async def run_part(part):
             limit = self._limits.get(method)
@@ -285,20 +282,15 @@ class AsyncClient:
         documents = list(documents)
         if not documents:
             return []
-        options = dict(model=model, return_documents=return_documents,
-                       raw_scores=raw_scores, truncate=truncate,
-                       truncation_side=truncation_side,
-                       attention_layers=attention_layers,
-                       attention_heads=attention_heads,
-                       average_heads=average_heads,
-                       positional_probes=positional_probes)
-        results_options = dict(return_documents=return_documents,
-                               attention=bool(attention_layers),
-                               positional_probes=positional_probes)
+        options, results_options = _common.rerank_options(
+            model=model, return_documents=return_documents,
+            raw_scores=raw_scores, truncate=truncate,
+            truncation_side=truncation_side,
+            attention_layers=attention_layers,
+            attention_heads=attention_heads, average_heads=average_heads,
+            positional_probes=positional_probes)
         batch_size = _common.check_batch_size(batch_size)
-        limit = self._limits.get("Rerank")
-        size = batch_size if limit is None else min(batch_size or limit,
-                                                    limit)
+        size = _common.request_size(batch_size, self._limits.get("Rerank"))
         if size is None or size >= len(documents):
             request = rq.rerank_request(query, documents, top_n=top_n,
                                         keep_order=keep_order, **options)

@@ -92,6 +92,32 @@ def check_batch_size(batch_size):
     return int(batch_size)
 
 
+def request_size(batch_size, limit):
+    """Inputs per request: batch_size, at most the server's limit learned
+    so far (None when neither bounds it)."""
+    if limit is None:
+        return batch_size
+    return limit if batch_size is None else min(batch_size, limit)
+
+
+def rerank_options(*, model, return_documents, raw_scores, truncate,
+                   truncation_side, attention_layers, attention_heads,
+                   average_heads, positional_probes):
+    """rerank's arguments as _requests.rerank_request's options and
+    rerank_results' (Client and AsyncClient alike)."""
+    options = dict(model=model, return_documents=return_documents,
+                   raw_scores=raw_scores, truncate=truncate,
+                   truncation_side=truncation_side,
+                   attention_layers=attention_layers,
+                   attention_heads=attention_heads,
+                   average_heads=average_heads,
+                   positional_probes=positional_probes)
+    results_options = dict(return_documents=return_documents,
+                           attention=bool(attention_layers),
+                           positional_probes=positional_probes)
+    return options, results_options
+
+
 def check_concurrency(max_concurrency):
     if isinstance(max_concurrency, bool) or \
             int(max_concurrency) != max_concurrency or max_concurrency < 1:
