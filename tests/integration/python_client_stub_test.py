@@ -42,6 +42,9 @@ import numpy as np
 ARGS = None
 DIM = 4
 SERVICE = "encoder.v1.EncoderService"
+# How long a request with a SLOW text takes: a call that cancels it must
+# return well before (on a loaded machine, too).
+SLOW_S = 3.0
 
 
 class StandIn:
@@ -76,6 +79,22 @@ class StandIn:
             self.calls = []  # (method, number of inputs)
             self.in_flight = 0
             self.max_in_flight = 0
+
+    def settle(self, quiet_s=0.3, timeout_s=10.0):
+        """Waits until no call is in flight and none has arrived for
+        quiet_s: calls a test cancelled may still reach the handlers after
+        it ended, and must not take the next test's script."""
+        deadline = time.monotonic() + timeout_s
+        seen, since = -1, time.monotonic()
+        while time.monotonic() < deadline:
+            with self.lock:
+                count, busy = len(self.calls), self.in_flight
+            if count != seen or busy:
+                seen, since = count, time.monotonic()
+            elif time.monotonic() - since >= quiet_s:
+                return
+            time.sleep(0.02)
+        raise AssertionError("the stand-in server did not settle")
 
     @staticmethod
     def _unary(fn, request_type):
@@ -128,7 +147,7 @@ class StandIn:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                           f"inputs[{texts.index('FAIL')}] is refused")
         if any(t.startswith("SLOW") for t in texts):
-            time.sleep(0.5)
+            time.sleep(SLOW_S)
         response = self.pb2.EmbedResponse(model="stand-in")
         for item in request.inputs:
             text = self._text(item)
@@ -203,6 +222,9 @@ class StubTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.stand_in.server.stop(None)
+
+    def tearDown(self):
+        self.stand_in.settle()
 
     def client(self, **options):
         options.setdefault("backoff", 0.01)
@@ -374,7 +396,7 @@ class StubTest(unittest.TestCase):
         with self.assertRaises(self.ec.InvalidInput):
             asyncio.run(run())
         # The slow request in flight was cancelled, not waited for.
-        self.assertLess(time.monotonic() - t0, 0.45)
+        self.assertLess(time.monotonic() - t0, SLOW_S / 2)
 
     def test_rerank_past_the_limit(self):
         documents = ["x" * n for n in (3, 9, 1, 7, 7, 2, 8, 5, 4, 6, 10)]
