@@ -33,9 +33,10 @@ const GroupList& Groups() {
         "max-send-message-bytes"}},
       {"HTTP",
        {"http-listen", "http-address", "http-max-body-bytes",
-        "http-max-connections", "http-request-timeout", "http-keep-alive"}},
+        "http-max-connections", "http-request-timeout", "http-keep-alive",
+        "http-docs"}},
       {"Batching and limits",
-       {"max-batch-tokens", "max-batch-sequences", "max-queue-delay-us",
+       {"max-batch-tokens", "max-batch-sequences", "max-queue-delay",
         "max-queued-sequences", "max-inputs-per-request",
         "memory-limit-bytes"}},
       {"Precision and threads",
@@ -56,12 +57,12 @@ const GroupList& Groups() {
         "otlp-endpoint", "otlp-service-name", "cors-allow-origin", "dense-path",
         // threads and memory
         "share-intra-op-threads", "blas-threads", "cpu-buffer-cache-bytes",
-        "malloc-trim-idle-ms", "batch-memory-budget-bytes",
+        "malloc-trim-idle", "batch-memory-budget-bytes",
         "grpc-memory-quota-bytes", "max-unread-response-bytes",
         "max-unread-response-bytes-per-connection",
         // batching
-        "max-batch-ms", "fair-share", "skip-padding-min-share",
-        "batch-profile-ms", "max-chunks-per-input",
+        "max-batch-time", "fair-share", "skip-padding-min-share",
+        "batch-profile-time", "max-chunks-per-input",
         // kernels
         "fused-attention", "cudnn-attention", "int8-float-channels",
         "int8-row-outliers", "int8-attention", "packed-max-rows", "force-dtype",
@@ -69,24 +70,12 @@ const GroupList& Groups() {
         "max-diagnose-tokens", "max-structure-positions",
         "max-pending-diagnose", "max-extrapolation-tokens",
         // start, drain, connections
-        "warm-up", "drain-grace-seconds", "drain-unready-seconds",
-        "max-concurrent-streams", "max-health-watchers", "tls-reload-seconds",
-        "http-max-header-bytes", "http-max-pipelined-requests", "http-threads",
-        "log-rate-limit-keys", "max-request-id-bytes"}},
+        "warm-up", "drain-grace", "drain-unready", "max-concurrent-streams",
+        "max-health-watchers", "tls-reload-interval", "http-max-header-bytes",
+        "http-max-pipelined-requests", "http-threads", "log-rate-limit-keys",
+        "max-request-id-bytes"}},
   };
   return *groups;
-}
-
-// The unit a flag's value is in, from its name.
-std::string Unit(const std::string& name) {
-  if (absl::EndsWith(name, "-bytes")) return "bytes";
-  if (absl::EndsWith(name, "-ms")) return "ms";
-  if (absl::EndsWith(name, "-us")) return "µs";
-  if (absl::EndsWith(name, "-seconds") || name == "http-request-timeout" ||
-      name == "http-keep-alive") {
-    return "s";
-  }
-  return "";
 }
 
 // --help without the Advanced group's options unless `show_advanced`.
@@ -167,8 +156,6 @@ std::string FlagsMarkdown(CLI::App& app) {
       std::string type = option->get_type_name();
       if (type.empty()) type = "flag";
       if (type.front() == ':') type = "TEXT" + type;  // a checked flag
-      const std::string unit = Unit(option->get_single_name());
-      if (!unit.empty()) absl::StrAppend(&type, " (", unit, ")");
       const std::string& env = option->get_envname();
       absl::StrAppend(&out, "| ", names, " | ",
                       env.empty() ? "" : absl::StrCat("`", env, "`"), " | ",

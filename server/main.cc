@@ -3,7 +3,7 @@
 // Start-up: bind gRPC (health NOT_SERVING) -> load and warm every model ->
 // health SERVING -> write the ready file. SIGINT/SIGTERM: health
 // NOT_SERVING, new calls UNAVAILABLE, accepted calls finish (bounded by
-// --drain-grace-seconds), exit 0.
+// --drain-grace), exit 0.
 #include <ATen/Parallel.h>
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
@@ -30,6 +30,7 @@
 #include "server/build_info.h"
 #include "server/common/status_macros.h"
 #include "server/flag_groups.h"
+#include "server/flag_units.h"
 #include "server/http/http_front.h"
 #include "server/listener_watch.h"
 #include "server/logging/log.h"
@@ -200,6 +201,7 @@ std::optional<int> ParseFlags(int argc, char** argv, Process& p) {
                        "and LibTorch version, and exit");
   encoder::AddConfigFile(app);
   encoder::AddEnvironmentNames(app);
+  encoder::AddValueSyntax(app, &p.flags.spelling_notes);
   app.set_help_all_flag("--help-all", "every flag, the advanced ones too");
   // The advanced flags are listed by --help-all only; they parse always.
   const bool markdown = HasArgument(argc, argv, "--help-markdown");
@@ -293,7 +295,7 @@ absl::Status ConfigureCompute(Process& p) {
   // products, and batches side by side split them.
   std::string share = "intra-op threads fixed";
   const bool can_share = flags.intra_op_threads == 0 && !p.device.is_cuda();
-  if (flags.share_intra_op == "on") {
+  if (flags.share_intra_op == "true") {
     share = can_share ? encoder::runner::EnableIntraOpShare(cores.cores)
                       : std::string(
                             "intra-op threads fixed (--intra-op-threads "
@@ -389,6 +391,7 @@ absl::Status StartHttp(Process& p) {
   http_options.render_metrics = [prometheus = p.prometheus.get()] {
     return prometheus->Render();
   };
+  http_options.api_docs = p.security.http_docs;
   http_options.git_commit = build.commit;
   http_options.build_type = build.build_type;
   http_options.libtorch_version = build.libtorch;
@@ -621,7 +624,7 @@ int WaitForSignal(Process& p) {
   return signal_number;
 }
 
-// Drains the server (bounded by --drain-grace-seconds), then stops the
+// Drains the server (bounded by --drain-grace), then stops the
 // listener watch, the HTTP front, the server and the models, in that order.
 void Drain(Process& p, int signal_number) {
   spdlog::info("signal {}: draining (grace {} s)", signal_number,

@@ -68,7 +68,7 @@ void DefinePrecisionFlags(CLI::App& app, PrecisionFlags& f) {
                  "0 where --pack-weights=auto packs, 256 elsewhere")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
-  app.add_flag("--force-dtype", f.force_dtype,
+  app.add_flag("--force-dtype,!--no-force-dtype", f.force_dtype,
                "run --dtype bfloat16 on a CPU without native bfloat16 "
                "(emulated: much slower than float32)");
 }

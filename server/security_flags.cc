@@ -17,7 +17,8 @@ void DefineSecurityFlags(CLI::App& app, SecurityFlags& f) {
   app.add_option("--tls-client-auth", f.tls.client_auth,
                  "none | request | require a client certificate; default: "
                  "require with --tls-client-ca, else none");
-  app.add_option("--tls-reload-seconds", f.tls.reload_seconds,
+  app.add_option("--tls-reload-interval,--tls-reload-seconds",
+                 f.tls.reload_seconds,
                  "how often the TLS files are checked for changes; changed "
                  "files serve new handshakes without a restart")
       ->capture_default_str();
@@ -29,7 +30,7 @@ void DefineSecurityFlags(CLI::App& app, SecurityFlags& f) {
                  "file of accepted bearer tokens, one a line; calls need "
                  "`authorization: Bearer <token>` metadata, else "
                  "UNAUTHENTICATED. Re-read on SIGHUP");
-  app.add_flag("--auth-health", f.auth_health,
+  app.add_flag("--auth-health,!--no-auth-health", f.auth_health,
                "grpc.health.v1 needs a token too (open by default)")
       ->capture_default_str();
   app.add_flag("--reflection,!--no-reflection", f.reflection,
@@ -68,14 +69,19 @@ void DefineSecurityFlags(CLI::App& app, SecurityFlags& f) {
       ->check(CLI::Range(int64_t{256}, int64_t{1} << 24))
       ->capture_default_str();
   app.add_option("--http-request-timeout", f.http_request_timeout_seconds,
-                 "seconds from an HTTP request's last byte to its answer: "
+                 "time from an HTTP request's last byte to its answer: "
                  "past it the request is cancelled and answered 504; 0: no "
                  "limit")
       ->check(CLI::Range(0.0, 86400.0 * 7))
       ->capture_default_str();
   app.add_option("--http-keep-alive", f.http_keep_alive_seconds,
-                 "seconds an idle HTTP connection stays open")
+                 "how long an idle HTTP connection stays open")
       ->check(CLI::Range(0.001, 3600.0))
+      ->capture_default_str();
+  app.add_flag("--http-docs,!--no-http-docs", f.http_docs,
+               "serve the HTTP API's OpenAPI document at /openapi.json (and "
+               "/api-doc/openapi.json) and Swagger UI at /docs, without a "
+               "token: they describe the routes, nothing of the models")
       ->capture_default_str();
   app.add_option("--http-max-pipelined-requests", f.http_max_pipelined_requests,
                  "HTTP requests read ahead on one connection while an "

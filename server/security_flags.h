@@ -33,6 +33,7 @@ struct SecurityFlags {
   int64_t http_max_body_bytes = 16 << 20;
   int64_t http_max_header_bytes = 16 << 10;
   double http_request_timeout_seconds = 300;
+  bool http_docs = true;  // /openapi.json and /docs
   double http_keep_alive_seconds = 2;
   int http_max_pipelined_requests = 16;
   int http_threads = 2;

@@ -119,6 +119,7 @@ absl::Status ApplyNames(const ServeFlags& f, model::Repository* repo) {
 
 absl::Status FinishServeFlags(ServeFlags& f, std::vector<std::string>* notes) {
   RETURN_IF_ERROR(FinishTeiFlags(f, notes));
+  notes->insert(notes->end(), f.spelling_notes.begin(), f.spelling_notes.end());
   f.http_listen = ResolveHttpListen(f.http_listen, f.server.listen);
   return absl::OkStatus();
 }
@@ -170,12 +171,16 @@ void DefineModelSourceFlags(CLI::App& app, ServeFlags& f) {
                  "alibi, relative) are served");
   app.add_option("--model-dir", f.model_dirs,
                  "Hugging Face checkpoint directory, DIR or NAME=DIR "
-                 "(repeatable; the name defaults to DIR's base name)");
+                 "(repeatable, or comma-separated; the name defaults to "
+                 "DIR's base name)")
+      ->delimiter(',');
   app.add_option("--model-id", f.model_ids,
                  "Hugging Face Hub model ORG/ID[@REVISION], NAME=ORG/ID to "
                  "serve it as NAME (default: ORG/ID), or a directory "
-                 "(repeatable; MODEL_ID when none): found in the Hugging "
-                 "Face cache, downloaded into it first unless offline");
+                 "(repeatable, or comma-separated; MODEL_ID when none): "
+                 "found in the Hugging Face cache, downloaded into it first "
+                 "unless offline")
+      ->delimiter(',');
   app.add_option("--revision", f.revision,
                  "branch, tag or commit of --model-id values that name none "
                  "(default main)");
@@ -186,7 +191,7 @@ void DefineModelSourceFlags(CLI::App& app, ServeFlags& f) {
   app.add_option("--hf-token-file", f.hf_token_file,
                  "file holding the Hub token for gated or private models; "
                  "empty: HF_TOKEN, else HF_HOME/token");
-  app.add_flag("--hub-offline", f.hub_offline,
+  app.add_flag("--hub-offline,!--no-hub-offline", f.hub_offline,
                "never reach the Hub: --model-id only from the cache (also "
                "HF_HUB_OFFLINE=1)");
   app.add_option("--served-model-name", f.served_model_name,
@@ -194,13 +199,15 @@ void DefineModelSourceFlags(CLI::App& app, ServeFlags& f) {
                  "name stays an alias), as text-embeddings-inference's flag");
   app.add_option("--model-alias", f.model_aliases,
                  "ALIAS=MODEL: another name requests may give MODEL "
-                 "(repeatable)");
-  app.add_flag("--strict-model-names", f.strict_model_names,
+                 "(repeatable, or comma-separated)")
+      ->delimiter(',');
+  app.add_flag("--strict-model-names,!--no-strict-model-names",
+               f.strict_model_names,
                "refuse a request naming no served model or alias even when "
                "one model is served (without it a lone model answers every "
                "name, as text-embeddings-inference does)")
       ->capture_default_str();
-  app.add_flag("--builtin-models", f.builtin_models,
+  app.add_flag("--builtin-models,!--no-builtin-models", f.builtin_models,
                "serve the built-in models (none, sinusoidal, learned, rope, "
                "alibi, relative) beside the listed ones; they are served "
                "alone when no model is listed")
@@ -209,7 +216,7 @@ void DefineModelSourceFlags(CLI::App& app, ServeFlags& f) {
                  "pooling for --model-dir models: mean | first | max | "
                  "last_token | weighted_mean; empty: the checkpoint's "
                  "sentence-transformers choice, else mean");
-  app.add_flag("--strip-text", f.strip_text,
+  app.add_flag("--strip-text,!--no-strip-text", f.strip_text,
                "strip every text's leading and trailing whitespace (Python's "
                "str.strip) before tokenizing, as sentence-transformers up to "
                "5.3 did; 5.4 on, text-embeddings-inference and this default "
@@ -228,17 +235,30 @@ void DefineComputeFlags(CLI::App& app, ServeFlags& f) {
                  "(--executions-per-model), at least 1")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
-  app.add_flag("--share-intra-op-threads{on}", f.share_intra_op,
-               "auto | on | off (the flag alone: on). On, with "
+  app.add_flag("--share-intra-op-threads{true}", f.share_intra_op,
+               "auto | true | false (the flag alone: true). True, with "
                "--intra-op-threads=0 on a CPU: a batch that starts alone "
                "takes every usable core for its products (on one thread kept "
                "for that) and batches side by side split them, where "
                "LibTorch multiplies on its OpenMP threads (the wheel's MKL "
                "build; not with OpenBLAS, whose own pool is split so "
                "always). Faster for a lone caller; a batch's thread count "
-               "then depends on the load. auto: on with 2 or 3 usable cores, "
-               "where a batch beside another gets one thread")
-      ->check(CLI::IsMember({"auto", "on", "off"}))
+               "then depends on the load. auto: true with 2 or 3 usable "
+               "cores, where a batch beside another gets one thread")
+      ->transform(CLI::Validator(
+          [&f](std::string& value) {
+            if (value == "on" || value == "off") {
+              f.spelling_notes.push_back(
+                  absl::StrCat("--share-intra-op-threads ", value,
+                               ": on and off are "
+                               "the old spellings (refused from 1.0); write ",
+                               value == "on" ? "true" : "false"));
+              value = value == "on" ? "true" : "false";
+            }
+            return std::string();
+          },
+          "", ""))
+      ->check(CLI::IsMember({"auto", "true", "false"}))
       ->capture_default_str();
   app.add_option("--blas-threads", f.blas_threads,
                  "OpenBLAS's thread pool when LibTorch uses OpenBLAS; 0: "
@@ -261,7 +281,7 @@ void DefineComputeFlags(CLI::App& app, ServeFlags& f) {
                  "page faults of re-mapping them); 0: off")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  app.add_option("--malloc-trim-idle-ms", f.trim.idle_ms,
+  app.add_option("--malloc-trim-idle,--malloc-trim-idle-ms", f.trim.idle_ms,
                  "once the process has been quiet (under 5% of a core) this "
                  "long after doing work, free heap memory goes back to the "
                  "system, so the resident set falls after a burst; 0: never")
@@ -356,7 +376,7 @@ void DefineBatchingFlags(CLI::App& app, ServeFlags& f) {
                  "longest length x sequences per forward pass")
       ->capture_default_str();
   app.add_option_function<int64_t>(
-         "--max-queue-delay-us",
+         "--max-queue-delay,--max-queue-delay-us",
          [&f](const int64_t& us) {
            f.host.batching.max_queue_delay = absl::Microseconds(us);
          },
@@ -365,7 +385,7 @@ void DefineBatchingFlags(CLI::App& app, ServeFlags& f) {
       ->default_str(std::to_string(
           absl::ToInt64Microseconds(f.host.batching.max_queue_delay)));
   app.add_option_function<int64_t>(
-         "--max-batch-ms",
+         "--max-batch-time,--max-batch-ms",
          [&f](const int64_t& ms) {
            f.host.batching.max_batch_time = absl::Milliseconds(ms);
          },
@@ -391,10 +411,11 @@ void DefineBatchingFlags(CLI::App& app, ServeFlags& f) {
 
 // The shutdown on SIGTERM/SIGINT.
 void DefineDrainFlags(CLI::App& app, ServeFlags& f) {
-  app.add_option("--drain-grace-seconds", f.drain_grace_seconds,
+  app.add_option("--drain-grace,--drain-grace-seconds", f.drain_grace_seconds,
                  "on SIGTERM/SIGINT, how long accepted calls may take")
       ->capture_default_str();
-  app.add_option("--drain-unready-seconds", f.drain_unready_seconds,
+  app.add_option("--drain-unready,--drain-unready-seconds",
+                 f.drain_unready_seconds,
                  "on SIGTERM/SIGINT, how long new calls keep getting "
                  "UNAVAILABLE (health NOT_SERVING) before the transport "
                  "closes, so balancers move traffic away first")
@@ -453,7 +474,7 @@ void DefineStartupFlags(CLI::App& app, ServeFlags& f) {
                "run one forward per model before serving")
       ->capture_default_str();
   app.add_option_function<int64_t>(
-         "--batch-profile-ms",
+         "--batch-profile-time,--batch-profile-ms",
          [&f](const int64_t& ms) {
            f.host.batch_profile_budget = absl::Milliseconds(ms);
          },

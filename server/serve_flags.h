@@ -73,7 +73,8 @@ struct ServeFlags {
   std::string tei_pooling;  // --pooling (TEI's names): model_dir_pooling
   std::string device = "auto";
   int intra_op_threads = 0;  // 0: runner::DefaultIntraOpThreads
-  // runner::EnableIntraOpShare: auto | on | off (auto: ShareIntraOpByDefault).
+  // runner::EnableIntraOpShare: auto | true | false (auto:
+  // ShareIntraOpByDefault).
   std::string share_intra_op = "auto";
   int blas_threads = 0;  // 0: every usable core (thread_policy.h)
   // 0: runner::DefaultExecutionsPerModel.
@@ -88,6 +89,10 @@ struct ServeFlags {
   std::string log_level = "info";
   std::string log_format = "text";
   int64_t max_request_id_bytes = logging::kDefaultMaxRequestIdBytes;
+  // The old spellings met while parsing (flag_units.h: a duration without
+  // a unit, an old variable name; on/off for true/false): warnings that
+  // FinishServeFlags adds to its notes.
+  std::vector<std::string> spelling_notes;
 };
 
 // Registers every flag on `app`, bound to `flags`.
@@ -112,7 +117,7 @@ std::string ResolveHttpListen(const std::string& http_listen,
 
 // Settles what the command line leaves to after parsing: TEI's flags
 // (FinishTeiFlags, server/tei_flags.h; `notes` gets a line per TEI flag
-// accepted without effect), then ResolveHttpListen.
+// accepted without effect, and the spelling notes), then ResolveHttpListen.
 absl::Status FinishServeFlags(ServeFlags& flags,
                               std::vector<std::string>* notes);
 

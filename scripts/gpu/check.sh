@@ -249,7 +249,7 @@ start_server() {
   rm -rf "$dir"; mkdir -p "$dir"
   say "   \$ encoder-server $* (log: servers/$label/server.log)"
   "$build/encoder-server" --listen=127.0.0.1:0 --ready-file="$dir/ready.json" \
-    --drain-grace-seconds=2 "$@" > "$dir/server.log" 2>&1 &
+    --drain-grace=2s "$@" > "$dir/server.log" 2>&1 &
   server_pid=$!
   server_port=""
   local i

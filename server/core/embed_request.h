@@ -191,7 +191,9 @@ struct EmbedAnswer {
   // The sparse vectors' width (EmbedQuery::sparse); 0 without them.
   int64_t sparse_vocab = 0;
   // The slowest input's queue and inference times, and the call's time
-  // from admission to answer.
+  // from admission to answer; tokenization_ms: from admission to the
+  // sequences queued (reading, validating and tokenizing the inputs).
+  double tokenization_ms = 0;
   double queue_ms = 0;
   double inference_ms = 0;
   double total_ms = 0;

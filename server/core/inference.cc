@@ -154,6 +154,8 @@ void Inference::Run(
       std::make_shared<UnreadResponses::Hold>(*std::move(reserved));
   auto shared = std::make_shared<Prepared>(*std::move(prepared));
   const std::string model = shared->model->name();
+  const double tokenization_ms = MillisSince(start);
+  metrics_->Tokenization(model, tokenization_ms / 1e3);
   for (const auto& sequence : shared->sequences) {
     metrics_->InputTokens(model,
                           static_cast<int64_t>(sequence.token_ids.size()));
@@ -166,25 +168,27 @@ void Inference::Run(
   auto shared_done =
       std::make_shared<std::function<void(absl::StatusOr<Answer>)>>(
           std::move(done));
-  work.done =
-      [this, shared, request_id = std::move(request_id), start, model, finish,
-       reservation, access, shared_done, build = std::move(build)](
-          absl::Status status, std::vector<runner::EmbedResult> results) {
-        // The front counts what it serializes instead.
-        reservation->Reset();
-        if (!status.ok()) return finish(model, status, *shared_done);
-        for (const auto& r : results) {
-          metrics_->SequenceTimes(model, r.batch.queue_seconds,
-                                  r.batch.inference_seconds);
-        }
-        Answer answer =
-            build(request_id, *shared, std::move(results), MillisSince(start));
-        if (access != nullptr) {
-          access->queue_ms = answer.queue_ms;
-          access->inference_ms = answer.inference_ms;
-        }
-        finish(model, std::move(answer), *shared_done);
-      };
+  work.done = [this, shared, request_id = std::move(request_id), start, model,
+               finish, reservation, access, shared_done,
+               build = std::move(build),
+               tokenization_ms](absl::Status status,
+                                std::vector<runner::EmbedResult> results) {
+    // The front counts what it serializes instead.
+    reservation->Reset();
+    if (!status.ok()) return finish(model, status, *shared_done);
+    for (const auto& r : results) {
+      metrics_->SequenceTimes(model, r.batch.queue_seconds,
+                              r.batch.inference_seconds);
+    }
+    Answer answer =
+        build(request_id, *shared, std::move(results), MillisSince(start));
+    answer.tokenization_ms = tokenization_ms;
+    if (access != nullptr) {
+      access->queue_ms = answer.queue_ms;
+      access->inference_ms = answer.inference_ms;
+    }
+    finish(model, std::move(answer), *shared_done);
+  };
   absl::Status submitted = shared->model->Embed(std::move(work));
   if (!submitted.ok()) {
     reservation->Reset();

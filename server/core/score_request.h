@@ -88,6 +88,7 @@ struct ScoreAnswer {
   std::vector<ScoredItem> items;  // in the query's order
   int64_t total_tokens = 0;
   int64_t truncated_tokens = 0;  // summed over the items
+  double tokenization_ms = 0;    // as EmbedAnswer's
   double queue_ms = 0;
   double inference_ms = 0;
   double total_ms = 0;

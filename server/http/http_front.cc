@@ -9,10 +9,12 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "server/common/status_macros.h"
 #include "server/core/status.h"
+#include "server/http/api_docs.h"
 #include "server/http/http_status.h"
 #include "server/http/openai_embeddings.h"
 #include "server/http/tei_embed.h"
@@ -44,11 +46,6 @@ constexpr char kRerankV1Rpc[] = "http:/v1/rerank";
 constexpr char kTeiTokenizeRpc[] = "http:/tokenize";
 constexpr char kTeiSimilarityRpc[] = "http:/similarity";
 constexpr char kTeiDecodeRpc[] = "http:/decode";
-constexpr char kRoutes[] =
-    "/v1/embeddings, /v1/rerank, /v1/models, /embed, /embed_all, "
-    "/embed_sparse, /rerank, "
-    "/predict, /similarity, /tokenize, /decode, / (TEI's), /health, /ready, "
-    "/info, /metrics";
 
 // /info's "kernels" of a model: the libraries' instruction sets and each
 // product kernel its warm-up ran (model::TraceKernels).
@@ -106,11 +103,25 @@ Response ErrorResponse(const absl::Status& status,
   return r;
 }
 
+// The paths `routes` serve, each once, in the order added: what a 404
+// lists.
+std::string PathListing(
+    const std::vector<std::pair<std::string, std::string>>& routes) {
+  std::vector<std::string> paths;
+  for (const auto& [method, pattern] : routes) {
+    if (std::find(paths.begin(), paths.end(), pattern) == paths.end()) {
+      paths.push_back(pattern);
+    }
+  }
+  return absl::StrJoin(paths, ", ");
+}
+
 // Errors the HTTP server answers itself (no route, wrong method, body over
 // the limit, malformed framing, request timeout) as OpenAI's error JSON;
-// /metrics keeps plain text.
+// /metrics keeps plain text. `routes`: the paths served (PathListing).
 Response RenderServerError(const Request* q, int status,
-                           const std::string& message) {
+                           const std::string& message,
+                           const std::string& routes) {
   if (q != nullptr && q->path == "/metrics") {
     Response r;
     r.status = status;
@@ -122,8 +133,8 @@ Response RenderServerError(const Request* q, int status,
   switch (status) {
     case 404:
       text = absl::StrCat("no route ", q != nullptr ? q->method : "", " ",
-                          QuoteInput(q != nullptr ? q->path : ""), "; see ",
-                          kRoutes);
+                          QuoteInput(q != nullptr ? q->path : ""),
+                          "; the routes: ", routes);
       break;
     case 405:
       code = "method_not_allowed";
@@ -145,6 +156,25 @@ Response RenderServerError(const Request* q, int status,
 // the request or --long-input says otherwise.
 Header TruncatedTokensHeader(int64_t tokens) {
   return {"X-Truncated-Tokens", absl::StrCat(tokens)};
+}
+
+// The answer's counts and times as text-embeddings-inference names them,
+// in whole milliseconds as it writes them: x-total-time (and
+// x-compute-time, the same) from admission to answer, x-tokenization-time
+// until the sequences were queued, x-queue-time and x-inference-time of
+// the slowest input, x-compute-tokens; and X-Truncated-Tokens.
+template <typename Answer>
+void AddComputeHeaders(const Answer& answer, Response* r) {
+  auto ms = [](double v) {
+    return absl::StrCat(static_cast<int64_t>(std::max(0.0, v)));
+  };
+  r->headers.push_back(TruncatedTokensHeader(answer.truncated_tokens));
+  r->headers.push_back({"x-compute-time", ms(answer.total_ms)});
+  r->headers.push_back({"x-compute-tokens", absl::StrCat(answer.total_tokens)});
+  r->headers.push_back({"x-total-time", ms(answer.total_ms)});
+  r->headers.push_back({"x-tokenization-time", ms(answer.tokenization_ms)});
+  r->headers.push_back({"x-queue-time", ms(answer.queue_ms)});
+  r->headers.push_back({"x-inference-time", ms(answer.inference_ms)});
 }
 
 // One call between its opening and its answer: the access record, and
@@ -194,6 +224,7 @@ class HttpFront::Handlers {
     http.Add("GET", "/ready/*",
              [this](X x) { Ready(x, &x->request().path_param); });
     http.Add("GET", "/info", [this](X x) { Info(x); });
+    if (options_.api_docs) AddApiDocRoutes(http, ENCODER_PROJECT_VERSION);
   }
 
  private:
@@ -277,8 +308,7 @@ class HttpFront::Handlers {
             Response r;
             r.content_type = kJson;
             r.body = EmbeddingsResponseJson(**shared, base64);
-            r.headers.push_back(
-                TruncatedTokensHeader((*shared)->truncated_tokens));
+            AddComputeHeaders(**shared, &r);
             Finish(x, log.get(), absl::OkStatus(), std::move(r));
           });
         });
@@ -365,8 +395,7 @@ class HttpFront::Handlers {
                      Response r;
                      r.content_type = kJson;
                      r.body = render(**shared);
-                     r.headers.push_back(
-                         TruncatedTokensHeader((*shared)->truncated_tokens));
+                     AddComputeHeaders(**shared, &r);
                      Finish(x, log.get(), absl::OkStatus(), std::move(r));
                    });
                  });
@@ -395,8 +424,7 @@ class HttpFront::Handlers {
                      Response r;
                      r.content_type = kJson;
                      r.body = render(**shared, *rendering);
-                     r.headers.push_back(
-                         TruncatedTokensHeader((*shared)->truncated_tokens));
+                     AddComputeHeaders(**shared, &r);
                      Finish(x, log.get(), absl::OkStatus(), std::move(r));
                    });
                  });
@@ -680,11 +708,18 @@ class HttpFront::Handlers {
 absl::StatusOr<std::unique_ptr<HttpFront>> HttpFront::Start(
     HttpFrontOptions options, core::Inference* core, core::EdgeAuth auth) {
   std::unique_ptr<HttpFront> front(new HttpFront());
-  options.http.render_error = RenderServerError;
+  // Written once, while the routes are added before the port is bound;
+  // read only by answers after that.
+  auto listing = std::make_shared<std::string>();
+  options.http.render_error = [listing](const Request* q, int status,
+                                        const std::string& message) {
+    return RenderServerError(q, status, message, *listing);
+  };
   front->handlers_ = std::make_unique<Handlers>(options, core, auth);
   Handlers* handlers = front->handlers_.get();
-  options.http.routes = [handlers](Router& router) {
+  options.http.routes = [handlers, listing](Router& router) {
     handlers->Register(router);
+    *listing = PathListing(router.Routes());
   };
   auto render = options.render_metrics;
   if (!render) render = [] { return std::string(); };

@@ -10,6 +10,8 @@
 //                         model (404 for an unknown one)
 //   GET  /info            version, build, models and the limits in force
 //   GET  /metrics         Prometheus text (the same registry as gRPC's)
+//   GET  /openapi.json    the OpenAPI document of these routes; /docs
+//                         renders it (api_docs.h; --no-http-docs: off)
 //
 // Embeddings go through the core (core::Inference::Embed): the same
 // admission, validation, limits, batcher and metrics as gRPC Embed
@@ -28,6 +30,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "server/core/edge_auth.h"
@@ -49,6 +53,8 @@ struct HttpFrontOptions {
   std::string libtorch_version;
   std::string grpc_version;
   std::string protobuf_version;
+  // Serve the OpenAPI document and Swagger UI (api_docs.h).
+  bool api_docs = true;
 };
 
 class HttpFront {
@@ -66,6 +72,10 @@ class HttpFront {
 
   int port() const { return http_->port(); }
   ServerStats stats() const { return http_->stats(); }
+  // Every route served: {method, pattern}, "/*" ending a pattern.
+  std::vector<std::pair<std::string, std::string>> routes() const {
+    return http_->routes();
+  }
 
  private:
   class Handlers;

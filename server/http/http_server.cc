@@ -107,6 +107,15 @@ void Router::Add(std::string method, std::string pattern, Handler handler) {
   routes_.push_back(std::move(route));
 }
 
+std::vector<std::pair<std::string, std::string>> Router::Routes() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  out.reserve(routes_.size());
+  for (const Route& r : routes_) {
+    out.emplace_back(r.method, r.prefix ? r.pattern + "*" : r.pattern);
+  }
+  return out;
+}
+
 const Handler* Router::Find(std::string_view method, std::string_view path,
                             std::string* param, std::string* allowed) const {
   std::vector<std::string> methods;
@@ -384,6 +393,10 @@ HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 HttpServer::~HttpServer() = default;
 
 int HttpServer::port() const { return impl_->port(); }
+
+std::vector<std::pair<std::string, std::string>> HttpServer::routes() const {
+  return impl_->core().router.Routes();
+}
 
 ServerStats HttpServer::stats() const {
   const detail::Core& c = impl_->core();

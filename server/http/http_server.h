@@ -31,6 +31,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -137,6 +138,10 @@ class Router {
   const Handler* Find(std::string_view method, std::string_view path,
                       std::string* param, std::string* allowed) const;
 
+  // Every route as added: {method, pattern} ("/v1/models/*" for a
+  // pattern), in the order added.
+  std::vector<std::pair<std::string, std::string>> Routes() const;
+
  private:
   struct Route {
     std::string method;
@@ -206,6 +211,8 @@ class HttpServer {
 
   int port() const;
   ServerStats stats() const;
+  // The routes it serves (Router::Routes).
+  std::vector<std::pair<std::string, std::string>> routes() const;
 
   class Impl;
 

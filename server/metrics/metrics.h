@@ -36,6 +36,10 @@ class Metrics {
   virtual void SequenceTimes(const std::string& model, double queue_seconds,
                              double inference_seconds) = 0;
 
+  // One request's preparation before its sequences were queued: reading,
+  // validating and tokenizing its inputs.
+  virtual void Tokenization(const std::string& model, double seconds) = 0;
+
   // One forward pass: sequences, padded tokens (longest x count) and real
   // tokens.
   virtual void Batch(const std::string& model, int64_t sequences,
@@ -91,6 +95,7 @@ class NoopMetrics : public Metrics {
   void RequestDone(const std::string&, const std::string&, const std::string&,
                    double) override {}
   void SequenceTimes(const std::string&, double, double) override {}
+  void Tokenization(const std::string&, double) override {}
   void Batch(const std::string&, int64_t, int64_t, int64_t) override {}
   void Dropped(const std::string&, const std::string&, int64_t) override {}
   void QueueDepth(const std::string&, int64_t) override {}

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -51,6 +52,10 @@ class MetricsHttpServer {
   // The bound TCP port.
   int port() const { return server_->port(); }
   http::ServerStats stats() const { return server_->stats(); }
+  // Every route served, /metrics and those `routes` added.
+  std::vector<std::pair<std::string, std::string>> routes() const {
+    return server_->routes();
+  }
 
  private:
   MetricsHttpServer() = default;

@@ -308,6 +308,13 @@ PrometheusMetrics::PrometheusMetrics()
            .Name("encoder_inference_duration_seconds")
            .Help("Forward-pass time of the batch that held a sequence.")
            .Register(r);
+  tokenization_duration_ =
+      &prometheus::BuildHistogram()
+           .Name("encoder_tokenization_duration_seconds")
+           .Help(
+               "Time a request spent being read, validated and tokenized "
+               "before its sequences were queued.")
+           .Register(r);
   batch_size_ = &prometheus::BuildHistogram()
                      .Name("encoder_batch_size")
                      .Help("Sequences per forward pass.")
@@ -479,6 +486,7 @@ PrometheusMetrics::ModelSeries& PrometheusMetrics::EntryLocked(
   const prometheus::Labels labels = {{"model", model}, {"scheme", s.scheme}};
   s.queue = &queue_duration_->Add(labels, LatencyBuckets());
   s.inference = &inference_duration_->Add(labels, LatencyBuckets());
+  s.tokenization = &tokenization_duration_->Add(labels, LatencyBuckets());
   s.batch_size = &batch_size_->Add(labels, BatchSizeBuckets());
   s.batch_tokens = &batch_tokens_->Add(labels, BatchTokenBuckets());
   s.padding_ratio = &padding_ratio_->Add(labels, PaddingRatioBuckets());
@@ -531,6 +539,7 @@ void PrometheusMetrics::RelabelLocked(const std::string& model) {
   if (old.queue != nullptr) {
     MoveInto(queue_duration_, old.queue, fresh.queue);
     MoveInto(inference_duration_, old.inference, fresh.inference);
+    MoveInto(tokenization_duration_, old.tokenization, fresh.tokenization);
     MoveInto(batch_size_, old.batch_size, fresh.batch_size);
     MoveInto(batch_tokens_, old.batch_tokens, fresh.batch_tokens);
     MoveInto(padding_ratio_, old.padding_ratio, fresh.padding_ratio);
@@ -589,6 +598,10 @@ void PrometheusMetrics::RequestDone(const std::string& rpc,
   RpcSeries& r = RpcLocked(m, model, rpc);
   RequestsLocked(r, m, model, rpc, code).Increment();
   r.duration->Observe(seconds);
+}
+
+void PrometheusMetrics::Tokenization(const std::string& model, double seconds) {
+  WithModel(model, [&](ModelSeries& s) { s.tokenization->Observe(seconds); });
 }
 
 void PrometheusMetrics::SequenceTimes(const std::string& model,

@@ -7,6 +7,8 @@
 //   encoder_request_duration_seconds{rpc,model,scheme}       histogram
 //   encoder_queue_duration_seconds{model,scheme}             histogram
 //   encoder_inference_duration_seconds{model,scheme}         histogram
+//   encoder_tokenization_duration_seconds{model,scheme}      histogram, per
+//                                                            request
 //   encoder_batch_size{model,scheme}                         histogram, seqs
 //   encoder_batch_tokens{model,scheme}                       histogram, padded
 //   encoder_batch_padding_ratio{model,scheme}                histogram, [0, 1]
@@ -175,6 +177,7 @@ class PrometheusMetrics : public Metrics {
   void RegisterModel(const ModelLabels& labels) override;
   void RequestDone(const std::string& rpc, const std::string& model,
                    const std::string& code, double seconds) override;
+  void Tokenization(const std::string& model, double seconds) override;
   void SequenceTimes(const std::string& model, double queue_seconds,
                      double inference_seconds) override;
   void Batch(const std::string& model, int64_t sequences, int64_t padded_tokens,
@@ -206,6 +209,7 @@ class PrometheusMetrics : public Metrics {
     std::string scheme;
     prometheus::Histogram* queue = nullptr;
     prometheus::Histogram* inference = nullptr;
+    prometheus::Histogram* tokenization = nullptr;
     prometheus::Histogram* batch_size = nullptr;
     prometheus::Histogram* batch_tokens = nullptr;
     prometheus::Histogram* padding_ratio = nullptr;
@@ -255,6 +259,7 @@ class PrometheusMetrics : public Metrics {
   prometheus::Family<prometheus::Histogram>* request_duration_;
   prometheus::Family<prometheus::Histogram>* queue_duration_;
   prometheus::Family<prometheus::Histogram>* inference_duration_;
+  prometheus::Family<prometheus::Histogram>* tokenization_duration_;
   prometheus::Family<prometheus::Histogram>* batch_size_;
   prometheus::Family<prometheus::Histogram>* batch_tokens_;
   prometheus::Family<prometheus::Histogram>* padding_ratio_;

@@ -31,6 +31,28 @@ absl::Time CallDeadline(const grpc::CallbackServerContext* context) {
   return absl::FromChrono(deadline);
 }
 
+// The answer's counts and times in the call's trailing metadata, named
+// and written as the HTTP front's headers (text-embeddings-inference's:
+// whole milliseconds): x-total-time, x-compute-time, x-tokenization-time,
+// x-queue-time, x-inference-time, x-compute-tokens, x-truncated-tokens.
+template <typename Answer>
+void AddTimingMetadata(grpc::CallbackServerContext* context,
+                       const Answer& answer) {
+  auto ms = [](double v) {
+    return absl::StrCat(static_cast<int64_t>(std::max(0.0, v)));
+  };
+  context->AddTrailingMetadata("x-total-time", ms(answer.total_ms));
+  context->AddTrailingMetadata("x-compute-time", ms(answer.total_ms));
+  context->AddTrailingMetadata("x-tokenization-time",
+                               ms(answer.tokenization_ms));
+  context->AddTrailingMetadata("x-queue-time", ms(answer.queue_ms));
+  context->AddTrailingMetadata("x-inference-time", ms(answer.inference_ms));
+  context->AddTrailingMetadata("x-compute-tokens",
+                               absl::StrCat(answer.total_tokens));
+  context->AddTrailingMetadata("x-truncated-tokens",
+                               absl::StrCat(answer.truncated_tokens));
+}
+
 double MillisSince(absl::Time start) {
   return absl::ToDoubleMilliseconds(absl::Now() - start);
 }
@@ -205,7 +227,8 @@ bool EncoderServiceImpl::Open(const char* rpc,
 void EncoderServiceImpl::SubmitEmbed(
     const char* rpc, grpc::CallbackServerContext* context,
     v1::EmbedRequest* request, v1::EmbedResponse* response,
-    std::function<void(const grpc::Status&)> done, AccessRecord* access) {
+    std::function<void(const grpc::Status&)> done, AccessRecord* access,
+    bool timing_metadata) {
   absl::StatusOr<core::EmbedQuery> query = ToEmbedQuery(request);
   if (!query.ok()) {
     const grpc::Status status = ToGrpcStatus(query.status());
@@ -213,9 +236,12 @@ void EncoderServiceImpl::SubmitEmbed(
     return done(status);
   }
   core_->Embed(CallOf(rpc, context, access), *std::move(query),
-               [response, done = std::move(done)](
+               [response, context, timing_metadata, done = std::move(done)](
                    absl::StatusOr<core::EmbedAnswer> answer) {
-                 if (answer.ok()) FillEmbedResponse(*answer, response);
+                 if (answer.ok()) {
+                   FillEmbedResponse(*answer, response);
+                   if (timing_metadata) AddTimingMetadata(context, *answer);
+                 }
                  done(ToGrpcStatus(answer.status()));
                });
 }
@@ -234,7 +260,7 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Embed(
       [this, reactor, call, response](const grpc::Status& status) {
         FinishSerialized(reactor, status, call->response, response);
       },
-      &reactor->access);
+      &reactor->access, /*timing_metadata=*/true);
   return reactor;
 }
 
@@ -249,9 +275,12 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::EmbedSparse(
   }
   core_->Embed(CallOf("EmbedSparse", context, &reactor->access),
                ToSparseQuery(&call->request),
-               [this, reactor, call,
+               [this, reactor, call, context,
                 response](absl::StatusOr<core::EmbedAnswer> answer) {
-                 if (answer.ok()) FillSparseResponse(*answer, &call->response);
+                 if (answer.ok()) {
+                   FillSparseResponse(*answer, &call->response);
+                   AddTimingMetadata(context, *answer);
+                 }
                  FinishSerialized(reactor, ToGrpcStatus(answer.status()),
                                   call->response, response);
                });
@@ -274,9 +303,12 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::RunScore(
     return reactor;
   }
   core_->Score(CallOf(rpc, context, &reactor->access), *std::move(query),
-               [this, reactor, call, response_bytes,
+               [this, reactor, call, response_bytes, context,
                 fill](absl::StatusOr<core::ScoreAnswer> answer) {
-                 if (answer.ok()) fill(call->request, *answer, &call->response);
+                 if (answer.ok()) {
+                   fill(call->request, *answer, &call->response);
+                   AddTimingMetadata(context, *answer);
+                 }
                  FinishSerialized(reactor, ToGrpcStatus(answer.status()),
                                   call->response, response_bytes);
                });
@@ -308,6 +340,9 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::ListModels(
              v1::ListModelsResponse* out) {
         out->set_default_model(host.default_model());
         out->set_server_version(ENCODER_PROJECT_VERSION);
+        out->set_max_inputs_per_request(core_->limits().max_inputs_per_request);
+        out->set_max_tokenize_texts_per_request(
+            tokenize_limits_.max_texts_per_request);
         for (const auto& m : host.List()) {
           v1::ModelInfo* info = out->add_models();
           FillModelInfo(m->description(), m->name() == host.default_model(),

@@ -108,10 +108,13 @@ class EncoderServiceImpl final : public EncoderServiceBase {
   // `done` is called exactly once, on a batcher thread or inline on
   // failure, with `response` filled when OK; `request` and `response` must
   // stay valid until then. `access` gets the call's counts before `done`.
+  // `timing_metadata`: the answer's times also go in the call's trailing
+  // metadata (a unary call's; a stream's items carry them in each
+  // response's timing alone).
   void SubmitEmbed(const char* rpc, grpc::CallbackServerContext* context,
                    v1::EmbedRequest* request, v1::EmbedResponse* response,
                    std::function<void(const grpc::Status&)> done,
-                   AccessRecord* access);
+                   AccessRecord* access, bool timing_metadata = false);
 
   // The core's description of the call: peer, deadline and cancellation
   // from `context`.

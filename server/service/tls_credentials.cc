@@ -97,7 +97,8 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
         "TLS needs both --tls-cert and --tls-key");
   }
   if (files.reload_seconds < 1) {
-    return absl::InvalidArgumentError("--tls-reload-seconds must be >= 1");
+    return absl::InvalidArgumentError(
+        "--tls-reload-interval must be at least 1s");
   }
   ASSIGN_OR_RETURN(auto cert, ReadPem("--tls-cert", files.cert_file));
   ASSIGN_OR_RETURN(auto key, ReadPem("--tls-key", files.key_file));

@@ -103,7 +103,7 @@ def serve(binary, directory, work, extra=()):
     t0 = time.monotonic()
     server = ServerProcess(binary, work, [
         f"--model-dir={directory}", "--dtype=bfloat16",
-        "--intra-op-threads=2", "--max-queue-delay-us=2000", *extra])
+        "--intra-op-threads=2", "--max-queue-delay=2ms", *extra])
     server.wait_ready(900)
     return server, time.monotonic() - t0
 
@@ -191,13 +191,13 @@ def main():
     parser.add_argument("--json", help="write the rows here")
     parser.add_argument("--server-arg", action="append", default=[],
                         help="an extra server flag (repeatable), e.g. "
-                             "--server-arg=--max-batch-ms=0")
+                             "--server-arg=--max-batch-time=0")
     args = parser.parse_args()
     print(lscpu())
     print(f"load average (1 min) at the start: {os.getloadavg()[0]:.1f}",
           flush=True)
     print("server flags: --dtype=bfloat16 --intra-op-threads=2 "
-          "--max-queue-delay-us=2000", *args.server_arg)
+          "--max-queue-delay=2ms", *args.server_arg)
     rows = []
     with tempfile.TemporaryDirectory(prefix="causal-bench-") as tmp:
         tiny = os.path.join(tmp, "tiny")

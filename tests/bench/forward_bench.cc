@@ -189,7 +189,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--hold-freed", o.hold_freed,
                  "glibc keeps freed memory mapped, as the server does with "
-                 "--malloc-trim-idle-ms above 0 (its default)")
+                 "--malloc-trim-idle above 0 (its default)")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (o.hold_freed) encoder::runner::IdleMallocTrimmer::HoldFreed();

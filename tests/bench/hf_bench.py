@@ -86,7 +86,7 @@ def start(binary, directory, threads):
     t0 = time.monotonic()
     server = ServerProcess(binary, extra_args=[
         f"--model-dir={directory}", f"--intra-op-threads={threads}",
-        "--max-queue-delay-us=2000"])
+        "--max-queue-delay=2ms"])
     server.wait_ready(600)
     return server, time.monotonic() - t0
 

@@ -1,4 +1,4 @@
-"""--share-intra-op-threads=on against =off (fixed threads), one server measured
+"""--share-intra-op-threads=true against =false (fixed threads), one server measured
 at a time (the other stopped with SIGSTOP), cells interleaved, medians of
 --rounds rounds. encoder-client bench sends token-id inputs of exactly
 --length tokens from N callers.
@@ -19,8 +19,8 @@ import tempfile
 import time
 
 CELLS = [(1, 16), (1, 128), (1, 512), (32, 16), (32, 128), (32, 512)]
-SETTINGS = (("shared", ["--share-intra-op-threads=on"]),
-            ("fixed", ["--share-intra-op-threads=off"]))
+SETTINGS = (("shared", ["--share-intra-op-threads=true"]),
+            ("fixed", ["--share-intra-op-threads=false"]))
 
 
 def main():

@@ -100,7 +100,7 @@ def check_compose(compose, src, checks):
         checks.equal(mounts(service).get("/models"),
                      (os.path.join(deploy, "models"), True),
                      f"{name} model repository volume")
-        drain = float(flag_value(command, "drain-grace-seconds") or 20)
+        drain = seconds(flag_value(command, "drain-grace") or "20s")
         checks.check(seconds(service.get("stop_grace_period", 10)) > drain,
                      f"{name} stop_grace_period "
                      f"{service.get('stop_grace_period')} <= drain {drain}")
@@ -336,10 +336,10 @@ def check_deployment(deployment, config_maps, repository, checks, gpu):
     command = pre_stop.get("exec", {}).get("command", [])
     checks.check(command[:1] == ["sleep"], f"{name}: preStop {pre_stop}")
     pre_stop_seconds = float(command[1]) if len(command) > 1 else 0.0
-    drain = flag_value(args, "drain-grace-seconds")
-    checks.check(drain is not None, f"{name}: no --drain-grace-seconds")
+    drain = flag_value(args, "drain-grace")
+    checks.check(drain is not None, f"{name}: no --drain-grace")
     grace = pod.get("terminationGracePeriodSeconds", 30)
-    checks.check(grace > pre_stop_seconds + float(drain or 20),
+    checks.check(grace > pre_stop_seconds + seconds(drain or "20s"),
                  f"{name}: terminationGracePeriodSeconds {grace} <= preStop "
                  f"{pre_stop_seconds} + drain grace {drain}")
 

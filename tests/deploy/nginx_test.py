@@ -26,7 +26,7 @@ PHASE1_CALLS = 40
 WORKERS = 4
 DRAIN_GRACE_SECONDS = 5
 # How long the stopping replica answers UNAVAILABLE before its transport
-# closes (--drain-unready-seconds).
+# closes (--drain-unready).
 DRAIN_UNREADY_SECONDS = 1.0
 # gRPC core cancels calls that have reached a transport but no handler at
 # the moment it closes; nginx cannot retry those (the status is an HTTP 200
@@ -140,8 +140,8 @@ def main():
             args.protoc, args.grpc_python_plugin,
             os.path.join(args.source_dir, "proto"), h.path("stubs"))
         server_args = [f"--models={deploy}/models/repository.json",
-                       f"--drain-grace-seconds={DRAIN_GRACE_SECONDS}",
-                       f"--drain-unready-seconds={DRAIN_UNREADY_SECONDS}"]
+                       f"--drain-grace={DRAIN_GRACE_SECONDS}s",
+                       f"--drain-unready={DRAIN_UNREADY_SECONDS}s"]
         started = [h.start_server(f"replica{i}", args.server, server_args)
                    for i in (1, 2)]
         replicas = [(child, *h.wait_server_ready(child, ready))

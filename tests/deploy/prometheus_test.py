@@ -353,7 +353,7 @@ def main():
             os.path.join(args.source_dir, "proto"), h.path("stubs"))
         server, ready = h.start_server("encoder-server", args.server, [
             f"--models={deploy}/models/repository.json",
-            "--drain-grace-seconds=5"])
+            "--drain-grace=5s"])
         grpc_port, metrics_port = h.wait_server_ready(server, ready)
 
         checks = du.Checks()

@@ -461,6 +461,49 @@ class HttpFrontTest(Fixture):
         np.testing.assert_allclose(reply[0], cut / np.linalg.norm(cut),
                                    rtol=0, atol=1e-6)
 
+    def test_timing_headers_and_metadata(self):
+        # text-embeddings-inference's per-request headers, whole
+        # milliseconds: the parts fit in the total, the tokens are the
+        # call's; gRPC's trailing metadata carries the same names.
+        names = ("x-total-time", "x-compute-time", "x-tokenization-time",
+                 "x-queue-time", "x-inference-time")
+
+        def check(values, tokens, where):
+            for name in names + ("x-compute-tokens",):
+                self.assertRegex(values.get(name, ""), r"^[0-9]+$",
+                                 f"{where}: {name}")
+            ms = {n: int(values[n]) for n in names}
+            self.assertEqual(ms["x-compute-time"], ms["x-total-time"], where)
+            # Each part is floored apart: up to 1 ms each above the total.
+            self.assertLessEqual(
+                ms["x-tokenization-time"] + ms["x-queue-time"] +
+                ms["x-inference-time"], ms["x-total-time"] + 2, where)
+            self.assertEqual(int(values["x-compute-tokens"]), tokens, where)
+
+        reply, headers = self.embeddings({"input": TEXTS, "model": "raw"})
+        check(headers, reply["usage"]["prompt_tokens"], "/v1/embeddings")
+        code, headers, _ = self.http("POST", "/embed",
+                                     {"inputs": TEXTS, "model": "raw"})
+        self.assertEqual(code, 200)
+        tokenized, _ = self.tei("/tokenize", {"inputs": TEXTS,
+                                              "model": "raw"})
+        check(headers, sum(len(t) for t in tokenized), "/embed")
+        request = self.pb2.EmbedRequest(model="raw")
+        for text in TEXTS:
+            request.inputs.add().text = text
+        response, call = self.stub.Embed.with_call(
+            request, timeout=60,
+            metadata=(("authorization", f"Bearer {TOKEN}"),))
+        trailing = dict(call.trailing_metadata())
+        check(trailing, sum(r.num_tokens for r in response.results), "gRPC")
+        self.assertEqual(trailing["x-truncated-tokens"], "0")
+        # The metric beside queue and inference times.
+        code, _, metrics = self.http("GET", "/metrics", token=None)
+        self.assertEqual(code, 200)
+        self.assertRegex(
+            metrics, r'encoder_tokenization_duration_seconds_count\{'
+            r'model="raw",scheme="[a-z_]+"\} [1-9]')
+
     def test_long_inputs_are_truncated_unless_refused(self):
         # As text-embeddings-inference's --auto-truncate (on by default): an
         # input past the model's length is cut unless the request says
@@ -978,7 +1021,7 @@ class BodyLimitTest(unittest.TestCase):
 class DrainTest(unittest.TestCase):
     def test_draining_answers_503(self):
         with tempfile.TemporaryDirectory(prefix="encoder-http-drain-") as d:
-            server, _ = start_server(d, ["--drain-unready-seconds=4"])
+            server, _ = start_server(d, ["--drain-unready=4s"])
             http = Http(server.http_port)
             try:
                 self.assertEqual(http("GET", "/ready")[0], 200)

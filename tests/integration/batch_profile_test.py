@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""--batch-profile-ms end to end: a server with the profile on reports, in
+"""--batch-profile-time end to end: a server with the profile on reports, in
 ListModels, the points it measured and caps that follow from them by the
 documented rule (recomputed here from the reported points), logs them, and
 serves; with the profile off (the default) both lists are empty.
@@ -75,7 +75,7 @@ class BatchProfileTest(unittest.TestCase):
         return {m.name: m.batching for m in models}, log
 
     def test_profile_points_and_caps(self):
-        batching, log = self.listing(["--batch-profile-ms=60000"])
+        batching, log = self.listing(["--batch-profile-time=60s"])
         for name in ("a", "b", "c"):
             b = batching[name]
             points = [(p.length, p.batch_size, p.sequences_per_s)

@@ -41,7 +41,7 @@ class DrainTest(unittest.TestCase):
         self.addCleanup(tmp.cleanup)
         pb2, pb2_grpc = client.load_stubs(tmp.name)
         server = ServerProcess(ARGS.server, tmp.name,
-                               ["--drain-grace-seconds=30"])
+                               ["--drain-grace=30s"])
         self.addCleanup(server.stop)
         server.wait_ready(120)
         port = server.port

@@ -59,7 +59,7 @@ class HeavyCallerTest(unittest.TestCase):
         cls.pb2, pb2_grpc = client.load_stubs(cls.tmp.name)
         cls.server = ServerProcess(ARGS.server, directory=cls.tmp.name,
                                    extra_args=["--http-listen=127.0.0.1:0",
-                                               "--http-request-timeout=2"])
+                                               "--http-request-timeout=2s"])
         cls.server.wait_ready(300)
         with open(cls.server.ready_file) as f:
             cls.http_port = json.load(f)["http_port"]

@@ -22,6 +22,9 @@ fails calls on cue and counts them), imported from the source tree:
 - a call whose inputs need several requests fails with the error of the
   one that failed, while the others are in flight (Client and
   AsyncClient);
+- a server whose ListModels reports its per-request limit gets requests
+  within it from the first (asked once per client); one that does not
+  answer ListModels is learned from as above;
 - AsyncClient: the same retry path, and its semaphore bounding the calls
   in flight across coroutines.
 
@@ -62,6 +65,8 @@ class StandIn:
             "Classify": self._unary(self.classify, pb2.ClassifyRequest),
             "EmbedSparse": self._unary(self.sparse, pb2.EmbedSparseRequest),
             "Tokenize": self._unary(self.tokenize, pb2.TokenizeRequest),
+            "ListModels": self._unary(self.list_models,
+                                      pb2.ListModelsRequest),
         }
         self.server = grpc.server(
             concurrent.futures.ThreadPoolExecutor(max_workers=16))
@@ -70,8 +75,12 @@ class StandIn:
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         self.server.start()
 
-    def reset(self, script=(), limit=None, token=None, delay_s=0.0):
+    def reset(self, script=(), limit=None, token=None, delay_s=0.0,
+              advertise=False):
+        """`advertise`: ListModels reports `limit` (else the call is
+        UNIMPLEMENTED, as from a server that predates it)."""
         with self.lock:
+            self.advertise = advertise
             self.script = list(script)
             self.limit = limit
             self.token = token
@@ -191,6 +200,16 @@ class StandIn:
             response.results.add(indices=[len(self._text(item))],
                                  values=[1.5])
         return response
+
+    def list_models(self, request, context):
+        with self.lock:
+            self.calls.append(("ListModels", 0))
+            advertise, limit = self.advertise, self.limit
+        if not advertise:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, "ListModels")
+        return self.pb2.ListModelsResponse(
+            default_model="stand-in", max_inputs_per_request=limit or 0,
+            max_tokenize_texts_per_request=limit or 0)
 
     def tokenize(self, request, context):
         self._enter("Tokenize", len(request.texts), context)
@@ -376,6 +395,40 @@ class StubTest(unittest.TestCase):
                              [[t] for t in texts[:12]])
             self.assertEqual(client.tokenize("abcd")["ids"].tolist(), [4])
 
+    def test_limit_read_from_list_models(self):
+        texts = [chr(ord("a") + i % 26) * (1 + i % 7) for i in range(53)]
+        self.stand_in.reset(limit=5, advertise=True)
+        with self.client(max_concurrency=3) as client:
+            vectors = client.encode(texts, batch_size=20)
+            calls = list(self.stand_in.calls)
+            # Asked once, first; then no request over the limit, so no
+            # refusal to learn from.
+            self.assertEqual(calls[0], ("ListModels", 0))
+            sizes = [n for m, n in calls if m == "Embed"]
+            self.assertLessEqual(max(sizes), 5, sizes)
+            self.assertEqual(sum(sizes), 53)
+            np.testing.assert_array_equal(vectors[:, 0],
+                                          [len(t) for t in texts])
+            tokens = client.tokenize(texts[:12])
+            self.assertEqual(len(tokens), 12)
+            self.assertEqual(
+                sum(1 for m, _ in self.stand_in.calls if m == "ListModels"),
+                1)
+            self.assertLessEqual(
+                max(n for m, n in self.stand_in.calls if m == "Tokenize"), 5)
+
+        async def run():
+            async with self.ec.AsyncClient(self.target,
+                                           max_concurrency=3) as client:
+                return await client.encode(texts, batch_size=20)
+
+        self.stand_in.reset(limit=5, advertise=True)
+        vectors = asyncio.run(run())
+        self.assertEqual(self.stand_in.calls[0], ("ListModels", 0))
+        self.assertLessEqual(
+            max(n for m, n in self.stand_in.calls if m == "Embed"), 5)
+        self.assertEqual(vectors.shape, (53, DIM))
+
     def test_a_failed_request_fails_the_call(self):
         # Longest first, two a request: the slow pair goes first, the
         # failing pair second and fails while the first is in flight.
@@ -408,8 +461,10 @@ class StubTest(unittest.TestCase):
             self.assertEqual([r["score"] for r in top], [10, 9, 8, 7])
             self.assertEqual([r["document"] for r in top],
                              [documents[i] for i in (10, 1, 6, 3)])
-            self.assertLessEqual(max(n for _, n in self.stand_in.calls[1:]),
-                                 3)
+            reranks = [n for m, n in self.stand_in.calls if m == "Rerank"]
+            # The first, of all 11, was refused; it told the limit.
+            self.assertEqual(reranks[0], 11)
+            self.assertLessEqual(max(reranks[1:]), 3)
             ranked = client.rerank("q", documents)
             self.assertEqual(sorted(r["index"] for r in ranked),
                              list(range(len(documents))))

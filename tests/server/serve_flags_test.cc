@@ -1,6 +1,7 @@
 // encoder-server's flags land in the option structs they are bound to, with
 // those structs' defaults, from the command line or the environment.
 #include "server/serve_flags.h"
+#include "server/flag_units.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@ void ParseInto(CLI::App& app, ServeFlags& flags,
                const std::vector<std::string>& args) {
   DefineServeFlags(app, flags);
   AddEnvironmentNames(app);
+  AddValueSyntax(app, &flags.spelling_notes);
   std::vector<const char*> argv = {"encoder-server"};
   for (const std::string& a : args) argv.push_back(a.c_str());
   app.parse(static_cast<int>(argv.size()), argv.data());
@@ -207,10 +209,10 @@ TEST(ServeFlags, EachFlagSetsItsStructField) {
   const ServeFlags f = Parse({"--listen=0.0.0.0:9000",
                               "--max-batch-sequences=7",
                               "--max-batch-tokens=999",
-                              "--max-queue-delay-us=250",
+                              "--max-queue-delay=250us",
                               "--max-queued-sequences=11",
                               "--no-fair-share",
-                              "--batch-profile-ms=1500",
+                              "--batch-profile-time=1500ms",
                               "--no-warm-up",
                               "--memory-limit-bytes=123456789",
                               "--batch-memory-budget-bytes=7654321",
@@ -223,7 +225,7 @@ TEST(ServeFlags, EachFlagSetsItsStructField) {
                               "--max-structure-positions=32",
                               "--max-pending-diagnose=2",
                               "--max-extrapolation-tokens=300",
-                              "--malloc-trim-idle-ms=0",
+                              "--malloc-trim-idle=0",
                               "--log-rate-limit=4",
                               "--log-rate-limit-keys=100",
                               "--max-request-id-bytes=64",
@@ -263,10 +265,10 @@ TEST(ServeFlags, EachFlagSetsItsStructField) {
 }
 
 TEST(ServeFlags, EnvironmentSetsAFieldAndTheCommandLineWins) {
-  ASSERT_EQ(setenv("ENCODER_MAX_QUEUE_DELAY_US", "40", 1), 0);
+  ASSERT_EQ(setenv("ENCODER_MAX_QUEUE_DELAY", "40us", 1), 0);
   ASSERT_EQ(setenv("ENCODER_MAX_BATCH_TOKENS", "4096", 1), 0);
   const ServeFlags f = Parse({"--max-batch-tokens=2048"});
-  unsetenv("ENCODER_MAX_QUEUE_DELAY_US");
+  unsetenv("ENCODER_MAX_QUEUE_DELAY");
   unsetenv("ENCODER_MAX_BATCH_TOKENS");
   EXPECT_EQ(f.host.batching.max_queue_delay, absl::Microseconds(40));
   EXPECT_EQ(f.host.batching.max_batch_tokens, 2048);
@@ -375,18 +377,22 @@ TEST(ServeFlags, TeiEnvironmentVariablesSetTheFlagsLeftUnset) {
 
 // --share-intra-op-threads: auto by default, on as a bare flag, or the
 // value given; anything else is refused.
-TEST(ServeFlags, ShareIntraOpThreadsIsAutoOnOrOff) {
+TEST(ServeFlags, ShareIntraOpThreadsIsAutoTrueOrFalse) {
   EXPECT_EQ(Parse({}).share_intra_op, "auto");
-  EXPECT_EQ(Parse({"--share-intra-op-threads"}).share_intra_op, "on");
-  EXPECT_EQ(Parse({"--share-intra-op-threads=off"}).share_intra_op, "off");
-  EXPECT_EQ(Parse({"--share-intra-op-threads=on"}).share_intra_op, "on");
+  EXPECT_EQ(Parse({"--share-intra-op-threads"}).share_intra_op, "true");
+  EXPECT_EQ(Parse({"--share-intra-op-threads=false"}).share_intra_op, "false");
+  EXPECT_EQ(Parse({"--share-intra-op-threads=true"}).share_intra_op, "true");
+  // on and off: the old spellings, read with a note.
+  EXPECT_EQ(Parse({"--share-intra-op-threads=off"}).share_intra_op, "false");
+  EXPECT_EQ(Parse({"--share-intra-op-threads=on"}).share_intra_op, "true");
   EXPECT_THROW(Parse({"--share-intra-op-threads=yes"}), CLI::ValidationError);
 }
 
 TEST(ServeFlags, OutOfRangeValuesAreRefused) {
+  EXPECT_THROW(Parse({"--max-queue-delay=-1us"}), CLI::ValidationError);
   EXPECT_THROW(Parse({"--max-queue-delay-us=-1"}), CLI::ValidationError);
   EXPECT_THROW(Parse({"--max-pending-diagnose=0"}), CLI::ValidationError);
-  EXPECT_THROW(Parse({"--batch-profile-ms=700000"}), CLI::ValidationError);
+  EXPECT_THROW(Parse({"--batch-profile-time=700s"}), CLI::ValidationError);
   EXPECT_THROW(Parse({"--skip-padding-min-share=1.5"}), CLI::ValidationError);
   EXPECT_THROW(Parse({"--long-input=window"}), CLI::ValidationError);
   EXPECT_THROW(Parse({"--executions-per-model=-1"}), CLI::ValidationError);

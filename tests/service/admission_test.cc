@@ -7,6 +7,7 @@
 #include <atomic>
 #include <thread>
 
+#include "server/service/tokenize_rpc.h"
 #include "tests/service/test_server.h"
 
 namespace encoder::testing {
@@ -73,6 +74,27 @@ TEST(AdmissionTest, ListModelsReportsTheBatchMemoryBudget) {
   for (const auto& m : response.models()) {
     EXPECT_EQ(m.batching().max_batch_memory_bytes(), kBudget) << m.name();
   }
+}
+
+TEST(AdmissionTest, ListModelsReportsThePerRequestLimits) {
+  TestServerOptions options;
+  options.server.max_inputs_per_request = 3;
+  TestServer server(options);
+  grpc::ClientContext context;
+  v1::ListModelsResponse response;
+  ASSERT_TRUE(server.stub().ListModels(&context, {}, &response).ok());
+  EXPECT_EQ(response.max_inputs_per_request(), 3);
+  EXPECT_EQ(response.max_tokenize_texts_per_request(),
+            service::TokenizeLimits{}.max_texts_per_request);
+  // The number is the one enforced: 3 inputs pass, 4 are refused.
+  v1::EmbedResponse out;
+  EXPECT_TRUE(
+      Call(server.stub(), IdsRequest("alibi", {Ids(4), Ids(4), Ids(4)}), &out)
+          .ok());
+  grpc::Status s =
+      Call(server.stub(), IdsRequest("alibi", {Ids(4), Ids(4), Ids(4), Ids(4)}),
+           &out);
+  EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT) << s.error_message();
 }
 
 TEST(AdmissionTest, InputOverTheBudgetIsRefusedWithItsCostAndTheLimit) {

@@ -254,7 +254,7 @@ def main():
                 # past their deadline or cancelled may still be computing
                 # after their callers gave up. Once the server has used
                 # under 5% of a core for --quiet-seconds, its idle trim
-                # (after --malloc-trim-idle-ms, 1 s by default) has run,
+                # (after --malloc-trim-idle, 1s by default) has run,
                 # and what it holds now is what it keeps.
                 cpu = [(time.monotonic(), cpu_seconds(server.process.pid))]
                 limit = time.monotonic() + 120

@@ -15,7 +15,7 @@ from ._common import ClassifyInput, Input
 from . import _requests as rq
 from . import pb2, pb2_grpc
 from ._channel import bearer_metadata, channel_settings
-from .errors import InvalidInput, from_rpc_error
+from .errors import EncoderError, InvalidInput, from_rpc_error
 
 
 class AsyncClient:
@@ -53,7 +53,9 @@ class AsyncClient:
         self._metadata = bearer_metadata(token)
         self._max_concurrency = _common.check_concurrency(max_concurrency)
         self._retry = _common.RetryPolicy(retries, backoff, max_backoff)
-        self._limits: Dict[str, int] = {}  # per method, from refusals
+        # As Client's: from ListModels, else from refusals.
+        self._limits: Dict[str, int] = {}
+        self._limits_asked = False
         self._channel = None
         self._stub = None
         self._semaphore = None
@@ -99,9 +101,24 @@ class AsyncClient:
             await asyncio.sleep(delay)
             attempt += 1
 
+    async def _ask_limits(self):
+        """As Client._ask_limits."""
+        if self._limits_asked:
+            return
+        self._limits_asked = True
+        try:
+            response = await self._call("ListModels", pb2.ListModelsRequest())
+        except EncoderError:
+            return
+        for method, limit in _common.limits_from_list_models(
+                response).items():
+            self._limits.setdefault(method, limit)
+
     async def _batched(self, method, items, batch_size, run, concat,
                        progress=None):
         """As Client._batched, with tasks."""
+        if len(items) > 1:
+            await self._ask_limits()
         size = _common.request_size(batch_size, self._limits.get(method))
 
         async def run_part(part):
@@ -290,6 +307,8 @@ class AsyncClient:
             attention_heads=attention_heads, average_heads=average_heads,
             positional_probes=positional_probes)
         batch_size = _common.check_batch_size(batch_size)
+        if len(documents) > 1:
+            await self._ask_limits()
         size = _common.request_size(batch_size, self._limits.get("Rerank"))
         if size is None or size >= len(documents):
             request = rq.rerank_request(query, documents, top_n=top_n,

@@ -16,8 +16,9 @@ import grpc
 from . import _common
 from ._common import ClassifyInput, Input
 from . import _requests as rq
+from . import pb2
 from ._legacy import EncoderClient
-from .errors import InvalidInput, from_rpc_error
+from .errors import EncoderError, InvalidInput, from_rpc_error
 
 
 class Client(EncoderClient):
@@ -62,7 +63,11 @@ class Client(EncoderClient):
         arguments, (name, value) pairs."""
         self._max_concurrency = _common.check_concurrency(max_concurrency)
         self._retry = _common.RetryPolicy(retries, backoff, max_backoff)
-        self._limits: Dict[str, int] = {}  # per method, from refusals
+        # Inputs per request, per method: from ListModels, asked once
+        # before the first call that has several inputs, else from the
+        # server's refusals.
+        self._limits: Dict[str, int] = {}
+        self._limits_asked = False
         self._pool = None
         self._pool_lock = threading.Lock()
         super().__init__(target, timeout=timeout, tls=tls,
@@ -104,12 +109,29 @@ class Client(EncoderClient):
                     thread_name_prefix="encoder-client")
             return self._pool
 
+    def _ask_limits(self):
+        """The server's per-request limits from ListModels, once; a server
+        that cannot say (an older one, a refused call) leaves them to be
+        learned from refusals."""
+        if self._limits_asked:
+            return
+        self._limits_asked = True
+        try:
+            response = self._call("ListModels", pb2.ListModelsRequest())
+        except EncoderError:
+            return
+        for method, limit in _common.limits_from_list_models(
+                response).items():
+            self._limits.setdefault(method, limit)
+
     def _batched(self, method, items, batch_size, run, concat,
                  progress=None):
         """run(slice of items) over slices of at most batch_size items (and
         at most what the server takes per request, learned from its first
         refusal), up to max_concurrency at once; concat(results in order).
         """
+        if len(items) > 1:
+            self._ask_limits()
         size = _common.request_size(batch_size, self._limits.get(method))
 
         def run_part(part):
@@ -293,6 +315,8 @@ class Client(EncoderClient):
             attention_heads=attention_heads, average_heads=average_heads,
             positional_probes=positional_probes)
         batch_size = _common.check_batch_size(batch_size)
+        if len(documents) > 1:
+            self._ask_limits()
         size = _common.request_size(batch_size, self._limits.get("Rerank"))
         if size is None or size >= len(documents):
             # One request: the server ranks and cuts.

@@ -31,6 +31,27 @@ _LIMIT = re.compile(r"(?:request has \d+ \w+|\d+ texts in one request); "
                     r"at most (\d+)")
 
 
+# The methods whose per-request limit ListModelsResponse reports, by field.
+_LIMIT_FIELDS = {
+    "Embed": "max_inputs_per_request",
+    "EmbedSparse": "max_inputs_per_request",
+    "Classify": "max_inputs_per_request",
+    "Rerank": "max_inputs_per_request",
+    "Tokenize": "max_tokenize_texts_per_request",
+}
+
+
+def limits_from_list_models(response):
+    """{method: inputs per request} from a ListModelsResponse; empty from a
+    server that predates the fields (they read 0)."""
+    limits = {}
+    for method, field in _LIMIT_FIELDS.items():
+        value = getattr(response, field, 0)
+        if value > 0:
+            limits[method] = int(value)
+    return limits
+
+
 def learned_limit(error, sent):
     """The server's per-request input limit when `error` refused a request
     of `sent` inputs for having too many; None otherwise."""
