@@ -72,8 +72,8 @@ SchemeReach AnalyzeReach(const model::ModelConfig& config) {
       }
       break;
     case model::SchemeType::kRope:
-      r.wavelengths =
-          Wavelengths(model::RopeFrequencies(config.head_dim(), p.base));
+      r.wavelengths = Wavelengths(
+          model::RopeFrequencies(config.head_dim(), p.base, p.rope_scaling));
       break;
     case model::SchemeType::kSinusoidal:
       r.wavelengths = Wavelengths(model::SinusoidalFrequencies(

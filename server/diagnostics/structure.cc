@@ -35,7 +35,8 @@ StructureResult AnalyzeRotary(const model::Encoder& model, int64_t n) {
   // [1, 1, N, d/2] each; plain names, since C++17 lambdas cannot capture
   // structured bindings.
   const auto cos_sin =
-      model::RopeCosSin(positions, d, config.positional.base, at::kDouble);
+      model::RopeCosSin(positions, d, config.positional.base, at::kDouble,
+                        config.positional.rope_scaling);
   const at::Tensor& cos = cos_sin.first;
   const at::Tensor& sin = cos_sin.second;
   auto rotate = [&](const at::Tensor& x) {

@@ -243,6 +243,20 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text) {
   return c;
 }
 
+const char* RopeScalingName(RopeScalingType type) {
+  switch (type) {
+    case RopeScalingType::kNone:
+      return "none";
+    case RopeScalingType::kLinear:
+      return "linear";
+    case RopeScalingType::kYarn:
+      return "yarn";
+    case RopeScalingType::kLlama3:
+      return "llama3";
+  }
+  return "none";
+}
+
 std::string SchemeName(SchemeType type) {
   switch (type) {
     case SchemeType::kNone:

@@ -72,6 +72,30 @@ enum class SinusoidalLayout { kInterleaved, kConcat };
 enum class SinusoidalDenominator { kModelDim, kHalfMinusOne };
 enum class RopeLayout { kInterleaved, kHalf };
 
+// How a checkpoint scales its rotary frequencies (transformers'
+// rope_scaling / rope_parameters, computed as its rope initialization
+// functions compute them; docs/positional-encodings.md has the formulas).
+// Every type here is independent of the input's length.
+enum class RopeScalingType {
+  kNone,    // theta_i = base^(-2i/d)
+  kLinear,  // theta_i / factor (position interpolation)
+  kYarn,    // a ramp between theta_i / factor and theta_i, and mscale
+  kLlama3,  // theta_i / factor past the low-frequency wavelength, smoothed
+};
+struct RopeScaling {
+  RopeScalingType type = RopeScalingType::kNone;
+  double factor = 1.0;
+  // The context the unscaled model was trained on (yarn, llama3).
+  int64_t original_max_positions = 0;
+  double beta_fast = 32.0, beta_slow = 1.0;  // yarn: the ramp's rotations
+  bool truncate = true;  // yarn: the ramp's ends rounded to whole dims
+  double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
+  // cos and sin are multiplied by it (yarn's attention factor; 1 else).
+  double attention_factor = 1.0;
+};
+// "none", "linear", "yarn", "llama3".
+const char* RopeScalingName(RopeScalingType type);
+
 struct PositionalConfig {
   SchemeType type = SchemeType::kSinusoidal;
   // sinusoidal and rope: frequency base.
@@ -82,6 +106,7 @@ struct PositionalConfig {
   // sinusoidal: position of the first token (fairseq uses padding_idx + 1).
   int64_t sinusoidal_offset = 0;
   RopeLayout rope_layout = RopeLayout::kInterleaved;
+  RopeScaling rope_scaling;  // rope
   // relative and learned_relative (T5 buckets, bidirectional).
   int64_t num_buckets = 32;
   int64_t max_distance = 128;

@@ -351,7 +351,44 @@ KeyTable DistilBert() {
   return t;
 }
 
-void AddRopeKeys(KeyTable* t, const std::string& prefix) {
+// The rotary keys under `prefix`. `scaled`: the family serves the
+// length-independent scaled types (linear, yarn, llama3) too.
+void AddRopeKeys(KeyTable* t, const std::string& prefix, bool scaled = false) {
+  if (scaled) {
+    constexpr char kLongRope[] =
+        "read only by longrope, which rope_type refuses (it depends on the "
+        "input's length)";
+    Add(t,
+        {
+            {"rope_type", kRead,
+             "default, linear, yarn or llama3 are served; dynamic, longrope "
+             "and the others are refused by name"},
+            {"type", kRead, "older spelling of rope_type"},
+            {"rope_theta", kRead, "the rotary base"},
+            {"partial_rotary_factor", kRead,
+             "must be 1 with a scaled type (refused otherwise); the default "
+             "init reads the head size only"},
+            {"factor", kRead, "linear, yarn, llama3: the scaling factor"},
+            {"original_max_position_embeddings", kRead,
+             "yarn, llama3: the unscaled context (default: "
+             "max_position_embeddings; a top-level key wins)"},
+            {"attention_factor", kRead, "yarn: the cos/sin multiplier"},
+            {"beta_fast", kRead, "yarn: the ramp's fast end (0: 32)"},
+            {"beta_slow", kRead, "yarn: the ramp's slow end (0: 1)"},
+            {"mscale", kRead, "yarn: the attention factor's numerator"},
+            {"mscale_all_dim", kRead,
+             "yarn: the attention factor's denominator"},
+            {"truncate", kRead, "yarn: the ramp's ends rounded"},
+            {"low_freq_factor", kRead, "llama3"},
+            {"high_freq_factor", kRead, "llama3"},
+            {"short_factor", kNoEffect, kLongRope},
+            {"long_factor", kNoEffect, kLongRope},
+            {"mrope_section", kNoEffect,
+             "multimodal rotary sections; text only here"},
+        },
+        prefix);
+    return;
+  }
   Add(t,
       {
           {"rope_type", kRead, "only \"default\" (unscaled) is served"},
@@ -459,10 +496,12 @@ KeyTable Qwen(bool qwen3) {
           {"rope_theta", kRead, "the rotary base (4.x)"},
           {"rope_scaling",
            kRead,
-           "only an unscaled type is served (4.x)",
+           "the rotary scaling (4.x): default, linear, yarn, llama3",
            {},
            true},
           {"rope_parameters", kRead, "the rotary parameters (5.x)", {}, true},
+          {"original_max_position_embeddings", kRead,
+           "yarn, llama3: the unscaled context, over rope_parameters' (5.x)"},
           {"use_sliding_window", kRead, "true is refused (sliding windows)"},
           {"layer_types", kRead, "sliding_attention layers are refused"},
           {"sliding_window", kNoEffect,
@@ -471,8 +510,9 @@ KeyTable Qwen(bool qwen3) {
           {"max_window_layers", kNoEffect,
            "places sliding layers, which use_sliding_window refuses"},
           {"attention_dropout", kNoEffect, kTraining},
-          {"partial_rotary_factor", kNoEffect,
-           "not read by Qwen's default rotary init (head size only)"},
+          {"partial_rotary_factor", kRead,
+           "must be 1 with a scaled rotary type (refused otherwise); "
+           "Qwen's default rotary init reads the head size only"},
       });
   if (qwen3) {
     Add(&t, {{"attention_bias", kRead, "q, k, v and output biases"}});
@@ -480,8 +520,8 @@ KeyTable Qwen(bool qwen3) {
     Add(&t, {{"attention_bias", kNoEffect,
               "not read by modeling_qwen2: q, k and v always have biases"}});
   }
-  AddRopeKeys(&t, "rope_scaling.");
-  AddRopeKeys(&t, "rope_parameters.");
+  AddRopeKeys(&t, "rope_scaling.", /*scaled=*/true);
+  AddRopeKeys(&t, "rope_parameters.", /*scaled=*/true);
   return t;
 }
 

@@ -6,6 +6,9 @@
 // none (attention_bias) and RMS-normalizes each head's queries and keys.
 // The pooled vector is the last token's, the one that has seen the whole
 // input (Qwen3-Embedding's sentence-transformers files say so too).
+#include <cmath>
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
 #include "server/model/hf_importer.h"
@@ -13,12 +16,40 @@
 namespace encoder::model::hf {
 namespace {
 
-// The rotary base. transformers 5 writes rope_parameters {"rope_type",
-// "rope_theta"}; older configs rope_theta and rope_scaling. Only unscaled
-// codes are served: a scaled type is refused by name.
-absl::StatusOr<double> RopeBase(const nlohmann::json& config,
-                                const ConfigReader& r) {
+// A number of a rotary parameter object; `fallback` when absent or null
+// (none: the key is required).
+absl::StatusOr<double> RopeNumber(const nlohmann::json& p, const char* where,
+                                  const char* name,
+                                  std::optional<double> fallback) {
+  if (!p.contains(name) || p[name].is_null()) {
+    if (fallback.has_value()) return *fallback;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.json ", where, " needs \"", name, "\" for its rope_type"));
+  }
+  if (!p[name].is_number() || !std::isfinite(p[name].get<double>())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.json ", where, " \"", name, "\" must be a finite number"));
+  }
+  return p[name].get<double>();
+}
+
+// yarn's default attention factor: 0.1 * mscale * ln(factor) + 1 (1 for
+// factors up to 1).
+double YarnMscale(double factor, double mscale) {
+  return factor <= 1 ? 1.0 : 0.1 * mscale * std::log(factor) + 1.0;
+}
+
+// The rotary base and scaling, as transformers' rope initialization reads
+// them. transformers 5 writes rope_parameters {"rope_type", "rope_theta",
+// the type's keys}; older configs rope_theta and rope_scaling {"type" or
+// "rope_type", the type's keys}. linear, yarn and llama3 are served; a
+// type that depends on the input's length (dynamic, longrope) or any other
+// is refused by name.
+absl::Status ReadRope(const nlohmann::json& config, const ConfigReader& r,
+                      int64_t max_positions, PositionalConfig* out) {
   double base = r.NumberOr("rope_theta", 10000.0);
+  const nlohmann::json* scaled = nullptr;
+  std::string where, type = "default";
   for (const char* key : {"rope_parameters", "rope_scaling"}) {
     if (!r.Has(key)) continue;
     const nlohmann::json& p = config[key];
@@ -26,23 +57,132 @@ absl::StatusOr<double> RopeBase(const nlohmann::json& config,
       return absl::InvalidArgumentError(
           absl::StrCat("config.json \"", key, "\" must be an object"));
     }
-    std::string type = "default";
+    std::string t = "default";
     for (const char* name : {"rope_type", "type"}) {
       if (p.contains(name) && p[name].is_string()) {
-        type = p[name].get<std::string>();
+        t = p[name].get<std::string>();
       }
-    }
-    if (type != "default") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "config.json ", key, " type \"", type,
-          "\" is not supported: only unscaled rotary codes (\"default\") "
-          "are served"));
     }
     if (p.contains("rope_theta") && p["rope_theta"].is_number()) {
       base = p["rope_theta"].get<double>();
     }
+    if (t == "default") continue;
+    if (scaled != nullptr && t != type) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "config.json rope_parameters and rope_scaling give two rotary "
+          "types (\"",
+          type, "\", \"", t, "\"); give one"));
+    }
+    scaled = &p;
+    where = key;
+    type = t;
   }
-  return base;
+  out->base = base;
+  if (scaled == nullptr) return absl::OkStatus();
+  const nlohmann::json& p = *scaled;
+  RopeScaling& s = out->rope_scaling;
+  if (type == "linear") {
+    s.type = RopeScalingType::kLinear;
+  } else if (type == "yarn") {
+    s.type = RopeScalingType::kYarn;
+  } else if (type == "llama3") {
+    s.type = RopeScalingType::kLlama3;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.json ", where, " type \"", type,
+        "\" is not supported: served are \"default\", \"linear\", "
+        "\"yarn\" and \"llama3\" (\"dynamic\" and \"longrope\" depend on "
+        "the input's length)"));
+  }
+  // transformers 5 copies a top-level partial_rotary_factor in; the
+  // scaled inits rotate that share of each head only.
+  for (const nlohmann::json* holder : {&config, &p}) {
+    if (holder->contains("partial_rotary_factor") &&
+        !(*holder)["partial_rotary_factor"].is_null()) {
+      const nlohmann::json& v = (*holder)["partial_rotary_factor"];
+      if (!v.is_number() || v.get<double>() != 1.0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("config.json partial_rotary_factor ", v.dump(),
+                         " with rope_type \"", type,
+                         "\": only whole heads are rotated (1)"));
+      }
+    }
+  }
+  // The unscaled context: a top-level key wins (transformers 5), else the
+  // type's, else max_position_embeddings.
+  std::optional<double> original;
+  if (r.Has("original_max_position_embeddings")) {
+    original = r.NumberOr("original_max_position_embeddings", 0);
+  }
+  if (!original.has_value()) {
+    ASSIGN_OR_RETURN(double o, RopeNumber(p, where.c_str(),
+                                          "original_max_position_embeddings",
+                                          static_cast<double>(max_positions)));
+    original = o;
+  }
+  if (!(*original >= 1) || *original > 1e9) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json original_max_position_embeddings ", *original,
+                     " is out of range"));
+  }
+  s.original_max_positions = static_cast<int64_t>(*original);
+  std::optional<double> factor_fallback;
+  if (s.type == RopeScalingType::kYarn) {
+    // transformers: max_position_embeddings / original when unset.
+    factor_fallback = static_cast<double>(max_positions) / *original;
+  }
+  ASSIGN_OR_RETURN(s.factor,
+                   RopeNumber(p, where.c_str(), "factor", factor_fallback));
+  if (!(s.factor > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.json ", where, " factor ", s.factor, " must be above 0"));
+  }
+  if (s.type == RopeScalingType::kYarn) {
+    // transformers reads `get("beta_fast") or 32`: 0 is the default too.
+    ASSIGN_OR_RETURN(s.beta_fast,
+                     RopeNumber(p, where.c_str(), "beta_fast", 32.0));
+    if (s.beta_fast == 0) s.beta_fast = 32.0;
+    ASSIGN_OR_RETURN(s.beta_slow,
+                     RopeNumber(p, where.c_str(), "beta_slow", 1.0));
+    if (s.beta_slow == 0) s.beta_slow = 1.0;
+    if (!(s.beta_fast > 0) || !(s.beta_slow > 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "config.json ", where, " beta_fast and beta_slow must be above 0"));
+    }
+    s.truncate = true;
+    if (p.contains("truncate") && !p["truncate"].is_null()) {
+      if (!p["truncate"].is_boolean()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "config.json ", where, " \"truncate\" must be true or false"));
+      }
+      s.truncate = p["truncate"].get<bool>();
+    }
+    if (p.contains("attention_factor") && !p["attention_factor"].is_null()) {
+      ASSIGN_OR_RETURN(s.attention_factor,
+                       RopeNumber(p, where.c_str(), "attention_factor", {}));
+    } else {
+      ASSIGN_OR_RETURN(double mscale,
+                       RopeNumber(p, where.c_str(), "mscale", 0.0));
+      ASSIGN_OR_RETURN(double mscale_all_dim,
+                       RopeNumber(p, where.c_str(), "mscale_all_dim", 0.0));
+      s.attention_factor = mscale != 0 && mscale_all_dim != 0
+                               ? YarnMscale(s.factor, mscale) /
+                                     YarnMscale(s.factor, mscale_all_dim)
+                               : YarnMscale(s.factor, 1.0);
+    }
+  }
+  if (s.type == RopeScalingType::kLlama3) {
+    ASSIGN_OR_RETURN(s.low_freq_factor,
+                     RopeNumber(p, where.c_str(), "low_freq_factor", {}));
+    ASSIGN_OR_RETURN(s.high_freq_factor,
+                     RopeNumber(p, where.c_str(), "high_freq_factor", {}));
+    if (!(s.low_freq_factor > 0) || !(s.high_freq_factor > s.low_freq_factor)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config.json ", where,
+                       " needs 0 < low_freq_factor < high_freq_factor"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 // Sliding-window layers are refused: the window would change what each
@@ -112,7 +252,7 @@ absl::StatusOr<Import> ImportQwen(const nlohmann::json& config,
   }
   c.positional.type = SchemeType::kRope;
   c.positional.rope_layout = RopeLayout::kHalf;
-  ASSIGN_OR_RETURN(c.positional.base, RopeBase(config, r));
+  RETURN_IF_ERROR(ReadRope(config, r, c.max_positions, &c.positional));
 
   const std::string p =
       DetectPrefix(source, {"model.", ""}, "embed_tokens.weight");

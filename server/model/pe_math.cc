@@ -36,23 +36,92 @@ at::Tensor SinusoidalCode(const at::Tensor& positions, int64_t d_model,
   return at::stack({s, c}, -1).flatten(-2);
 }
 
-std::vector<double> RopeFrequencies(int64_t head_dim, double base) {
-  std::vector<double> theta(head_dim / 2);
-  for (int64_t i = 0; i < head_dim / 2; ++i) {
+namespace {
+
+// yarn's dimension (of head_dim) whose wavelength makes `rotations` turns
+// over `context` positions.
+double YarnCorrectionDim(double rotations, int64_t head_dim, double base,
+                         int64_t context) {
+  return (static_cast<double>(head_dim) *
+          std::log(static_cast<double>(context) / (rotations * 2 * M_PI))) /
+         (2 * std::log(base));
+}
+
+}  // namespace
+
+std::vector<double> RopeFrequencies(int64_t head_dim, double base,
+                                    const RopeScaling& scaling) {
+  const int64_t half = head_dim / 2;
+  std::vector<double> theta(half);
+  for (int64_t i = 0; i < half; ++i) {
     theta[i] = std::pow(
         base, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+  }
+  const double factor = scaling.factor;
+  switch (scaling.type) {
+    case RopeScalingType::kNone:
+      break;
+    case RopeScalingType::kLinear:
+      for (double& t : theta) t /= factor;
+      break;
+    case RopeScalingType::kYarn: {
+      // Dimensions below `low` keep theta (extrapolation), those above
+      // `high` take theta / factor (interpolation), a linear ramp between.
+      double low = YarnCorrectionDim(scaling.beta_fast, head_dim, base,
+                                     scaling.original_max_positions);
+      double high = YarnCorrectionDim(scaling.beta_slow, head_dim, base,
+                                      scaling.original_max_positions);
+      if (scaling.truncate) {
+        low = std::floor(low);
+        high = std::ceil(high);
+      }
+      low = std::max(low, 0.0);
+      high = std::min(high, static_cast<double>(head_dim - 1));
+      if (low == high) high += 0.001;
+      for (int64_t i = 0; i < half; ++i) {
+        const double ramp =
+            std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
+        const double keep = 1.0 - ramp;  // the extrapolation share
+        theta[i] = theta[i] / factor * (1.0 - keep) + theta[i] * keep;
+      }
+      break;
+    }
+    case RopeScalingType::kLlama3: {
+      const double context =
+          static_cast<double>(scaling.original_max_positions);
+      const double low_wavelength = context / scaling.low_freq_factor;
+      const double high_wavelength = context / scaling.high_freq_factor;
+      for (double& t : theta) {
+        const double wavelength = 2 * M_PI / t;
+        if (wavelength > low_wavelength) {
+          t /= factor;
+        } else if (wavelength >= high_wavelength) {
+          const double smooth =
+              (context / wavelength - scaling.low_freq_factor) /
+              (scaling.high_freq_factor - scaling.low_freq_factor);
+          t = (1.0 - smooth) * t / factor + smooth * t;
+        }
+      }
+      break;
+    }
   }
   return theta;
 }
 
 std::pair<at::Tensor, at::Tensor> RopeCosSin(const at::Tensor& positions,
                                              int64_t head_dim, double base,
-                                             at::ScalarType dtype) {
-  at::Tensor theta = at::tensor(RopeFrequencies(head_dim, base), at::kDouble)
-                         .to(positions.device());
+                                             at::ScalarType dtype,
+                                             const RopeScaling& scaling) {
+  at::Tensor theta =
+      at::tensor(RopeFrequencies(head_dim, base, scaling), at::kDouble)
+          .to(positions.device());
   // [batch, seq, d/2] -> [batch, 1, seq, d/2] to broadcast over heads.
   at::Tensor angles =
       (positions.to(at::kDouble).unsqueeze(-1) * theta).unsqueeze(1);
+  if (scaling.attention_factor != 1.0) {
+    return {(angles.cos() * scaling.attention_factor).to(dtype),
+            (angles.sin() * scaling.attention_factor).to(dtype)};
+  }
   return {angles.cos().to(dtype), angles.sin().to(dtype)};
 }
 

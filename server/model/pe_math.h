@@ -22,14 +22,18 @@ std::vector<double> SinusoidalFrequencies(int64_t d_model, double base,
 at::Tensor SinusoidalCode(const at::Tensor& positions, int64_t d_model,
                           const PositionalConfig& config);
 
-// RoPE frequencies theta_i = base^(-2i/head_dim), i = 0..head_dim/2-1.
-std::vector<double> RopeFrequencies(int64_t head_dim, double base);
+// RoPE frequencies theta_i = base^(-2i/head_dim), i = 0..head_dim/2-1,
+// scaled as `scaling` says (its attention factor aside).
+std::vector<double> RopeFrequencies(int64_t head_dim, double base,
+                                    const RopeScaling& scaling = {});
 
 // cos and sin of p * theta_i for positions [batch, seq] ->
-// two tensors [batch, 1, seq, head_dim/2] of `dtype`, angles in float64.
+// two tensors [batch, 1, seq, head_dim/2] of `dtype`, angles in float64,
+// each times the scaling's attention factor.
 std::pair<at::Tensor, at::Tensor> RopeCosSin(const at::Tensor& positions,
                                              int64_t head_dim, double base,
-                                             at::ScalarType dtype);
+                                             at::ScalarType dtype,
+                                             const RopeScaling& scaling = {});
 
 // Rotates x [..., seq, head_dim] by the angles (cos/sin broadcastable to
 // [..., seq, head_dim/2]) in the given pair layout. Returns a new tensor.

@@ -153,7 +153,8 @@ class RopeScheme : public PositionalScheme {
                 int64_t layer) const override {
     const std::vector<double>& bases = config_.arch.layer_rope_base;
     const double base = bases.empty() ? config_.positional.base : bases[layer];
-    auto [cos, sin] = RopeCosSin(positions, q.size(-1), base, q.scalar_type());
+    auto [cos, sin] = RopeCosSin(positions, q.size(-1), base, q.scalar_type(),
+                                 config_.positional.rope_scaling);
     q = RopeRotate(q, cos, sin, config_.positional.rope_layout);
     k = RopeRotate(k, cos, sin, config_.positional.rope_layout);
   }
@@ -170,6 +171,25 @@ class RopeScheme : public PositionalScheme {
         /*extrapolates=*/true,
         config_.max_positions,
         {"query_key"}};
+    const RopeScaling& s = config_.positional.rope_scaling;
+    if (s.type != RopeScalingType::kNone) {
+      d.params["scaling"] = RopeScalingName(s.type);
+      d.params["scaling_factor"] = Num(s.factor);
+      d.params["attention_factor"] = Num(s.attention_factor);
+    }
+    if (s.type == RopeScalingType::kYarn ||
+        s.type == RopeScalingType::kLlama3) {
+      d.params["original_max_positions"] =
+          absl::StrCat(s.original_max_positions);
+    }
+    if (s.type == RopeScalingType::kYarn) {
+      d.params["beta_fast"] = Num(s.beta_fast);
+      d.params["beta_slow"] = Num(s.beta_slow);
+    }
+    if (s.type == RopeScalingType::kLlama3) {
+      d.params["low_freq_factor"] = Num(s.low_freq_factor);
+      d.params["high_freq_factor"] = Num(s.high_freq_factor);
+    }
     if (!config_.arch.layer_rope_base.empty()) {
       std::string bases;
       for (double b : config_.arch.layer_rope_base) {

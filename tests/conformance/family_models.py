@@ -217,6 +217,15 @@ def _rope(theta):
     return {"rope_theta": theta}
 
 
+def _rope_scaled(theta, scaling):
+    """A rotary base with a scaled type, as this transformers generation
+    spells it: 5.x's rope_parameters holding both, 4.x's rope_theta beside
+    rope_scaling."""
+    if int(transformers.__version__.split(".")[0]) >= 5:
+        return {"rope_parameters": {"rope_theta": theta, **scaling}}
+    return {"rope_theta": theta, "rope_scaling": dict(scaling)}
+
+
 def _qwen2():
     # Grouped-query attention (6 query heads over 2 key/value heads),
     # biased q, k and v, a rotary base of 50000.
@@ -235,6 +244,36 @@ def _qwen3():
         num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
         head_dim=12, max_position_embeddings=300, rms_norm_eps=1e-6,
         tie_word_embeddings=False, **_rope(1000000.0))
+
+
+def _qwen3_yarn():
+    # yarn over a short original context (32 of 300 positions), so the
+    # corpus runs past it; the default betas and attention factor.
+    config = _qwen3()
+    return transformers.Qwen3Config(
+        **{**config.to_dict(), **_rope_scaled(
+            1000000.0, {"rope_type": "yarn", "factor": 300 / 32,
+                        "original_max_position_embeddings": 32})})
+
+
+def _qwen2_linear():
+    # Position interpolation by 2.5 on Qwen2's base of 50000.
+    config = _qwen2()
+    return transformers.Qwen2Config(
+        **{**config.to_dict(), **_rope_scaled(
+            50000.0, {"rope_type": "linear", "factor": 2.5})})
+
+
+def _qwen3_llama3():
+    # llama3's bands over an original context of 64 on a base of 10000:
+    # with heads of 12 channels, one frequency kept, one smoothed, the
+    # rest divided by 8.
+    config = _qwen3()
+    return transformers.Qwen3Config(
+        **{**config.to_dict(), **_rope_scaled(
+            10000.0, {"rope_type": "llama3", "factor": 8.0,
+                      "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                      "original_max_position_embeddings": 64})})
 
 
 def _deberta_v3():
@@ -329,6 +368,11 @@ CAUSAL = {
                      padding_side="left"),
     "tf-qwen3-lm-bf16": dict(normalize=True, prompts=None,
                              padding_side="left"),
+    "tf-qwen3-yarn": dict(normalize=True, prompts=None, padding_side="left"),
+    "tf-qwen2-linear": dict(normalize=False, prompts=None,
+                            padding_side="right"),
+    "tf-qwen3-llama3": dict(normalize=False, prompts=None,
+                            padding_side="left"),
 }
 
 
@@ -379,6 +423,13 @@ FAMILIES = {
                  "float32"),
     "tf-qwen3-lm-bf16": ("qwen3", _qwen3, transformers.Qwen3ForCausalLM,
                          "qwen", "bfloat16"),
+    # The length-independent rotary scalings.
+    "tf-qwen3-yarn": ("qwen3", _qwen3_yarn, transformers.Qwen3Model, "qwen",
+                      "float32"),
+    "tf-qwen2-linear": ("qwen2", _qwen2_linear, transformers.Qwen2Model,
+                        "qwen", "float32"),
+    "tf-qwen3-llama3": ("qwen3", _qwen3_llama3, transformers.Qwen3Model,
+                        "qwen", "float32"),
 }
 
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -465,13 +466,74 @@ TEST_F(HfCheckpointTest, Qwen2BiasesQueriesKeysAndValuesOnly) {
                         ".bias\""));
 }
 
+TEST_F(HfCheckpointTest, QwenReadsTheLengthIndependentRopeScalings) {
+  // The keys as transformers' rope initialization reads them (the
+  // numbers themselves are checked against transformers' forward by the
+  // conformance suite); yarn's attention factor by its formula.
+  struct Case {
+    std::string extra;
+    RopeScalingType type;
+    double factor, attention_factor;
+    int64_t original;
+  };
+  const double mscale = 0.1 * std::log(4.0) + 1.0;
+  const Case cases[] = {
+      {R"(, "rope_scaling": {"type": "linear", "factor": 2.5})",
+       RopeScalingType::kLinear, 2.5, 1.0, 64},
+      {R"(, "rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4,
+           "factor": 4, "original_max_position_embeddings": 16})",
+       RopeScalingType::kYarn, 4.0, mscale, 16},
+      // A top-level original context wins (transformers 5); the factor
+      // defaults to max_position_embeddings / original.
+      {R"(, "original_max_position_embeddings": 16,
+           "rope_scaling": {"rope_type": "yarn",
+                            "original_max_position_embeddings": 32})",
+       RopeScalingType::kYarn, 4.0, mscale, 16},
+      {R"(, "rope_scaling": {"type": "yarn", "factor": 4,
+           "attention_factor": 1.25, "beta_fast": 0})",
+       RopeScalingType::kYarn, 4.0, 1.25, 64},
+      {R"(, "rope_parameters": {"rope_type": "llama3", "factor": 8,
+           "low_freq_factor": 1, "high_freq_factor": 4,
+           "original_max_position_embeddings": 32})",
+       RopeScalingType::kLlama3, 8.0, 1.0, 32},
+  };
+  for (const Case& c : cases) {
+    Write(QwenTensors(true), QwenConfig("qwen3", c.extra));
+    auto loaded = Load();
+    ASSERT_TRUE(loaded.ok()) << c.extra << ": " << loaded.status();
+    const RopeScaling& s = loaded->config.positional.rope_scaling;
+    EXPECT_EQ(s.type, c.type) << c.extra;
+    EXPECT_DOUBLE_EQ(s.factor, c.factor) << c.extra;
+    EXPECT_DOUBLE_EQ(s.attention_factor, c.attention_factor) << c.extra;
+    EXPECT_EQ(s.original_max_positions, c.original) << c.extra;
+    if (c.type == RopeScalingType::kYarn) {
+      EXPECT_EQ(s.beta_fast, 32.0) << c.extra;  // 0 and absent: 32
+      EXPECT_EQ(s.beta_slow, 1.0) << c.extra;
+    }
+  }
+}
+
 TEST_F(HfCheckpointTest, QwenRefusesWhatItDoesNotServe) {
   const std::pair<std::string, std::string> cases[] = {
       {R"(, "use_sliding_window": true)", "sliding-window"},
       {R"(, "layer_types": ["sliding_attention"])", "sliding-window"},
-      {R"(, "rope_scaling": {"type": "yarn", "factor": 4.0})", "\"yarn\""},
-      {R"(, "rope_parameters": {"rope_type": "linear", "factor": 2.0})",
-       "\"linear\""},
+      {R"(, "rope_scaling": {"type": "dynamic", "factor": 4.0})",
+       "\"dynamic\" is not supported"},
+      {R"(, "rope_parameters": {"rope_type": "longrope", "short_factor": [1],
+           "long_factor": [2]})",
+       "\"longrope\" is not supported"},
+      {R"(, "rope_parameters": {"rope_type": "linear"})", "needs \"factor\""},
+      {R"(, "rope_scaling": {"type": "linear", "factor": 0})",
+       "factor 0 must be above 0"},
+      {R"(, "rope_scaling": {"type": "llama3", "factor": 8,
+           "low_freq_factor": 4, "high_freq_factor": 1})",
+       "0 < low_freq_factor < high_freq_factor"},
+      {R"(, "partial_rotary_factor": 0.5,
+           "rope_scaling": {"type": "linear", "factor": 2})",
+       "partial_rotary_factor 0.5"},
+      {R"(, "rope_parameters": {"rope_type": "yarn", "factor": 2},
+           "rope_scaling": {"type": "linear", "factor": 2})",
+       "two rotary types"},
   };
   for (const auto& [extra, want] : cases) {
     ExpectRefused(QwenTensors(true), QwenConfig("qwen3", extra), want);
