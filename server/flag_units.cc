@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "server/serve_flags.h"
 
 namespace encoder {
 
@@ -45,14 +46,6 @@ constexpr SizeUnit kSizeUnits[] = {
 };
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-
-std::string Upper(std::string name) {
-  std::string env = "ENCODER_";
-  for (char c : name) {
-    env.push_back(c == '-' ? '_' : absl::ascii_toupper(c));
-  }
-  return env;
-}
 
 // `value` (a number in `unit`) as the option's bound number.
 std::string AsNumber(absl::Duration value, const DurationOption& d,
@@ -242,7 +235,7 @@ void AddValueSyntax(CLI::App& app, std::vector<std::string>* notes) {
         option->default_str(FormatDurationValue(d.unit * number));
       }
       if (d.old_name == nullptr || option->get_envname().empty()) continue;
-      const std::string old_env = Upper(d.old_name);
+      const std::string old_env = EnvironmentName(d.old_name);
       const char* old_value = std::getenv(old_env.c_str());
       if (old_value != nullptr &&
           std::getenv(option->get_envname().c_str()) == nullptr) {

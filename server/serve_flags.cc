@@ -550,6 +550,14 @@ void AddConfigFile(CLI::App& app) {
 // Every option can also come from ENCODER_<NAME>, the long name upper-cased
 // with '-' as '_' (--max-batch-tokens: ENCODER_MAX_BATCH_TOKENS). CLI11
 // reads the variable only when the option is not on the command line.
+std::string EnvironmentName(const std::string& long_name) {
+  std::string env = "ENCODER_";
+  for (char c : long_name) {
+    env.push_back(c == '-' ? '_' : static_cast<char>(std::toupper(c)));
+  }
+  return env;
+}
+
 void AddEnvironmentNames(CLI::App& app) {
   for (CLI::Option* option : app.get_options()) {
     const std::string& name = option->get_single_name();
@@ -557,11 +565,7 @@ void AddEnvironmentNames(CLI::App& app) {
         name == "version" || name == "config") {
       continue;
     }
-    std::string env = "ENCODER_";
-    for (char c : name) {
-      env.push_back(c == '-' ? '_' : static_cast<char>(std::toupper(c)));
-    }
-    option->envname(env);
+    option->envname(EnvironmentName(name));
   }
 }
 

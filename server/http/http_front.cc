@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "server/common/status_macros.h"
+#include "server/core/compute_timing.h"
 #include "server/core/status.h"
 #include "server/http/api_docs.h"
 #include "server/http/http_status.h"
@@ -158,23 +159,14 @@ Header TruncatedTokensHeader(int64_t tokens) {
   return {"X-Truncated-Tokens", absl::StrCat(tokens)};
 }
 
-// The answer's counts and times as text-embeddings-inference names them,
-// in whole milliseconds as it writes them: x-total-time (and
-// x-compute-time, the same) from admission to answer, x-tokenization-time
-// until the sequences were queued, x-queue-time and x-inference-time of
-// the slowest input, x-compute-tokens; and X-Truncated-Tokens.
+// X-Truncated-Tokens and the answer's counts and times
+// (core::ComputeTimingFields) as response headers.
 template <typename Answer>
 void AddComputeHeaders(const Answer& answer, Response* r) {
-  auto ms = [](double v) {
-    return absl::StrCat(static_cast<int64_t>(std::max(0.0, v)));
-  };
   r->headers.push_back(TruncatedTokensHeader(answer.truncated_tokens));
-  r->headers.push_back({"x-compute-time", ms(answer.total_ms)});
-  r->headers.push_back({"x-compute-tokens", absl::StrCat(answer.total_tokens)});
-  r->headers.push_back({"x-total-time", ms(answer.total_ms)});
-  r->headers.push_back({"x-tokenization-time", ms(answer.tokenization_ms)});
-  r->headers.push_back({"x-queue-time", ms(answer.queue_ms)});
-  r->headers.push_back({"x-inference-time", ms(answer.inference_ms)});
+  for (auto& [name, value] : core::ComputeTimingFields(answer)) {
+    r->headers.push_back({std::move(name), std::move(value)});
+  }
 }
 
 // One call between its opening and its answer: the access record, and

@@ -21,7 +21,7 @@ namespace {
 absl::StatusOr<double> RopeNumber(const nlohmann::json& p, const char* where,
                                   const char* name,
                                   std::optional<double> fallback) {
-  if (!p.contains(name) || p[name].is_null()) {
+  if (!ConfigReader(p).Has(name)) {
     if (fallback.has_value()) return *fallback;
     return absl::InvalidArgumentError(absl::StrCat(
         "config.json ", where, " needs \"", name, "\" for its rope_type"));
@@ -80,6 +80,7 @@ absl::Status ReadRope(const nlohmann::json& config, const ConfigReader& r,
   out->base = base;
   if (scaled == nullptr) return absl::OkStatus();
   const nlohmann::json& p = *scaled;
+  const ConfigReader pr(p);
   RopeScaling& s = out->rope_scaling;
   if (type == "linear") {
     s.type = RopeScalingType::kLinear;
@@ -97,8 +98,7 @@ absl::Status ReadRope(const nlohmann::json& config, const ConfigReader& r,
   // transformers 5 copies a top-level partial_rotary_factor in; the
   // scaled inits rotate that share of each head only.
   for (const nlohmann::json* holder : {&config, &p}) {
-    if (holder->contains("partial_rotary_factor") &&
-        !(*holder)["partial_rotary_factor"].is_null()) {
+    if (ConfigReader(*holder).Has("partial_rotary_factor")) {
       const nlohmann::json& v = (*holder)["partial_rotary_factor"];
       if (!v.is_number() || v.get<double>() != 1.0) {
         return absl::InvalidArgumentError(
@@ -150,14 +150,14 @@ absl::Status ReadRope(const nlohmann::json& config, const ConfigReader& r,
           "config.json ", where, " beta_fast and beta_slow must be above 0"));
     }
     s.truncate = true;
-    if (p.contains("truncate") && !p["truncate"].is_null()) {
+    if (pr.Has("truncate")) {
       if (!p["truncate"].is_boolean()) {
         return absl::InvalidArgumentError(absl::StrCat(
             "config.json ", where, " \"truncate\" must be true or false"));
       }
       s.truncate = p["truncate"].get<bool>();
     }
-    if (p.contains("attention_factor") && !p["attention_factor"].is_null()) {
+    if (pr.Has("attention_factor")) {
       ASSIGN_OR_RETURN(s.attention_factor,
                        RopeNumber(p, where.c_str(), "attention_factor", {}));
     } else {

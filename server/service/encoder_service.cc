@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/core/compute_timing.h"
 #include "server/core/long_input.h"
 #include "server/service/diagnose_convert.h"
 #include "server/service/embed_proto.h"
@@ -31,24 +32,14 @@ absl::Time CallDeadline(const grpc::CallbackServerContext* context) {
   return absl::FromChrono(deadline);
 }
 
-// The answer's counts and times in the call's trailing metadata, named
-// and written as the HTTP front's headers (text-embeddings-inference's:
-// whole milliseconds): x-total-time, x-compute-time, x-tokenization-time,
-// x-queue-time, x-inference-time, x-compute-tokens, x-truncated-tokens.
+// The answer's counts and times (core::ComputeTimingFields, the HTTP
+// front's headers) and x-truncated-tokens in the call's trailing metadata.
 template <typename Answer>
 void AddTimingMetadata(grpc::CallbackServerContext* context,
                        const Answer& answer) {
-  auto ms = [](double v) {
-    return absl::StrCat(static_cast<int64_t>(std::max(0.0, v)));
-  };
-  context->AddTrailingMetadata("x-total-time", ms(answer.total_ms));
-  context->AddTrailingMetadata("x-compute-time", ms(answer.total_ms));
-  context->AddTrailingMetadata("x-tokenization-time",
-                               ms(answer.tokenization_ms));
-  context->AddTrailingMetadata("x-queue-time", ms(answer.queue_ms));
-  context->AddTrailingMetadata("x-inference-time", ms(answer.inference_ms));
-  context->AddTrailingMetadata("x-compute-tokens",
-                               absl::StrCat(answer.total_tokens));
+  for (const auto& [name, value] : core::ComputeTimingFields(answer)) {
+    context->AddTrailingMetadata(name, value);
+  }
   context->AddTrailingMetadata("x-truncated-tokens",
                                absl::StrCat(answer.truncated_tokens));
 }
