@@ -7,7 +7,9 @@
 # front: the core only, no gRPC, protobuf or gRPC front (server/service);
 # common, batching, tokenizer and the model handle (runner/served_model.h
 # and the plain types it uses): no LibTorch either; service and the HTTP
-# front: no encoder, runner or batcher internals, only the model handle.
+# front: no encoder, runner or batcher internals, only the model handle;
+# the composition root (server/app) is included by server/main.cc alone,
+# and the fronts build no core: only the app does.
 set -u
 root="$1"
 status=0
@@ -41,6 +43,32 @@ server/http/gzip.cc server/http/request_body.h server/http/request_body.cc" "grp
 check "server/service/*.h server/service/*.cc server/http/*.h server/http/*.cc server/core/*.h server/core/*.cc" \
   "server/runner/(model_host|encoder_runner|precision_choice)|server/model/encoder\.h|torch|ATen|c10" \
   "model internals (the service uses runner/served_model.h)"
+# Every layer below the composition root.
+check "$core server/core/*.h server/core/*.cc server/service/*.h server/service/*.cc
+server/http/*.h server/http/*.cc server/metrics/*.h server/metrics/*.cc
+server/logging/*.h server/logging/*.cc server/auth/*.h server/auth/*.cc
+server/hub/*.h server/hub/*.cc" "server/app/" "composition root (server/app is the top layer)"
+hits=$(cd "$root" && grep -nE "make_unique<core::Inference>|new core::Inference|core::Inference [a-z_]+\(" \
+  server/service/*.cc server/service/*.h server/http/*.cc server/http/*.h 2>/dev/null)
+if [ -n "$hits" ]; then
+  echo "a front builds the core (server/app builds it and hands it to every front):"
+  echo "$hits"
+  status=1
+fi
+# The core asks what a scheme implies (diagnostics::AnalyzeReach); it
+# never switches on the scheme's type.
+hits=$(cd "$root" && grep -n "SchemeType::" server/core/*.h server/core/*.cc 2>/dev/null)
+if [ -n "$hits" ]; then
+  echo "the core switches on a positional scheme's type:"
+  echo "$hits"
+  status=1
+fi
+loose=$(cd "$root" && ls server/*.cc server/*.h 2>/dev/null | grep -v '^server/main.cc$')
+if [ -n "$loose" ]; then
+  echo "sources loose at server/ (the executable's belong in server/app):"
+  echo "$loose"
+  status=1
+fi
 files=$(cd "$root" && ls $core | wc -l)
 if [ "$files" -lt 20 ]; then
   echo "expected the core sources under $root, found $files files"

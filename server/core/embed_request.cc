@@ -125,51 +125,44 @@ std::string UnknownModelMessage(const std::string& requested,
 
 namespace {
 
-// The checks of a query that do not depend on its inputs: how many there
-// are, attention indices, dimensions.
-absl::Status CheckQueryOptions(const EmbedQuery& query,
-                               const runner::ServedModel& model,
-                               const ServiceLimits& limits) {
-  const std::string& name = model.name();
-  const int64_t inputs = static_cast<int64_t>(query.inputs.size());
-  if (inputs == 0) {
-    return absl::InvalidArgumentError("request has no inputs");
+// int8 / uint8 calibration ranges: only with those types, one finite
+// [min, max] per kept dimension.
+absl::Status CheckQuantizationRanges(const EmbedQuery& query,
+                                     const runner::ServedModel& model) {
+  if (query.quantization_min.empty() && query.quantization_max.empty()) {
+    return absl::OkStatus();
   }
-  if (inputs > limits.max_inputs_per_request) {
+  if (query.packing != EmbedQuery::Packing::kInt8 &&
+      query.packing != EmbedQuery::Packing::kUint8) {
     return absl::InvalidArgumentError(
-        absl::StrCat("request has ", inputs, " inputs; at most ",
-                     limits.max_inputs_per_request,
-                     " per request (--max-inputs-per-request)"));
+        "quantization ranges apply to the int8 and uint8 embedding types");
   }
-  RETURN_IF_ERROR(CheckAttentionSelection(query.attention_layers,
-                                          query.attention_heads,
-                                          query.average_heads, model));
-  const bool scalar = query.packing == EmbedQuery::Packing::kInt8 ||
-                      query.packing == EmbedQuery::Packing::kUint8;
-  if (!query.quantization_min.empty() || !query.quantization_max.empty()) {
-    if (!scalar) {
+  const int64_t kept =
+      query.dimensions.value_or(model.description().output_dim);
+  if (static_cast<int64_t>(query.quantization_min.size()) != kept ||
+      static_cast<int64_t>(query.quantization_max.size()) != kept) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("quantization ranges have ", query.quantization_min.size(),
+                     " min and ", query.quantization_max.size(),
+                     " max values; the embeddings keep ", kept, " dimensions"));
+  }
+  for (int64_t d = 0; d < kept; ++d) {
+    const float lo = query.quantization_min[d];
+    const float hi = query.quantization_max[d];
+    if (!std::isfinite(lo) || !std::isfinite(hi) || hi < lo) {
       return absl::InvalidArgumentError(
-          "quantization ranges apply to the int8 and uint8 embedding types");
-    }
-    const int64_t kept =
-        query.dimensions.value_or(model.description().output_dim);
-    if (static_cast<int64_t>(query.quantization_min.size()) != kept ||
-        static_cast<int64_t>(query.quantization_max.size()) != kept) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "quantization ranges have ", query.quantization_min.size(),
-          " min and ", query.quantization_max.size(),
-          " max values; the embeddings keep ", kept, " dimensions"));
-    }
-    for (int64_t d = 0; d < kept; ++d) {
-      const float lo = query.quantization_min[d];
-      const float hi = query.quantization_max[d];
-      if (!std::isfinite(lo) || !std::isfinite(hi) || hi < lo) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("quantization range of dimension ", d, " is [", lo,
-                         ", ", hi, "]; each must be finite with min <= max"));
-      }
+          absl::StrCat("quantization range of dimension ", d, " is [", lo, ", ",
+                       hi, "]; each must be finite with min <= max"));
     }
   }
+  return absl::OkStatus();
+}
+
+// Projected token embeddings and sparse vectors: the model must serve
+// them, with valid options.
+absl::Status CheckOutputTasks(const EmbedQuery& query,
+                              const runner::ServedModel& model) {
+  const std::string& name = model.name();
   if (query.project_tokens) {
     const runner::ModelDescription& d = model.description();
     if (d.token_dim == 0) {
@@ -203,6 +196,30 @@ absl::Status CheckQueryOptions(const EmbedQuery& query,
                        "; it must be a finite value >= 0"));
     }
   }
+  return absl::OkStatus();
+}
+
+// The checks of a query that do not depend on its inputs: how many there
+// are, attention indices, dimensions.
+absl::Status CheckQueryOptions(const EmbedQuery& query,
+                               const runner::ServedModel& model,
+                               const ServiceLimits& limits) {
+  const std::string& name = model.name();
+  const int64_t inputs = static_cast<int64_t>(query.inputs.size());
+  if (inputs == 0) {
+    return absl::InvalidArgumentError("request has no inputs");
+  }
+  if (inputs > limits.max_inputs_per_request) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request has ", inputs, " inputs; at most ",
+                     limits.max_inputs_per_request,
+                     " per request (--max-inputs-per-request)"));
+  }
+  RETURN_IF_ERROR(CheckAttentionSelection(query.attention_layers,
+                                          query.attention_heads,
+                                          query.average_heads, model));
+  RETURN_IF_ERROR(CheckQuantizationRanges(query, model));
+  RETURN_IF_ERROR(CheckOutputTasks(query, model));
   if (query.dimensions.has_value()) {
     const int64_t width = model.description().output_dim;
     const int64_t d = *query.dimensions;
@@ -243,14 +260,6 @@ absl::StatusOr<runner::EmbedSpec> SharedSpec(const EmbedQuery& query,
   }
   return base;
 }
-
-// How one input past its model's length is treated (the request's
-// policy, else the model's default).
-struct Treatment {
-  bool chunk = false;
-  bool late = false;
-  bool extrapolate = false;
-};
 
 // INVALID_ARGUMENT's message for inputs[i] of n tokens past `model`'s
 // length, refused (truncate false, or the model's default refuse).
@@ -326,7 +335,242 @@ absl::StatusOr<std::vector<int64_t>> InputIds(const EmbedQuery& query, int i,
   return ids;
 }
 
+// What every input of a call shares once its options are checked: the
+// spec, the prompt, and the long-input policy named or configured.
+struct CallPlan {
+  runner::EmbedSpec base;
+  std::string prompt;
+  int64_t prompt_skip = 0;
+  int64_t max_len = 0;
+  // The policy the request named; unset: the model's default, for the
+  // inputs past its length only.
+  std::optional<LongInputPolicy> named;
+  // The model's configured policy (before auto), refuse when one is named.
+  LongInputPolicy configured = LongInputPolicy::kRefuse;
+  // The model's default resolved (auto included), once an input needs it.
+  std::optional<LongInputDefault> fallback;
+  // The model's extrapolation limit, once an input needs it.
+  std::optional<absl::StatusOr<int64_t>> extrapolation_limit;
+
+  bool Windowed(LongInputPolicy policy) const {
+    return policy == LongInputPolicy::kChunk ||
+           policy == LongInputPolicy::kLateChunk;
+  }
+};
+
+const absl::StatusOr<int64_t>& ExtrapolationLimitOf(
+    CallPlan& plan, const runner::ServedModel& model,
+    const ServiceLimits& limits) {
+  if (!plan.extrapolation_limit) {
+    plan.extrapolation_limit = ExtrapolationLimit(model, limits);
+  }
+  return *plan.extrapolation_limit;
+}
+
+// Why windows (late: late chunking) cannot serve this call; "" when they
+// can.
+std::string WindowsUnfit(const CallPlan& plan, bool late) {
+  const runner::EmbedSpec& base = plan.base;
+  if (!plan.prompt.empty()) {
+    return "chunked inputs take no prompt: the prompt would be in the "
+           "first window only";
+  }
+  if (base.want_sparse) {
+    return "a sparse vector comes from one whole sequence: truncate long "
+           "inputs instead of chunking them";
+  }
+  if (base.want_tokens || !base.attention_layers.empty() ||
+      base.want_attention_stats || !base.hidden_layers.empty()) {
+    return "chunking (long_input) returns pooled embeddings only: ask for "
+           "no token embeddings, attention or hidden states";
+  }
+  if (late && (base.pooling == model::Pooling::kFirst ||
+               base.pooling == model::Pooling::kLastToken)) {
+    return absl::StrCat(
+        "late chunking pools each window's tokens, and this call pools ",
+        model::PoolingName(base.pooling),
+        "; ask for mean, max or weighted_mean pooling");
+  }
+  return "";
+}
+
+// The call's spec, prompt and policy; refuses a named policy the call
+// cannot have and window options without windows.
+absl::StatusOr<CallPlan> PlanCall(const EmbedQuery& query,
+                                  const runner::ServedModel& model,
+                                  const ServiceLimits& limits) {
+  CallPlan plan;
+  ASSIGN_OR_RETURN(plan.base, SharedSpec(query, model));
+  ASSIGN_OR_RETURN(plan.prompt,
+                   ResolvePrompt(model, query.prompt_name, query.prompt));
+  ASSIGN_OR_RETURN(plan.prompt_skip,
+                   PromptPoolSkip(model, plan.prompt, query.text_options));
+  plan.max_len = model.description().config.max_length();
+  plan.named = query.long_input;
+  if (plan.named == LongInputPolicy::kAuto) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "long_input auto is a server default; a request names one of ",
+        LongInputPolicyList(/*with_auto=*/false)));
+  }
+  plan.configured = plan.named.has_value() ? LongInputPolicy::kRefuse
+                                           : ConfiguredLongInput(model, limits);
+  const bool windowed = plan.named && plan.Windowed(*plan.named);
+  if (windowed) {
+    const std::string why =
+        WindowsUnfit(plan, plan.named == LongInputPolicy::kLateChunk);
+    if (!why.empty()) return absl::InvalidArgumentError(why);
+  }
+  if (!windowed && (query.chunk_tokens != 0 || query.return_chunks)) {
+    return absl::InvalidArgumentError(
+        "chunk_tokens and return_chunks apply to the chunk and late_chunk "
+        "policies (long_input)");
+  }
+  if (query.chunk_tokens < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chunk_tokens is ", query.chunk_tokens, "; it must be 0 or more"));
+  }
+  if (plan.named == LongInputPolicy::kExtrapolate) {
+    RETURN_IF_ERROR(ExtrapolationLimitOf(plan, model, limits).status());
+  }
+  return plan;
+}
+
+// How inputs[i] of n tokens runs: chunk, late_chunk or extrapolate, or
+// truncate for "whole, as InputIds left it". The named policy, else (past
+// the model's length) the model's default, auto resolved; an extrapolating
+// default chunks what is past its limit when the default says so.
+absl::StatusOr<LongInputPolicy> InputTreatment(const EmbedQuery& query, int i,
+                                               int64_t n,
+                                               const runner::ServedModel& model,
+                                               const ServiceLimits& limits,
+                                               CallPlan& plan) {
+  LongInputPolicy t = plan.named.value_or(LongInputPolicy::kTruncate);
+  if (!plan.named && n > plan.max_len &&
+      plan.configured != LongInputPolicy::kTruncate) {
+    if (!plan.fallback) plan.fallback = DefaultLongInput(model, limits);
+    t = plan.fallback->policy;
+    if (t == LongInputPolicy::kExtrapolate && plan.fallback->chunk_past_limit) {
+      const absl::StatusOr<int64_t>& limit =
+          ExtrapolationLimitOf(plan, model, limits);
+      if (!limit.ok() || n > *limit) t = LongInputPolicy::kChunk;
+    }
+    if (plan.Windowed(t)) {
+      const std::string why =
+          WindowsUnfit(plan, t == LongInputPolicy::kLateChunk);
+      if (!why.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "inputs[", i, "] has ", n, " tokens, past model \"", model.name(),
+            "\"'s ", plan.max_len, "; its long-input default (",
+            plan.fallback->reason, ") is ", std::string(LongInputPolicyName(t)),
+            ", and ", why, "; or name a policy (long_input)"));
+      }
+    }
+  }
+  // Late chunking runs the input whole, as extrapolation does.
+  if ((t == LongInputPolicy::kExtrapolate ||
+       t == LongInputPolicy::kLateChunk) &&
+      n > plan.max_len) {
+    const absl::StatusOr<int64_t>& limit =
+        ExtrapolationLimitOf(plan, model, limits);
+    RETURN_IF_ERROR(limit.status());
+    if (n > *limit) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "inputs[", i, "] has ", n, " tokens; model \"", model.name(),
+          "\" runs at most ", *limit,
+          " tokens whole (the lowest of its position table's end, its "
+          "max_extrapolation_tokens or --max-extrapolation-tokens); chunk "
+          "it instead"));
+    }
+  }
+  return t;
+}
+
+// Adds inputs[i]'s sequences (the input whole, or its windows), priced,
+// and its plan to `p`.
+absl::Status PlanInput(const EmbedQuery& query, int i,
+                       const ServiceLimits& limits, CallPlan& plan,
+                       PreparedEmbed& p) {
+  const runner::ServedModel& model = *p.model;
+  int64_t dropped = 0;
+  const bool truncate = plan.named == LongInputPolicy::kTruncate ||
+                        plan.configured == LongInputPolicy::kTruncate;
+  const bool keep_long =
+      (plan.named && plan.named != LongInputPolicy::kRefuse) ||
+      plan.configured != LongInputPolicy::kRefuse;
+  ASSIGN_OR_RETURN(
+      std::vector<int64_t> ids,
+      InputIds(query, i, model, plan.prompt, &dropped, truncate, keep_long));
+  const int64_t n = static_cast<int64_t>(ids.size());
+  ASSIGN_OR_RETURN(const LongInputPolicy t,
+                   InputTreatment(query, i, n, model, limits, plan));
+  const bool late = t == LongInputPolicy::kLateChunk;
+  std::vector<Window> windows;
+  if (late ||
+      (t == LongInputPolicy::kChunk &&
+       (n > plan.max_len || query.chunk_tokens > 0 || query.return_chunks))) {
+    ASSIGN_OR_RETURN(windows, Windows(query, i, model, ids, late, limits));
+  }
+  PreparedEmbed::Input input;
+  input.first = p.sequences.size();
+  input.truncated = dropped > 0;
+  input.truncated_tokens = dropped;
+  input.normalize = plan.base.normalize;
+  input.late = late;
+  for (const Window& w : windows) input.spans.push_back(w.span);
+  // The sequences to run: each chunked window, else the whole input (for
+  // late chunking, with every window pooled from it).
+  std::vector<std::vector<int64_t>> runs;
+  std::vector<std::pair<int64_t, int64_t>> late_spans;
+  if (late || windows.empty()) {
+    for (const Window& w : windows) {
+      late_spans.emplace_back(
+          w.whole_begin, w.whole_begin + w.span.token_end - w.span.token_begin);
+    }
+    runs.push_back(std::move(ids));
+  } else {
+    for (Window& w : windows) runs.push_back(std::move(w.ids));
+  }
+  input.count = runs.size();
+  const bool text =
+      query.inputs[static_cast<size_t>(i)].kind == EmbedInput::Kind::kText;
+  for (std::vector<int64_t>& run : runs) {
+    runner::EmbedSpec spec = plan.base;
+    spec.token_ids = std::move(run);
+    spec.pool_spans = late_spans;
+    // Windows are aggregated first, then normalized.
+    if (!input.spans.empty()) spec.normalize = false;
+    // At least the last token is pooled, whatever truncation left.
+    if (text) {
+      spec.pool_skip = std::min<int64_t>(
+          plan.prompt_skip, static_cast<int64_t>(spec.token_ids.size()) - 1);
+    }
+    spec.cost = model.Price(spec);
+    RETURN_IF_ERROR(CheckCost(spec, model,
+                              input.count > 1
+                                  ? absl::StrCat("a window of inputs[", i, "]")
+                                  : absl::StrCat("inputs[", i, "]")));
+    p.total_tokens += static_cast<int64_t>(spec.token_ids.size());
+    p.sequences.push_back(std::move(spec));
+  }
+  p.inputs.push_back(std::move(input));
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::StatusOr<std::optional<LongInputPolicy>> RequestedLongInput(
+    std::optional<bool> truncate, std::optional<LongInputPolicy> policy) {
+  if (!policy.has_value()) {
+    if (!truncate.has_value()) return std::nullopt;
+    return *truncate ? LongInputPolicy::kTruncate : LongInputPolicy::kRefuse;
+  }
+  if (truncate == true && policy != LongInputPolicy::kTruncate) {
+    return absl::InvalidArgumentError(
+        "set one way to treat long inputs (long_input): truncate, chunk, "
+        "late_chunk or extrapolate");
+  }
+  return policy;
+}
 
 absl::StatusOr<PreparedEmbed> PrepareEmbed(const EmbedQuery& query,
                                            const runner::ModelCatalog& host,
@@ -338,174 +582,14 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const EmbedQuery& query,
   }
   RETURN_IF_ERROR(CheckQueryOptions(query, *p.model, limits));
   p.dimensions = query.dimensions.value_or(0);
-  ASSIGN_OR_RETURN(const runner::EmbedSpec base, SharedSpec(query, *p.model));
-  ASSIGN_OR_RETURN(const std::string prompt,
-                   ResolvePrompt(*p.model, query.prompt_name, query.prompt));
-  ASSIGN_OR_RETURN(const int64_t prompt_skip,
-                   PromptPoolSkip(*p.model, prompt, query.text_options));
-  const bool truncate = query.truncate.value_or(false);
-  if (int{truncate} + int{query.chunk} + int{query.late_chunk} +
-          int{query.extrapolate} >
-      1) {
-    return absl::InvalidArgumentError(
-        "set one way to treat long inputs (long_input): truncate, chunk, "
-        "late_chunk or extrapolate");
-  }
-  // Where a policy cannot serve this call, as a reason; "" where it can.
-  const bool per_token = base.want_tokens || !base.attention_layers.empty() ||
-                         base.want_attention_stats ||
-                         !base.hidden_layers.empty();
-  auto unfit = [&](bool windows, bool late) -> std::string {
-    if (!windows) return "";
-    if (!prompt.empty()) {
-      return "chunked inputs take no prompt: the prompt would be in the "
-             "first window only";
-    }
-    if (base.want_sparse) {
-      return "a sparse vector comes from one whole sequence: truncate long "
-             "inputs instead of chunking them";
-    }
-    if (per_token) {
-      return "chunking (long_input) returns pooled embeddings only: ask for "
-             "no token embeddings, attention or hidden states";
-    }
-    if (late && (base.pooling == model::Pooling::kFirst ||
-                 base.pooling == model::Pooling::kLastToken)) {
-      return absl::StrCat(
-          "late chunking pools each window's tokens, and this call pools ",
-          model::PoolingName(base.pooling),
-          "; ask for mean, max or weighted_mean pooling");
-    }
-    return "";
-  };
-  const bool windowed = query.chunk || query.late_chunk;
-  if (const std::string why = unfit(windowed, query.late_chunk); !why.empty()) {
-    return absl::InvalidArgumentError(why);
-  }
-  if (!windowed && (query.chunk_tokens != 0 || query.return_chunks)) {
-    return absl::InvalidArgumentError(
-        "chunk_tokens and return_chunks apply to the chunk and late_chunk "
-        "policies (long_input)");
-  }
-  if (query.chunk_tokens < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "chunk_tokens is ", query.chunk_tokens, "; it must be 0 or more"));
-  }
-  // A request that names no policy: the model's default, for the inputs
-  // past its length only (auto is resolved once one is). truncate false
-  // alone names refusal.
-  const bool refuse =
-      query.truncate == false && !windowed && !query.extrapolate;
-  const bool named =
-      query.truncate.has_value() || windowed || query.extrapolate;
-  static const std::string kRefuse = "refuse";
-  const std::string& configured =
-      named ? kRefuse : ConfiguredLongInput(*p.model, limits);
-  std::optional<LongInputDefault> fallback;
+  ASSIGN_OR_RETURN(CallPlan plan, PlanCall(query, *p.model, limits));
   p.chunk_max = query.chunk_max;
   p.return_chunks = query.return_chunks;
   p.packing = query.packing;
   p.quantization_min = query.quantization_min;
   p.quantization_max = query.quantization_max;
-  const int64_t max_len = p.model->description().config.max_length();
-  // The model's extrapolation limit, computed once it is needed.
-  std::optional<absl::StatusOr<int64_t>> extrapolation_limit;
-  auto limit = [&]() -> const absl::StatusOr<int64_t>& {
-    if (!extrapolation_limit) {
-      extrapolation_limit = ExtrapolationLimit(*p.model, limits);
-    }
-    return *extrapolation_limit;
-  };
-  if (query.extrapolate) RETURN_IF_ERROR(limit().status());
   for (int i = 0; i < static_cast<int>(query.inputs.size()); ++i) {
-    int64_t dropped = 0;
-    ASSIGN_OR_RETURN(
-        std::vector<int64_t> ids,
-        InputIds(query, i, *p.model, prompt, &dropped,
-                 /*truncate=*/truncate || configured == "truncate",
-                 /*keep_long=*/(named && !refuse) || configured != "refuse"));
-    const int64_t n = static_cast<int64_t>(ids.size());
-    Treatment t{windowed && !query.late_chunk, query.late_chunk,
-                query.extrapolate};
-    if (!named && n > max_len && configured != "truncate") {
-      if (!fallback) fallback = DefaultLongInput(*p.model, limits);
-      t.chunk = fallback->policy == "chunk";
-      t.late = fallback->policy == "late_chunk";
-      t.extrapolate = fallback->policy == "extrapolate";
-      if (t.extrapolate && fallback->chunk_past_limit &&
-          (!limit().ok() || n > *limit())) {
-        t = Treatment{true, false, false};
-      }
-      if (const std::string why = unfit(t.chunk || t.late, t.late);
-          !why.empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "inputs[", i, "] has ", n, " tokens, past model \"",
-            p.model->name(), "\"'s ", max_len, "; its long-input default (",
-            fallback->reason, ") is ", t.chunk ? "chunk" : "late_chunk",
-            ", and ", why, "; or name a policy (long_input)"));
-      }
-    }
-    // Late chunking runs the input whole, as extrapolation does.
-    if ((t.extrapolate || t.late) && n > max_len) {
-      RETURN_IF_ERROR(limit().status());
-      if (n > *limit()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "inputs[", i, "] has ", n, " tokens; model \"", p.model->name(),
-            "\" runs at most ", *limit(),
-            " tokens whole (the lowest of its position table's end, its "
-            "max_extrapolation_tokens or --max-extrapolation-tokens); chunk "
-            "it instead"));
-      }
-    }
-    std::vector<Window> windows;
-    if (t.late || (t.chunk && (n > max_len || query.chunk_tokens > 0 ||
-                               query.return_chunks))) {
-      ASSIGN_OR_RETURN(windows,
-                       Windows(query, i, *p.model, ids, t.late, limits));
-    }
-    PreparedEmbed::Input plan;
-    plan.first = p.sequences.size();
-    plan.truncated = dropped > 0;
-    plan.truncated_tokens = dropped;
-    plan.normalize = base.normalize;
-    plan.late = t.late;
-    for (const Window& w : windows) plan.spans.push_back(w.span);
-    // The sequences to run: each chunked window, else the whole input (for
-    // late chunking, with every window pooled from it).
-    std::vector<std::vector<int64_t>> runs;
-    std::vector<std::pair<int64_t, int64_t>> late_spans;
-    if (t.late || windows.empty()) {
-      for (const Window& w : windows) {
-        late_spans.emplace_back(
-            w.whole_begin,
-            w.whole_begin + w.span.token_end - w.span.token_begin);
-      }
-      runs.push_back(std::move(ids));
-    } else {
-      for (Window& w : windows) runs.push_back(std::move(w.ids));
-    }
-    plan.count = runs.size();
-    for (std::vector<int64_t>& run : runs) {
-      runner::EmbedSpec spec = base;
-      spec.token_ids = std::move(run);
-      spec.pool_spans = late_spans;
-      // Windows are aggregated first, then normalized.
-      if (!plan.spans.empty()) spec.normalize = false;
-      if (query.inputs[static_cast<size_t>(i)].kind ==
-          EmbedInput::Kind::kText) {
-        // At least the last token is pooled, whatever truncation left.
-        spec.pool_skip = std::min<int64_t>(
-            prompt_skip, static_cast<int64_t>(spec.token_ids.size()) - 1);
-      }
-      spec.cost = p.model->Price(spec);
-      RETURN_IF_ERROR(
-          CheckCost(spec, *p.model,
-                    plan.count > 1 ? absl::StrCat("a window of inputs[", i, "]")
-                                   : absl::StrCat("inputs[", i, "]")));
-      p.total_tokens += static_cast<int64_t>(spec.token_ids.size());
-      p.sequences.push_back(std::move(spec));
-    }
-    p.inputs.push_back(plan);
+    RETURN_IF_ERROR(PlanInput(query, i, limits, plan, p));
   }
   const int64_t bytes = EstimateResponseBytes(p);
   if (bytes > limits.max_send_message_bytes) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/common/long_input_policy.h"
 #include "server/core/text_input.h"
 #include "server/core/unread_responses.h"
 #include "server/model/config.h"
@@ -25,8 +26,14 @@ namespace encoder::core {
 inline constexpr int64_t kDefaultMaxInputsPerRequest = 256;
 inline constexpr int64_t kDefaultMaxSendMessageBytes = int64_t{64} << 20;
 
+// The default of --max-extrapolation-tokens.
+inline constexpr int64_t kDefaultMaxExtrapolationTokens = 2048;
+
 struct ServiceLimits {
   int64_t max_inputs_per_request = kDefaultMaxInputsPerRequest;
+  // Texts per Tokenize call, id lists per Decode call, on every front
+  // (--max-tokenize-texts-per-request).
+  int64_t max_tokenize_texts_per_request = 1024;
   // The largest response a front may send; Embed calls whose response is
   // estimated above it are refused before they run.
   int64_t max_send_message_bytes = kDefaultMaxSendMessageBytes;
@@ -35,14 +42,15 @@ struct ServiceLimits {
   // Windows one chunked input may become (--max-chunks-per-input).
   int64_t max_chunks_per_input = 64;
   // Longest input an extrapolating request may run, unless the model's
-  // repository entry sets its own (--max-extrapolation-tokens).
-  int64_t max_extrapolation_tokens = 2048;
+  // repository entry sets its own (--max-extrapolation-tokens). The core
+  // takes it from DiagnoseLimits, where the flag sets it (the probe and
+  // the extrapolate policy share one bound).
+  int64_t max_extrapolation_tokens = kDefaultMaxExtrapolationTokens;
   // What an input past its model's length gets when the request names no
-  // policy and the model's repository entry none either (--long-input):
-  // "refuse", "truncate", "chunk", "late_chunk", "extrapolate" or "auto"
-  // (DefaultLongInput). truncate, as text-embeddings-inference's
-  // --auto-truncate.
-  std::string long_input = "truncate";
+  // policy and the model's repository entry none either (--long-input);
+  // auto is resolved by the scheme (DefaultLongInput). Truncate, as
+  // text-embeddings-inference's --auto-truncate.
+  LongInputPolicy long_input = LongInputPolicy::kTruncate;
 };
 
 // One input: text (tokenized with the model's tokenizer, after the prompt)
@@ -74,32 +82,26 @@ struct EmbedQuery {
   std::vector<EmbedInput> inputs;
   std::optional<model::Pooling> pooling;  // unset: the model's
   std::optional<bool> normalize;          // unset: the model's
-  // true: cut inputs longer than the model accepts; false: refuse them
-  // (INVALID_ARGUMENT), unless another policy below is named; unset: the
-  // model's long-input default (ConfiguredLongInput).
-  std::optional<bool> truncate;
-  // Or embed them in windows of the model's length and aggregate the
-  // windows' pooled vectors: weighted by each window's input tokens, or
-  // element-wise max (chunk_max). Pooled embeddings only; not with a
-  // prompt or truncate.
-  bool chunk = false;
+  // What inputs past the model's length get (LongInputPolicy; not auto):
+  // truncate, refuse (INVALID_ARGUMENT), chunk (windows of the model's
+  // length, their pooled vectors aggregated: weighted by each window's
+  // input tokens, or element-wise max with chunk_max; pooled embeddings
+  // only, no prompt), late_chunk (run whole, extrapolating past the
+  // model's length where it must, each window pooled from the full-context
+  // token states, then aggregated as chunk; the pooling must pool tokens),
+  // or extrapolate (run whole past the model's length where its scheme
+  // can: not a learned table, FAILED_PRECONDITION; up to the model's
+  // extrapolation limit, ExtrapolationLimit). Unset: the model's default
+  // (DefaultLongInput), for the inputs past its length only.
+  std::optional<LongInputPolicy> long_input;
   int64_t chunk_overlap = 0;  // tokens each window repeats, <= half a window
   bool chunk_max = false;
-  // Or run each input whole (extrapolating past the model's length where
-  // it must, as `extrapolate`) and pool every window's tokens from the
-  // full-context token states (late chunking), then aggregate as `chunk`.
-  // The call's pooling must pool tokens (mean, max, weighted mean).
-  bool late_chunk = false;
   // Input tokens per window (chunk, late_chunk); 0: the model's length less
   // its special tokens.
   int64_t chunk_tokens = 0;
   // Also return every window's vector with its spans (EmbeddedInput::
   // chunk_vectors).
   bool return_chunks = false;
-  // Or run them whole past the model's length, where its positional scheme
-  // can (not a learned table: FAILED_PRECONDITION), up to the model's
-  // extrapolation limit (ExtrapolationLimit).
-  bool extrapolate = false;
   TextOptions text_options;
   std::string prompt_name;  // empty: the model's default prompt
   // The caller's own prompt text; set (even to "") it replaces the
@@ -226,6 +228,14 @@ struct PreparedEmbed {
   // Pooled values kept per input (EmbedQuery::dimensions); 0: all.
   int64_t dimensions = 0;
 };
+
+// The policy a front's request names through its two fields: `policy` (a
+// long_input policy) and `truncate` (true: truncate, false: refuse). Unset
+// when neither is; a policy other than truncate beside truncate true is
+// INVALID_ARGUMENT (one way to treat long inputs); truncate false beside
+// another policy leaves that policy.
+absl::StatusOr<std::optional<LongInputPolicy>> RequestedLongInput(
+    std::optional<bool> truncate, std::optional<LongInputPolicy> policy);
 
 // NOT_FOUND for an unknown model; INVALID_ARGUMENT for no inputs, an empty
 // input, ids outside the vocabulary, bad layer or head indices, an input

@@ -39,6 +39,25 @@ int64_t LongestExtrapolationRun(const diagnostics::ExtrapolationOptions& o,
   return limit > 0 ? std::min(longest, limit) : longest;
 }
 
+// Diagnose runs forward passes with every layer's attention: priced and
+// budgeted like an Embed input that asks for statistics. The extrapolation
+// probe's longest run is the call's largest pass.
+runner::EmbedSpec PriceDiagnose(const diagnostics::DiagnoseOptions& options,
+                                const runner::ServedModel& model) {
+  runner::EmbedSpec priced;
+  priced.token_ids = options.token_ids;
+  if (options.extrapolation) {
+    priced.token_ids.resize(
+        std::max<int64_t>(static_cast<int64_t>(priced.token_ids.size()),
+                          LongestExtrapolationRun(*options.extrapolation,
+                                                  model.description().config)));
+  }
+  priced.want_attention_stats = true;
+  priced.attention_layers = {0};
+  priced.cost = model.Price(priced);
+  return priced;
+}
+
 }  // namespace
 
 int64_t MaxExtrapolationTokens(const runner::ServedModel& model,
@@ -49,7 +68,11 @@ int64_t MaxExtrapolationTokens(const runner::ServedModel& model,
 Inference::Inference(metrics::Metrics* metrics, ServiceLimits limits,
                      DiagnoseLimits diagnose_limits)
     : metrics_(metrics),
-      limits_(limits),
+      limits_([&] {
+        limits.max_extrapolation_tokens =
+            diagnose_limits.max_extrapolation_tokens;
+        return limits;
+      }()),
       diagnose_limits_(diagnose_limits),
       unread_(limits.unread, [metrics](int64_t bytes) {
         metrics->UnreadResponseBytes(bytes);
@@ -134,16 +157,11 @@ void Inference::Run(
   absl::StatusOr<const runner::ModelCatalog*> admitted = Admit();
   if (!admitted.ok()) {
     // Refusals while draining count under the model they named.
-    const runner::ModelCatalog* host = host_.load();
-    const runner::ServedModel* m =
-        host == nullptr ? nullptr : host->Find(requested);
-    return finish(m == nullptr ? "" : m->name(), admitted.status(), done);
+    return finish(LabelOf(requested), admitted.status(), done);
   }
-  const runner::ModelCatalog& host = **admitted;
-  absl::StatusOr<Prepared> prepared = prepare(host);
+  absl::StatusOr<Prepared> prepared = prepare(**admitted);
   if (!prepared.ok()) {
-    const runner::ServedModel* m = host.Find(requested);
-    return finish(m ? m->name() : "", prepared.status(), done);
+    return finish(LabelOf(requested), prepared.status(), done);
   }
   // The response is counted as owed to this connection from now on.
   auto reserved = unread_.Reserve(call.peer, estimate(*prepared));
@@ -155,12 +173,7 @@ void Inference::Run(
   auto shared = std::make_shared<Prepared>(*std::move(prepared));
   const std::string model = shared->model->name();
   const double tokenization_ms = MillisSince(start);
-  metrics_->Tokenization(model, tokenization_ms / 1e3);
-  for (const auto& sequence : shared->sequences) {
-    metrics_->InputTokens(model,
-                          static_cast<int64_t>(sequence.token_ids.size()));
-  }
-  if (access != nullptr) access->tokens = shared->total_tokens;
+  RecordPrepared(model, shared->sequences, tokenization_ms, access);
   runner::EmbedWork work;
   work.sequences = shared->sequences;
   work.deadline = call.deadline;
@@ -224,6 +237,39 @@ void Inference::Score(Call call, ScoreQuery query,
       EstimateScoreResponseBytes, BuildScoreAnswer, std::move(done));
 }
 
+std::string Inference::LabelOf(const std::string& requested) const {
+  const runner::ModelCatalog* host = host_.load();
+  const runner::ServedModel* m =
+      host == nullptr ? nullptr : host->Find(requested);
+  return m == nullptr ? "" : m->name();
+}
+
+void Inference::RecordPrepared(const std::string& model,
+                               const std::vector<runner::EmbedSpec>& sequences,
+                               double tokenization_ms,
+                               logging::AccessRecord* access) {
+  metrics_->Tokenization(model, tokenization_ms / 1e3);
+  int64_t tokens = 0;
+  for (const auto& sequence : sequences) {
+    const auto n = static_cast<int64_t>(sequence.token_ids.size());
+    metrics_->InputTokens(model, n);
+    tokens += n;
+  }
+  if (access != nullptr) access->tokens = tokens;
+}
+
+absl::Status Inference::TakeDiagnoseSlot() {
+  // Waiting or running, across models.
+  if (diagnose_pending_.fetch_add(1) >= diagnose_limits_.max_pending) {
+    diagnose_pending_.fetch_sub(1);
+    return absl::ResourceExhaustedError(
+        absl::StrCat("too many Diagnose calls waiting or running (",
+                     "--max-pending-diagnose=", diagnose_limits_.max_pending,
+                     "); retry later"));
+  }
+  return absl::OkStatus();
+}
+
 void Inference::Diagnose(Call call, const std::string& model_name,
                          DiagnoseBuilder build,
                          std::function<absl::Status(DiagnoseAnswer)> render,
@@ -249,20 +295,7 @@ void Inference::Diagnose(Call call, const std::string& model_name,
   }
   absl::StatusOr<diagnostics::DiagnoseOptions> options = build(*model);
   if (!options.ok()) return finish(model->name(), options.status(), done);
-  // Diagnose runs forward passes with every layer's attention: priced and
-  // budgeted like an Embed input that asks for statistics. The
-  // extrapolation probe's longest run is the call's largest pass.
-  runner::EmbedSpec priced;
-  priced.token_ids = options->token_ids;
-  if (options->extrapolation) {
-    priced.token_ids.resize(std::max<int64_t>(
-        static_cast<int64_t>(priced.token_ids.size()),
-        LongestExtrapolationRun(*options->extrapolation,
-                                model->description().config)));
-  }
-  priced.want_attention_stats = true;
-  priced.attention_layers = {0};
-  priced.cost = model->Price(priced);
+  const runner::EmbedSpec priced = PriceDiagnose(*options, *model);
   if (absl::Status s = CheckCost(priced, *model,
                                  options->extrapolation
                                      ? "the extrapolation probe's longest run"
@@ -274,15 +307,8 @@ void Inference::Diagnose(Call call, const std::string& model_name,
     access->inputs = 1;
     access->tokens = static_cast<int64_t>(options->token_ids.size());
   }
-  // Waiting or running, across models.
-  if (diagnose_pending_.fetch_add(1) >= diagnose_limits_.max_pending) {
-    diagnose_pending_.fetch_sub(1);
-    return finish(model->name(),
-                  absl::ResourceExhaustedError(absl::StrCat(
-                      "too many Diagnose calls waiting or running (",
-                      "--max-pending-diagnose=", diagnose_limits_.max_pending,
-                      "); retry later")),
-                  done);
+  if (absl::Status slot = TakeDiagnoseSlot(); !slot.ok()) {
+    return finish(model->name(), slot, done);
   }
   runner::DiagnoseWork work;
   work.options = *options;

@@ -41,7 +41,7 @@ struct DiagnoseLimits {
   int64_t max_pending = 16;
   // Longest input of the extrapolation probe (a repository entry may set
   // its own).
-  int64_t max_extrapolation_tokens = 2048;
+  int64_t max_extrapolation_tokens = kDefaultMaxExtrapolationTokens;
 };
 
 // The extrapolation probe's longest input for `model`: its repository
@@ -77,7 +77,8 @@ struct DiagnoseAnswer {
 class Inference {
  public:
   // `metrics` must outlive the core. Until SetHost, calls fail with
-  // UNAVAILABLE (models loading).
+  // UNAVAILABLE (models loading). limits.max_extrapolation_tokens is taken
+  // from diagnose_limits.
   Inference(metrics::Metrics* metrics, ServiceLimits limits,
             DiagnoseLimits diagnose_limits);
 
@@ -163,6 +164,16 @@ class Inference {
   }
 
  private:
+  // The served name `requested` resolves to, for the metrics label; "" when
+  // unknown or before the models are set.
+  std::string LabelOf(const std::string& requested) const;
+  // Reports a prepared call's tokenization time and input tokens.
+  void RecordPrepared(const std::string& model,
+                      const std::vector<runner::EmbedSpec>& sequences,
+                      double tokenization_ms, logging::AccessRecord* access);
+  // One of the --max-pending-diagnose places, or RESOURCE_EXHAUSTED.
+  absl::Status TakeDiagnoseSlot();
+
   // Embed's and Score's common path: admit, prepare (validate, price),
   // reserve the response on the ledger, queue the sequences, build the
   // answer from the results.

@@ -11,40 +11,53 @@
 
 namespace encoder::core {
 
+namespace {
+
+// Where an input's own tokens sit in its whole encoding: the special
+// tokens before and after them ([CLS] ... [SEP], <s> ... </s>; none for
+// token ids) and, for text, each own token's characters.
+struct Framing {
+  size_t prefix = 0;
+  size_t suffix = 0;
+  std::vector<tokenizer::Offsets> chars;
+};
+
+absl::StatusOr<Framing> FrameInput(const EmbedQuery& query, int i,
+                                   const runner::ServedModel& model,
+                                   const std::vector<int64_t>& whole) {
+  Framing f;
+  const EmbedInput& input = query.inputs[static_cast<size_t>(i)];
+  if (input.kind != EmbedInput::Kind::kText) return f;
+  TextOptions plain = query.text_options;
+  plain.add_special_tokens = false;
+  ASSIGN_OR_RETURN(TokenizedText body,
+                   TokenizeText(model, input.text, plain, false, 0));
+  const std::vector<int64_t>& b = body.encoding.ids;
+  for (size_t at = 0; at + b.size() <= whole.size(); ++at) {
+    if (std::equal(b.begin(), b.end(), whole.begin() + at)) {
+      f.prefix = at;
+      f.suffix = whole.size() - at - b.size();
+      f.chars = std::move(body.encoding.char_offsets);
+      return f;
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "inputs[", i, "] cannot be chunked: model \"", model.name(),
+      "\"'s tokenizer does not keep the text's tokens whole between its "
+      "special tokens; truncate it instead"));
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<Window>> Windows(const EmbedQuery& query, int i,
                                             const runner::ServedModel& model,
                                             const std::vector<int64_t>& whole,
                                             bool late,
                                             const ServiceLimits& limits) {
   const int64_t max_len = model.description().config.max_length();
-  const EmbedInput& input = query.inputs[static_cast<size_t>(i)];
-  size_t prefix = 0, suffix = 0;
-  std::vector<tokenizer::Offsets> chars;  // per input token, for text
-  if (input.kind == EmbedInput::Kind::kText) {
-    // The text's own tokens, and where they sit in the whole encoding
-    // (between the special tokens: [CLS] ... [SEP], <s> ... </s>).
-    TextOptions plain = query.text_options;
-    plain.add_special_tokens = false;
-    ASSIGN_OR_RETURN(TokenizedText body,
-                     TokenizeText(model, input.text, plain, false, 0));
-    const std::vector<int64_t>& b = body.encoding.ids;
-    bool framed = false;
-    for (size_t at = 0; at + b.size() <= whole.size(); ++at) {
-      if (std::equal(b.begin(), b.end(), whole.begin() + at)) {
-        prefix = at;
-        suffix = whole.size() - at - b.size();
-        framed = true;
-        break;
-      }
-    }
-    if (!framed) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "inputs[", i, "] cannot be chunked: model \"", model.name(),
-          "\"'s tokenizer does not keep the text's tokens whole between its "
-          "special tokens; truncate it instead"));
-    }
-    chars = std::move(body.encoding.char_offsets);
-  }
+  ASSIGN_OR_RETURN(const Framing framing, FrameInput(query, i, model, whole));
+  const size_t prefix = framing.prefix, suffix = framing.suffix;
+  const std::vector<tokenizer::Offsets>& chars = framing.chars;
   // Late chunking runs the whole input: its windows need not fit the model.
   int64_t width = late ? static_cast<int64_t>(whole.size())
                        : max_len - static_cast<int64_t>(prefix) -
@@ -188,26 +201,20 @@ void JoinWindows(const PreparedEmbed& prepared,
   }
 }
 
-bool IsLongInputPolicy(const std::string& name) {
-  return name == "refuse" || name == "truncate" || name == "chunk" ||
-         name == "late_chunk" || name == "extrapolate" || name == "auto";
-}
-
-const std::string& ConfiguredLongInput(const runner::ServedModel& model,
-                                       const ServiceLimits& limits) {
-  const std::string& own = model.description().long_input;
-  return own.empty() ? limits.long_input : own;
+LongInputPolicy ConfiguredLongInput(const runner::ServedModel& model,
+                                    const ServiceLimits& limits) {
+  return model.description().long_input.value_or(limits.long_input);
 }
 
 LongInputDefault DefaultLongInput(const runner::ServedModel& model,
                                   const ServiceLimits& limits) {
   const runner::ModelDescription& d = model.description();
   LongInputDefault out;
-  const bool own = !d.long_input.empty();
+  const bool own = d.long_input.has_value();
   out.policy = ConfiguredLongInput(model, limits);
   const std::string from =
       own ? "the model's repository entry" : "the server's --long-input";
-  if (out.policy != "auto") {
+  if (out.policy != LongInputPolicy::kAuto) {
     out.reason = absl::StrCat("set by ", from);
     return out;
   }
@@ -218,31 +225,20 @@ LongInputDefault DefaultLongInput(const runner::ServedModel& model,
   // was seen in training.
   const int64_t max_len = d.config.max_length();
   const diagnostics::SchemeReach reach = diagnostics::AnalyzeReach(d.config);
-  const model::SchemeType type = d.config.positional.type;
   const int64_t limit =
       ModelExtrapolationTokens(model, limits.max_extrapolation_tokens);
-  const bool saturates = type == model::SchemeType::kRelative ||
-                         (type == model::SchemeType::kDisentangled &&
-                          reach.bucket_saturation_distance < max_len);
-  if ((type == model::SchemeType::kAlibi || saturates) &&
-      reach.max_length == 0 && limit > max_len) {
-    out.policy = "extrapolate";
+  if (!reach.distance_only_reason.empty() && reach.max_length == 0 &&
+      limit > max_len) {
+    out.policy = LongInputPolicy::kExtrapolate;
     out.chunk_past_limit = true;
-    out.reason = absl::StrCat(
-        "auto (", from, "): ",
-        type == model::SchemeType::kAlibi
-            ? "ALiBi's bias grows linearly with distance"
-            : absl::StrCat(type == model::SchemeType::kDisentangled
-                               ? "disentangled attention's relative "
-                                 "positions saturate from distance "
-                               : "relative buckets saturate from distance ",
-                           reach.bucket_saturation_distance),
-        ", so no position past ", max_len,
-        " tokens is new to the model: inputs run whole up to ", limit,
-        " tokens, in windows beyond");
+    out.reason =
+        absl::StrCat("auto (", from, "): ", reach.distance_only_reason,
+                     ", so no position past ", max_len,
+                     " tokens is new to the model: inputs run whole up to ",
+                     limit, " tokens, in windows beyond");
     return out;
   }
-  out.policy = "chunk";
+  out.policy = LongInputPolicy::kChunk;
   out.reason = absl::StrCat(
       "auto (", from, "): ",
       reach.max_length > 0

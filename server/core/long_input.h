@@ -61,10 +61,10 @@ void JoinWindows(const PreparedEmbed& prepared,
 
 // The policy an input past `model`'s length gets when its request names
 // none: the model's repository entry's long_input, else limits.long_input;
-// "auto" resolved from the positional scheme. `reason` says why, in a
+// auto resolved from the positional scheme. `reason` says why, in a
 // sentence (ListModels shows both).
 struct LongInputDefault {
-  std::string policy;  // refuse, truncate, chunk, late_chunk, extrapolate
+  LongInputPolicy policy = LongInputPolicy::kRefuse;  // never auto
   std::string reason;
   // auto's extrapolation: inputs past the extrapolation limit are chunked
   // instead of refused.
@@ -75,12 +75,8 @@ LongInputDefault DefaultLongInput(const runner::ServedModel& model,
 
 // The policy as configured, before auto is resolved: the model's
 // repository entry's long_input, else limits.long_input.
-const std::string& ConfiguredLongInput(const runner::ServedModel& model,
-                                       const ServiceLimits& limits);
-
-// Whether `name` is a long-input policy a repository entry or
-// --long-input may name (auto included).
-bool IsLongInputPolicy(const std::string& name);
+LongInputPolicy ConfiguredLongInput(const runner::ServedModel& model,
+                                    const ServiceLimits& limits);
 
 }  // namespace encoder::core
 

@@ -152,7 +152,7 @@ absl::StatusOr<PreparedScore> PrepareScore(const ScoreQuery& query,
   p.items = query.items.size();
   p.truncated_tokens.assign(query.items.size(), 0);
   const bool truncate = query.truncate.value_or(
-      ConfiguredLongInput(*p.model, limits) == "truncate");
+      ConfiguredLongInput(*p.model, limits) == LongInputPolicy::kTruncate);
   if (explain) p.sides.resize(query.items.size());
   if (probe) p.probes.resize(query.items.size());
   std::vector<runner::EmbedSpec> probes;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "server/model/pe_math.h"
 
 namespace encoder::diagnostics {
@@ -55,6 +56,7 @@ SchemeReach AnalyzeReach(const model::ModelConfig& config) {
       for (double m : model::AlibiSlopes(config.num_heads)) {
         r.alibi_windows.push_back(-std::log(kAlibiNegligibleFactor) / m);
       }
+      r.distance_only_reason = "ALiBi's bias grows linearly with distance";
       break;
     case model::SchemeType::kRelative:
     case model::SchemeType::kLearnedRelative:
@@ -62,6 +64,12 @@ SchemeReach AnalyzeReach(const model::ModelConfig& config) {
       r.max_distance = p.max_distance;
       r.bucket_saturation_distance =
           BucketSaturation(p.num_buckets, p.max_distance);
+      // MPNet's also has a learned table at the input, which bounds it.
+      if (p.type == model::SchemeType::kRelative) {
+        r.distance_only_reason =
+            absl::StrCat("relative buckets saturate from distance ",
+                         r.bucket_saturation_distance);
+      }
       break;
     case model::SchemeType::kDisentangled:
       // idx = clamp(bucket(i - j) + span, 0, 2 span - 1) stops changing
@@ -69,6 +77,12 @@ SchemeReach AnalyzeReach(const model::ModelConfig& config) {
       // (both with and without log buckets).
       if (!p.absolute_input) {
         r.bucket_saturation_distance = p.max_relative_positions - 1;
+        if (r.bucket_saturation_distance < config.max_length()) {
+          r.distance_only_reason = absl::StrCat(
+              "disentangled attention's relative positions saturate from "
+              "distance ",
+              r.bucket_saturation_distance);
+        }
       }
       break;
     case model::SchemeType::kRope:

@@ -36,6 +36,13 @@ struct SchemeReach {
   // rope and sinusoidal: pairs whose wavelength exceeds trained_length,
   // i.e. angles past it were never seen in training.
   int64_t pairs_beyond_trained = 0;
+  // Why no position past the model's length is new to it, as a phrase,
+  // where its position enters only as a bias of the distance that stops
+  // changing with it: ALiBi's linear penalty, relative buckets (or
+  // disentangled attention's relative positions) that saturate within the
+  // model's length. Empty for every other scheme. The long-input policy
+  // auto runs such inputs whole (core/long_input.h).
+  std::string distance_only_reason;
 };
 
 SchemeReach AnalyzeReach(const model::ModelConfig& config);

@@ -17,6 +17,7 @@
 #include "server/core/status.h"
 #include "server/http/api_docs.h"
 #include "server/http/http_status.h"
+#include "server/http/model_json.h"
 #include "server/http/openai_embeddings.h"
 #include "server/http/tei_embed.h"
 #include "server/http/tei_info.h"
@@ -50,21 +51,6 @@ constexpr char kTeiDecodeRpc[] = "http:/decode";
 
 // /info's "kernels" of a model: the libraries' instruction sets and each
 // product kernel its warm-up ran (model::TraceKernels).
-json KernelsJson(const model::KernelTrace& trace) {
-  json ran = json::array();
-  for (const model::KernelUse& k : trace.kernels) {
-    json use = {
-        {"library", k.library}, {"primitive", k.primitive}, {"calls", k.calls}};
-    if (!k.impl.empty()) use["implementation"] = k.impl;
-    if (!k.types.empty()) use["types"] = k.types;
-    if (k.min_rows > 0) use["rows"] = {k.min_rows, k.max_rows};
-    ran.push_back(std::move(use));
-  }
-  return {{"onednn_isa", trace.onednn_isa},
-          {"mkl_isa", trace.mkl_isa},
-          {"ran", std::move(ran)}};
-}
-
 // OpenAI's error object; `param` and `code` are null when empty.
 json ErrorBody(const std::string& message, int http_status,
                const std::string& param, const std::string& code) {
@@ -472,8 +458,8 @@ class HttpFront::Handlers {
       core_->EndCall(rpc, model_name, status, log->start);
       Finish(x, log.get(), status, std::move(response));
     };
-    TeiTokenize tokenize;
-    TeiDecode ids;
+    core::TokenizeQuery tokenize;
+    core::DecodeQuery ids;
     const std::string& body = x->request().body;
     const absl::Status parsed = decode ? ParseTeiDecodeBody(body, &ids)
                                        : ParseTeiTokenizeBody(body, &tokenize);
@@ -482,22 +468,25 @@ class HttpFront::Handlers {
     if (!host.ok()) {
       return answer(host.status(), TeiErrorResponse(host.status()));
     }
-    const std::string& requested = decode ? ids.model : tokenize.model;
-    const runner::ServedModel* model = (*host)->Find(requested);
-    if (model == nullptr) {
-      const absl::Status missing =
-          absl::NotFoundError(UnknownModelMessage(requested, **host));
-      return answer(missing, TeiErrorResponse(missing));
-    }
-    model_name = model->name();
-    const int64_t max = core_->limits().max_inputs_per_request;
-    absl::StatusOr<std::string> out =
-        decode ? TeiDecodeJson(*model, ids, max)
-               : TeiTokenizeJson(*model, tokenize, max);
-    if (!out.ok()) return answer(out.status(), TeiErrorResponse(out.status()));
     Response r;
     r.content_type = kJson;
-    r.body = *std::move(out);
+    if (decode) {
+      absl::StatusOr<core::DecodeAnswer> out =
+          core::Decode(**host, ids, core_->limits());
+      if (!out.ok()) {
+        return answer(out.status(), TeiErrorResponse(out.status()));
+      }
+      model_name = out->model->name();
+      r.body = TeiDecodeJson(*out);
+    } else {
+      absl::StatusOr<core::TokenizeAnswer> out =
+          core::Tokenize(**host, tokenize, core_->limits());
+      if (!out.ok()) {
+        return answer(out.status(), TeiErrorResponse(out.status()));
+      }
+      model_name = out->model->name();
+      r.body = TeiTokenizeJson(*out);
+    }
     answer(absl::OkStatus(), std::move(r));
   }
 
@@ -630,6 +619,8 @@ class HttpFront::Handlers {
                       : (core_->draining() ? "draining" : "ready")},
         {"limits",
          {{"max_inputs_per_request", limits.max_inputs_per_request},
+          {"max_tokenize_texts_per_request",
+           limits.max_tokenize_texts_per_request},
           {"max_chunks_per_input", limits.max_chunks_per_input},
           {"max_send_message_bytes", limits.max_send_message_bytes},
           {"max_unread_response_bytes", limits.unread.total_bytes},
@@ -648,44 +639,14 @@ class HttpFront::Handlers {
         {"models", json::array()}};
     if (const runner::ModelCatalog* host = core_->host(); host != nullptr) {
       info["default_model"] = host->default_model();
-      if (const runner::ServedModel* m = host->Find(""); m != nullptr) {
-        info.update(TeiInfoFields(*m, limits, http.io_threads));
-      }
       info["limits"]["batch_memory_budget_bytes"] =
           host->batch_memory_budget_bytes();
-      for (const runner::ServedModel* m : host->List()) {
-        const runner::ModelDescription& d = m->description();
-        const model::ModelConfig& c = d.config;
-        info["models"].push_back(
-            json{{"name", d.name},
-                 {"family", d.family},
-                 {"scheme", d.scheme.name},
-                 {"dimensions", d.output_dim},
-                 {"d_model", c.d_model},
-                 {"num_layers", c.num_layers},
-                 {"num_heads", c.num_heads},
-                 {"num_kv_heads", c.kv_heads()},
-                 {"causal", c.arch.causal},
-                 {"max_input_tokens", c.max_length()},
-                 {"pooling", model::PoolingName(c.pooling)},
-                 {"normalize", c.normalize},
-                 {"accepts_text", m->tokenizer() != nullptr},
-                 {"tasks", d.tasks()},
-                 {"prompts", d.prompts},
-                 {"default_prompt_name", d.default_prompt_name},
-                 {"device", d.device},
-                 {"precision", d.precision},
-                 {"skip_padding_min_share", d.skip_padding_min_share},
-                 {"attention_kernel", d.attention_kernel},
-                 {"linear_kernel", d.linear_kernel},
-                 {"packed_max_rows", d.packed_max_rows},
-                 {"kernels", KernelsJson(d.kernels)},
-                 {"batching",
-                  {{"max_batch_sequences", d.batching.max_batch_sequences},
-                   {"max_batch_tokens", d.batching.max_batch_tokens},
-                   {"max_queued_sequences", d.batching.max_queued_sequences},
-                   {"max_batch_memory_bytes", d.batching.max_batch_cost_bytes},
-                   {"executions", d.batching.executions}}}});
+      for (const core::ModelReport& report :
+           core::DescribeModels(*host, limits, core_->diagnose_limits())) {
+        if (report.is_default) {
+          info.update(TeiInfoFields(report, limits, http.io_threads));
+        }
+        info["models"].push_back(ModelReportJson(report));
       }
     }
     core_->EndCall(kInfoRpc, "", absl::OkStatus(), log->start);

@@ -57,6 +57,7 @@ absl::Status InvalidParam(const std::string& message, std::string* param,
 // "extrapolate", "overlap_tokens": int, "chunk_tokens": int,
 // "aggregation": "mean" | "max", "return_chunks": bool}.
 absl::Status ParseLongInput(const json& value, core::EmbedQuery* query,
+                            std::optional<LongInputPolicy>* policy,
                             std::string* param) {
   const char* kShape =
       "long_input must be an object such as {\"policy\": \"chunk\" (or "
@@ -70,13 +71,9 @@ absl::Status ParseLongInput(const json& value, core::EmbedQuery* query,
   };
   for (const auto& [key, item] : value.items()) {
     const std::string text = item.is_string() ? item.get<std::string>() : "";
-    if (key == "policy" &&
-        (text == "truncate" || text == "refuse" || text == "chunk" ||
-         text == "late_chunk" || text == "extrapolate")) {
-      query->truncate = text == "truncate";
-      query->chunk = text == "chunk";
-      query->late_chunk = text == "late_chunk";
-      query->extrapolate = text == "extrapolate";
+    const std::optional<LongInputPolicy> named = ParseLongInputPolicy(text);
+    if (key == "policy" && named && named != LongInputPolicy::kAuto) {
+      *policy = named;
     } else if (key == "aggregation" && (text == "mean" || text == "max")) {
       query->chunk_max = text == "max";
     } else if (key == "overlap_tokens" && count(item)) {
@@ -307,11 +304,12 @@ absl::Status ParseEmbeddingsBody(const std::string& body,
     }
     query->normalize = it->get<bool>();
   }
+  std::optional<bool> truncate;
   if (auto it = j.find("truncate"); it != j.end() && !it->is_null()) {
     if (!it->is_boolean()) {
       return InvalidParam("truncate must be true or false", param, "truncate");
     }
-    query->truncate = it->get<bool>();
+    truncate = it->get<bool>();
   }
   if (auto it = j.find("prompt_name"); it != j.end() && !it->is_null()) {
     if (!it->is_string()) {
@@ -325,8 +323,16 @@ absl::Status ParseEmbeddingsBody(const std::string& body,
     }
     query->prompt = it->get<std::string>();
   }
+  std::optional<LongInputPolicy> policy;
   if (auto it = j.find("long_input"); it != j.end() && !it->is_null()) {
-    RETURN_IF_ERROR(ParseLongInput(*it, query, param));
+    RETURN_IF_ERROR(ParseLongInput(*it, query, &policy, param));
+  }
+  if (auto requested = core::RequestedLongInput(truncate, policy);
+      requested.ok()) {
+    query->long_input = *requested;
+  } else {
+    return InvalidParam(std::string(requested.status().message()), param,
+                        "long_input");
   }
   if (auto it = j.find("hidden_states"); it != j.end() && !it->is_null()) {
     RETURN_IF_ERROR(ParseHiddenStates(*it, query, param));

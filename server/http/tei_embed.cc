@@ -8,6 +8,7 @@
 #include "server/core/status.h"
 #include "server/http/http_status.h"
 #include "server/http/openai_embeddings.h"
+#include "server/http/tei_fields.h"
 
 namespace encoder::http {
 namespace {
@@ -29,6 +30,13 @@ absl::Status Validation(const std::string& message) {
   return Marked(message, "Body");
 }
 
+// TEI's truncate: true truncates, false refuses; unset: the model's
+// default.
+std::optional<LongInputPolicy> TruncatePolicy(std::optional<bool> truncate) {
+  if (!truncate) return std::nullopt;
+  return *truncate ? LongInputPolicy::kTruncate : LongInputPolicy::kRefuse;
+}
+
 }  // namespace
 
 absl::Status ParseTeiEmbedBody(const std::string& body, bool all,
@@ -39,8 +47,13 @@ absl::Status ParseTeiEmbedBody(const std::string& body, bool all,
         "the request body must be a JSON object such as {\"inputs\": "
         "\"text\"}");
   }
+  std::optional<bool> truncate;
+  const TeiSharedFields shared{&query->model, &truncate,
+                               &query->text_options.truncation_side,
+                               &query->prompt_name};
   for (const auto& [key, value] : j.items()) {
-    if (value.is_null()) continue;
+    ASSIGN_OR_RETURN(const bool taken, ParseTeiSharedField(key, value, shared));
+    if (taken || value.is_null()) continue;
     if (key == "inputs") {
       std::string param;
       if (value.is_array() && value.empty()) {
@@ -51,31 +64,11 @@ absl::Status ParseTeiEmbedBody(const std::string& body, bool all,
           !s.ok()) {
         return Validation(std::string(s.message()));
       }
-    } else if (key == "truncate" || (key == "normalize" && !all)) {
+    } else if (key == "normalize" && !all) {
       if (!value.is_boolean()) {
-        return Validation(absl::StrCat(key, " must be true or false"));
+        return Validation("normalize must be true or false");
       }
-      if (key == "truncate") {
-        query->truncate = value.get<bool>();
-      } else {
-        query->normalize = value.get<bool>();
-      }
-    } else if (key == "truncation_direction") {
-      const std::string d = value.is_string() ? value.get<std::string>() : "";
-      if (d == "Left" || d == "left") {
-        return Validation(
-            "truncation_direction Left is not supported: inputs are cut on "
-            "the right");
-      }
-      if (d != "Right" && d != "right") {
-        return Validation("truncation_direction must be \"Right\"");
-      }
-    } else if (key == "prompt_name" || key == "model") {
-      if (!value.is_string()) {
-        return Validation(absl::StrCat(key, " must be a string"));
-      }
-      (key == "model" ? query->model : query->prompt_name) =
-          value.get<std::string>();
+      query->normalize = value.get<bool>();
     } else if (key == "dimensions" && !all) {
       if (!value.is_number_integer() || value.get<int64_t>() < 1 ||
           value.get<int64_t>() > (int64_t{1} << 20)) {
@@ -86,6 +79,7 @@ absl::Status ParseTeiEmbedBody(const std::string& body, bool all,
     // Other fields are ignored, as TEI's request types ignore them.
   }
   if (query->inputs.empty()) return Validation("inputs is missing");
+  query->long_input = TruncatePolicy(truncate);
   if (all) {
     query->token_embeddings = true;
     query->normalize = false;
@@ -169,30 +163,28 @@ absl::Status ParseTeiSimilarityBody(const std::string& body,
     if (!s.is_string()) return Validation("sentences must be texts");
     query->inputs.push_back(core::EmbedInput::Text(s.get<std::string>()));
   }
-  if (auto m = j.find("model"); m != j.end() && !m->is_null()) {
-    if (!m->is_string()) return Validation("model must be a string");
-    query->model = m->get<std::string>();
+  if (auto m = j.find("model"); m != j.end()) {
+    ASSIGN_OR_RETURN(const bool taken,
+                     ParseTeiSharedField("model", *m, {&query->model}));
+    (void)taken;
   }
-  if (auto p = j.find("parameters"); p != j.end() && p->is_object()) {
-    for (const auto& [key, value] : p->items()) {
-      if (value.is_null()) continue;
-      if (key == "truncate") {
-        if (!value.is_boolean()) {
-          return Validation("truncate must be true or false");
-        }
-        query->truncate = value.get<bool>();
-      } else if (key == "prompt_name") {
-        if (!value.is_string()) return Validation("prompt_name must be text");
-        query->prompt_name = value.get<std::string>();
-      } else if (key == "truncation_direction") {
-        const std::string d = value.is_string() ? value.get<std::string>() : "";
-        if (d != "Right" && d != "right") {
-          return Validation(
-              "truncation_direction must be \"Right\": inputs are cut on the "
-              "right");
-        }
-      }
+  if (auto p = j.find("parameters"); p != j.end() && !p->is_null()) {
+    if (!p->is_object()) {
+      return Validation(
+          "parameters must be an object such as {\"truncate\": true}");
     }
+    // TEI's SimilarityParameters: truncate, truncation_direction,
+    // prompt_name (its other fields are ignored).
+    std::optional<bool> truncate;
+    const TeiSharedFields shared{nullptr, &truncate,
+                                 &query->text_options.truncation_side,
+                                 &query->prompt_name};
+    for (const auto& [key, value] : p->items()) {
+      ASSIGN_OR_RETURN(const bool taken,
+                       ParseTeiSharedField(key, value, shared));
+      (void)taken;
+    }
+    query->long_input = TruncatePolicy(truncate);
   }
   query->normalize = true;
   return absl::OkStatus();

@@ -3,7 +3,6 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "server/core/long_input.h"
 
 namespace encoder::http {
 
@@ -25,9 +24,9 @@ std::string TeiPooling(model::Pooling pooling) {
 
 }  // namespace
 
-json TeiInfoFields(const runner::ServedModel& model,
+json TeiInfoFields(const core::ModelReport& report,
                    const core::ServiceLimits& limits, int io_threads) {
-  const runner::ModelDescription& d = model.description();
+  const runner::ModelDescription& d = *report.description;
   json model_type;
   if (!d.head.labels.empty()) {
     json id2label = json::object(), label2id = json::object();
@@ -46,11 +45,11 @@ json TeiInfoFields(const runner::ServedModel& model,
       {"model_dtype", d.dtype},
       {"model_type", model_type},
       {"max_concurrent_requests", d.batching.max_queued_sequences},
-      {"max_input_length", d.config.max_length()},
+      {"max_input_length", report.max_input_tokens},
       {"max_batch_tokens", d.batching.max_batch_tokens},
       {"max_batch_requests", d.batching.max_batch_sequences},
       {"max_client_batch_size", limits.max_inputs_per_request},
-      {"auto_truncate", core::ConfiguredLongInput(model, limits) == "truncate"},
+      {"auto_truncate", report.auto_truncate},
       {"tokenization_workers", io_threads},
   };
 }

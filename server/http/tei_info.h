@@ -9,18 +9,18 @@
 #include <nlohmann/json.hpp>
 
 #include "server/core/embed_request.h"
-#include "server/runner/served_model.h"
+#include "server/core/model_report.h"
 
 namespace encoder::http {
 
-// TEI's Info fields for `model` (everything but "version", which /info
-// already has). model_type is {"reranker": {id2label, label2id}} for a
+// TEI's Info fields for the reported model (everything but "version", which
+// /info already has). model_type is {"reranker": {id2label, label2id}} for a
 // cross-encoder, {"classifier": ...} for another head, else
 // {"embedding": {"pooling": TEI's name of the model's pooling}}.
 // max_concurrent_requests is the model's queue bound in sequences (past
 // it calls are refused as overloaded). `io_threads` tokenize the HTTP
 // requests (tokenization_workers).
-nlohmann::json TeiInfoFields(const runner::ServedModel& model,
+nlohmann::json TeiInfoFields(const core::ModelReport& report,
                              const core::ServiceLimits& limits, int io_threads);
 
 }  // namespace encoder::http

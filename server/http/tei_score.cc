@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/http/tei_embed.h"
+#include "server/http/tei_fields.h"
 
 namespace encoder::http {
 namespace {
@@ -22,39 +23,21 @@ std::string Dump(const out_json& j) {
   return j.dump(-1, ' ', false, out_json::error_handler_t::replace);
 }
 
-// TEI's shared fields: truncate, truncation_direction, raw_scores, model.
-// Returns false for a key it does not know.
+// TEI's fields of /rerank and /predict: the shared ones (tei_fields.h)
+// and raw_scores. Returns false for a key it does not know.
 absl::StatusOr<bool> SharedField(const std::string& key, const json& value,
                                  core::ScoreQuery* query,
                                  ScoreRendering* rendering) {
-  if (key == "truncate" || key == "raw_scores") {
+  if (key == "raw_scores") {
     if (!value.is_boolean()) {
-      return TeiBodyError(absl::StrCat(key, " must be true or false"));
+      return TeiBodyError("raw_scores must be true or false");
     }
-    if (key == "truncate") {
-      query->truncate = value.get<bool>();
-    } else {
-      rendering->raw_scores = value.get<bool>();
-    }
+    rendering->raw_scores = value.get<bool>();
     return true;
   }
-  if (key == "truncation_direction") {
-    const std::string d = value.is_string() ? value.get<std::string>() : "";
-    if (d == "Left" || d == "left") {
-      query->truncation_side = tokenizer::TruncationSide::kLeft;
-    } else if (d == "Right" || d == "right") {
-      query->truncation_side = tokenizer::TruncationSide::kRight;
-    } else {
-      return TeiBodyError("truncation_direction must be \"Right\" or \"Left\"");
-    }
-    return true;
-  }
-  if (key == "model") {
-    if (!value.is_string()) return TeiBodyError("model must be a string");
-    query->model = value.get<std::string>();
-    return true;
-  }
-  return false;
+  return ParseTeiSharedField(
+      key, value,
+      {&query->model, &query->truncate, &query->truncation_side, nullptr});
 }
 
 // A pair if `v` is a list of exactly two strings; a text if a string.

@@ -12,19 +12,6 @@ namespace {
 
 using json = nlohmann::json;
 
-absl::Status CheckCount(size_t n, int64_t max_texts, const char* what) {
-  if (static_cast<int64_t>(n) > max_texts) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(n, " ", what, " in one request; at most ", max_texts,
-                     " (--max-inputs-per-request)"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status NoTokenizer(const runner::ServedModel& model) {
-  return absl::InvalidArgumentError(model.description().no_tokenizer_reason);
-}
-
 // A list of ids, or nullopt when `v` is not one.
 std::optional<std::vector<int64_t>> Ids(const json& v) {
   if (!v.is_array()) return std::nullopt;
@@ -36,9 +23,17 @@ std::optional<std::vector<int64_t>> Ids(const json& v) {
   return ids;
 }
 
+// inputs[i] for the i-th text.
+void AddText(std::string text, core::TokenizeQuery* out) {
+  std::string where = absl::StrCat("inputs[", out->texts.size(), "]");
+  out->texts.push_back({std::move(text), std::move(where)});
+}
+
 }  // namespace
 
-absl::Status ParseTeiTokenizeBody(const std::string& body, TeiTokenize* out) {
+absl::Status ParseTeiTokenizeBody(const std::string& body,
+                                  core::TokenizeQuery* out) {
+  out->prompt_name = std::string();  // the model's default prompt
   json j;
   if (absl::Status s = ParseTeiObject(body, "{\"inputs\": \"text\"}", &j);
       !s.ok()) {
@@ -50,7 +45,7 @@ absl::Status ParseTeiTokenizeBody(const std::string& body, TeiTokenize* out) {
     if (key == "inputs") {
       have_inputs = true;
       if (value.is_string()) {
-        out->texts.push_back(value.get<std::string>());
+        AddText(value.get<std::string>(), out);
         continue;
       }
       if (!value.is_array()) {
@@ -61,47 +56,33 @@ absl::Status ParseTeiTokenizeBody(const std::string& body, TeiTokenize* out) {
         if (!t.is_string()) {
           return TeiBodyError("inputs must be a string or a list of strings");
         }
-        out->texts.push_back(t.get<std::string>());
+        AddText(t.get<std::string>(), out);
       }
     } else if (key == "add_special_tokens") {
       if (!value.is_boolean()) {
         return TeiBodyError("add_special_tokens must be true or false");
       }
-      out->add_special_tokens = value.get<bool>();
+      out->options.add_special_tokens = value.get<bool>();
     } else if (key == "prompt_name" || key == "model") {
       if (!value.is_string()) {
         return TeiBodyError(absl::StrCat(key, " must be a string"));
       }
-      (key == "model" ? out->model : out->prompt_name) =
-          value.get<std::string>();
+      if (key == "model") {
+        out->model = value.get<std::string>();
+      } else {
+        out->prompt_name = value.get<std::string>();
+      }
     }
   }
   if (!have_inputs) return TeiBodyError("inputs is missing");
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> TeiTokenizeJson(const runner::ServedModel& model,
-                                            const TeiTokenize& request,
-                                            int64_t max_texts) {
-  if (absl::Status s = CheckCount(request.texts.size(), max_texts, "inputs");
-      !s.ok()) {
-    return s;
-  }
-  if (model.tokenizer() == nullptr) return NoTokenizer(model);
-  absl::StatusOr<std::string> prompt =
-      core::ResolvePrompt(model, request.prompt_name, std::nullopt);
-  if (!prompt.ok()) return prompt.status();
-  core::TextOptions options;
-  options.add_special_tokens = request.add_special_tokens;
+std::string TeiTokenizeJson(const core::TokenizeAnswer& answer) {
   json out = json::array();
-  for (size_t i = 0; i < request.texts.size(); ++i) {
-    const std::string text = *prompt + request.texts[i];
-    auto t = core::TokenizeText(model, text, options, /*truncate=*/false, 0);
-    if (!t.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("inputs[", i, "]: ", t.status().message()));
-    }
-    const tokenizer::Encoding& e = t->encoding;
+  for (size_t i = 0; i < answer.encodings.size(); ++i) {
+    const std::string& text = answer.texts[i];
+    const tokenizer::Encoding& e = answer.encodings[i].encoding;
     json tokens = json::array();
     for (size_t k = 0; k < e.size(); ++k) {
       const tokenizer::Offsets& o = e.byte_offsets[k];
@@ -124,7 +105,10 @@ absl::StatusOr<std::string> TeiTokenizeJson(const runner::ServedModel& model,
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-absl::Status ParseTeiDecodeBody(const std::string& body, TeiDecode* out) {
+absl::Status ParseTeiDecodeBody(const std::string& body,
+                                core::DecodeQuery* out) {
+  out->skip_special_tokens = true;  // TEI's default
+  out->field = "ids";
   json j;
   if (absl::Status s = ParseTeiObject(body, "{\"ids\": [1, 2, 3]}", &j);
       !s.ok()) {
@@ -165,24 +149,9 @@ absl::Status ParseTeiDecodeBody(const std::string& body, TeiDecode* out) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> TeiDecodeJson(const runner::ServedModel& model,
-                                          const TeiDecode& request,
-                                          int64_t max_texts) {
-  if (absl::Status s = CheckCount(request.ids.size(), max_texts, "id lists");
-      !s.ok()) {
-    return s;
-  }
-  if (model.tokenizer() == nullptr) return NoTokenizer(model);
+std::string TeiDecodeJson(const core::DecodeAnswer& answer) {
   json out = json::array();
-  for (size_t i = 0; i < request.ids.size(); ++i) {
-    absl::StatusOr<std::string> text =
-        model.tokenizer()->Decode(request.ids[i], request.skip_special_tokens);
-    if (!text.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("ids[", i, "]: ", text.status().message()));
-    }
-    out.push_back(*std::move(text));
-  }
+  for (const std::string& text : answer.texts) out.push_back(text);
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 

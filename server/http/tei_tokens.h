@@ -1,5 +1,7 @@
-// text-embeddings-inference's POST /tokenize and POST /decode: the model's
-// tokenizer without running the model. No HTTP here.
+// text-embeddings-inference's POST /tokenize and POST /decode: their
+// bodies as core queries (core::Tokenize and core::Decode check and run
+// them, with every front's limits) and their answers as TEI's JSON. No
+// HTTP here.
 //
 // /tokenize: {"inputs": a string or a list of strings, "add_special_tokens":
 // bool (true), "prompt_name": string or null, "model" (extension)} ->
@@ -17,34 +19,20 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/runner/served_model.h"
+#include "server/core/tokenize.h"
 
 namespace encoder::http {
 
-struct TeiTokenize {
-  std::string model;
-  std::vector<std::string> texts;
-  bool add_special_tokens = true;
-  std::string prompt_name;
-};
-absl::Status ParseTeiTokenizeBody(const std::string& body, TeiTokenize* out);
-// INVALID_ARGUMENT for more than `max_texts` texts, invalid UTF-8, or a
-// prompt name the model lacks.
-absl::StatusOr<std::string> TeiTokenizeJson(const runner::ServedModel& model,
-                                            const TeiTokenize& request,
-                                            int64_t max_texts);
+// The body as a core::TokenizeQuery: texts named inputs[i], the prompt
+// resolved as an Embed call's (prompt_name, else the model's default).
+absl::Status ParseTeiTokenizeBody(const std::string& body,
+                                  core::TokenizeQuery* out);
+std::string TeiTokenizeJson(const core::TokenizeAnswer& answer);
 
-struct TeiDecode {
-  std::string model;
-  std::vector<std::vector<int64_t>> ids;
-  bool skip_special_tokens = true;
-};
-absl::Status ParseTeiDecodeBody(const std::string& body, TeiDecode* out);
-// INVALID_ARGUMENT for more than `max_texts` lists or an id outside the
-// vocabulary.
-absl::StatusOr<std::string> TeiDecodeJson(const runner::ServedModel& model,
-                                          const TeiDecode& request,
-                                          int64_t max_texts);
+// The body as a core::DecodeQuery (id lists named ids[i]).
+absl::Status ParseTeiDecodeBody(const std::string& body,
+                                core::DecodeQuery* out);
+std::string TeiDecodeJson(const core::DecodeAnswer& answer);
 
 }  // namespace encoder::http
 

@@ -83,14 +83,13 @@ absl::Status ParseExtrapolationLimit(const json& m, ModelSpec* spec) {
 absl::Status ParseLongInputPolicy(const json& m, ModelSpec* spec) {
   if (!m.contains("long_input")) return absl::OkStatus();
   const json& v = m["long_input"];
-  static const std::set<std::string> kPolicies = {
-      "refuse", "truncate", "chunk", "late_chunk", "extrapolate", "auto"};
-  if (!v.is_string() || kPolicies.count(v.get<std::string>()) == 0) {
-    return ModelError(spec->name,
-                      "long_input must be one of refuse, truncate, chunk, "
-                      "late_chunk, extrapolate, auto");
+  spec->long_input = v.is_string()
+                         ? encoder::ParseLongInputPolicy(v.get<std::string>())
+                         : std::nullopt;
+  if (!spec->long_input) {
+    return ModelError(spec->name, absl::StrCat("long_input must be one of ",
+                                               LongInputPolicyList()));
   }
-  spec->long_input = v.get<std::string>();
   return absl::OkStatus();
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/common/long_input_policy.h"
 #include "server/model/config.h"
 #include "server/model/encoder.h"
 
@@ -60,9 +61,8 @@ struct ModelSpec {
   // 0: the server's --max-extrapolation-tokens.
   int64_t max_extrapolation_tokens = 0;
   // What inputs past the model's length get when a request names no
-  // policy: refuse, truncate, chunk, late_chunk, extrapolate or auto;
-  // empty: the server's --long-input.
-  std::string long_input;
+  // policy; unset: the server's --long-input.
+  std::optional<LongInputPolicy> long_input;
   // "int8" or "none"; empty: the server's --quantize.
   std::string quantize;
   // Text prompts by name, prepended to text inputs that ask for one

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "server/batching/batch_policy.h"
 #include "server/batching/batch_profile.h"
 #include "server/batching/types.h"
+#include "server/common/long_input_policy.h"
 #include "server/diagnostics/report.h"
 #include "server/model/config.h"
 #include "server/model/kernel_trace.h"
@@ -68,8 +70,8 @@ struct ModelDescription {
   // repository entry's strip_text).
   bool strip_text = false;
   int64_t max_extrapolation_tokens = 0;  // 0: the server's default
-  // The repository entry's long-input policy; empty: the server's.
-  std::string long_input;
+  // The repository entry's long-input policy; unset: the server's.
+  std::optional<LongInputPolicy> long_input;
   // Padding share from which the token-wise work skips padded positions.
   double skip_padding_min_share = 0;
   // How attention without maps runs: "fused" (scaled_dot_product_attention),

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 #include "server/service/tensor_proto.h"
 
 namespace encoder::service {
@@ -77,31 +78,36 @@ absl::StatusOr<core::EmbedQuery> ToEmbedQuery(v1::EmbedRequest* request) {
   q.request_id = request->request_id();
   q.inputs = MoveInputs(request->mutable_inputs());
   if (request->has_normalize()) q.normalize = request->normalize();
-  if (request->has_truncate()) q.truncate = request->truncate();
   q.text_options = ToTextOptions(request->text_options());
   q.prompt_name = request->prompt_name();
   if (request->has_prompt()) q.prompt = request->prompt();
   const v1::LongInput& long_input = request->long_input();
+  std::optional<LongInputPolicy> policy;
   switch (long_input.policy()) {
     case v1::LongInput::POLICY_UNSPECIFIED:
       break;
     case v1::LongInput::POLICY_TRUNCATE:
-      q.truncate = true;
+      policy = LongInputPolicy::kTruncate;
       break;
     case v1::LongInput::POLICY_CHUNK:
-      q.chunk = true;
+      policy = LongInputPolicy::kChunk;
       break;
     case v1::LongInput::POLICY_EXTRAPOLATE:
-      q.extrapolate = true;
+      policy = LongInputPolicy::kExtrapolate;
       break;
     case v1::LongInput::POLICY_LATE_CHUNK:
-      q.late_chunk = true;
+      policy = LongInputPolicy::kLateChunk;
       break;
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("long_input.policy ", long_input.policy(),
                        " is not a LongInput.Policy value"));
   }
+  // LongInput.policy TRUNCATE wins over truncate false, as it always has.
+  std::optional<bool> truncate;
+  if (request->has_truncate()) truncate = request->truncate();
+  if (policy == LongInputPolicy::kTruncate) truncate.reset();
+  ASSIGN_OR_RETURN(q.long_input, core::RequestedLongInput(truncate, policy));
   if (!v1::LongInput::Aggregation_IsValid(long_input.aggregation())) {
     return absl::InvalidArgumentError(
         absl::StrCat("long_input.aggregation ", long_input.aggregation(),

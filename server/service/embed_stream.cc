@@ -228,7 +228,7 @@ EncoderServiceImpl::EmbedStream(grpc::CallbackServerContext* context) {
   if (grpc::Status auth = Authenticate(context); !auth.ok()) {
     RecordRejected("EmbedStream", auth);
     AccessRecord access = BeginAccess("EmbedStream", context);
-    EchoCallMetadata(context, &access);
+    EchoCallMetadata(context, &access, /*trailing=*/true);
     LogCall(&access, auth, absl::Now());
     return new RefusedStreamReactor(auth);
   }

@@ -120,8 +120,16 @@ AccessRecord EncoderServiceImpl::BeginAccess(
 }
 
 void EncoderServiceImpl::EchoCallMetadata(grpc::CallbackServerContext* context,
-                                          AccessRecord* access) {
-  context->AddInitialMetadata("x-request-id", logging::EnsureRequestId(access));
+                                          AccessRecord* access, bool trailing) {
+  const std::string id = logging::EnsureRequestId(access);
+  if (trailing) {
+    context->AddTrailingMetadata("x-request-id", id);
+    if (!access->traceparent.empty()) {
+      context->AddTrailingMetadata("traceparent", access->traceparent);
+    }
+    return;
+  }
+  context->AddInitialMetadata("x-request-id", id);
   if (!access->traceparent.empty()) {
     context->AddInitialMetadata("traceparent", access->traceparent);
   }
@@ -150,7 +158,12 @@ core::Call EncoderServiceImpl::CallOf(const char* rpc,
 void EncoderServiceImpl::FinishLogged(HoldingReactor* reactor,
                                       const grpc::Status& status,
                                       UnreadResponses::Hold unread) {
-  EchoCallMetadata(reactor->context, &reactor->access);
+  // A unary call that fails sent nothing yet: its ids go with the
+  // trailers, so the answer is trailers-only, which gRPC's retry policies
+  // and transparent retries treat as not committed (a draining server's
+  // UNAVAILABLE is retried on another backend).
+  EchoCallMetadata(reactor->context, &reactor->access,
+                   /*trailing=*/!status.ok());
   LogCall(&reactor->access, status, reactor->start);
   reactor->FinishHolding(status, std::move(unread));
 }
@@ -333,17 +346,10 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::ListModels(
         out->set_server_version(ENCODER_PROJECT_VERSION);
         out->set_max_inputs_per_request(core_->limits().max_inputs_per_request);
         out->set_max_tokenize_texts_per_request(
-            tokenize_limits_.max_texts_per_request);
-        for (const auto& m : host.List()) {
-          v1::ModelInfo* info = out->add_models();
-          FillModelInfo(m->description(), m->name() == host.default_model(),
-                        info);
-          info->set_max_extrapolation_tokens(static_cast<int32_t>(
-              core::MaxExtrapolationTokens(*m, core_->diagnose_limits())));
-          const core::LongInputDefault long_input =
-              core::DefaultLongInput(*m, core_->limits());
-          info->set_long_input_policy(long_input.policy);
-          info->set_long_input_reason(long_input.reason);
+            core_->limits().max_tokenize_texts_per_request);
+        for (const core::ModelReport& report : core::DescribeModels(
+                 host, core_->limits(), core_->diagnose_limits())) {
+          FillModelInfo(report, out->add_models());
         }
         return absl::OkStatus();
       });
@@ -430,7 +436,7 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Tokenize(
       "Tokenize", context, request, response,
       [this](const v1::TokenizeRequest& r, const runner::ModelCatalog& host,
              v1::TokenizeResponse* out) {
-        return RunTokenize(r, host, tokenize_limits_, out);
+        return RunTokenize(r, host, core_->limits(), out);
       });
 }
 
@@ -441,7 +447,7 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Decode(
       "Decode", context, request, response,
       [this](const v1::DecodeRequest& r, const runner::ModelCatalog& host,
              v1::DecodeResponse* out) {
-        return RunDecode(r, host, tokenize_limits_, out);
+        return RunDecode(r, host, core_->limits(), out);
       });
 }
 

@@ -127,10 +127,12 @@ class EncoderServiceImpl final : public EncoderServiceBase {
   static AccessRecord BeginAccess(const char* rpc,
                                   const grpc::CallbackServerContext* context);
   // Gives `access` a request id when it has none and sends it back as
-  // x-request-id initial metadata, with the traceparent when there is one.
+  // x-request-id metadata, with the traceparent when there is one: initial
+  // metadata, or with `trailing` the trailers (a call refused before any
+  // message: its answer is then trailers-only, so clients may retry it).
   // Call once per call, before its first write or Finish.
   static void EchoCallMetadata(grpc::CallbackServerContext* context,
-                               AccessRecord* access);
+                               AccessRecord* access, bool trailing = false);
   // Completes `access` with the call's status and time since `start`, and
   // logs it.
   static void LogCall(AccessRecord* access, const grpc::Status& status,
@@ -194,7 +196,6 @@ class EncoderServiceImpl final : public EncoderServiceBase {
 
   core::Inference* const core_;
   const EdgeAuth* auth_ = nullptr;
-  const TokenizeLimits tokenize_limits_;
 };
 
 }  // namespace encoder::service

@@ -1,7 +1,5 @@
 #include "server/service/model_info.h"
 
-#include "server/model/cpu_features.h"
-
 namespace encoder::service {
 
 v1::DType ToProtoDType(const std::string& dtype) {
@@ -12,11 +10,11 @@ v1::DType ToProtoDType(const std::string& dtype) {
   return v1::DTYPE_UNSPECIFIED;
 }
 
-void FillModelInfo(const runner::ModelDescription& model, bool is_default,
-                   v1::ModelInfo* info) {
+void FillModelInfo(const core::ModelReport& report, v1::ModelInfo* info) {
+  const runner::ModelDescription& model = *report.description;
   const model::ModelConfig& c = model.config;
   info->set_name(model.name);
-  info->set_is_default(is_default);
+  info->set_is_default(report.is_default);
   const model::SchemeDescription& d = model.scheme;
   v1::PositionalInfo* pos = info->mutable_positional();
   pos->set_scheme(d.name);
@@ -38,14 +36,18 @@ void FillModelInfo(const runner::ModelDescription& model, bool is_default,
   info->set_norm_first(c.norm_first);
   info->set_pooling(model::PoolingName(c.pooling));
   info->set_normalize(c.normalize);
-  info->set_max_input_tokens(c.max_length());
+  info->set_max_input_tokens(report.max_input_tokens);
+  info->set_max_extrapolation_tokens(
+      static_cast<int32_t>(report.max_extrapolation_tokens));
+  info->set_long_input_policy(
+      std::string(LongInputPolicyName(report.long_input.policy)));
+  info->set_long_input_reason(report.long_input.reason);
   info->set_device(model.device);
   info->set_dtype(ToProtoDType(model.dtype));
   info->set_parameter_count(model.parameter_count);
   info->set_precision(model.precision);
-  const model::CpuFeatures& cpu = model::DetectCpuFeatures();
-  info->set_cpu_model(cpu.model);
-  for (const std::string& f : cpu.Names()) info->add_cpu_features(f);
+  info->set_cpu_model(report.cpu_model);
+  for (const std::string& f : report.cpu_features) info->add_cpu_features(f);
   for (const auto& [name, text] : model.prompts) {
     (*info->mutable_prompts())[name] = text;
   }
@@ -57,6 +59,10 @@ void FillModelInfo(const runner::ModelDescription& model, bool is_default,
   for (const model::KernelUse& k : model.kernels.kernels) {
     info->add_kernels(k.ToString());
   }
+  info->set_attention_kernel(model.attention_kernel);
+  info->set_linear_kernel(model.linear_kernel);
+  info->set_packed_max_rows(model.packed_max_rows);
+  info->set_skip_padding_min_share(model.skip_padding_min_share);
   const batching::BatchOptions& o = model.batching;
   v1::BatchingInfo* b = info->mutable_batching();
   b->set_max_batch_sequences(o.max_batch_sequences);
@@ -80,8 +86,8 @@ void FillModelInfo(const runner::ModelDescription& model, bool is_default,
   info->set_weights(model.weights);
   info->set_family(model.family);
   info->set_pooled_dim(model.output_dim);
-  info->set_accepts_text(!model.tokenizer_kind.empty());
-  for (const std::string& task : model.tasks()) info->add_tasks(task);
+  info->set_accepts_text(report.accepts_text);
+  for (const std::string& task : report.tasks) info->add_tasks(task);
   if (!model.head.labels.empty()) {
     for (const std::string& label : model.head.labels) info->add_labels(label);
     info->set_head_pooling(model::PoolingName(model.head.pooling));

@@ -35,23 +35,13 @@ class WithoutReflection : public grpc::ServerBuilderOption {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<EncoderServer>> EncoderServer::Start(
-    const ServerOptions& options, metrics::Metrics* metrics) {
+    const ServerOptions& options, core::Inference* core, const EdgeAuth& auth) {
   // grpc.health.v1 is the project's own HealthService (health_service.h).
   grpc::EnableDefaultHealthCheckService(false);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   std::unique_ptr<EncoderServer> s(new EncoderServer());
-  ServiceLimits limits;
-  limits.max_send_message_bytes = options.max_send_message_bytes;
-  limits.max_inputs_per_request = options.max_inputs_per_request;
-  limits.max_chunks_per_input = options.max_chunks_per_input;
-  limits.long_input = options.long_input;
-  limits.max_extrapolation_tokens = options.diagnose.max_extrapolation_tokens;
-  limits.unread = options.unread;
-  s->core_ =
-      std::make_unique<core::Inference>(metrics, limits, options.diagnose);
-  s->service_ = std::make_unique<EncoderServiceImpl>(s->core_.get());
-  s->edge_auth_ = EdgeAuth{options.tokens, options.auth_health, metrics};
-  s->service_->SetAuth(&s->edge_auth_);
+  s->service_ = std::make_unique<EncoderServiceImpl>(core);
+  s->service_->SetAuth(&auth);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen,
                            options.credentials
@@ -61,12 +51,11 @@ absl::StatusOr<std::unique_ptr<EncoderServer>> EncoderServer::Start(
   if (!options.reflection) {
     builder.SetOption(std::make_unique<WithoutReflection>());
   }
-  if (options.tokens != nullptr) {
+  if (auth.tokens != nullptr) {
     std::vector<
         std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
         interceptors;
-    interceptors.push_back(
-        std::make_unique<AuthInterceptorFactory>(s->edge_auth_));
+    interceptors.push_back(std::make_unique<AuthInterceptorFactory>(auth));
     builder.experimental().SetInterceptorCreators(std::move(interceptors));
   }
   builder.SetMaxReceiveMessageSize(
@@ -80,8 +69,7 @@ absl::StatusOr<std::unique_ptr<EncoderServer>> EncoderServer::Start(
                              options.max_concurrent_streams);
   builder.RegisterService(s->service_.get());
   s->health_state_.set_max_watchers(options.max_health_watchers);
-  s->health_ =
-      std::make_unique<HealthService>(&s->health_state_, &s->edge_auth_);
+  s->health_ = std::make_unique<HealthService>(&s->health_state_, &auth);
   builder.RegisterService(s->health_.get());
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
@@ -104,7 +92,7 @@ absl::StatusOr<std::unique_ptr<EncoderServer>> EncoderServer::Start(
           absl::StrCat("cannot listen on ", options.health_listen));
     }
   }
-  s->SetHealth(false);
+  s->SetServing(false);
   return s;
 }
 
@@ -120,46 +108,29 @@ EncoderServer::~EncoderServer() {
   }
 }
 
-void EncoderServer::SetHealth(bool serving) {
+void EncoderServer::SetServing(bool serving) {
+  serving = serving && !unhealthy_.load();
   health_state_.Set("", serving);
   health_state_.Set(v1::EncoderService::service_full_name(), serving);
 }
 
-void EncoderServer::SetModels(runner::ModelCatalog* host) {
-  host_ = host;
-  core_->SetHost(host);
-  SetHealth(!unhealthy_.load());
-}
-
-void EncoderServer::MarkUnhealthy(const std::string& reason) {
+void EncoderServer::MarkUnhealthy() {
   unhealthy_.store(true);
-  core_->MarkUnhealthy(reason);
-  SetHealth(false);
+  SetServing(false);
 }
 
-bool EncoderServer::Drain(absl::Duration grace, absl::Duration unready) {
-  const absl::Time start = absl::Now();
-  const absl::Time deadline = start + grace;
-  SetHealth(false);
-  core_->StartDraining();
-  const bool drained = host_ == nullptr || host_->DrainAll(deadline);
-  // Keep answering UNAVAILABLE (and health NOT_SERVING) for a while before
-  // the transport closes: calls that reach a closing transport fail with
-  // CANCELLED, which load balancers and clients do not retry, while
-  // UNAVAILABLE is retried and tells health-checking balancers to move on.
-  absl::SleepFor(std::min(start + unready, deadline) - absl::Now());
+void EncoderServer::Shutdown(absl::Time deadline) {
   health_state_.Shutdown();  // Watch calls end with NOT_SERVING
-  // Accepted calls have their results; give the transport the rest of the
-  // grace period to send them, then cancel whatever remains.
-  server_->Shutdown(absl::ToChronoTime(std::max(deadline, absl::Now())));
-  server_->Wait();
-  server_.reset();
+  if (server_) {
+    server_->Shutdown(absl::ToChronoTime(std::max(deadline, absl::Now())));
+    server_->Wait();
+    server_.reset();
+  }
   if (health_server_) {
     health_server_->Shutdown(std::chrono::system_clock::now());
     health_server_->Wait();
     health_server_.reset();
   }
-  return drained;
 }
 
 }  // namespace encoder::service

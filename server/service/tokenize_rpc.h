@@ -1,30 +1,25 @@
-// The Tokenize and Decode RPCs: the model's tokenizer, no forward pass.
+// The Tokenize and Decode RPCs: proto <-> core::Tokenize / core::Decode
+// (server/core/tokenize.h), which check and run them for every front.
 #ifndef ENCODER_SERVER_SERVICE_TOKENIZE_RPC_H_
 #define ENCODER_SERVER_SERVICE_TOKENIZE_RPC_H_
 
 #include "absl/status/status.h"
 #include "encoder/v1/encoder.pb.h"
+#include "server/core/embed_request.h"
 #include "server/runner/served_model.h"
 
 namespace encoder::service {
 
-struct TokenizeLimits {
-  int64_t max_texts_per_request = 1024;
-};
-
-// NOT_FOUND for an unknown model; INVALID_ARGUMENT for no texts, too many,
-// invalid UTF-8 (naming the text and the byte offset), or a negative
-// max_length.
+// core::Tokenize's refusals; texts are named texts[i] and texts_bytes[i].
 absl::Status RunTokenize(const v1::TokenizeRequest& request,
                          const runner::ModelCatalog& host,
-                         const TokenizeLimits& limits,
+                         const core::ServiceLimits& limits,
                          v1::TokenizeResponse* response);
 
-// NOT_FOUND for an unknown model; INVALID_ARGUMENT for no inputs or an id
-// outside the tokenizer's vocabulary (naming the input).
+// core::Decode's refusals; id lists are named inputs[i].
 absl::Status RunDecode(const v1::DecodeRequest& request,
                        const runner::ModelCatalog& host,
-                       const TokenizeLimits& limits,
+                       const core::ServiceLimits& limits,
                        v1::DecodeResponse* response);
 
 }  // namespace encoder::service

@@ -75,8 +75,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   svc::ServiceLimits limits;
   limits.max_inputs_per_request = 16;
   limits.max_send_message_bytes = 4 << 20;
-  svc::TokenizeLimits tokenize_limits;
-  tokenize_limits.max_texts_per_request = 16;
+  limits.max_tokenize_texts_per_request = 16;
   switch (data[0] % 7) {
     case 0: {
       v1::EmbedRequest request;
@@ -102,14 +101,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       v1::TokenizeRequest request;
       v1::TokenizeResponse response;
       if (!svc::ParseRequest(bytes, &request).ok()) break;
-      (void)svc::RunTokenize(request, *host, tokenize_limits, &response);
+      (void)svc::RunTokenize(request, *host, limits, &response);
       break;
     }
     case 3: {
       v1::DecodeRequest request;
       v1::DecodeResponse response;
       if (!svc::ParseRequest(bytes, &request).ok()) break;
-      (void)svc::RunDecode(request, *host, tokenize_limits, &response);
+      (void)svc::RunDecode(request, *host, limits, &response);
       break;
     }
     case 4: {

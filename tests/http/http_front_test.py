@@ -32,6 +32,7 @@ from server_process import ServerProcess, rss_bytes  # noqa: E402
 ARGS = None
 TOKEN = "http-front-token-5c1e"
 MAX_INPUTS = 4
+MAX_TOKENIZE = 6  # texts per /tokenize, id lists per /decode
 MAX_BODY = 4096
 MAX_TOKENS = 24
 # The response estimate is 256 bytes + 128 + 4 x 32 per input: two inputs
@@ -64,7 +65,7 @@ def load_client():
     return module
 
 
-def start_server(directory, extra=(), max_body=MAX_BODY):
+def start_server(directory, extra=(), max_body=MAX_BODY, max_send=MAX_SEND):
     repo = os.path.join(directory, "repo.json")
     with open(repo, "w") as f:
         json.dump(REPOSITORY, f)
@@ -75,8 +76,9 @@ def start_server(directory, extra=(), max_body=MAX_BODY):
         f"--models={repo}", "--no-warm-up", f"--auth-token-file={tokens}",
         "--http-listen=127.0.0.1:0",
         f"--max-inputs-per-request={MAX_INPUTS}",
+        f"--max-tokenize-texts-per-request={MAX_TOKENIZE}",
         f"--http-max-body-bytes={max_body}",
-        f"--max-send-message-bytes={MAX_SEND}",
+        f"--max-send-message-bytes={max_send}",
         "--skip-padding-min-share=0.25", "--executions-per-model=3", *extra])
     server.wait_ready(120)
     with open(server.ready_file) as f:
@@ -461,6 +463,30 @@ class HttpFrontTest(Fixture):
         np.testing.assert_allclose(reply[0], cut / np.linalg.norm(cut),
                                    rtol=0, atol=1e-6)
 
+    def test_tei_routes_share_truncation_direction(self):
+        # Every TEI route reads truncation_direction alike: Left keeps the
+        # last tokens. The byte tokenizer makes a byte a token, so the cut
+        # text is known: [CLS] + the last (or first) MAX_TOKENS - 2 bytes +
+        # [SEP].
+        text = "a" * 40 + " the tail of it"
+        keep = MAX_TOKENS - 2
+        for side, part in (("Left", text[-keep:]), ("Right", text[:keep])):
+            body = {"inputs": text, "model": "raw", "truncate": True,
+                    "truncation_direction": side}
+            cut, _ = self.tei("/embed", body)
+            whole, _ = self.tei("/embed", {"inputs": part, "model": "raw"})
+            np.testing.assert_allclose(cut[0], whole[0], rtol=0, atol=1e-6,
+                                       err_msg=side)
+            sim, _ = self.tei("/similarity", {
+                "inputs": {"source_sentence": text, "sentences": [part]},
+                "model": "raw",
+                "parameters": {"truncate": True,
+                               "truncation_direction": side}})
+            self.assertAlmostEqual(sim[0], 1.0, places=5, msg=side)
+        self.tei("/similarity", {
+            "inputs": {"source_sentence": "a", "sentences": ["b"]},
+            "parameters": "truncate"}, 422)
+
     def test_timing_headers_and_metadata(self):
         # text-embeddings-inference's per-request headers, whole
         # milliseconds: the parts fit in the total, the tokens are the
@@ -583,8 +609,8 @@ class HttpFrontTest(Fixture):
         cases = [({"inputs": []}, 400, "Empty", "empty"),
                  ({}, 422, "Validation", "missing"),
                  ({"inputs": {"a": 1}}, 422, "Validation", "inputs must"),
-                 ({"inputs": "x", "truncation_direction": "Left"}, 422,
-                  "Validation", "Left"),
+                 ({"inputs": "x", "truncation_direction": "Up"}, 422,
+                  "Validation", "truncation_direction"),
                  ({"inputs": "x", "truncate": "yes"}, 422, "Validation",
                   "truncate"),
                  ({"inputs": ""}, 413, "Validation", "empty text"),
@@ -647,7 +673,9 @@ class HttpFrontTest(Fixture):
         for path, body, status, kind in [
                 ("/tokenize", {"inputs": []}, 400, "Empty"),
                 ("/tokenize", {"inputs": 3}, 422, "Validation"),
-                ("/tokenize", {"inputs": ["x"] * (MAX_INPUTS + 1)}, 413,
+                ("/tokenize", {"inputs": ["x"] * (MAX_TOKENIZE + 1)}, 413,
+                 "Validation"),
+                ("/decode", {"ids": [[5]] * (MAX_TOKENIZE + 1)}, 413,
                  "Validation"),
                 ("/tokenize", {"inputs": "x", "model": "nope"}, 422,
                  "Validation"),
@@ -656,6 +684,17 @@ class HttpFrontTest(Fixture):
                 ("/decode", {"ids": [999999]}, 413, "Validation")]:
             reply, _ = self.tei(path, body, status)
             self.assertEqual(reply["error_type"], kind, (path, body))
+        # The limit is --max-tokenize-texts-per-request, not the Embed one:
+        # MAX_TOKENIZE texts pass though they are more than MAX_INPUTS, and
+        # the refusal names the flag.
+        self.tei("/tokenize", {"inputs": ["x"] * MAX_TOKENIZE})
+        reply, _ = self.tei("/tokenize",
+                            {"inputs": ["x"] * (MAX_TOKENIZE + 1)}, 413)
+        self.assertIn(f"at most {MAX_TOKENIZE} "
+                      "(--max-tokenize-texts-per-request)", reply["error"])
+        info = json.loads(self.http("GET", "/info")[2])
+        self.assertEqual(info["limits"]["max_tokenize_texts_per_request"],
+                         MAX_TOKENIZE)
 
     def test_tei_similarity_and_root_route(self):
         # /similarity: each sentence's cosine similarity to the source, from
@@ -887,6 +926,89 @@ class HttpFrontTest(Fixture):
                              "method_not_allowed")
         code, headers, _ = self.http("DELETE", "/v1/models")
         self.assertEqual((code, headers.get("allow")), (405, "GET, HEAD"))
+
+    def test_info_models_equal_list_models(self):
+        # Both fronts render one report per model: every field of gRPC's
+        # ModelInfo is in /info's model entry, under the same name (or the
+        # spelling /info had first), with the same value. A field added to
+        # one front only fails here.
+        # A server of its own: this one's send limit (MAX_SEND) is below
+        # ListModels' answer.
+        tmp = tempfile.TemporaryDirectory(prefix="encoder-http-info-")
+        self.addCleanup(tmp.cleanup)
+        server, _ = start_server(tmp.name, max_send="64MiB")
+        self.addCleanup(server.stop)
+        channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+        self.addCleanup(channel.close)
+        stub = self.pb2_grpc.EncoderServiceStub(channel)
+        auth = (("authorization", f"Bearer {TOKEN}"),)
+        listed = stub.ListModels(self.pb2.ListModelsRequest(), timeout=60,
+                                 metadata=auth)
+        code, _, text = Http(server.http_port)("GET", "/info")
+        self.assertEqual(code, 200, text)
+        entries = {m["name"]: m for m in json.loads(text)["models"]}
+        self.assertEqual(sorted(entries), sorted(m.name for m in listed.models))
+        renamed = {"pooled_dim": ("dimensions",),
+                   "onednn_isa": ("kernels", "onednn_isa"),
+                   "mkl_isa": ("kernels", "mkl_isa")}
+
+        def plain(message):
+            out = {}
+            for field in message.DESCRIPTOR.fields:
+                value = getattr(message, field.name)
+                if field.message_type is not None and \
+                        field.message_type.GetOptions().map_entry:
+                    value = dict(value)
+                elif field.label == field.LABEL_REPEATED:
+                    value = [plain(v) if field.message_type else v
+                             for v in value]
+                elif field.message_type is not None:
+                    value = plain(value)
+                elif field.enum_type is not None:
+                    value = field.enum_type.values_by_number[value].name
+                out[field.name] = value
+            return out
+
+        compared = 0
+        for model in listed.models:
+            entry = entries[model.name]
+            for name, want in plain(model).items():
+                compared += 1
+                got = entry
+                for key in renamed.get(name, (name,)):
+                    self.assertIn(key, got, (model.name, name))
+                    got = got[key]
+                if name == "dtype":
+                    want = want.removeprefix("DTYPE_").lower()
+                elif name == "kernels":
+                    got = [k for k in got["ran"]]
+                    self.assertEqual(len(got), len(want), model.name)
+                    continue
+                if isinstance(want, float):
+                    self.assertAlmostEqual(got, want, places=5,
+                                           msg=(model.name, name))
+                elif name == "batching":
+                    for key, value in want.items():
+                        if isinstance(value, float):
+                            self.assertAlmostEqual(got[key], value, places=3,
+                                                   msg=(model.name, key))
+                        else:
+                            self.assertEqual(got[key], value,
+                                             (model.name, key))
+                elif name == "positional":
+                    for key, value in want.items():
+                        if key == "alibi_slopes":
+                            np.testing.assert_allclose(got[key], value,
+                                                       rtol=1e-6)
+                        else:
+                            self.assertEqual(got[key], value,
+                                             (model.name, key))
+                else:
+                    self.assertEqual(got, want, (model.name, name))
+        # Every ModelInfo field of every model (51 fields, 3 models).
+        self.assertEqual(compared, len(listed.models) *
+                         len(self.pb2.ModelInfo.DESCRIPTOR.fields))
+        self.assertGreaterEqual(compared, 3 * 50)
 
     def test_info(self):
         code, _, text = self.http("GET", "/info")

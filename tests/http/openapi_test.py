@@ -580,7 +580,7 @@ class LiveTest(unittest.TestCase):
                 ({"inputs": []}, 400),
                 ({"inputs": 5}, 422),
                 ({"inputs": "x", "model": "no-such-model"}, 422),
-                ({"inputs": "x", "truncation_direction": "Left"}, 422),
+                ({"inputs": "x", "truncation_direction": "Up"}, 422),
                 ({"inputs": ["x"] * (MAX_INPUTS + 1)}, 413),
                 ({"inputs": long_text, "truncate": False}, 413),
                 (b"[1, 2", 422),

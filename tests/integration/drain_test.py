@@ -9,6 +9,8 @@ Usage: drain_test.py --server BIN --python-client PATH
 """
 import argparse
 import importlib.util
+import json
+import signal
 import sys
 import tempfile
 import threading
@@ -124,6 +126,62 @@ class DrainTest(unittest.TestCase):
             self.assertIn(c[2], ("OK", "UNAVAILABLE", "CANCELLED"))
         print("calls: %d before SIGTERM (%d in flight, all OK), %d after" %
               (len(before), len(in_flight), len(calls) - len(before)))
+
+
+    def test_refusals_while_draining_are_retried_by_grpc(self):
+        # Two replicas behind one channel (round robin) whose service
+        # config retries UNAVAILABLE. While one drains (--drain-unready:
+        # new calls refused with UNAVAILABLE before the port closes), its
+        # refusals are trailers-only answers, not committed, so gRPC
+        # retries them on the other replica: no call fails.
+        client = load_example_client()
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        pb2, pb2_grpc = client.load_stubs(tmp.name)
+        servers = []
+        for i in range(2):
+            directory = tempfile.mkdtemp(dir=tmp.name)
+            server = ServerProcess(ARGS.server, directory,
+                                   ["--drain-grace=20s", "--drain-unready=4s",
+                                    "--http-listen=off"])
+            self.addCleanup(server.stop)
+            servers.append(server)
+        for server in servers:
+            server.wait_ready(120)
+        config = json.dumps({
+            "loadBalancingConfig": [{"round_robin": {}}],
+            "methodConfig": [{
+                "name": [{"service": "encoder.v1.EncoderService"}],
+                "retryPolicy": {"maxAttempts": 5, "initialBackoff": "0.01s",
+                                "maxBackoff": "0.1s", "backoffMultiplier": 2,
+                                "retryableStatusCodes": ["UNAVAILABLE"]}}]})
+        target = "ipv4:" + ",".join(f"127.0.0.1:{s.port}" for s in servers)
+        channel = grpc.insecure_channel(target, options=[
+            ("grpc.service_config", config), ("grpc.enable_retries", 1)])
+        self.addCleanup(channel.close)
+        stub = pb2_grpc.EncoderServiceStub(channel)
+        request = pb2.EmbedRequest(
+            model="sinusoidal",
+            inputs=[pb2.Input(token_ids=pb2.TokenIds(ids=[7] * 16))])
+        for _ in range(4):  # both replicas reached
+            stub.Embed(request, timeout=60)
+        drained = servers[0]
+        drained.process.send_signal(signal.SIGTERM)
+        # Calls while the first replica refuses (its unready window).
+        failures, calls = [], 0
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            try:
+                stub.Embed(request, timeout=60)
+            except grpc.RpcError as e:
+                failures.append(e.code().name)
+            calls += 1
+        with open(drained.log_path) as f:
+            log = f.read()
+        self.assertIn("draining", log)
+        self.assertGreater(calls, 20)
+        self.assertEqual(failures, [], f"of {calls} calls")
+        print("%d calls while a replica drained: all OK" % calls)
 
 
 if __name__ == "__main__":

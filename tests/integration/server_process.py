@@ -30,7 +30,8 @@ class ServerProcess:
     Files (ready file, log) go to `directory`, or to a temporary directory
     of its own that stop() removes."""
 
-    def __init__(self, binary, directory=None, extra_args=(), env=None):
+    def __init__(self, binary, directory=None, extra_args=(), env=None,
+                 listen="127.0.0.1:0"):
         self._own_dir = None
         if directory is None:
             self._own_dir = tempfile.TemporaryDirectory(prefix="encoder-it-")
@@ -41,10 +42,11 @@ class ServerProcess:
             os.remove(self.ready_file)
         self.log = open(self.log_path, "w")
         self.process = subprocess.Popen(
-            [binary, "--listen=127.0.0.1:0",
+            [binary, f"--listen={listen}",
              f"--ready-file={self.ready_file}", *extra_args],
             stdout=self.log, stderr=subprocess.STDOUT, env=env)
         self.port = None
+        self.ports = None  # the ready file: grpc_port, http_port, ...
 
     def wait_ready(self, timeout_s):
         deadline = time.monotonic() + timeout_s
@@ -55,7 +57,8 @@ class ServerProcess:
                     f"it was ready:\n{self.log_tail()}")
             if os.path.exists(self.ready_file):
                 with open(self.ready_file) as f:
-                    self.port = json.load(f)["grpc_port"]
+                    self.ports = json.load(f)
+                self.port = self.ports["grpc_port"]
                 return
             time.sleep(0.2)
         raise RuntimeError(f"server not ready after {timeout_s} s:\n"

@@ -96,9 +96,9 @@ TEST(Repository, LongInputPolicyPerModel) {
                      {"name": "c", "path": "ckpt", "long_input": "late_chunk"}]})",
       "/base");
   ASSERT_TRUE(ok.ok()) << ok.status();
-  EXPECT_EQ(ok->models[0].long_input, "auto");
-  EXPECT_EQ(ok->models[1].long_input, "");  // the flag's
-  EXPECT_EQ(ok->models[2].long_input, "late_chunk");
+  EXPECT_EQ(ok->models[0].long_input, LongInputPolicy::kAuto);
+  EXPECT_FALSE(ok->models[1].long_input.has_value());  // the flag's
+  EXPECT_EQ(ok->models[2].long_input, LongInputPolicy::kLateChunk);
   for (const char* bad :
        {R"({"models": [{"name": "a", "long_input": "window"}]})",
         R"({"models": [{"name": "a", "path": "p", "long_input": true}]})"}) {

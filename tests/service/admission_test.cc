@@ -78,14 +78,14 @@ TEST(AdmissionTest, ListModelsReportsTheBatchMemoryBudget) {
 
 TEST(AdmissionTest, ListModelsReportsThePerRequestLimits) {
   TestServerOptions options;
-  options.server.max_inputs_per_request = 3;
+  options.limits.max_inputs_per_request = 3;
+  options.limits.max_tokenize_texts_per_request = 2;
   TestServer server(options);
   grpc::ClientContext context;
   v1::ListModelsResponse response;
   ASSERT_TRUE(server.stub().ListModels(&context, {}, &response).ok());
   EXPECT_EQ(response.max_inputs_per_request(), 3);
-  EXPECT_EQ(response.max_tokenize_texts_per_request(),
-            service::TokenizeLimits{}.max_texts_per_request);
+  EXPECT_EQ(response.max_tokenize_texts_per_request(), 2);
   // The number is the one enforced: 3 inputs pass, 4 are refused.
   v1::EmbedResponse out;
   EXPECT_TRUE(
@@ -95,6 +95,36 @@ TEST(AdmissionTest, ListModelsReportsThePerRequestLimits) {
       Call(server.stub(), IdsRequest("alibi", {Ids(4), Ids(4), Ids(4), Ids(4)}),
            &out);
   EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT) << s.error_message();
+  // Tokenize and Decode obey their own reported limit: 2 texts pass, 3 are
+  // refused with the number and the flag.
+  v1::TokenizeRequest tokenize;
+  tokenize.set_model("alibi");
+  tokenize.add_texts("a");
+  tokenize.add_texts("b");
+  v1::TokenizeResponse tokens;
+  grpc::ClientContext ok_context;
+  const grpc::Status ok =
+      server.stub().Tokenize(&ok_context, tokenize, &tokens);
+  EXPECT_TRUE(ok.ok()) << ok.error_message();
+  EXPECT_EQ(tokens.encodings_size(), 2);
+  tokenize.add_texts_bytes("c");
+  grpc::ClientContext over_context;
+  s = server.stub().Tokenize(&over_context, tokenize, &tokens);
+  EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("3 texts in one request; at most 2 "
+                                   "(--max-tokenize-texts-per-request)"),
+            std::string::npos)
+      << s.error_message();
+  v1::DecodeRequest decode;
+  decode.set_model("alibi");
+  for (int i = 0; i < 3; ++i) decode.add_inputs()->add_ids(5);
+  v1::DecodeResponse texts;
+  grpc::ClientContext decode_context;
+  s = server.stub().Decode(&decode_context, decode, &texts);
+  EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("3 id lists in one request; at most 2"),
+            std::string::npos)
+      << s.error_message();
 }
 
 TEST(AdmissionTest, InputOverTheBudgetIsRefusedWithItsCostAndTheLimit) {
@@ -148,7 +178,7 @@ TEST(AdmissionTest, DiagnoseWaitsInTheModelsQueueAndPendingCallsAreBounded) {
   TestServerOptions options;
   options.batching.max_batch_sequences = 1;
   options.batching.fair_share = false;  // first come, first served
-  options.server.diagnose.max_pending = 1;
+  options.diagnose.max_pending = 1;
   TestServer server(options);
   LargeRequest large(&server);
   ASSERT_TRUE(large.Queued());

@@ -44,7 +44,7 @@ class ExtrapolationServiceTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     TestServerOptions options;
-    options.server.diagnose.max_extrapolation_tokens = kFlagLimit;
+    options.diagnose.max_extrapolation_tokens = kFlagLimit;
     for (auto& spec : options.repository.models) {
       if (spec.name == "rope") spec.max_extrapolation_tokens = kRopeLimit;
     }
@@ -136,7 +136,7 @@ TEST_F(ExtrapolationServiceTest, BadGridsAreInvalidArgument) {
 // attention is quadratic in its length.
 TEST(ExtrapolationAdmission, LongestRunIsPriced) {
   TestServerOptions options;
-  options.server.diagnose.max_extrapolation_tokens = 200;
+  options.diagnose.max_extrapolation_tokens = 200;
   options.batch_memory_budget_bytes = 1 << 20;
   TestServer server(options);
   v1::DiagnoseResponse r;

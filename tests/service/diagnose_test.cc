@@ -10,8 +10,8 @@ class DiagnoseTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     TestServerOptions options;
-    options.server.diagnose.max_tokens = 64;
-    options.server.diagnose.max_structure_positions = 48;
+    options.diagnose.max_tokens = 64;
+    options.diagnose.max_structure_positions = 48;
     server_ = new TestServer(options);
   }
   static void TearDownTestSuite() { delete server_; }

@@ -71,7 +71,7 @@ TEST(FakeFront, GetsTheVectorsGrpcEmbedGets) {
   TestServerOptions options;
   options.metrics = &metrics;
   TestServer server(options);
-  LineFront front{server.server().core()};
+  LineFront front{server.core()};
   for (const std::string model : {"rope", "alibi", "learned"}) {
     auto line = front.Handle(model + " 5 17 42 99 3");
     ASSERT_TRUE(line.ok()) << line.status();
@@ -95,7 +95,7 @@ TEST(FakeFront, GetsTheVectorsGrpcEmbedGets) {
 
 TEST(FakeFront, IsRefusedAsGrpcIs) {
   TestServer server;
-  LineFront front{server.server().core()};
+  LineFront front{server.core()};
   // An unknown model, an id outside the vocabulary: the core's words.
   for (const auto& [line, model, ids] :
        std::vector<std::tuple<std::string, std::string, std::vector<int64_t>>>{
@@ -110,7 +110,7 @@ TEST(FakeFront, IsRefusedAsGrpcIs) {
     EXPECT_EQ(std::string(refused.status().message()), grpc.error_message());
   }
   // Draining is the core's state: every front refuses from then on.
-  server.server().core()->StartDraining();
+  server.core()->StartDraining();
   auto refused = front.Handle("rope 1 2");
   v1::EmbedResponse response;
   const grpc::Status grpc =

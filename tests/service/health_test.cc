@@ -46,7 +46,7 @@ TEST(HealthTest, CheckFollowsTheModelsAndNamesUnknownServices) {
   HealthCheckResponse out;
   ASSERT_TRUE(check("", &out).ok());
   EXPECT_EQ(out.status(), HealthCheckResponse::NOT_SERVING);
-  server.server().SetModels(&server.host());
+  server.SetModels();
   ASSERT_TRUE(check("", &out).ok());
   EXPECT_EQ(out.status(), HealthCheckResponse::SERVING);
   ASSERT_TRUE(check("encoder.v1.EncoderService", &out).ok());
@@ -67,7 +67,7 @@ TEST(HealthTest, WatchSendsEachChangeAndEndsWithTheDrain) {
   HealthCheckResponse update;
   ASSERT_TRUE(reader->Read(&update));
   EXPECT_EQ(update.status(), HealthCheckResponse::NOT_SERVING);
-  server.server().SetModels(&server.host());
+  server.SetModels();
   ASSERT_TRUE(reader->Read(&update));
   EXPECT_EQ(update.status(), HealthCheckResponse::SERVING);
 
@@ -82,7 +82,7 @@ TEST(HealthTest, WatchSendsEachChangeAndEndsWithTheDrain) {
   EXPECT_EQ(unknown->Finish().error_code(), StatusCode::CANCELLED);
 
   // The drain turns the watcher NOT_SERVING and ends its call cleanly.
-  std::thread drain([&] { server.server().Drain(absl::Seconds(5)); });
+  std::thread drain([&] { server.Drain(absl::Seconds(5)); });
   ASSERT_TRUE(reader->Read(&update));
   EXPECT_EQ(update.status(), HealthCheckResponse::NOT_SERVING);
   EXPECT_FALSE(reader->Read(&update));
@@ -94,8 +94,8 @@ TEST(HealthTest, WatchSendsEachChangeAndEndsWithTheDrain) {
 TEST(HealthTest, ClosedHealthRefusesCheckAndWatchWithoutAToken) {
   auth::TokenAuthenticator tokens({kToken});
   TestServerOptions options;
-  options.server.tokens = &tokens;
-  options.server.auth_health = true;
+  options.tokens = &tokens;
+  options.auth_health = true;
   TestServer server(options);
   auto stub = Health::NewStub(server.channel());
   auto add_token = [](grpc::ClientContext* context, const std::string& t) {
@@ -133,7 +133,7 @@ TEST(HealthTest, ClosedHealthRefusesCheckAndWatchWithoutAToken) {
 TEST(HealthTest, OpenHealthNeedsNoTokenWhileTheServiceDoes) {
   auth::TokenAuthenticator tokens({kToken});
   TestServerOptions options;
-  options.server.tokens = &tokens;
+  options.tokens = &tokens;
   TestServer server(options);
   auto stub = Health::NewStub(server.channel());
   grpc::ClientContext context;

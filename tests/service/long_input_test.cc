@@ -48,8 +48,8 @@ class LongInputTest : public ::testing::Test {
  protected:
   void SetUp() override {
     TestServerOptions options;
-    options.server.max_chunks_per_input = 4;
-    options.server.diagnose.max_extrapolation_tokens = 500;
+    options.limits.max_chunks_per_input = 4;
+    options.diagnose.max_extrapolation_tokens = 500;
     server_ = std::make_unique<TestServer>(options);
   }
   std::vector<float> Pooled(const std::vector<int64_t>& ids) {
@@ -186,7 +186,7 @@ TEST_F(LongInputTest, TruncationIsTheDefaultAndCountsWhatItDrops) {
 // not ask to cut; truncate true still cuts.
 TEST(LongInputRefuseTest, TheServerDefaultCanRefuse) {
   TestServerOptions options;
-  options.server.long_input = "refuse";
+  options.limits.long_input = LongInputPolicy::kRefuse;
   TestServer server(options);
   v1::EmbedResponse out;
   const grpc::Status s =
@@ -374,9 +374,9 @@ class LongInputDefaultTest : public LongInputTest {
  protected:
   void SetUp() override {
     TestServerOptions options;
-    options.server.max_chunks_per_input = 4;
-    options.server.diagnose.max_extrapolation_tokens = 500;
-    options.server.long_input = "auto";
+    options.limits.max_chunks_per_input = 4;
+    options.diagnose.max_extrapolation_tokens = 500;
+    options.limits.long_input = LongInputPolicy::kAuto;
     server_ = std::make_unique<TestServer>(options);
   }
   v1::EmbedResponse Embed(v1::EmbedRequest r) {

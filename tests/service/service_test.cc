@@ -387,7 +387,7 @@ TEST_F(ServiceTest, ReflectionListsTheServicesAndServesTheSchema) {
 
 TEST(ServiceLimits, OversizedResponseIsRefusedBeforeCompute) {
   TestServerOptions options;
-  options.server.max_send_message_bytes = 64 << 10;
+  options.limits.max_send_message_bytes = 64 << 10;
   TestServer server(options);
   // 2 layers x 4 heads x 100^2 floats = 320 kB of maps > 64 kB.
   v1::EmbedRequest request = IdsRequest("rope", {std::vector<int64_t>(100, 7)});
@@ -477,7 +477,7 @@ TEST(ServiceHealth, NotServingAndUnavailableUntilModelsAreSet) {
   grpc::Status s = Call(server.stub(), IdsRequest("", {{1, 2}}), &response);
   EXPECT_EQ(s.error_code(), StatusCode::UNAVAILABLE);
   EXPECT_NE(s.error_message().find("loading"), std::string::npos);
-  server.server().SetModels(&server.host());
+  server.SetModels();
   EXPECT_EQ(health_of(""), 1);
   EXPECT_EQ(health_of("encoder.v1.EncoderService"), 1);
   EXPECT_TRUE(Call(server.stub(), IdsRequest("", {{1, 2}}), &response).ok());

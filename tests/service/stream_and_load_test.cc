@@ -157,7 +157,7 @@ TEST(Drain, EveryAcceptedCallCompletesAndNewCallsAreRefused) {
   }
   const int64_t queued_at_drain = batcher.queued_sequences();
   ASSERT_GE(queued_at_drain, 8);
-  EXPECT_TRUE(server.server().Drain(absl::Seconds(60)));
+  EXPECT_TRUE(server.Drain(absl::Seconds(60)));
   {
     std::unique_lock<std::mutex> lock(mu);
     ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60),

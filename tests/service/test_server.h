@@ -1,5 +1,6 @@
-// A real EncoderServer on a loopback port (port 0, read back) hosting small
-// models of every scheme, and a generated stub connected to it.
+// A real EncoderServer on a loopback port (port 0, read back) over its own
+// core, hosting small models of every scheme, and a generated stub
+// connected to it: the gRPC half of what server/app builds.
 #ifndef ENCODER_TESTS_SERVICE_TEST_SERVER_H_
 #define ENCODER_TESTS_SERVICE_TEST_SERVER_H_
 
@@ -14,6 +15,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "encoder/v1/encoder.grpc.pb.h"
+#include "server/app/drain.h"
+#include "server/core/inference.h"
 #include "server/model/model_repository.h"
 #include "server/runner/model_host.h"
 #include "server/service/server.h"
@@ -51,6 +54,11 @@ inline model::Repository SmallRepository() {
 
 struct TestServerOptions {
   service::ServerOptions server;
+  core::ServiceLimits limits;
+  core::DiagnoseLimits diagnose;
+  // Null: no authentication. Must outlive the server.
+  const auth::TokenAuthenticator* tokens = nullptr;
+  bool auth_health = false;  // grpc.health.v1 needs a token too
   batching::BatchOptions batching;
   model::Repository repository = SmallRepository();
   bool set_models = true;
@@ -69,11 +77,17 @@ class TestServer {
     auto host = runner::ModelHost::Create(options.repository, host_options);
     EXPECT_TRUE(host.ok()) << host.status();
     host_ = std::move(host).value();
-    auto server = service::EncoderServer::Start(
-        options.server, options.metrics ? options.metrics : &metrics_);
+    metrics::Metrics* metrics = options.metrics ? options.metrics : &metrics_;
+    options.server.max_send_message_bytes =
+        options.limits.max_send_message_bytes;
+    core_ = std::make_unique<core::Inference>(metrics, options.limits,
+                                              options.diagnose);
+    auth_ = core::EdgeAuth{options.tokens, options.auth_health, metrics};
+    auto server =
+        service::EncoderServer::Start(options.server, core_.get(), auth_);
     EXPECT_TRUE(server.ok()) << server.status();
     server_ = std::move(server).value();
-    if (options.set_models) server_->SetModels(host_.get());
+    if (options.set_models) SetModels();
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(256 << 20);
     channel_ =
@@ -87,13 +101,28 @@ class TestServer {
     host_.reset();
   }
 
+  // What the app does once the models are loaded: the core gets them and
+  // gRPC health turns SERVING.
+  void SetModels() {
+    core_->SetHost(host_.get());
+    server_->SetServing(true);
+  }
+
+  // The app's drain sequence (server/app/drain.h) over this server.
+  bool Drain(absl::Duration grace) {
+    return app::Drain({core_.get(), host_.get(), server_.get()}, grace);
+  }
+
   v1::EncoderService::Stub& stub() { return *stub_; }
   std::shared_ptr<grpc::Channel> channel() { return channel_; }
   service::EncoderServer& server() { return *server_; }
+  core::Inference* core() { return core_.get(); }
   runner::ModelHost& host() { return *host_; }
 
  private:
   metrics::NoopMetrics metrics_;
+  std::unique_ptr<core::Inference> core_;
+  core::EdgeAuth auth_;
   std::unique_ptr<runner::ModelHost> host_;
   std::unique_ptr<service::EncoderServer> server_;
   std::shared_ptr<grpc::Channel> channel_;

@@ -1,0 +1,116 @@
+// Inputs past the model's length, on a fake model of 16 positions: the
+// policies (truncate, refuse, chunk, extrapolate) and where each comes
+// from (the request, the model's repository entry, the server's default),
+// checked by what reached the model.
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "server/core/long_input.h"
+#include "tests/core/core_test_util.h"
+
+namespace encoder::testing {
+namespace {
+
+constexpr int64_t kCls = tokenizer::ByteTokenizer::kCls;
+constexpr int64_t kSep = tokenizer::ByteTokenizer::kSep;
+
+TEST(CoreLongInput, TruncateByDefaultKeepsTheFirstTokensAndCountsTheRest) {
+  FakeCore f;
+  // 30 bytes + [CLS] + [SEP] = 32 tokens; the model takes 16.
+  auto answer = Embed(f.core, TextQuery({std::string(30, 'a')}));
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  const core::EmbeddedInput& in = answer->inputs[0];
+  EXPECT_TRUE(in.truncated);
+  EXPECT_EQ(in.truncated_tokens, 16);
+  EXPECT_EQ(answer->truncated_tokens, 16);
+  // [CLS] 'a' x 14 [SEP]: the template's tokens survive the cut.
+  const float a = tokenizer::ByteTokenizer::kByteOffset + 'a';
+  EXPECT_EQ(in.result.pooled,
+            (std::vector<float>{16, kCls + 14 * a + kSep, kCls, kSep}));
+}
+
+TEST(CoreLongInput, TruncateFalseRefusesNamingTheLengthAndTheLimit) {
+  FakeCore f;
+  core::EmbedQuery q = IdsQuery({{5}, Ids(17)});
+  q.long_input = LongInputPolicy::kRefuse;
+  auto answer = Embed(f.core, q);
+  EXPECT_EQ(answer.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(answer.status().message(), "inputs[1]"))
+      << answer.status();
+  EXPECT_TRUE(absl::StrContains(answer.status().message(), "16"))
+      << answer.status();
+  EXPECT_EQ(f.model().calls(), 0);
+}
+
+TEST(CoreLongInput, TheServersDefaultAndTheModelsEntryDecide) {
+  core::ServiceLimits limits;
+  limits.long_input = LongInputPolicy::kRefuse;
+  FakeCore f(limits, {{.name = "plain"},
+                      {.name = "chunky", .long_input = LongInputPolicy::kChunk}});
+  auto refused = Embed(f.core, IdsQuery({Ids(40)}, "plain"));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  auto chunked = Embed(f.core, IdsQuery({Ids(40)}, "chunky"));
+  ASSERT_TRUE(chunked.ok()) << chunked.status();
+  EXPECT_GT(chunked->inputs[0].chunks, 1);
+  EXPECT_EQ(core::DefaultLongInput(*f.catalog.Find("plain"), limits).policy,
+            LongInputPolicy::kRefuse);
+  EXPECT_EQ(core::DefaultLongInput(*f.catalog.Find("chunky"), limits).policy,
+            LongInputPolicy::kChunk);
+}
+
+TEST(CoreLongInput, ChunkingSendsWindowsTheModelTakesAndCoversTheInput) {
+  FakeCore f;
+  core::EmbedQuery q = IdsQuery({Ids(40)});
+  q.long_input = LongInputPolicy::kChunk;
+  q.return_chunks = true;
+  auto answer = Embed(f.core, q);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  const core::EmbeddedInput& in = answer->inputs[0];
+  EXPECT_FALSE(in.truncated);
+  ASSERT_GE(in.chunks, 3);
+  ASSERT_EQ(static_cast<int64_t>(in.chunk_vectors.size()), in.chunks);
+  const std::vector<runner::EmbedSpec> ran = f.model().ran();
+  ASSERT_EQ(static_cast<int64_t>(ran.size()), in.chunks);
+  for (const runner::EmbedSpec& s : ran) EXPECT_LE(s.token_ids.size(), 16u);
+  // The windows' spans tile the 40 ids without a gap.
+  int64_t next = 0;
+  for (const core::ChunkVector& c : in.chunk_vectors) {
+    EXPECT_LE(c.span.token_begin, next);
+    EXPECT_GT(c.span.token_end, next);
+    next = c.span.token_end;
+  }
+  EXPECT_EQ(next, 40);
+}
+
+TEST(CoreLongInput, ChunksPerInputAreBounded) {
+  core::ServiceLimits limits;
+  limits.max_chunks_per_input = 2;
+  FakeCore f(limits);
+  core::EmbedQuery q = IdsQuery({Ids(40)});
+  q.long_input = LongInputPolicy::kChunk;
+  auto answer = Embed(f.core, q);
+  EXPECT_EQ(answer.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(answer.status().message(), "2"))
+      << answer.status();
+  EXPECT_EQ(f.model().calls(), 0);
+}
+
+TEST(CoreLongInput, ALearnedTableCannotExtrapolateAndAutoChunksIt) {
+  core::ServiceLimits limits;
+  limits.long_input = LongInputPolicy::kAuto;
+  FakeCore f(limits);
+  core::EmbedQuery q = IdsQuery({Ids(40)});
+  q.long_input = LongInputPolicy::kExtrapolate;
+  EXPECT_EQ(Embed(f.core, q).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  const core::LongInputDefault d =
+      core::DefaultLongInput(*f.catalog.Find(""), limits);
+  EXPECT_EQ(d.policy, LongInputPolicy::kChunk);
+  EXPECT_FALSE(d.reason.empty());
+  auto answer = Embed(f.core, IdsQuery({Ids(40)}));
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_GT(answer->inputs[0].chunks, 1);
+}
+
+}  // namespace
+}  // namespace encoder::testing
