@@ -13,6 +13,7 @@ import ctypes
 import importlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -23,7 +24,13 @@ import time
 import urllib.error
 import urllib.request
 
+import yaml
+
 _PR_SET_PDEATHSIG = 1
+# The container ports of the manifests (deploy/k8s, the Helm chart, compose).
+GRPC_PORT = 50051
+METRICS_PORT = 9090
+HEALTH_PORT = 50052
 
 
 class TimeLimit(Exception):
@@ -300,3 +307,559 @@ def sum_samples(samples, name, **labels):
     want = set(labels.items())
     return sum(v for (n, ls), v in samples.items()
                if n == name and want <= set(ls))
+
+
+# --- Kubernetes objects (kubernetes_test.py, helm_test.py) -----------------
+
+# apiVersion each kind must use (the stable API of current Kubernetes; the
+# custom resources' current versions).
+API_VERSIONS = {
+    "ConfigMap": "v1",
+    "Service": "v1",
+    "PersistentVolumeClaim": "v1",
+    "Deployment": "apps/v1",
+    "PodDisruptionBudget": "policy/v1",
+    "HorizontalPodAutoscaler": "autoscaling/v2",
+    "ServiceMonitor": "monitoring.coreos.com/v1",
+    "ServingRuntime": "serving.kserve.io/v1alpha1",
+    "InferenceService": "serving.kserve.io/v1beta1",
+}
+# Dotted paths each kind must have.
+REQUIRED = {
+    "ConfigMap": ["data"],
+    "Service": ["spec.selector", "spec.ports"],
+    "PersistentVolumeClaim": ["spec.accessModes",
+                              "spec.resources.requests.storage"],
+    "Deployment": ["spec.selector.matchLabels", "spec.template.metadata.labels",
+                   "spec.template.spec.containers"],
+    "PodDisruptionBudget": ["spec.selector.matchLabels"],
+    "HorizontalPodAutoscaler": ["spec.scaleTargetRef", "spec.maxReplicas",
+                                "spec.metrics"],
+    "ServiceMonitor": ["spec.selector.matchLabels", "spec.endpoints"],
+    "ServingRuntime": ["spec.supportedModelFormats", "spec.containers"],
+    "InferenceService": ["spec.predictor.model.modelFormat.name",
+                         "spec.predictor.model.storageUri"],
+}
+NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+# The fields of each kind that the manifests may use, with their types, as
+# the Kubernetes API (and the CRDs of the Prometheus Operator and KServe)
+# define them: "string", "integer", "boolean", "quantity" (a string or a
+# number), "int-or-string", "any"; [spec] is a list of spec, {"*": spec} a
+# map of spec, any other dict an object whose unknown fields are errors. A
+# template that puts a field at the wrong depth, or a label value that is
+# not a string, fails here as the API server would refuse it.
+_STRING_MAP = {"*": "string"}
+_SELECTOR = {"matchLabels": _STRING_MAP, "matchExpressions": ["any"]}
+_META = {"name": "string", "namespace": "string", "labels": _STRING_MAP,
+         "annotations": _STRING_MAP}
+_KEY_REF = {"name": "string", "key": "string", "optional": "boolean"}
+_PROBE = {
+    "grpc": {"port": "integer", "service": "string"},
+    "httpGet": {"path": "string", "port": "int-or-string", "scheme": "string",
+                "host": "string", "httpHeaders": ["any"]},
+    "tcpSocket": {"port": "int-or-string", "host": "string"},
+    "exec": {"command": ["string"]},
+    "initialDelaySeconds": "integer", "periodSeconds": "integer",
+    "timeoutSeconds": "integer", "successThreshold": "integer",
+    "failureThreshold": "integer", "terminationGracePeriodSeconds": "integer",
+}
+_CONTAINER = {
+    "name": "string", "image": "string", "imagePullPolicy": "string",
+    "command": ["string"], "args": ["string"], "workingDir": "string",
+    "ports": [{"name": "string", "containerPort": "integer",
+               "protocol": "string", "hostPort": "integer",
+               "hostIP": "string"}],
+    "env": [{"name": "string", "value": "string",
+             "valueFrom": {"secretKeyRef": _KEY_REF,
+                           "configMapKeyRef": _KEY_REF,
+                           "fieldRef": "any", "resourceFieldRef": "any"}}],
+    "envFrom": ["any"],
+    "resources": {"requests": {"*": "quantity"}, "limits": {"*": "quantity"},
+                  "claims": ["any"]},
+    "volumeMounts": [{"name": "string", "mountPath": "string",
+                      "readOnly": "boolean", "subPath": "string",
+                      "subPathExpr": "string", "mountPropagation": "string",
+                      "recursiveReadOnly": "string"}],
+    "livenessProbe": _PROBE, "readinessProbe": _PROBE, "startupProbe": _PROBE,
+    "lifecycle": {"preStop": {"exec": {"command": ["string"]},
+                              "httpGet": "any", "sleep": "any"},
+                  "postStart": "any"},
+    "securityContext": {
+        "readOnlyRootFilesystem": "boolean",
+        "allowPrivilegeEscalation": "boolean", "privileged": "boolean",
+        "runAsNonRoot": "boolean", "runAsUser": "integer",
+        "runAsGroup": "integer",
+        "capabilities": {"drop": ["string"], "add": ["string"]},
+        "seccompProfile": {"type": "string", "localhostProfile": "string"}},
+    "terminationMessagePath": "string", "terminationMessagePolicy": "string",
+    "stdin": "boolean", "tty": "boolean",
+}
+_VOLUME = {
+    "name": "string",
+    "configMap": {"name": "string", "items": ["any"], "defaultMode": "integer",
+                  "optional": "boolean"},
+    "secret": {"secretName": "string", "items": ["any"],
+               "defaultMode": "integer", "optional": "boolean"},
+    "emptyDir": {"sizeLimit": "quantity", "medium": "string"},
+    "persistentVolumeClaim": {"claimName": "string", "readOnly": "boolean"},
+}
+_TOLERATION = {"key": "string", "operator": "string", "value": "string",
+               "effect": "string", "tolerationSeconds": "integer"}
+_POD_SPEC = {
+    "containers": [_CONTAINER], "initContainers": [_CONTAINER],
+    "volumes": [_VOLUME], "terminationGracePeriodSeconds": "integer",
+    "topologySpreadConstraints": [{
+        "maxSkew": "integer", "topologyKey": "string",
+        "whenUnsatisfiable": "string", "labelSelector": _SELECTOR,
+        "minDomains": "integer", "matchLabelKeys": ["string"],
+        "nodeAffinityPolicy": "string", "nodeTaintsPolicy": "string"}],
+    "securityContext": {
+        "runAsNonRoot": "boolean", "runAsUser": "integer",
+        "runAsGroup": "integer", "fsGroup": "integer",
+        "fsGroupChangePolicy": "string", "supplementalGroups": ["integer"],
+        "seccompProfile": {"type": "string", "localhostProfile": "string"}},
+    "serviceAccountName": "string", "automountServiceAccountToken": "boolean",
+    "priorityClassName": "string", "imagePullSecrets": [{"name": "string"}],
+    "nodeSelector": _STRING_MAP, "tolerations": [_TOLERATION],
+    "affinity": "any",
+}
+_HPA_METRIC = {"type": "string", "pods": {
+    "metric": {"name": "string", "selector": _SELECTOR},
+    "target": {"type": "string", "averageValue": "quantity",
+               "value": "quantity", "averageUtilization": "integer"}},
+    "resource": "any", "object": "any", "external": "any",
+    "containerResource": "any"}
+_SCALING_RULES = {"stabilizationWindowSeconds": "integer",
+                  "selectPolicy": "string", "tolerance": "quantity",
+                  "policies": [{"type": "string", "value": "integer",
+                                "periodSeconds": "integer"}]}
+SCHEMAS = {
+    "ConfigMap": {"data": _STRING_MAP, "binaryData": _STRING_MAP,
+                  "immutable": "boolean"},
+    "Service": {"spec": {
+        "type": "string", "clusterIP": "string", "selector": _STRING_MAP,
+        "ports": [{"name": "string", "port": "integer",
+                   "targetPort": "int-or-string", "protocol": "string",
+                   "appProtocol": "string", "nodePort": "integer"}],
+        "sessionAffinity": "string", "publishNotReadyAddresses": "boolean",
+        "internalTrafficPolicy": "string", "trafficDistribution": "string"}},
+    "PersistentVolumeClaim": {"spec": {
+        "accessModes": ["string"], "storageClassName": "string",
+        "volumeMode": "string",
+        "resources": {"requests": {"*": "quantity"},
+                      "limits": {"*": "quantity"}}}},
+    "Deployment": {"spec": {
+        "replicas": "integer", "selector": _SELECTOR,
+        "revisionHistoryLimit": "integer", "minReadySeconds": "integer",
+        "progressDeadlineSeconds": "integer",
+        "strategy": {"type": "string", "rollingUpdate": {
+            "maxUnavailable": "int-or-string",
+            "maxSurge": "int-or-string"}},
+        "template": {"metadata": _META, "spec": _POD_SPEC}}},
+    "PodDisruptionBudget": {"spec": {
+        "selector": _SELECTOR, "maxUnavailable": "int-or-string",
+        "minAvailable": "int-or-string",
+        "unhealthyPodEvictionPolicy": "string"}},
+    "HorizontalPodAutoscaler": {"spec": {
+        "scaleTargetRef": {"apiVersion": "string", "kind": "string",
+                           "name": "string"},
+        "minReplicas": "integer", "maxReplicas": "integer",
+        "metrics": [_HPA_METRIC],
+        "behavior": {"scaleUp": _SCALING_RULES,
+                     "scaleDown": _SCALING_RULES}}},
+    "ServiceMonitor": {"spec": {
+        "selector": _SELECTOR, "jobLabel": "string",
+        "namespaceSelector": "any",
+        "endpoints": [{
+            "port": "string", "path": "string", "interval": "string",
+            "scrapeTimeout": "string", "scheme": "string",
+            "honorLabels": "boolean", "relabelings": ["any"],
+            "metricRelabelings": ["any"], "bearerTokenSecret": _KEY_REF,
+            "basicAuth": "any",
+            "tlsConfig": {"serverName": "string",
+                          "insecureSkipVerify": "boolean",
+                          "ca": {"secret": _KEY_REF,
+                                 "configMap": _KEY_REF},
+                          "cert": "any", "keySecret": _KEY_REF}}]}},
+    "ServingRuntime": {"spec": {
+        "supportedModelFormats": [{"name": "string", "version": "string",
+                                   "autoSelect": "boolean",
+                                   "priority": "integer"}],
+        "multiModel": "boolean", "disabled": "boolean",
+        "protocolVersions": ["string"], "containers": [_CONTAINER],
+        "volumes": [_VOLUME], "nodeSelector": _STRING_MAP,
+        "tolerations": [_TOLERATION], "affinity": "any",
+        "imagePullSecrets": [{"name": "string"}],
+        "annotations": _STRING_MAP, "labels": _STRING_MAP}},
+    "InferenceService": {"spec": {"predictor": {
+        "minReplicas": "integer", "maxReplicas": "integer",
+        "scaleMetric": "string", "scaleTarget": "integer",
+        "model": {"modelFormat": {"name": "string", "version": "string"},
+                  "runtime": "string", "storageUri": "string",
+                  "args": ["string"], "env": ["any"],
+                  "resources": "any"}}}},
+}
+
+
+def get(obj, path):
+    """obj's value at a dotted path, or None."""
+    for key in path.split("."):
+        if not isinstance(obj, dict) or key not in obj:
+            return None
+        obj = obj[key]
+    return obj
+
+
+def _schema_errors(value, spec, where):
+    if isinstance(spec, list):
+        if not isinstance(value, list):
+            return [f"{where}: a list expected, got {value!r}"]
+        return [e for i, item in enumerate(value)
+                for e in _schema_errors(item, spec[0], f"{where}[{i}]")]
+    if isinstance(spec, dict) and "*" in spec:
+        if not isinstance(value, dict):
+            return [f"{where}: a map expected, got {value!r}"]
+        return [e for k, v in value.items()
+                for e in _schema_errors(v, spec["*"], f"{where}.{k}")]
+    if isinstance(spec, dict):
+        if not isinstance(value, dict):
+            return [f"{where}: an object expected, got {value!r}"]
+        errors = [f"{where}: unknown field {k!r}" for k in value
+                  if k not in spec]
+        return errors + [e for k, v in value.items() if k in spec
+                         for e in _schema_errors(v, spec[k], f"{where}.{k}")]
+    if spec == "any":
+        ok = True
+    elif spec == "string":
+        ok = isinstance(value, str)
+    elif spec == "boolean":
+        ok = isinstance(value, bool)
+    elif spec == "integer":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif spec == "int-or-string":
+        ok = isinstance(value, (str, int)) and not isinstance(value, bool)
+    elif spec == "quantity":
+        try:
+            ok = not isinstance(value, bool) and quantity(value) >= 0
+        except ValueError:
+            ok = False
+    else:
+        raise ValueError(f"unknown schema type {spec!r}")
+    return [] if ok else [f"{where}: {spec} expected, got {value!r}"]
+
+
+def schema_errors(doc):
+    """The fields of one rendered object that its kind's schema
+    (SCHEMAS) does not have, or has with another type."""
+    kind = doc.get("kind")
+    spec = {"apiVersion": "string", "kind": "string", "metadata": _META,
+            **SCHEMAS.get(kind, {})}
+    return _schema_errors(doc, spec, f"{kind}/{get(doc, 'metadata.name')}")
+
+
+def quantity(value):
+    """A Kubernetes quantity ('100m', '2', '4Gi', 64) as a number."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    units = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
+             "Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40}
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)(m|k|M|G|T|Ki|Mi|Gi|Ti)?",
+                         str(value))
+    if not match:
+        raise ValueError(f"not a quantity: {value!r}")
+    return float(match.group(1)) * units.get(match.group(2), 1)
+
+
+def kustomize(tool, directory):
+    """The objects `kubectl kustomize` or `kustomize build` renders."""
+    command = ([tool, "build", directory]
+               if os.path.basename(tool) == "kustomize"
+               else [tool, "kustomize", directory])
+    run = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    if run.returncode != 0:
+        raise CheckFailed(f"{' '.join(command)} failed "
+                          f"({run.returncode}): {run.stderr}")
+    return [d for d in yaml.safe_load_all(run.stdout) if d]
+
+
+def server_metric_names(src):
+    """Metric families registered in prometheus_metrics.cc."""
+    path = os.path.join(src, "server", "metrics", "prometheus_metrics.cc")
+    with open(path) as f:
+        text = f.read()
+    return set(re.findall(r'\.Name\("(encoder_[a-z0-9_]+)"\)', text)) | set(
+        re.findall(r'name = "(encoder_[a-z0-9_]+)"', text))
+
+
+def exported_series(src):
+    """Series names encoder-server's /metrics can carry: the families, and
+    each histogram's _bucket, _sum and _count."""
+    path = os.path.join(src, "server", "metrics", "prometheus_metrics.cc")
+    with open(path) as f:
+        text = f.read()
+    histograms = set(re.findall(
+        r'BuildHistogram\(\)\s*\.Name\("(encoder_[a-z0-9_]+)"\)', text))
+    names = server_metric_names(src)
+    return names | {h + suffix for h in histograms
+                    for suffix in ("_bucket", "_sum", "_count")}
+
+
+def selects(selector, labels):
+    return bool(selector) and selector.items() <= (labels or {}).items()
+
+
+def check_objects(where, docs, checks):
+    """apiVersion per kind, required fields, names, and the schema of every
+    rendered object; no object twice."""
+    for doc in docs:
+        kind = doc.get("kind")
+        name = get(doc, "metadata.name")
+        label = f"{where}: {kind}/{name}"
+        checks.check(kind in API_VERSIONS, f"{label}: unexpected kind")
+        checks.equal(doc.get("apiVersion"), API_VERSIONS.get(kind),
+                     f"{label}: apiVersion")
+        checks.check(isinstance(name, str) and NAME_RE.match(name)
+                     and len(name) <= 63, f"{label}: bad metadata.name")
+        for path in REQUIRED.get(kind, []):
+            checks.check(get(doc, path) not in (None, {}, []),
+                         f"{label}: no {path}")
+        for error in schema_errors(doc):
+            checks.check(False, f"{where}: {error}")
+    names = [(d.get("kind"), get(d, "metadata.name")) for d in docs]
+    checks.equal(len(names), len(set(names)), f"{where}: duplicate objects")
+
+
+def flag_value(args, name):
+    """The value of --name=VALUE in args, else None."""
+    for arg in args:
+        if arg.startswith(f"--{name}="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def check_references(where, docs, served_metrics, checks,
+                     expected_kinds=None):
+    """Cross references of a render: selectors against pod labels,
+    Service and ServiceMonitor ports against container ports, the
+    ServiceMonitor's scheme against the server's TLS, volumes against
+    rendered ConfigMaps and PersistentVolumeClaims, the HPA's target and
+    its Pods metrics against `served_metrics` (the adapter rules' names:
+    every one of them, and only those). Returns (deployments, config
+    maps by name)."""
+    by_kind = {}
+    for doc in docs:
+        by_kind.setdefault(doc["kind"], []).append(doc)
+    if expected_kinds is not None:
+        checks.equal(set(by_kind), set(expected_kinds),
+                     f"{where}: kinds rendered")
+    deployments = by_kind.get("Deployment", [])
+    config_maps = {get(c, "metadata.name"): c
+                   for c in by_kind.get("ConfigMap", [])}
+    claims = {get(c, "metadata.name") for c in
+              by_kind.get("PersistentVolumeClaim", [])}
+    pod_labels = {}
+    container_ports = {}
+    pod_tls = {}
+    for deployment in deployments:
+        name = get(deployment, "metadata.name")
+        labels = get(deployment, "spec.template.metadata.labels")
+        checks.check(selects(get(deployment, "spec.selector.matchLabels"),
+                             labels),
+                     f"{where}: Deployment {name} selector vs pod labels")
+        pod_labels[name] = labels
+        ports = {}
+        for container in get(deployment, "spec.template.spec.containers"):
+            checks.check(container.get("image"),
+                         f"{where}: {name}: container without image")
+            for port in container.get("ports", []):
+                ports[port["name"]] = port["containerPort"]
+            pod_tls[name] = flag_value(container.get("args", []),
+                                       "tls-cert") is not None
+        container_ports[name] = ports
+        annotations = get(deployment, "spec.template.metadata.annotations") \
+            or {}
+        if "prometheus.io/scheme" in annotations:
+            checks.equal(annotations["prometheus.io/scheme"],
+                         "https" if pod_tls[name] else "http",
+                         f"{where}: {name}: prometheus.io/scheme vs "
+                         "--tls-cert")
+        for volume in get(deployment, "spec.template.spec.volumes") or []:
+            if "configMap" in volume:
+                checks.check(volume["configMap"]["name"] in config_maps,
+                             f"{where}: {name}: volume {volume['name']} "
+                             f"names a ConfigMap that is not rendered")
+            claim = get(volume, "persistentVolumeClaim.claimName")
+            if claim is not None and claims:
+                checks.check(claim in claims,
+                             f"{where}: {name}: volume {volume['name']} "
+                             f"names a claim that is not rendered")
+        for constraint in get(deployment, "spec.template.spec."
+                                          "topologySpreadConstraints") or []:
+            checks.check(selects(get(constraint, "labelSelector.matchLabels"),
+                                 labels),
+                         f"{where}: {name}: topology spread constraint "
+                         f"{constraint.get('topologyKey')} does not select "
+                         "its own pods")
+
+    def selected_deployments(selector):
+        return [d for d, labels in pod_labels.items()
+                if selects(selector, labels)]
+
+    services = {}
+    for service in by_kind.get("Service", []):
+        name = get(service, "metadata.name")
+        services[name] = service
+        chosen = selected_deployments(get(service, "spec.selector"))
+        checks.check(chosen, f"{where}: Service {name} selects no pods")
+        for port in get(service, "spec.ports"):
+            target = port.get("targetPort", port["port"])
+            for deployment in chosen:
+                ok = (target in container_ports[deployment]
+                      if isinstance(target, str)
+                      else target in container_ports[deployment].values())
+                checks.check(ok, f"{where}: Service {name} port "
+                             f"{port.get('name')} -> {target!r}: no such "
+                             f"container port in {deployment}")
+    for pdb in by_kind.get("PodDisruptionBudget", []):
+        name = get(pdb, "metadata.name")
+        checks.check(selected_deployments(get(pdb, "spec.selector.matchLabels")),
+                     f"{where}: PodDisruptionBudget {name} selects no pods")
+        spec = pdb["spec"]
+        checks.equal(("minAvailable" in spec) + ("maxUnavailable" in spec), 1,
+                     f"{where}: PodDisruptionBudget {name} needs exactly one "
+                     "of minAvailable and maxUnavailable")
+
+    for hpa in by_kind.get("HorizontalPodAutoscaler", []):
+        name = get(hpa, "metadata.name")
+        target = hpa["spec"]["scaleTargetRef"]
+        checks.check(target.get("kind") == "Deployment"
+                     and target.get("apiVersion") == "apps/v1"
+                     and target.get("name") in pod_labels,
+                     f"{where}: HPA {name} targets {target}, not a rendered "
+                     "Deployment")
+        checks.check(1 <= hpa["spec"].get("minReplicas", 1)
+                     <= hpa["spec"]["maxReplicas"],
+                     f"{where}: HPA {name} replica bounds")
+        for deployment in deployments:
+            if get(deployment, "metadata.name") == target.get("name"):
+                checks.check("replicas" not in deployment["spec"],
+                             f"{where}: HPA {name}'s Deployment sets "
+                             "replicas (each apply would reset the HPA's "
+                             "count)")
+        metrics = hpa["spec"]["metrics"]
+        checks.check(all(m.get("type") == "Pods" for m in metrics),
+                     f"{where}: HPA {name} scales on other than Pods "
+                     f"metrics: {[m.get('type') for m in metrics]}")
+        names = [get(m, "pods.metric.name") for m in metrics]
+        checks.equal(sorted(names), sorted(served_metrics),
+                     f"{where}: HPA {name} metrics vs the metrics the "
+                     "adapter rules serve")
+        for metric in metrics:
+            metric_name = get(metric, "pods.metric.name")
+            value = get(metric, "pods.target.averageValue")
+            try:
+                positive = value is not None and quantity(value) > 0
+            except ValueError:
+                positive = False
+            checks.check(get(metric, "pods.target.type") == "AverageValue"
+                         and positive,
+                         f"{where}: HPA {name} {metric_name} target {value!r}")
+
+    for monitor in by_kind.get("ServiceMonitor", []):
+        name = get(monitor, "metadata.name")
+        selector = get(monitor, "spec.selector.matchLabels")
+        chosen = [s for s in services.values()
+                  if selects(selector, get(s, "metadata.labels"))]
+        checks.check(chosen, f"{where}: ServiceMonitor {name} selects no "
+                     "Service")
+        for endpoint in monitor["spec"]["endpoints"]:
+            checks.equal(endpoint.get("path", "/metrics"), "/metrics",
+                         f"{where}: ServiceMonitor {name} path")
+            scraped = [s for s in chosen
+                       if endpoint.get("port") in
+                       {p.get("name") for p in s["spec"]["ports"]}]
+            checks.check(scraped, f"{where}: ServiceMonitor {name} port "
+                         f"{endpoint.get('port')!r} is on no selected Service")
+            for service in scraped:
+                port = [p for p in service["spec"]["ports"]
+                        if p.get("name") == endpoint.get("port")][0]
+                checks.equal(port["port"], METRICS_PORT,
+                             f"{where}: ServiceMonitor {name} scrapes port "
+                             f"{port['port']}")
+                for deployment in selected_deployments(
+                        get(service, "spec.selector")):
+                    checks.equal(endpoint.get("scheme", "http"),
+                                 "https" if pod_tls[deployment] else "http",
+                                 f"{where}: ServiceMonitor {name} scheme vs "
+                                 f"{deployment}'s --tls-cert")
+    return deployments, config_maps
+
+
+def adapter_metrics(docs, series_names, checks):
+    """{custom metric name: series read} of the Prometheus adapter rules;
+    each rule must read series encoder-server exports (`series_names`, its
+    seriesQuery and every series its metricsQuery names) and key on
+    namespace and pod."""
+    maps = [d for d in docs if d.get("kind") == "ConfigMap"]
+    check_objects("prometheus-adapter", docs, checks)
+    checks.check(len(maps) == 1 and "config.yaml" in maps[0].get("data", {}),
+                 "prometheus-adapter: one ConfigMap with config.yaml")
+    if not maps:
+        return {}
+    config = yaml.safe_load(maps[0]["data"]["config.yaml"])
+    served = {}
+    for rule in config.get("rules", []):
+        series = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)", rule["seriesQuery"])
+        series = series.group(1) if series else None
+        checks.check(series in series_names,
+                     f"adapter rule reads {series}, which encoder-server "
+                     "does not export")
+        overrides = get(rule, "resources.overrides") or {}
+        checks.equal({k: v.get("resource") for k, v in overrides.items()},
+                     {"namespace": "namespace", "pod": "pod"},
+                     f"adapter rule {series}: resource overrides")
+        name = rule.get("name", {})
+        checks.check(re.search(name.get("matches", "^$"), series or ""),
+                     f"adapter rule {series}: name.matches does not match")
+        query = rule.get("metricsQuery", "")
+        for part in ("<<.Series>>", "<<.LabelMatchers>>", "<<.GroupBy>>"):
+            checks.check(part in query,
+                         f"adapter rule {series}: metricsQuery lacks {part}")
+        for other in re.findall(r"\bencoder_[a-z0-9_]+", query):
+            checks.check(other in series_names,
+                         f"adapter rule {series}: metricsQuery reads "
+                         f"{other}, which encoder-server does not export")
+        served[name.get("as", series)] = rule
+    return served
+
+
+def documented_flags(src):
+    """({flag names}, {ENCODER_ variables}) of docs/configuration.md's
+    tables, which the configuration_doc test keeps equal to the server's
+    option table."""
+    flags, variables = set(), set()
+    with open(os.path.join(src, "docs", "configuration.md")) as f:
+        for line in f:
+            cells = line.split(" | ")
+            if not line.startswith("| `-") or len(cells) < 2:
+                continue
+            flags |= set(re.findall(r"`--([a-z0-9-]+)`", cells[0]))
+            variables |= set(re.findall(r"`(ENCODER_[A-Z0-9_]+)`", cells[1]))
+    return flags, variables
+
+
+def check_container_flags(where, container, documented, checks):
+    """Every flag in a container's args and every ENCODER_ variable of its
+    environment is one the server has."""
+    flags, variables = documented
+    for arg in container.get("args", []):
+        match = re.match(r"^--([a-z0-9-]+)", arg)
+        checks.check(match and match.group(1) in flags,
+                     f"{where}: {arg!r} is not a flag of encoder-server "
+                     "(docs/configuration.md)")
+    for env in container.get("env", []):
+        if env["name"].startswith("ENCODER_"):
+            checks.check(env["name"] in variables,
+                         f"{where}: {env['name']} is not a variable of "
+                         "encoder-server (docs/configuration.md)")

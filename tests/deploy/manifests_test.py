@@ -19,9 +19,9 @@ import yaml
 import deploy_util as du
 
 REPLICA_SERVICES = ("replica1", "replica2")
-GRPC_PORT = 50051
-METRICS_PORT = 9090
-HEALTH_PORT = 50052
+GRPC_PORT = du.GRPC_PORT
+METRICS_PORT = du.METRICS_PORT
+HEALTH_PORT = du.HEALTH_PORT
 
 
 def seconds(duration):
@@ -36,11 +36,7 @@ def seconds(duration):
     return int(h or 0) * 3600 + int(m or 0) * 60 + float(s or 0)
 
 
-def flag_value(args, name):
-    for arg in args:
-        if arg.startswith(f"--{name}="):
-            return arg.split("=", 1)[1]
-    return None
+flag_value = du.flag_value
 
 
 def mounts(service):
@@ -285,11 +281,13 @@ def memory_quantity(value):
     return float(match.group(1)) * units.get(match.group(2), 1)
 
 
-def check_deployment(deployment, config_maps, repository, checks, gpu):
+def check_deployment(deployment, config_maps, repository, checks, gpu,
+                     tls=True, auth=True):
     """gRPC probes on the health port, a preStop hook, a termination grace
     longer than preStop plus the server's drain grace, resources, security
-    settings and the model ConfigMap (from `config_maps`, by name) of one
-    rendered Deployment."""
+    settings (TLS and bearer tokens from Secrets when `tls`, `auth`) and,
+    when `repository` is given, the model ConfigMap (from `config_maps`, by
+    name) of one rendered Deployment."""
     name = deployment["metadata"]["name"]
     spec = deployment["spec"]
     template = spec["template"]
@@ -302,23 +300,24 @@ def check_deployment(deployment, config_maps, repository, checks, gpu):
     args = container.get("args", [])
 
     volumes = {v["name"]: v for v in pod.get("volumes", [])}
-    model_mounts = [m for m in container.get("volumeMounts", [])
-                    if m["mountPath"] == "/models"]
     checks.equal(flag_value(args, "port"), str(METRICS_PORT),
                  f"{name}: --port (the container's HTTP port)")
-    checks.equal(flag_value(args, "models"), "/models/repository.json",
-                 f"{name}: --models")
-    if checks.check(model_mounts, f"{name}: nothing mounted at /models"):
-        volume = volumes.get(model_mounts[0]["name"], {})
-        map_name = volume.get("configMap", {}).get("name")
-        config_map = config_maps.get(map_name)
-        checks.check(config_map is not None,
-                     f"{name}: /models volume's ConfigMap {map_name!r} is "
-                     "not among the rendered objects")
-        if config_map:
-            checks.equal(json.loads(config_map["data"]["repository.json"]),
-                         repository, f"{name}: ConfigMap repository.json vs "
-                         "deploy/models/repository.json")
+    if repository is not None:
+        model_mounts = [m for m in container.get("volumeMounts", [])
+                        if m["mountPath"] == "/models"]
+        checks.equal(flag_value(args, "models"), "/models/repository.json",
+                     f"{name}: --models")
+        if checks.check(model_mounts, f"{name}: nothing mounted at /models"):
+            volume = volumes.get(model_mounts[0]["name"], {})
+            map_name = volume.get("configMap", {}).get("name")
+            config_map = config_maps.get(map_name)
+            checks.check(config_map is not None,
+                         f"{name}: /models volume's ConfigMap {map_name!r} "
+                         "is not among the rendered objects")
+            if config_map:
+                checks.equal(json.loads(config_map["data"]["repository.json"]),
+                             repository, f"{name}: ConfigMap repository.json "
+                             "vs deploy/models/repository.json")
 
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     checks.equal(ports, {"grpc": GRPC_PORT, "metrics": METRICS_PORT,
@@ -331,7 +330,7 @@ def check_deployment(deployment, config_maps, repository, checks, gpu):
         grpc_probe = container.get(probe, {}).get("grpc", {})
         checks.equal(grpc_probe.get("port"), HEALTH_PORT,
                      f"{name}: {probe} gRPC port")
-    check_pod_security(name, pod, container, args, checks)
+    check_pod_security(name, pod, container, args, checks, tls, auth)
     pre_stop = container.get("lifecycle", {}).get("preStop", {})
     command = pre_stop.get("exec", {}).get("command", [])
     checks.check(command[:1] == ["sleep"], f"{name}: preStop {pre_stop}")
@@ -359,9 +358,11 @@ def check_deployment(deployment, config_maps, repository, checks, gpu):
     return deployment
 
 
-def check_pod_security(name, pod, container, args, checks):
+def check_pod_security(name, pod, container, args, checks, tls=True,
+                       auth=True):
     """Non-root, read-only root filesystem, no privilege escalation, and
-    TLS and tokens read from Secret volumes."""
+    TLS (`tls`) and tokens (`auth`) read from Secret volumes, or no such
+    flags when off."""
     context = container.get("securityContext", {})
     checks.check(context.get("readOnlyRootFilesystem") is True,
                  f"{name}: root filesystem not read-only")
@@ -371,8 +372,12 @@ def check_pod_security(name, pod, container, args, checks):
                  f"{name}: capabilities not dropped")
     volumes = {v["name"]: v for v in pod.get("volumes", [])}
     mounts = {m["mountPath"]: m for m in container.get("volumeMounts", [])}
-    for flag in ("tls-cert", "tls-key", "auth-token-file"):
+    wanted = (("tls-cert", tls), ("tls-key", tls), ("auth-token-file", auth))
+    for flag, on in wanted:
         path = flag_value(args, flag)
+        if not on:
+            checks.check(path is None, f"{name}: --{flag} without TLS/auth")
+            continue
         if not checks.check(path, f"{name}: no --{flag}"):
             continue
         mount = mounts.get(os.path.dirname(path), {})
