@@ -65,8 +65,8 @@ absl::StatusOr<TokenizeAnswer> Tokenize(const runner::ModelCatalog& host,
   answer.encodings.reserve(query.texts.size());
   for (const TokenizeQuery::Text& t : query.texts) {
     std::string text = prompt.empty() ? t.text : prompt + t.text;
-    auto encoded = TokenizeText(model, text, query.options, query.truncate,
-                                max_length);
+    auto encoded =
+        TokenizeText(model, text, query.options, query.truncate, max_length);
     if (!encoded.ok()) return Prefixed(t.where, encoded.status());
     answer.texts.push_back(std::move(text));
     answer.encodings.push_back(*std::move(encoded));

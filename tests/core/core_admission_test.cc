@@ -27,10 +27,8 @@ TEST(CoreAdmission, CallsWaitForTheModelsThenRunOnThem) {
   EXPECT_EQ(answer->model, "fake");
   ASSERT_EQ(answer->inputs.size(), 2u);
   // [tokens, sum, first, last]: the ids reached the model as sent.
-  EXPECT_EQ(answer->inputs[0].result.pooled,
-            (std::vector<float>{3, 18, 5, 7}));
-  EXPECT_EQ(answer->inputs[1].result.pooled,
-            (std::vector<float>{1, 9, 9, 9}));
+  EXPECT_EQ(answer->inputs[0].result.pooled, (std::vector<float>{3, 18, 5, 7}));
+  EXPECT_EQ(answer->inputs[1].result.pooled, (std::vector<float>{1, 9, 9, 9}));
   EXPECT_EQ(answer->total_tokens, 4);
 }
 
@@ -131,7 +129,8 @@ TEST(CoreAdmission, AnInputOverTheBatchMemoryBudgetIsRefusedByName) {
   EXPECT_TRUE(Embed(f.core, IdsQuery({{5, 6, 7, 8}})).ok());
   auto over = Embed(f.core, IdsQuery({{5}, Ids(8)}));
   EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_TRUE(absl::StrContains(over.status().message(), "inputs[1] (8 tokens)"))
+  EXPECT_TRUE(
+      absl::StrContains(over.status().message(), "inputs[1] (8 tokens)"))
       << over.status();
   EXPECT_EQ(f.model().calls(), 1);
 }

@@ -45,8 +45,9 @@ TEST(CoreLongInput, TruncateFalseRefusesNamingTheLengthAndTheLimit) {
 TEST(CoreLongInput, TheServersDefaultAndTheModelsEntryDecide) {
   core::ServiceLimits limits;
   limits.long_input = LongInputPolicy::kRefuse;
-  FakeCore f(limits, {{.name = "plain"},
-                      {.name = "chunky", .long_input = LongInputPolicy::kChunk}});
+  FakeCore f(limits,
+             {{.name = "plain"},
+              {.name = "chunky", .long_input = LongInputPolicy::kChunk}});
   auto refused = Embed(f.core, IdsQuery({Ids(40)}, "plain"));
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   auto chunked = Embed(f.core, IdsQuery({Ids(40)}, "chunky"));

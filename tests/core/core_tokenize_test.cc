@@ -49,10 +49,9 @@ TEST(CoreTokenize, EncodesEachTextWithItsOffsets) {
 
 TEST(CoreTokenize, ThePromptGoesFirstOnlyWhenAsked) {
   FakeCatalog catalog({Prompted()});
-  EXPECT_EQ(core::Tokenize(catalog, Texts({"hi"}), {})
-                ->encodings[0]
-                .encoding.ids,
-            Bytes("hi"));
+  EXPECT_EQ(
+      core::Tokenize(catalog, Texts({"hi"}), {})->encodings[0].encoding.ids,
+      Bytes("hi"));
   core::TokenizeQuery q = Texts({"hi"});
   q.prompt_name = "";  // the model's default
   auto answer = core::Tokenize(catalog, q, {});
@@ -102,8 +101,8 @@ TEST(CoreTokenize, RefusalsNameTheProblem) {
   ids_only.model = "ids";
   auto no_tokenizer = core::Tokenize(catalog, ids_only, limits);
   EXPECT_EQ(no_tokenizer.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(absl::StrContains(no_tokenizer.status().message(),
-                                "token ids only"))
+  EXPECT_TRUE(
+      absl::StrContains(no_tokenizer.status().message(), "token ids only"))
       << no_tokenizer.status();
   auto bad_utf8 = core::Tokenize(catalog, Texts({"ok", "a\xff"}), limits);
   EXPECT_EQ(bad_utf8.status().code(), absl::StatusCode::kInvalidArgument);
@@ -158,8 +157,8 @@ TEST(CorePrompts, EmbedTextsGetTheDefaultPromptUnlessTheCallNamesAnother) {
   for (const runner::EmbedSpec& s : f.model().ran()) {
     sent.push_back(s.token_ids);
   }
-  EXPECT_EQ(sent, (std::vector<std::vector<int64_t>>{Bytes("q: hi"),
-                                                     Bytes("hi")}));
+  EXPECT_EQ(sent,
+            (std::vector<std::vector<int64_t>>{Bytes("q: hi"), Bytes("hi")}));
 }
 
 }  // namespace

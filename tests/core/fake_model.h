@@ -208,8 +208,7 @@ class FakeModel : public runner::ServedModel {
         absl::MutexLock lock(&mu_);
         queued_ -= static_cast<int64_t>(work.sequences.size());
         if (status.ok()) {
-          ran_.insert(ran_.end(), work.sequences.begin(),
-                      work.sequences.end());
+          ran_.insert(ran_.end(), work.sequences.begin(), work.sequences.end());
         }
       }
       if (!status.ok()) results.clear();

@@ -41,18 +41,17 @@ TEST(OpenAiEmbeddingsBody, ReadsTextsIdsAndOptions) {
   EXPECT_TRUE(base64);
 
   core::EmbedQuery ids;
-  ASSERT_TRUE(
-      ParseEmbeddingsBody(R"({"input": [[1, 2], [3]], "model": "m"})", &ids,
-                          &base64, &param)
-          .ok());
+  ASSERT_TRUE(ParseEmbeddingsBody(R"({"input": [[1, 2], [3]], "model": "m"})",
+                                  &ids, &base64, &param)
+                  .ok());
   ASSERT_EQ(ids.inputs.size(), 2u);
   EXPECT_EQ(ids.inputs[0].kind, EmbedInput::Kind::kTokenIds);
   EXPECT_EQ(ids.inputs[0].token_ids, (std::vector<int64_t>{1, 2}));
 }
 
 TEST(OpenAiEmbeddingsBody, RefusalsNameTheField) {
-  for (const auto& [body, field] : std::vector<std::pair<std::string,
-                                                         std::string>>{
+  for (const auto& [body, field] :
+       std::vector<std::pair<std::string, std::string>>{
            {R"({"model": "m"})", "input"},
            {R"({"input": 5, "model": "m"})", "input"},
            {R"({"input": "a", "encoding_format": "hex"})", "encoding_format"},
@@ -74,13 +73,12 @@ TEST(TeiEmbedBody, DefaultsAsTeiAndEveryField) {
   EXPECT_EQ(q.text_options.truncation_side, TruncationSide::kRight);
 
   core::EmbedQuery all;
-  ASSERT_TRUE(
-      ParseTeiEmbedBody(
-          R"({"inputs": ["x", "y"], "truncate": true,
+  ASSERT_TRUE(ParseTeiEmbedBody(
+                  R"({"inputs": ["x", "y"], "truncate": true,
               "truncation_direction": "Left", "prompt_name": "query",
               "model": "m", "normalize": null})",
-          true, &all)
-          .ok());
+                  true, &all)
+                  .ok());
   EXPECT_TRUE(all.token_embeddings);
   EXPECT_EQ(all.normalize, false);
   EXPECT_EQ(all.long_input, LongInputPolicy::kTruncate);
@@ -177,9 +175,9 @@ TEST(TeiScoreBodies, RerankAndPredictReadTheirFields) {
 
 // The fields every TEI route shares are refused alike, whichever route.
 TEST(TeiSharedFields, EveryRouteRefusesTheSameValueTheSameWay) {
-  const std::vector<std::string> fields = {
-      R"("truncate": "yes")", R"("truncation_direction": "Up")",
-      R"("model": 1)"};
+  const std::vector<std::string> fields = {R"("truncate": "yes")",
+                                           R"("truncation_direction": "Up")",
+                                           R"("model": 1)"};
   for (const std::string& field : fields) {
     core::EmbedQuery embed;
     const absl::Status e = ParseTeiEmbedBody(
@@ -187,8 +185,8 @@ TEST(TeiSharedFields, EveryRouteRefusesTheSameValueTheSameWay) {
     core::ScoreQuery score;
     ScoreRendering rendering;
     const absl::Status r = ParseTeiRerankBody(
-        absl::StrCat(R"({"query": "q", "texts": ["a"], )", field, "}"),
-        &score, &rendering);
+        absl::StrCat(R"({"query": "q", "texts": ["a"], )", field, "}"), &score,
+        &rendering);
     core::ScoreQuery predict;
     const absl::Status p = ParseTeiPredictBody(
         absl::StrCat(R"({"inputs": "x", )", field, "}"), &predict, &rendering);
@@ -219,16 +217,15 @@ TEST(TeiTokenBodies, TokenizeAndDecode) {
   EXPECT_TRUE(one.skip_special_tokens);  // TEI's default
   EXPECT_EQ(one.field, "ids");
   core::DecodeQuery many;
-  ASSERT_TRUE(ParseTeiDecodeBody(
-                  R"({"ids": [[1], [2, 3]], "skip_special_tokens": false})",
-                  &many)
-                  .ok());
+  ASSERT_TRUE(
+      ParseTeiDecodeBody(
+          R"({"ids": [[1], [2, 3]], "skip_special_tokens": false})", &many)
+          .ok());
   EXPECT_EQ(many.ids.size(), 2u);
   EXPECT_FALSE(many.skip_special_tokens);
 
   core::TokenizeQuery empty;
-  EXPECT_EQ(TeiStatus(ParseTeiTokenizeBody(R"({"inputs": []})", &empty)),
-            400);
+  EXPECT_EQ(TeiStatus(ParseTeiTokenizeBody(R"({"inputs": []})", &empty)), 400);
   core::DecodeQuery bad;
   EXPECT_EQ(TeiStatus(ParseTeiDecodeBody(R"({"ids": ["a"]})", &bad)), 422);
 }
