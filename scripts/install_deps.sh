@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs every Debian package the project needs to build, test and run.
 # Used by the README's two commands, by CI and by deploy/Dockerfile.
-# Usage: install_deps.sh [runtime|build|test]   (default: test, the superset)
+# Usage: install_deps.sh [runtime|build|test|helm]   (default: test, the
+# superset; helm: only the Helm build below, which scripts/test.sh runs in
+# the background). ENCODER_DEPS_NO_HELM=1 leaves Helm out of `test`.
 set -euo pipefail
 mode="${1:-test}"
 
@@ -60,10 +62,11 @@ if [ "$mode" = test ] && ! command -v kubectl >/dev/null 2>&1 &&
 fi
 
 case "$mode" in
+  helm) pkgs=() ;;
   runtime) pkgs=("${runtime_pkgs[@]}") ;;
   build) pkgs=("${build_pkgs[@]}") ;;
   test) pkgs=("${build_pkgs[@]}" "${test_pkgs[@]}") ;;
-  *) echo "usage: $0 [runtime|build|test]" >&2; exit 2 ;;
+  *) echo "usage: $0 [runtime|build|test|helm]" >&2; exit 2 ;;
 esac
 
 missing=()
@@ -71,7 +74,9 @@ for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
     || missing+=("$p")
 done
-if [ "${#missing[@]}" -eq 0 ]; then
+if [ "$mode" = helm ]; then
+  :
+elif [ "${#missing[@]}" -eq 0 ]; then
   echo "install_deps: all ${#pkgs[@]} packages present"
 else
   echo "install_deps: installing ${missing[*]}"
@@ -118,6 +123,7 @@ install_helm() {
   rm -rf "$tmp"
   helm version
 }
-if [ "$mode" = test ]; then
+if [ "$mode" = helm ] ||
+  { [ "$mode" = test ] && [ "${ENCODER_DEPS_NO_HELM:-0}" != 1 ]; }; then
   install_helm
 fi
