@@ -8,6 +8,7 @@
 # common, batching, tokenizer and the model handle (runner/served_model.h
 # and the plain types it uses): no LibTorch either; service and the HTTP
 # front: no encoder, runner or batcher internals, only the model handle;
+# metrics: none of the layers above it (the HTTP layer serves /metrics);
 # the composition root (server/app) is included by server/main.cc alone,
 # and the fronts build no core: only the app does.
 set -u
@@ -43,6 +44,11 @@ server/http/gzip.cc server/http/request_body.h server/http/request_body.cc" "grp
 check "server/service/*.h server/service/*.cc server/http/*.h server/http/*.cc server/core/*.h server/core/*.cc" \
   "server/runner/(model_host|encoder_runner|precision_choice)|server/model/encoder\.h|torch|ATen|c10" \
   "model internals (the service uses runner/served_model.h)"
+# Metrics renders; the HTTP layer serves /metrics: metrics includes no
+# front, transport, auth or model layer.
+check "server/metrics/*.h server/metrics/*.cc" \
+  "server/(http|auth|core|service|runner|model|diagnostics|app)/" \
+  "upward (metrics is below every front that reports to it)"
 # Every layer below the composition root.
 check "$core server/core/*.h server/core/*.cc server/service/*.h server/service/*.cc
 server/http/*.h server/http/*.cc server/metrics/*.h server/metrics/*.cc

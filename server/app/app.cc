@@ -615,8 +615,7 @@ absl::Status LoadModels(Process& p) {
   spdlog::info("batch memory budget {} MiB, shared by every model",
                p.host->batch_memory_budget_bytes() >> 20);
   RegisterModels(p);
-  p.core->SetHost(p.host.get());
-  if (p.server) p.server->SetServing(true);
+  app::Serve({p.core.get(), p.host.get(), p.server.get()});
   spdlog::info("serving {} models on {} (loaded in {:.1f} s); default {}",
                p.host->models().size(), DescribePorts(p),
                absl::ToDoubleSeconds(absl::Now() - load_start),

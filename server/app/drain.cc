@@ -4,6 +4,11 @@
 
 namespace encoder::app {
 
+void Serve(const DrainTargets& targets) {
+  targets.core->SetHost(targets.host);
+  if (targets.grpc != nullptr) targets.grpc->SetServing(true);
+}
+
 bool Drain(const DrainTargets& targets, absl::Duration grace,
            absl::Duration unready) {
   const absl::Time start = absl::Now();

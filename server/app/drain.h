@@ -1,5 +1,6 @@
-// The drain sequence of a process, every front together: health
-// NOT_SERVING and readiness 503 (the core draining), new calls
+// The hand-off once the models are loaded (the core gets them, health
+// SERVING), and the drain sequence of a process, every front together:
+// health NOT_SERVING and readiness 503 (the core draining), new calls
 // UNAVAILABLE, accepted work finished, then the gRPC transport closed.
 #ifndef ENCODER_SERVER_APP_DRAIN_H_
 #define ENCODER_SERVER_APP_DRAIN_H_
@@ -16,6 +17,10 @@ struct DrainTargets {
   runner::ModelCatalog* host = nullptr;    // null: no models were loaded
   service::EncoderServer* grpc = nullptr;  // null: no gRPC front
 };
+
+// The loaded models to the core (readiness 200 on HTTP), then gRPC health
+// SERVING. `host` must not be null.
+void Serve(const DrainTargets& targets);
 
 // Health NOT_SERVING, new calls UNAVAILABLE on every front, accepted work
 // waited for up to `grace` and, counted from the start, for at least

@@ -120,9 +120,9 @@ absl::Status ApplySecurityFlags(
   return absl::OkStatus();
 }
 
-metrics::HttpOptions MetricsHttpOptions(const SecurityFlags& flags,
-                                        const std::string& listen) {
-  metrics::HttpOptions options;
+http::MetricsHttpOptions MetricsHttpOptions(const SecurityFlags& flags,
+                                            const std::string& listen) {
+  http::MetricsHttpOptions options;
   options.listen = listen;
   options.default_host = flags.metrics_address;
   options.max_connections = flags.metrics_max_connections;

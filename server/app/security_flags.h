@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 #include "server/auth/token_auth.h"
-#include "server/metrics/metrics_http_server.h"
+#include "server/http/metrics_http_server.h"
 #include "server/service/server.h"
 #include "server/service/tls_credentials.h"
 
@@ -51,8 +51,8 @@ absl::Status ApplySecurityFlags(
 // The HTTP port's options for --http-listen=`listen`: its own TLS files
 // when given, else the gRPC port's (--tls-cert, --tls-key, and
 // --tls-client-ca when client certificates are required).
-metrics::HttpOptions MetricsHttpOptions(const SecurityFlags& flags,
-                                        const std::string& listen);
+http::MetricsHttpOptions MetricsHttpOptions(const SecurityFlags& flags,
+                                            const std::string& listen);
 
 }  // namespace encoder
 

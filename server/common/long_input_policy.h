@@ -45,6 +45,15 @@ inline std::optional<LongInputPolicy> ParseLongInputPolicy(
   return std::nullopt;
 }
 
+// What a request's boolean `truncate` field names (TEI's and EmbedSparse's,
+// Embed's beside long_input): true truncates, false refuses; unset, the
+// model's default.
+inline std::optional<LongInputPolicy> TruncatePolicy(
+    std::optional<bool> truncate) {
+  if (!truncate.has_value()) return std::nullopt;
+  return *truncate ? LongInputPolicy::kTruncate : LongInputPolicy::kRefuse;
+}
+
 // The names, in the table's order; without "auto" when `with_auto` is
 // false (a request names what to do, not a default to resolve).
 inline std::vector<std::string> LongInputPolicyNames(bool with_auto = true) {

@@ -560,10 +560,7 @@ absl::Status PlanInput(const EmbedQuery& query, int i,
 
 absl::StatusOr<std::optional<LongInputPolicy>> RequestedLongInput(
     std::optional<bool> truncate, std::optional<LongInputPolicy> policy) {
-  if (!policy.has_value()) {
-    if (!truncate.has_value()) return std::nullopt;
-    return *truncate ? LongInputPolicy::kTruncate : LongInputPolicy::kRefuse;
-  }
+  if (!policy.has_value()) return TruncatePolicy(truncate);
   if (truncate == true && policy != LongInputPolicy::kTruncate) {
     return absl::InvalidArgumentError(
         "set one way to treat long inputs (long_input): truncate, chunk, "

@@ -271,7 +271,7 @@ absl::Status Inference::TakeDiagnoseSlot() {
 }
 
 void Inference::Diagnose(Call call, const std::string& model_name,
-                         DiagnoseBuilder build,
+                         DiagnoseQuery query,
                          std::function<absl::Status(DiagnoseAnswer)> render,
                          std::function<void(const absl::Status&)> done) {
   const absl::Time start = absl::Now();
@@ -293,7 +293,8 @@ void Inference::Diagnose(Call call, const std::string& model_name,
     return finish(
         "", absl::NotFoundError(UnknownModelMessage(model_name, **host)), done);
   }
-  absl::StatusOr<diagnostics::DiagnoseOptions> options = build(*model);
+  absl::StatusOr<diagnostics::DiagnoseOptions> options =
+      BuildDiagnoseOptions(query, *model, diagnose_limits_);
   if (!options.ok()) return finish(model->name(), options.status(), done);
   const runner::EmbedSpec priced = PriceDiagnose(*options, *model);
   if (absl::Status s = CheckCost(priced, *model,

@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/core/diagnose_request.h"
 #include "server/core/embed_request.h"
 #include "server/core/score_request.h"
 #include "server/core/unread_responses.h"
@@ -32,22 +33,6 @@
 #include "server/runner/served_model.h"
 
 namespace encoder::core {
-
-struct DiagnoseLimits {
-  int64_t max_tokens = 512;               // input length for Diagnose
-  int64_t max_structure_positions = 512;  // N of Gram / bias matrices
-  // Diagnose calls waiting or running, across models
-  // (--max-pending-diagnose).
-  int64_t max_pending = 16;
-  // Longest input of the extrapolation probe (a repository entry may set
-  // its own).
-  int64_t max_extrapolation_tokens = kDefaultMaxExtrapolationTokens;
-};
-
-// The extrapolation probe's longest input for `model`: its repository
-// entry's, else the server's.
-int64_t MaxExtrapolationTokens(const runner::ServedModel& model,
-                               const DiagnoseLimits& limits);
 
 // What the core needs to know of a call, whichever front it came from.
 struct Call {
@@ -132,11 +117,8 @@ class Inference {
   void Score(Call call, ScoreQuery query,
              std::function<void(absl::StatusOr<ScoreAnswer>)> done);
 
-  // Maps a front's Diagnose request to options once its model is known.
-  using DiagnoseBuilder =
-      std::function<absl::StatusOr<diagnostics::DiagnoseOptions>(
-          const runner::ServedModel& model)>;
-  // Admits, finds `model`, builds the options, prices the largest forward
+  // Admits, finds the query's model, validates the query and builds the
+  // probes' options (BuildDiagnoseOptions), prices the largest forward
   // pass against the batch memory budget, bounds the calls waiting or
   // running (DiagnoseLimits::max_pending) and queues the probes on the
   // model's batcher. Once the report is there, `render` turns it into the
@@ -144,7 +126,7 @@ class Inference {
   // report over the send limit); then the call's metrics are recorded and
   // `done` gets the final status. On a refusal `render` is not called and
   // `done` runs inline.
-  void Diagnose(Call call, const std::string& model, DiagnoseBuilder build,
+  void Diagnose(Call call, const std::string& model, DiagnoseQuery query,
                 std::function<absl::Status(DiagnoseAnswer)> render,
                 std::function<void(const absl::Status&)> done);
 

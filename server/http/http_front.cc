@@ -676,8 +676,8 @@ absl::StatusOr<std::unique_ptr<HttpFront>> HttpFront::Start(
   };
   auto render = options.render_metrics;
   if (!render) render = [] { return std::string(); };
-  ASSIGN_OR_RETURN(auto http, metrics::MetricsHttpServer::Start(
-                                  options.http, std::move(render)));
+  ASSIGN_OR_RETURN(auto http,
+                   MetricsHttpServer::Start(options.http, std::move(render)));
   front->http_ = std::move(http);
   return front;
 }

@@ -1,6 +1,6 @@
 // The HTTP front: an OpenAI-compatible embeddings API, probes and server
 // information next to Prometheus' /metrics, on one port
-// (metrics::MetricsHttpServer on http::HttpServer, optionally TLS).
+// (MetricsHttpServer on HttpServer, optionally TLS).
 //
 //   POST /v1/embeddings   OpenAI's embeddings request and response
 //   GET  /v1/models       OpenAI's model list; /v1/models/{model} one model
@@ -36,14 +36,14 @@
 #include "absl/status/statusor.h"
 #include "server/core/edge_auth.h"
 #include "server/core/inference.h"
-#include "server/metrics/metrics_http_server.h"
+#include "server/http/metrics_http_server.h"
 
 namespace encoder::http {
 
 struct HttpFrontOptions {
   // Address, TLS, threads, body limit and /metrics' basic auth. `routes`
   // is set by the front.
-  metrics::HttpOptions http;
+  MetricsHttpOptions http;
   // The body of /metrics; null: an empty page.
   std::function<std::string()> render_metrics;
   // What /info reports of the build besides the library versions (the
@@ -83,7 +83,7 @@ class HttpFront {
 
   std::unique_ptr<Handlers> handlers_;
   // Declared last: stops serving before the handlers go.
-  std::unique_ptr<metrics::MetricsHttpServer> http_;
+  std::unique_ptr<MetricsHttpServer> http_;
 };
 
 }  // namespace encoder::http

@@ -30,13 +30,6 @@ absl::Status Validation(const std::string& message) {
   return Marked(message, "Body");
 }
 
-// TEI's truncate: true truncates, false refuses; unset: the model's
-// default.
-std::optional<LongInputPolicy> TruncatePolicy(std::optional<bool> truncate) {
-  if (!truncate) return std::nullopt;
-  return *truncate ? LongInputPolicy::kTruncate : LongInputPolicy::kRefuse;
-}
-
 }  // namespace
 
 absl::Status ParseTeiEmbedBody(const std::string& body, bool all,

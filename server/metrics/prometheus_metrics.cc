@@ -262,26 +262,6 @@ class PrometheusMetrics::ProcessCollector : public prometheus::Collectable {
   const PrometheusMetrics* owner_;
 };
 
-absl::StatusOr<std::unique_ptr<PrometheusMetrics>> PrometheusMetrics::Start(
-    const std::string& listen_address) {
-  HttpOptions options;
-  options.listen = listen_address;
-  return Start(options);
-}
-
-absl::StatusOr<std::unique_ptr<PrometheusMetrics>> PrometheusMetrics::Start(
-    const HttpOptions& options) {
-  if (options.listen.empty()) {
-    return absl::InvalidArgumentError("metrics listen address is empty");
-  }
-  std::unique_ptr<PrometheusMetrics> metrics(new PrometheusMetrics());
-  const PrometheusMetrics* self = metrics.get();
-  ASSIGN_OR_RETURN(metrics->http_, MetricsHttpServer::Start(options, [self] {
-                     return self->Render();
-                   }));
-  return metrics;
-}
-
 std::unique_ptr<PrometheusMetrics> PrometheusMetrics::Create() {
   return std::unique_ptr<PrometheusMetrics>(new PrometheusMetrics());
 }

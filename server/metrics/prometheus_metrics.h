@@ -74,7 +74,6 @@
 
 #include "absl/status/statusor.h"
 #include "server/metrics/metrics.h"
-#include "server/metrics/metrics_http_server.h"
 
 namespace prometheus {
 class Counter;
@@ -136,25 +135,13 @@ using ConnectionReader = std::function<ConnectionSample()>;
 // per-histogram lock.
 class PrometheusMetrics : public Metrics {
  public:
-  // Starts the HTTP endpoint on HOST:PORT ("0.0.0.0:9090",
-  // "127.0.0.1:0"; port 0 picks a free one, read it back with port()).
-  // Returns InvalidArgument for an empty or malformed address and
-  // Unavailable when the address cannot be bound.
-  static absl::StatusOr<std::unique_ptr<PrometheusMetrics>> Start(
-      const std::string& listen_address);
-  // The same with TLS, basic auth and connection limits (HttpOptions).
-  static absl::StatusOr<std::unique_ptr<PrometheusMetrics>> Start(
-      const HttpOptions& options);
-  // Without an endpoint of its own: the caller serves Render() (the HTTP
-  // front serves it at /metrics).
+  // The caller serves Render() (the HTTP front at /metrics,
+  // http::MetricsHttpServer): this library has no endpoint of its own.
   static std::unique_ptr<PrometheusMetrics> Create();
   ~PrometheusMetrics() override;
 
   PrometheusMetrics(const PrometheusMetrics&) = delete;
   PrometheusMetrics& operator=(const PrometheusMetrics&) = delete;
-
-  // The bound TCP port (0 when made by Create).
-  int port() const { return http_ ? http_->port() : 0; }
 
   // The exposition text of every series. Thread-safe.
   std::string Render() const;
@@ -289,9 +276,6 @@ class PrometheusMetrics : public Metrics {
   ConnectionReader connection_reader_;
 
   std::unique_ptr<ProcessCollector> process_collector_;
-  // Declared last so it stops serving (and stops reading the members
-  // above) before anything else is destroyed.
-  std::unique_ptr<MetricsHttpServer> http_;
 };
 
 }  // namespace encoder::metrics

@@ -1,11 +1,5 @@
 #include "server/service/diagnose_convert.h"
 
-#include <cmath>
-
-#include "absl/strings/str_cat.h"
-#include "server/common/status_macros.h"
-#include "server/core/inference.h"
-#include "server/core/text_input.h"
 #include "server/service/embed_proto.h"
 #include "server/service/extrapolation_convert.h"
 #include "server/service/tensor_proto.h"
@@ -20,102 +14,46 @@ void PackMatrix(const diagnostics::DenseArray<double>& m, v1::Tensor* out) {
 
 }  // namespace
 
-absl::StatusOr<diagnostics::DiagnoseOptions> BuildDiagnoseOptions(
-    const v1::DiagnoseRequest& request, const runner::ServedModel& model,
-    const core::DiagnoseLimits& limits) {
-  const model::ModelConfig& c = model.description().config;
-  diagnostics::DiagnoseOptions o;
+core::DiagnoseQuery ToDiagnoseQuery(const v1::DiagnoseRequest& request) {
+  using Input = core::DiagnoseQuery::Input;
+  core::DiagnoseQuery q;
   switch (request.input_case()) {
     case v1::DiagnoseRequest::kTokenIds:
-      o.token_ids.assign(request.token_ids().ids().begin(),
+      q.input = Input::kTokenIds;
+      q.token_ids.assign(request.token_ids().ids().begin(),
                          request.token_ids().ids().end());
       break;
-    case v1::DiagnoseRequest::kText: {
-      if (request.text().empty()) {
-        return absl::InvalidArgumentError("text is empty");
-      }
-      ASSIGN_OR_RETURN(auto tokens,
-                       core::TokenizeText(model, request.text(),
-                                          ToTextOptions(request.text_options()),
-                                          /*truncate=*/false, 0));
-      o.token_ids = std::move(tokens.encoding.ids);
+    case v1::DiagnoseRequest::kText:
+      q.input = Input::kText;
+      q.text = request.text();
+      q.text_options = ToTextOptions(request.text_options());
       break;
-    }
-    case v1::DiagnoseRequest::kRandom: {
-      const int64_t n = request.random().length();
-      if (n <= 0) {
-        return absl::InvalidArgumentError("random.length must be > 0");
-      }
-      if (n > limits.max_tokens) break;  // reported below
-      o.token_ids = SeededRandomIds(n, request.random().seed(), c.vocab_size);
+    case v1::DiagnoseRequest::kRandom:
+      q.input = Input::kRandom;
+      q.random_length = request.random().length();
+      q.random_seed = request.random().seed();
       break;
-    }
     default:
-      return absl::InvalidArgumentError(
-          "no input: set token_ids, text or random");
+      break;
   }
-  const int64_t n = request.input_case() == v1::DiagnoseRequest::kRandom
-                        ? request.random().length()
-                        : static_cast<int64_t>(o.token_ids.size());
-  if (n == 0) return absl::InvalidArgumentError("the input has no tokens");
-  const int64_t max_len = std::min(limits.max_tokens, c.max_length());
-  if (n > max_len) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the input has ", n, " tokens; Diagnose accepts at most ", max_len,
-        " for model \"", model.name(), "\" (--max-diagnose-tokens=",
-        limits.max_tokens, ", model limit ", c.max_length(), ")"));
-  }
-  for (int64_t id : o.token_ids) {
-    if (id < 0 || id >= c.vocab_size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("token id ", id, " is outside the vocabulary [0, ",
-                       c.vocab_size, ")"));
-    }
-  }
-  const bool any = request.permutation() || request.shift() ||
-                   request.structure() || request.attention_stats() ||
-                   request.extrapolation();
-  o.permutation = !any || request.permutation();
-  o.shift = !any || request.shift();
-  o.structure = !any || request.structure();
-  o.attention_stats = !any || request.attention_stats();
-  o.return_attention_maps = request.return_attention_maps();
-  o.permutation_order.assign(request.permutation_order().begin(),
+  q.permutation = request.permutation();
+  q.shift = request.shift();
+  q.structure = request.structure();
+  q.attention_stats = request.attention_stats();
+  q.extrapolation = request.extrapolation();
+  q.return_attention_maps = request.return_attention_maps();
+  q.permutation_order.assign(request.permutation_order().begin(),
                              request.permutation_order().end());
-  if (!o.permutation_order.empty() &&
-      static_cast<int64_t>(o.permutation_order.size()) != n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("permutation_order has ", o.permutation_order.size(),
-                     " entries; the input has ", n, " tokens"));
-  }
-  o.permutation_seed = request.permutation_seed();
-  if (request.shift_offset() < -kMaxShiftOffset ||
-      request.shift_offset() > kMaxShiftOffset) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "shift_offset ", request.shift_offset(), " is out of range [",
-        -kMaxShiftOffset, ", ", kMaxShiftOffset, "]"));
-  }
-  if (request.shift_offset() != 0) o.shift_offset = request.shift_offset();
-  o.structure_positions =
-      request.structure_positions() != 0
-          ? request.structure_positions()
-          : std::min(o.structure_positions, limits.max_structure_positions);
-  if (o.structure && (o.structure_positions < 2 ||
-                      o.structure_positions > limits.max_structure_positions)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "structure_positions ", o.structure_positions, " must be in [2, ",
-        limits.max_structure_positions, "] (--max-structure-positions)"));
-  }
-  if (!std::isfinite(request.tolerance()) || request.tolerance() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tolerance ", request.tolerance(),
-                     " must be a finite number >= 0 (0: the probe's default)"));
-  }
-  o.tolerance = request.tolerance();
-  if (request.extrapolation()) {
-    RETURN_IF_ERROR(BuildExtrapolation(request, model, limits, &o));
-  }
-  return o;
+  q.permutation_seed = request.permutation_seed();
+  q.shift_offset = request.shift_offset();
+  q.structure_positions = request.structure_positions();
+  q.tolerance = request.tolerance();
+  const v1::ExtrapolationOptions& e = request.extrapolation_options();
+  q.extrapolation_lengths.assign(e.lengths().begin(), e.lengths().end());
+  q.extrapolation_max_multiple = e.max_multiple();
+  q.extrapolation_points = e.points();
+  q.extrapolation_prefix_length = e.prefix_length();
+  return q;
 }
 
 void FillDiagnoseResponse(const diagnostics::DiagnoseReport& report,

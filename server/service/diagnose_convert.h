@@ -1,30 +1,19 @@
-// DiagnoseRequest -> diagnostics options, and the report -> response.
+// DiagnoseRequest -> the core's query (validated there), and the report ->
+// response.
 #ifndef ENCODER_SERVER_SERVICE_DIAGNOSE_CONVERT_H_
 #define ENCODER_SERVER_SERVICE_DIAGNOSE_CONVERT_H_
 
 #include "absl/status/statusor.h"
 #include "encoder/v1/encoder.pb.h"
+#include "server/core/diagnose_request.h"
 #include "server/diagnostics/report.h"
 #include "server/runner/served_model.h"
 
-namespace encoder::core {
-struct DiagnoseLimits;
-}  // namespace encoder::core
-
 namespace encoder::service {
 
-// The largest |shift_offset| Diagnose accepts. Positions stay far from
-// int64 overflow, and float32 codes keep their precision well past it.
-inline constexpr int64_t kMaxShiftOffset = int64_t{1} << 20;
-
-// INVALID_ARGUMENT for no input or empty text, ids outside the vocabulary,
-// inputs longer than limits.max_tokens or the model's limit, a bad
-// permutation length, a shift_offset beyond kMaxShiftOffset, a tolerance
-// that is negative or not finite, or structure_positions over
-// limits.max_structure_positions (messages name the limit).
-absl::StatusOr<diagnostics::DiagnoseOptions> BuildDiagnoseOptions(
-    const v1::DiagnoseRequest& request, const runner::ServedModel& model,
-    const core::DiagnoseLimits& limits);
+// The request's fields, as they are: core::BuildDiagnoseOptions validates
+// them.
+core::DiagnoseQuery ToDiagnoseQuery(const v1::DiagnoseRequest& request);
 
 void FillDiagnoseResponse(const diagnostics::DiagnoseReport& report,
                           const runner::ServedModel& model,

@@ -364,13 +364,10 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Diagnose(
   if (!Open("Diagnose", context, request_bytes, &call->request, &reactor)) {
     return reactor;
   }
-  const core::DiagnoseLimits& limits = core_->diagnose_limits();
   const int64_t max_send = core_->limits().max_send_message_bytes;
   core_->Diagnose(
       CallOf("Diagnose", context, &reactor->access), call->request.model(),
-      [call, &limits](const runner::ServedModel& model) {
-        return BuildDiagnoseOptions(call->request, model, limits);
-      },
+      ToDiagnoseQuery(call->request),
       // The response is filled and serialized on the batcher's thread.
       [call, response_bytes, max_send](core::DiagnoseAnswer answer) {
         v1::DiagnoseResponse* response = &call->response;

@@ -11,10 +11,8 @@ core::EmbedQuery ToSparseQuery(v1::EmbedSparseRequest* request) {
   q.model = request->model();
   q.request_id = request->request_id();
   q.inputs = MoveInputs(request->mutable_inputs());
-  if (request->has_truncate()) {
-    q.long_input = request->truncate() ? LongInputPolicy::kTruncate
-                                       : LongInputPolicy::kRefuse;
-  }
+  if (request->has_truncate())
+    q.long_input = TruncatePolicy(request->truncate());
   q.text_options = ToTextOptions(request->text_options());
   q.prompt_name = request->prompt_name();
   if (request->has_prompt()) q.prompt = request->prompt();

@@ -91,10 +91,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!svc::ParseRequest(bytes, &request).ok()) break;
       const encoder::runner::ServedModel* model = host->Find(request.model());
       if (model == nullptr) break;
-      svc::DiagnoseLimits diagnose_limits;
+      encoder::core::DiagnoseLimits diagnose_limits;
       diagnose_limits.max_tokens = 64;
       diagnose_limits.max_structure_positions = 64;
-      (void)svc::BuildDiagnoseOptions(request, *model, diagnose_limits);
+      (void)encoder::core::BuildDiagnoseOptions(svc::ToDiagnoseQuery(request),
+                                                *model, diagnose_limits);
       break;
     }
     case 2: {

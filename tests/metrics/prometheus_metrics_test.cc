@@ -1,6 +1,7 @@
-// PrometheusMetrics served on a loopback port and read back the way
-// Prometheus reads it: an HTTP GET of /metrics, parsed as exposition text.
-// Every test starts its own server on 127.0.0.1:0.
+// PrometheusMetrics served on a loopback port (the HTTP layer's /metrics,
+// http::MetricsHttpServer, rendering it) and read back the way Prometheus
+// reads it: an HTTP GET of /metrics, parsed as exposition text. Every test
+// starts its own server on 127.0.0.1:0.
 #include "server/metrics/prometheus_metrics.h"
 
 #include <arpa/inet.h>
@@ -19,6 +20,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/http/metrics_http_server.h"
 
 namespace encoder::metrics {
 namespace {
@@ -154,20 +156,27 @@ ModelLabels RopeModel() {
 class PrometheusMetricsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<PrometheusMetrics>> started =
-        PrometheusMetrics::Start("127.0.0.1:0");
+    metrics_ = PrometheusMetrics::Create();
+    http::MetricsHttpOptions options;
+    options.listen = "127.0.0.1:0";
+    auto started = http::MetricsHttpServer::Start(
+        options, [metrics = metrics_.get()] { return metrics->Render(); });
     ASSERT_TRUE(started.ok()) << started.status();
-    metrics_ = std::move(*started);
-    ASSERT_GT(metrics_->port(), 0);
+    http_ = std::move(*started);
+    ASSERT_GT(port(), 0);
   }
 
+  int port() const { return http_->port(); }
+
   std::unique_ptr<PrometheusMetrics> metrics_;
+  // Declared last: stops serving before the metrics go.
+  std::unique_ptr<http::MetricsHttpServer> http_;
 };
 
 TEST_F(PrometheusMetricsTest, ServesExpositionText) {
   metrics_->RegisterModel(RopeModel());
   metrics_->RequestDone("Embed", "m1", "OK", 0.001);
-  const Scrape scrape = Fetch(metrics_->port());
+  const Scrape scrape = Fetch(port());
   EXPECT_EQ(scrape.status, 200);
   for (const char* type :
        {"encoder_requests_total counter",
@@ -188,7 +197,7 @@ TEST_F(PrometheusMetricsTest, CountsRequestsByRpcModelAndCode) {
   metrics_->RequestDone("ListModels", "", "OK", 0.0003);
   metrics_->RequestDone("Embed", "", "NOT_FOUND", 0.0004);
 
-  const Scrape s = Fetch(metrics_->port());
+  const Scrape s = Fetch(port());
   const Labels ok = {
       {"rpc", "Embed"}, {"model", "m1"}, {"scheme", "rope"}, {"code", "OK"}};
   EXPECT_EQ(s.Get("encoder_requests_total", ok), 3);
@@ -226,7 +235,7 @@ TEST_F(PrometheusMetricsTest, RecordsBatchesAndSequenceTimes) {
   const Labels m1 = {{"model", "m1"}, {"scheme", "rope"}};
   {
     // Registration alone creates every per-model series at zero.
-    const Scrape s = Fetch(metrics_->port());
+    const Scrape s = Fetch(port());
     EXPECT_EQ(s.Get("encoder_batch_size_count", m1), 0);
     EXPECT_EQ(s.Get("encoder_tokens_total", m1), 0);
     EXPECT_EQ(s.Get("encoder_queue_depth", m1), 0);
@@ -241,7 +250,7 @@ TEST_F(PrometheusMetricsTest, RecordsBatchesAndSequenceTimes) {
   metrics_->QueueDepth("m1", 5);
   metrics_->RunningBatches("m1", 2);
 
-  const Scrape s = Fetch(metrics_->port());
+  const Scrape s = Fetch(port());
   EXPECT_EQ(s.Get("encoder_batch_size_count", m1), 2);
   EXPECT_EQ(s.Get("encoder_batch_size_sum", m1), 6);
   EXPECT_EQ(s.Get("encoder_batch_tokens_sum", m1), 56);
@@ -277,7 +286,7 @@ TEST_F(PrometheusMetricsTest, CountsDroppedSequencesByReason) {
   metrics_->Dropped("m1", "deadline", 1);
   metrics_->Dropped("m1", "overload", 5);
 
-  const Scrape s = Fetch(metrics_->port());
+  const Scrape s = Fetch(port());
   auto dropped = [&](const std::string& reason) {
     return s.Get("encoder_dropped_sequences_total",
                  {{"model", "m1"}, {"scheme", "rope"}, {"reason", reason}});
@@ -301,7 +310,7 @@ TEST_F(PrometheusMetricsTest, ReportsBeforeRegistrationMoveToTheScheme) {
   metrics_->RequestDone("Embed", "m1", "OK", 0.01);
   metrics_->Batch("m1", 1, 10, 10);
 
-  const Scrape s = Fetch(metrics_->port());
+  const Scrape s = Fetch(port());
   const Labels m1 = {{"model", "m1"}, {"scheme", "rope"}};
   EXPECT_EQ(s.Get("encoder_queue_depth", m1), 3);
   EXPECT_EQ(s.Get("encoder_tokens_total", m1), 25);
@@ -341,7 +350,7 @@ TEST_F(PrometheusMetricsTest, InputTokensHistogramPerModel) {
   for (int64_t tokens : {1, 512, 513, 8192, 9000}) {
     metrics_->InputTokens("m1", tokens);
   }
-  const Scrape s = Fetch(metrics_->port());
+  const Scrape s = Fetch(port());
   const Labels m1 = {{"model", "m1"}, {"scheme", "rope"}};
   const Labels m2 = {{"model", "m2"}, {"scheme", "rope"}};
   EXPECT_EQ(s.Get("encoder_input_tokens_count", m1), 6);
@@ -366,7 +375,7 @@ TEST_F(PrometheusMetricsTest, InputTokensHistogramPerModel) {
 
 TEST_F(PrometheusMetricsTest, ExportsBuildInfo) {
   metrics_->BuildInfo("1.2.3", "abc1234", "1.13.0", "gcc 12.2.0");
-  const Scrape s = Fetch(metrics_->port());
+  const Scrape s = Fetch(port());
   EXPECT_EQ(s.Get("encoder_build_info", {{"version", "1.2.3"},
                                          {"commit", "abc1234"},
                                          {"libtorch", "1.13.0"},
@@ -381,7 +390,7 @@ TEST_F(PrometheusMetricsTest, TracksInFlightRequestsPerRpc) {
   metrics_->InFlight("EmbedStream", 1);
   metrics_->InFlight("Embed", -1);
 
-  const Scrape s = Fetch(metrics_->port());
+  const Scrape s = Fetch(port());
   EXPECT_EQ(s.Get("encoder_in_flight_requests", {{"rpc", "Embed"}}), 1);
   EXPECT_EQ(s.Get("encoder_in_flight_requests", {{"rpc", "EmbedStream"}}), 1);
 }
@@ -396,7 +405,7 @@ TEST_F(PrometheusMetricsTest, ExportsModelInfoOncePerModel) {
   relative.dtype = "bfloat16";
   metrics_->RegisterModel(relative);
 
-  const Scrape s = Fetch(metrics_->port());
+  const Scrape s = Fetch(port());
   EXPECT_EQ(s.Get("encoder_model_info", {{"model", "m1"},
                                          {"scheme", "rope"},
                                          {"device", "cpu"},
@@ -417,7 +426,7 @@ TEST_F(PrometheusMetricsTest, ExportsModelInfoOncePerModel) {
 }
 
 TEST_F(PrometheusMetricsTest, ReportsResidentMemory) {
-  const Scrape s = Fetch(metrics_->port());
+  const Scrape s = Fetch(port());
   const std::optional<double> rss = s.Get("process_resident_memory_bytes");
   ASSERT_TRUE(rss.has_value());
   EXPECT_GT(*rss, 1024 * 1024);
@@ -425,16 +434,14 @@ TEST_F(PrometheusMetricsTest, ReportsResidentMemory) {
 
 TEST_F(PrometheusMetricsTest, GpuMemoryOnlyForCudaDevicesWithAReader) {
   metrics_->RegisterModel(RopeModel());
-  EXPECT_TRUE(
-      Fetch(metrics_->port()).LabelSets("encoder_gpu_memory_bytes").empty());
+  EXPECT_TRUE(Fetch(port()).LabelSets("encoder_gpu_memory_bytes").empty());
 
   metrics_->SetGpuMemoryReader(
       [](const std::string& device) -> absl::StatusOr<GpuMemory> {
         if (device != "cuda:0") return absl::NotFoundError(device);
         return GpuMemory{1000, 4096};
       });
-  EXPECT_TRUE(
-      Fetch(metrics_->port()).LabelSets("encoder_gpu_memory_bytes").empty());
+  EXPECT_TRUE(Fetch(port()).LabelSets("encoder_gpu_memory_bytes").empty());
 
   ModelLabels gpu = RopeModel();
   gpu.model = "g0";
@@ -444,7 +451,7 @@ TEST_F(PrometheusMetricsTest, GpuMemoryOnlyForCudaDevicesWithAReader) {
   gpu.device = "cuda:1";
   metrics_->RegisterModel(gpu);
 
-  const Scrape s = Fetch(metrics_->port());
+  const Scrape s = Fetch(port());
   EXPECT_EQ(s.Get("encoder_gpu_memory_bytes",
                   {{"device", "cuda:0"}, {"kind", "allocated"}}),
             1000);
@@ -455,11 +462,11 @@ TEST_F(PrometheusMetricsTest, GpuMemoryOnlyForCudaDevicesWithAReader) {
 }
 
 TEST_F(PrometheusMetricsTest, CpuBufferCacheSeriesOnceAReaderIsSet) {
-  EXPECT_FALSE(Fetch(metrics_->port()).Get("encoder_cpu_buffer_cache_bytes"));
+  EXPECT_FALSE(Fetch(port()).Get("encoder_cpu_buffer_cache_bytes"));
   auto sample =
       std::make_shared<CpuCacheSample>(CpuCacheSample{3 << 20, 17, 5, 2});
   metrics_->SetCpuCacheReader([sample] { return *sample; });
-  Scrape s = Fetch(metrics_->port());
+  Scrape s = Fetch(port());
   EXPECT_EQ(s.Get("encoder_cpu_buffer_cache_bytes"), 3 << 20);
   EXPECT_EQ(
       s.Get("encoder_cpu_buffer_cache_requests_total", {{"result", "hit"}}),
@@ -471,7 +478,7 @@ TEST_F(PrometheusMetricsTest, CpuBufferCacheSeriesOnceAReaderIsSet) {
   // Read at every scrape, not once.
   sample->cached_bytes = 0;
   sample->hits = 18;
-  s = Fetch(metrics_->port());
+  s = Fetch(port());
   EXPECT_EQ(s.Get("encoder_cpu_buffer_cache_bytes"), 0);
   EXPECT_EQ(
       s.Get("encoder_cpu_buffer_cache_requests_total", {{"result", "hit"}}),
@@ -479,13 +486,13 @@ TEST_F(PrometheusMetricsTest, CpuBufferCacheSeriesOnceAReaderIsSet) {
 }
 
 TEST_F(PrometheusMetricsTest, ConnectionSeriesOnceAReaderIsSet) {
-  EXPECT_FALSE(Fetch(metrics_->port()).Get("encoder_connections_shed_total"));
+  EXPECT_FALSE(Fetch(port()).Get("encoder_connections_shed_total"));
   auto sample = std::make_shared<ConnectionSample>();
   sample->shed_for_descriptors = 4;
   sample->accept_exhausted = 6;
   sample->listeners = {{"grpc", true}, {"http", false}};
   metrics_->SetConnectionReader([sample] { return *sample; });
-  Scrape s = Fetch(metrics_->port());
+  Scrape s = Fetch(port());
   EXPECT_EQ(s.Get("encoder_connections_shed_total"), 4);
   EXPECT_EQ(s.Get("encoder_accept_exhausted_total"), 6);
   EXPECT_EQ(s.Get("encoder_listener_up", {{"listener", "grpc"}}), 1);
@@ -498,7 +505,7 @@ TEST_F(PrometheusMetricsTest, ConnectionSeriesOnceAReaderIsSet) {
   sample->http_client_closed = 2;
   sample->http_timed_out = 1;
   sample->http_rejected = 5;
-  s = Fetch(metrics_->port());
+  s = Fetch(port());
   EXPECT_EQ(s.Get("encoder_http_open_connections"), 3);
   EXPECT_EQ(s.Get("encoder_http_connections_total"), 10);
   EXPECT_EQ(s.Get("encoder_http_abandoned_requests_total",
@@ -528,7 +535,7 @@ TEST_F(PrometheusMetricsTest, ConcurrentUpdatesAreAllCounted) {
   }
   for (std::thread& t : threads) t.join();
 
-  const Scrape s = Fetch(metrics_->port());
+  const Scrape s = Fetch(port());
   const Labels embed = {{"rpc", "Embed"}, {"model", "m1"}, {"scheme", "rope"}};
   Labels ok = embed;
   ok["code"] = "OK";
@@ -547,36 +554,19 @@ TEST_F(PrometheusMetricsTest, ConcurrentUpdatesAreAllCounted) {
 
 TEST_F(PrometheusMetricsTest, AnswersOnlyGetAndHeadOfMetrics) {
   metrics_->RegisterModel(RopeModel());
-  EXPECT_EQ(Send(metrics_->port(), "GET / HTTP/1.1\r\n\r\n").status, 404);
-  EXPECT_EQ(Send(metrics_->port(),
-                 "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
+  EXPECT_EQ(Send(port(), "GET / HTTP/1.1\r\n\r\n").status, 404);
+  EXPECT_EQ(Send(port(), "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
                 .status,
             405);
-  EXPECT_EQ(Send(metrics_->port(), "garbage\r\n\r\n").status, 400);
-  const Scrape head = Send(metrics_->port(), "HEAD /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(Send(port(), "garbage\r\n\r\n").status, 400);
+  const Scrape head = Send(port(), "HEAD /metrics HTTP/1.1\r\n\r\n");
   EXPECT_EQ(head.status, 200);
   EXPECT_TRUE(head.body.empty());
-  const Scrape query =
-      Send(metrics_->port(), "GET /metrics?x=1 HTTP/1.0\r\n\r\n");
+  const Scrape query = Send(port(), "GET /metrics?x=1 HTTP/1.0\r\n\r\n");
   EXPECT_EQ(query.status, 200);
   EXPECT_EQ(
       query.Get("encoder_queue_depth", {{"model", "m1"}, {"scheme", "rope"}}),
       0);
-}
-
-TEST(PrometheusMetricsStartTest, RejectsEmptyAndBusyAddresses) {
-  EXPECT_EQ(PrometheusMetrics::Start("").status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(PrometheusMetrics::Start("127.0.0.1").status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(PrometheusMetrics::Start("127.0.0.1:http").status().code(),
-            absl::StatusCode::kInvalidArgument);
-  absl::StatusOr<std::unique_ptr<PrometheusMetrics>> first =
-      PrometheusMetrics::Start("127.0.0.1:0");
-  ASSERT_TRUE(first.ok()) << first.status();
-  const std::string busy = "127.0.0.1:" + std::to_string((*first)->port());
-  EXPECT_EQ(PrometheusMetrics::Start(busy).status().code(),
-            absl::StatusCode::kUnavailable);
 }
 
 }  // namespace

@@ -103,10 +103,7 @@ class TestServer {
 
   // What the app does once the models are loaded: the core gets them and
   // gRPC health turns SERVING.
-  void SetModels() {
-    core_->SetHost(host_.get());
-    server_->SetServing(true);
-  }
+  void SetModels() { app::Serve({core_.get(), host_.get(), server_.get()}); }
 
   // The app's drain sequence (server/app/drain.h) over this server.
   bool Drain(absl::Duration grace) {

@@ -1,4 +1,4 @@
-#include "server/metrics/metrics_http_server.h"
+#include "server/http/metrics_http_server.h"
 
 #include <fstream>
 #include <sstream>
@@ -12,7 +12,7 @@
 #include "server/auth/token_auth.h"
 #include "server/common/status_macros.h"
 
-namespace encoder::metrics {
+namespace encoder::http {
 namespace {
 
 constexpr char kTextFormat[] = "text/plain; version=0.0.4; charset=utf-8";
@@ -46,7 +46,7 @@ bool BasicAuthOk(std::string_view header_value,
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
-    const HttpOptions& options, Render render) {
+    const MetricsHttpOptions& options, Render render) {
   std::unique_ptr<MetricsHttpServer> s(new MetricsHttpServer());
   s->render_ = std::move(render);
   if (!options.basic_auth_file.empty()) {
@@ -61,9 +61,9 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     s->credentials_ = *std::move(lines);
   }
   MetricsHttpServer* self = s.get();
-  http::Router router;
-  router.Add("GET", "/metrics", [self](std::shared_ptr<http::Exchange> x) {
-    http::Response r;
+  Router router;
+  router.Add("GET", "/metrics", [self](std::shared_ptr<Exchange> x) {
+    Response r;
     if (!self->credentials_.empty() &&
         !BasicAuthOk(x->request().HeaderValue("Authorization"),
                      self->credentials_)) {
@@ -77,11 +77,11 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     x->Respond(std::move(r));
   });
   if (options.routes) options.routes(router);
-  http::ServerOptions server_options = options;
+  ServerOptions server_options = options;
   if (!server_options.render_error) {
-    server_options.render_error = [](const http::Request* q, int status,
+    server_options.render_error = [](const Request* q, int status,
                                      const std::string& message) {
-      http::Response r;
+      Response r;
       r.status = status;
       r.body = message + "\n";
       if (status == 404 && q != nullptr && q->path != "/metrics") {
@@ -91,10 +91,10 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     };
   }
   ASSIGN_OR_RETURN(s->server_,
-                   http::HttpServer::Start(server_options, std::move(router)));
+                   HttpServer::Start(server_options, std::move(router)));
   return s;
 }
 
 MetricsHttpServer::~MetricsHttpServer() = default;
 
-}  // namespace encoder::metrics
+}  // namespace encoder::http

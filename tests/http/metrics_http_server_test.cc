@@ -1,6 +1,6 @@
 // The /metrics HTTP server under slow and idle clients, with basic auth and
 // gzip. A scrape must not wait for other clients.
-#include "server/metrics/metrics_http_server.h"
+#include "server/http/metrics_http_server.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -15,10 +15,11 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "gtest/gtest.h"
 
-namespace encoder::metrics {
+namespace encoder::http {
 namespace {
 
 int Connect(int port) {
@@ -55,7 +56,8 @@ std::string Status(const std::string& response) {
   return response.substr(0, response.find("\r\n"));
 }
 
-std::unique_ptr<MetricsHttpServer> StartServer(HttpOptions options = {}) {
+std::unique_ptr<MetricsHttpServer> StartServer(
+    MetricsHttpOptions options = {}) {
   options.listen = "127.0.0.1:0";
   auto server = MetricsHttpServer::Start(
       options, [] { return std::string("encoder_up 1\n"); });
@@ -125,7 +127,7 @@ TEST(MetricsHttpServerTest, IdleConnectionsAreDropped) {
 TEST(MetricsHttpServerTest, BasicAuth) {
   const std::string path = ::testing::TempDir() + "/metrics_basic_auth.txt";
   { std::ofstream(path) << "# scraper\nprometheus:p4ss\n"; }
-  HttpOptions options;
+  MetricsHttpOptions options;
   options.basic_auth_file = path;
   auto server = StartServer(options);
   ASSERT_NE(server, nullptr);
@@ -161,7 +163,7 @@ TEST(MetricsHttpServerTest, GzipForScrapersThatAskForIt) {
 }
 
 TEST(MetricsHttpServerTest, RejectsBadOptions) {
-  HttpOptions options;
+  MetricsHttpOptions options;
   options.listen = "127.0.0.1:0";
   options.tls_cert_file = "/nonexistent/cert.pem";
   EXPECT_EQ(MetricsHttpServer::Start(options, [] { return std::string(); })
@@ -173,7 +175,7 @@ TEST(MetricsHttpServerTest, RejectsBadOptions) {
                 .status()
                 .code(),
             absl::StatusCode::kNotFound);
-  HttpOptions auth;
+  MetricsHttpOptions auth;
   auth.listen = "127.0.0.1:0";
   auth.basic_auth_file = "/nonexistent/users";
   EXPECT_EQ(MetricsHttpServer::Start(auth, [] { return std::string(); })
@@ -182,5 +184,22 @@ TEST(MetricsHttpServerTest, RejectsBadOptions) {
             absl::StatusCode::kNotFound);
 }
 
+TEST(MetricsHttpServerTest, RejectsEmptyMalformedAndBusyAddresses) {
+  const auto start = [](const std::string& listen) {
+    MetricsHttpOptions options;
+    options.listen = listen;
+    return MetricsHttpServer::Start(options, [] { return std::string(); });
+  };
+  EXPECT_EQ(start("").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(start("127.0.0.1").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(start("127.0.0.1:http").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto first = start("127.0.0.1:0");
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string busy = "127.0.0.1:" + std::to_string((*first)->port());
+  EXPECT_EQ(start(busy).status().code(), absl::StatusCode::kUnavailable);
+}
+
 }  // namespace
-}  // namespace encoder::metrics
+}  // namespace encoder::http
