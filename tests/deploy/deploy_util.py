@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -50,6 +51,24 @@ def common_args(description):
     parser.add_argument("--keep-temp", action="store_true",
                         help="keep the temporary directory for inspection")
     return parser
+
+
+def server_test_args(description, program):
+    """Parses the arguments of a test that starts encoder-server (--server),
+    talks gRPC to it through stubs it compiles (--protoc,
+    --grpc-python-plugin) and runs one other program (--<program>); fails
+    the test when one of them is missing."""
+    parser = common_args(description)
+    parser.add_argument("--server", required=True)
+    parser.add_argument(f"--{program}", required=True)
+    parser.add_argument("--protoc", required=True)
+    parser.add_argument("--grpc-python-plugin", required=True)
+    args = parser.parse_args()
+    require_executable(args.server, "encoder-server")
+    require_executable(getattr(args, program), program)
+    require_executable(args.protoc, "protoc")
+    require_executable(args.grpc_python_plugin, "grpc_python_plugin")
+    return args
 
 
 def require_executable(path, what):
@@ -239,6 +258,22 @@ class Harness(contextlib.AbstractContextManager):
 
         return self.wait_for(is_ready, timeout, f"{child.name} ready file")
 
+    def start_replicas(self, server_binary, extra_args, count=2):
+        """Starts `count` encoder-servers with the same arguments (replica1,
+        replica2, ...), lets them load side by side and waits for each;
+        returns [(child, grpc_port, metrics_port)]."""
+        started = [self.start_server(f"replica{i}", server_binary, extra_args)
+                   for i in range(1, count + 1)]
+        return [(child, *self.wait_server_ready(child, ready))
+                for child, ready in started]
+
+    def grpc_stubs(self):
+        """generate_stubs for the source tree's proto/ with the test's
+        --protoc and --grpc-python-plugin, into <tmp>/stubs."""
+        return generate_stubs(self.args.protoc, self.args.grpc_python_plugin,
+                              os.path.join(self.args.source_dir, "proto"),
+                              self.path("stubs"))
+
 
 def run(main):
     """Runs a deploy test's main: a failed check, the time limit or a
@@ -281,6 +316,63 @@ def http_get(url, timeout=5.0):
         return e.code, e.read().decode(errors="replace")
 
 
+def embed_request(pb2, i):
+    """Embed call i of a load on the default model: one input of 4 + i % 12
+    token ids, varied with i."""
+    request = pb2.EmbedRequest(model="")
+    request.inputs.add(token_ids=pb2.TokenIds(
+        ids=[1 + (i * 13 + j) % 9000 for j in range(4 + i % 12)]))
+    return request
+
+
+class Load(contextlib.AbstractContextManager):
+    """Worker threads making calls from entering the context until leaving
+    it: worker w makes calls w, w + workers, w + 2 * workers, ... with
+    call(i), which a test defines, and `results` (under `lock`) gets what
+    each call returns as it ends. Leaving waits up to join_timeout seconds
+    for each worker's call in flight."""
+
+    def __init__(self, workers, join_timeout):
+        self.workers = workers
+        self.join_timeout = join_timeout
+        self.results = []
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.threads = [threading.Thread(target=self.run, args=(w,))
+                        for w in range(workers)]
+
+    def call(self, i):
+        raise NotImplementedError
+
+    def run(self, worker):
+        i = worker
+        while not self.stopping.is_set():
+            result = self.call(i)
+            with self.lock:
+                self.results.append(result)
+            i += self.workers
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stopping.set()
+        for t in self.threads:
+            t.join(timeout=self.join_timeout)
+        return False
+
+
+def scrape_metrics(metrics_port):
+    """parse_exposition of a server's /metrics; fails the test unless it
+    answers 200."""
+    status, body = http_get(f"http://127.0.0.1:{metrics_port}/metrics")
+    if status != 200:
+        raise CheckFailed(f"/metrics on {metrics_port} answered {status}")
+    return parse_exposition(body)
+
+
 def parse_exposition(text):
     """Prometheus text format -> {(name, frozenset(labels)): value}. Label
     values are assumed free of escaped quotes and commas."""
@@ -307,6 +399,68 @@ def sum_samples(samples, name, **labels):
     want = set(labels.items())
     return sum(v for (n, ls), v in samples.items()
                if n == name and want <= set(ls))
+
+
+# --- nginx in front of replicas (nginx_test.py, scaleout_test.py) ---------
+
+def derive_nginx_config(source, replica_ports, listen_port, tmp, checks):
+    """deploy/nginx/nginx.conf (`source`) with its upstream servers on the
+    replicas' gRPC ports, its listen address on 127.0.0.1:listen_port and
+    its pid, logs and temp paths in tmp."""
+    with open(source) as f:
+        text = f.read()
+
+    def upstream(match):
+        index = int(match.group(1)) - 1
+        return f"server 127.0.0.1:{replica_ports[index]}"
+
+    text, n = re.subn(r"server\s+replica(\d+):50051", upstream, text)
+    checks.equal(n, len(replica_ports), "replica servers in the upstream")
+    text, n = re.subn(r"listen\s+50051\s+http2;",
+                      f"listen 127.0.0.1:{listen_port} http2;", text)
+    checks.equal(n, 1, "gRPC listen directives")
+    text = re.sub(r"access_log\s+[^;]+;",
+                  f"access_log {tmp}/access.log;", text)
+    temp_paths = "".join(
+        f"\n  {kind}_temp_path {tmp}/{kind}_temp;"
+        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    text, n = re.subn(r"^http\s*{", "http {" + temp_paths, text,
+                      flags=re.MULTILINE)
+    checks.equal(n, 1, "http blocks")
+    # Workers run as this user (as root nginx would otherwise switch to an
+    # unprivileged user that cannot write the test's temporary directory).
+    user = "user root root;\n" if os.geteuid() == 0 else ""
+    return (f"{user}daemon off;\npid {tmp}/nginx.pid;\n"
+            f"error_log {tmp}/error.log info;\n" + text)
+
+
+def port_open(port):
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def start_behind_nginx(h, server_args, checks):
+    """Two encoder-server replicas (--server with server_args) behind nginx
+    (--nginx) running derive_nginx_config's copy of the source tree's
+    deploy/nginx/nginx.conf, checked with nginx -t; returns (the replicas'
+    [(child, grpc_port, metrics_port)], the nginx child, nginx's gRPC port)
+    once nginx listens."""
+    replicas = h.start_replicas(h.args.server, server_args)
+    listen_port = free_port()
+    config = derive_nginx_config(
+        os.path.join(h.args.source_dir, "deploy", "nginx", "nginx.conf"),
+        [grpc_port for _, grpc_port, _ in replicas], listen_port, h.tmp,
+        checks)
+    checks.raise_if_failed()
+    with open(h.path("nginx.conf"), "w") as f:
+        f.write(config)
+    nginx_argv = [h.args.nginx, "-p", h.tmp, "-c", h.path("nginx.conf"),
+                  "-e", h.path("error.log")]
+    subprocess.run(nginx_argv + ["-t"], check=True, timeout=30)
+    nginx = h.start("nginx", nginx_argv)
+    h.wait_for(lambda: port_open(listen_port), 30, "nginx listening")
+    return replicas, nginx, listen_port
 
 
 # --- Kubernetes objects (kubernetes_test.py, helm_test.py) -----------------

@@ -11,11 +11,7 @@ must succeed, and the survivor must have served them.
 """
 
 import os
-import re
 import signal
-import socket
-import subprocess
-import threading
 import time
 
 import grpc
@@ -34,132 +30,42 @@ DRAIN_UNREADY_SECONDS = 1.0
 CLOSE_WINDOW_SECONDS = 0.25
 
 
-def derive_nginx_config(source, replica_ports, listen_port, tmp, checks):
-    with open(source) as f:
-        text = f.read()
-
-    def upstream(match):
-        index = int(match.group(1)) - 1
-        return f"server 127.0.0.1:{replica_ports[index]}"
-
-    text, n = re.subn(r"server\s+replica(\d+):50051", upstream, text)
-    checks.equal(n, len(replica_ports), "replica servers in the upstream")
-    text, n = re.subn(r"listen\s+50051\s+http2;",
-                      f"listen 127.0.0.1:{listen_port} http2;", text)
-    checks.equal(n, 1, "gRPC listen directives")
-    text = re.sub(r"access_log\s+[^;]+;",
-                  f"access_log {tmp}/access.log;", text)
-    temp_paths = "".join(
-        f"\n  {kind}_temp_path {tmp}/{kind}_temp;"
-        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-    text, n = re.subn(r"^http\s*{", "http {" + temp_paths, text,
-                      flags=re.MULTILINE)
-    checks.equal(n, 1, "http blocks")
-    # Workers run as this user (as root nginx would otherwise switch to an
-    # unprivileged user that cannot write the test's temporary directory).
-    user = "user root root;\n" if os.geteuid() == 0 else ""
-    return (f"{user}daemon off;\npid {tmp}/nginx.pid;\n"
-            f"error_log {tmp}/error.log info;\n" + text)
-
-
 def replica_embed_ok(metrics_port):
-    status, body = du.http_get(f"http://127.0.0.1:{metrics_port}/metrics")
-    if status != 200:
-        raise du.CheckFailed(f"/metrics on {metrics_port} answered {status}")
-    return du.sum_samples(du.parse_exposition(body), "encoder_requests_total",
-                          rpc="Embed", code="OK")
+    return du.sum_samples(du.scrape_metrics(metrics_port),
+                          "encoder_requests_total", rpc="Embed", code="OK")
 
 
-def make_request(pb2, i):
-    request = pb2.EmbedRequest(model="")
-    request.inputs.add(token_ids=pb2.TokenIds(
-        ids=[1 + (i * 13 + j) % 9000 for j in range(4 + i % 12)]))
-    return request
-
-
-class Load:
+class Load(du.Load):
     """Worker threads sending Embed calls until stopped; records
     (start, end, code name, details) of every call."""
 
     def __init__(self, pb2, stub):
+        super().__init__(WORKERS, join_timeout=30)
         self.pb2 = pb2
         self.stub = stub
-        self.results = []
-        self.lock = threading.Lock()
-        self.stopping = threading.Event()
-        self.threads = [threading.Thread(target=self.run, args=(w,))
-                        for w in range(WORKERS)]
 
-    def run(self, worker):
-        i = worker
-        while not self.stopping.is_set():
-            start = time.monotonic()
-            try:
-                self.stub.Embed(make_request(self.pb2, i), timeout=20)
-                code, details = "OK", ""
-            except grpc.RpcError as e:
-                code, details = e.code().name, e.details()
-            with self.lock:
-                self.results.append((start, time.monotonic(), code, details))
-            i += WORKERS
-
-    def __enter__(self):
-        for t in self.threads:
-            t.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stopping.set()
-        for t in self.threads:
-            t.join(timeout=30)
-        return False
-
-
-def port_open(port):
-    with socket.socket() as s:
-        s.settimeout(1)
-        return s.connect_ex(("127.0.0.1", port)) == 0
+    def call(self, i):
+        start = time.monotonic()
+        try:
+            self.stub.Embed(du.embed_request(self.pb2, i), timeout=20)
+            code, details = "OK", ""
+        except grpc.RpcError as e:
+            code, details = e.code().name, e.details()
+        return start, time.monotonic(), code, details
 
 
 def main():
-    parser = du.common_args(__doc__)
-    parser.add_argument("--server", required=True)
-    parser.add_argument("--nginx", required=True)
-    parser.add_argument("--protoc", required=True)
-    parser.add_argument("--grpc-python-plugin", required=True)
-    args = parser.parse_args()
-    du.require_executable(args.server, "encoder-server")
-    du.require_executable(args.nginx, "nginx")
-    du.require_executable(args.protoc, "protoc")
-    du.require_executable(args.grpc_python_plugin, "grpc_python_plugin")
+    args = du.server_test_args(__doc__, "nginx")
     deploy = os.path.join(args.source_dir, "deploy")
 
     with du.Harness(args, "nginx") as h:
         checks = du.Checks()
-        pb2, pb2_grpc = du.generate_stubs(
-            args.protoc, args.grpc_python_plugin,
-            os.path.join(args.source_dir, "proto"), h.path("stubs"))
+        pb2, pb2_grpc = h.grpc_stubs()
         server_args = [f"--models={deploy}/models/repository.json",
                        f"--drain-grace={DRAIN_GRACE_SECONDS}s",
                        f"--drain-unready={DRAIN_UNREADY_SECONDS}s"]
-        started = [h.start_server(f"replica{i}", args.server, server_args)
-                   for i in (1, 2)]
-        replicas = [(child, *h.wait_server_ready(child, ready))
-                    for child, ready in started]
-
-        listen_port = du.free_port()
-        config = derive_nginx_config(
-            os.path.join(deploy, "nginx", "nginx.conf"),
-            [grpc_port for _, grpc_port, _ in replicas], listen_port, h.tmp,
-            checks)
-        checks.raise_if_failed()
-        with open(h.path("nginx.conf"), "w") as f:
-            f.write(config)
-        nginx_argv = [args.nginx, "-p", h.tmp, "-c", h.path("nginx.conf"),
-                      "-e", h.path("error.log")]
-        subprocess.run(nginx_argv + ["-t"], check=True, timeout=30)
-        nginx = h.start("nginx", nginx_argv)
-        h.wait_for(lambda: port_open(listen_port), 30, "nginx listening")
+        replicas, nginx, listen_port = du.start_behind_nginx(
+            h, server_args, checks)
 
         channel = grpc.insecure_channel(f"127.0.0.1:{listen_port}",
                                         options=du.GRPC_OPTIONS)
@@ -174,7 +80,7 @@ def main():
         codes = []
         for i in range(PHASE1_CALLS):
             try:
-                response = stub.Embed(make_request(pb2, i), timeout=20)
+                response = stub.Embed(du.embed_request(pb2, i), timeout=20)
                 codes.append("OK")
                 checks.equal(response.results[0].num_tokens, 4 + i % 12,
                              f"tokens of call {i}")

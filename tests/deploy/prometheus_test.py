@@ -335,22 +335,11 @@ def check_dashboard(api, path, checks):
 
 
 def main():
-    parser = du.common_args(__doc__)
-    parser.add_argument("--server", required=True)
-    parser.add_argument("--prometheus", required=True)
-    parser.add_argument("--protoc", required=True)
-    parser.add_argument("--grpc-python-plugin", required=True)
-    args = parser.parse_args()
-    du.require_executable(args.server, "encoder-server")
-    du.require_executable(args.prometheus, "prometheus")
-    du.require_executable(args.protoc, "protoc")
-    du.require_executable(args.grpc_python_plugin, "grpc_python_plugin")
+    args = du.server_test_args(__doc__, "prometheus")
     deploy = os.path.join(args.source_dir, "deploy")
 
     with du.Harness(args, "prometheus") as h:
-        pb2, pb2_grpc = du.generate_stubs(
-            args.protoc, args.grpc_python_plugin,
-            os.path.join(args.source_dir, "proto"), h.path("stubs"))
+        pb2, pb2_grpc = h.grpc_stubs()
         server, ready = h.start_server("encoder-server", args.server, [
             f"--models={deploy}/models/repository.json",
             "--drain-grace=5s"])

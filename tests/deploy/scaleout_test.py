@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Scale-out under the shipped proxy: two encoder-server replicas behind
-deploy/nginx/nginx.conf (nginx_test.py's test-local copy), one drained
+deploy/nginx/nginx.conf (the test-local copy nginx_test.py uses), one drained
 under load.
 
 Callers send at least MIN_CALLS Embed calls through nginx from WORKERS
@@ -36,7 +36,6 @@ import json
 import os
 import random
 import signal
-import subprocess
 import threading
 import time
 from datetime import datetime
@@ -44,7 +43,6 @@ from datetime import datetime
 import grpc
 
 import deploy_util as du
-import nginx_test as nt
 
 WORKERS = 8
 MIN_CALLS = 2000
@@ -70,27 +68,29 @@ LARGE_INPUTS = 16
 LARGE_TOKENS = 128
 
 
-class Load:
+class Load(du.Load):
     """Worker threads sending Embed calls through nginx until stopped,
     retrying UNAVAILABLE; records (request id, start, end, final code,
     attempts) of every call."""
 
     def __init__(self, pb2, stub):
+        super().__init__(WORKERS, join_timeout=40)
         self.pb2 = pb2
         self.stub = stub
-        self.results = []
-        self.lock = threading.Lock()
-        self.stopping = threading.Event()
-        self.threads = [threading.Thread(target=self.run, args=(w,))
-                        for w in range(WORKERS)]
 
-    def call(self, i, request_id):
+    def call(self, i):
+        request_id = f"load-{i}"
+        start = time.time()
+        code, attempts = self.with_retries(i, request_id)
+        return request_id, start, time.time(), code, attempts
+
+    def with_retries(self, i, request_id):
         """(final code, attempts) of one call with its retries."""
         attempt = 0
         while True:
             attempt += 1
             try:
-                self.stub.Embed(nt.make_request(self.pb2, i), timeout=30,
+                self.stub.Embed(du.embed_request(self.pb2, i), timeout=30,
                                 metadata=[("x-request-id", request_id)])
                 return "OK", attempt
             except grpc.RpcError as e:
@@ -100,32 +100,10 @@ class Load:
             ceiling = BACKOFF_SECONDS * 2 ** (attempt - 1)
             time.sleep(ceiling / 2 + random.random() * ceiling / 2)
 
-    def run(self, worker):
-        i = worker
-        while not self.stopping.is_set():
-            request_id = f"load-{i}"
-            start = time.time()
-            code, attempts = self.call(i, request_id)
-            with self.lock:
-                self.results.append((request_id, start, time.time(), code,
-                                     attempts))
-            i += WORKERS
-
     def count(self, since=None):
         with self.lock:
             return sum(1 for r in self.results
                        if since is None or r[1] > since)
-
-    def __enter__(self):
-        for t in self.threads:
-            t.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stopping.set()
-        for t in self.threads:
-            t.join(timeout=40)
-        return False
 
 
 def scrape(metrics_port):
@@ -133,10 +111,7 @@ def scrape(metrics_port):
     accepted inputs; `time`: when the request was sent (every call logged
     before it is in the counts)."""
     sent = time.time()
-    status, body = du.http_get(f"http://127.0.0.1:{metrics_port}/metrics")
-    if status != 200:
-        raise du.CheckFailed(f"/metrics on {metrics_port} answered {status}")
-    samples = du.parse_exposition(body)
+    samples = du.scrape_metrics(metrics_port)
     return {
         "time": sent,
         "queue_count": du.sum_samples(
@@ -186,48 +161,21 @@ def large_request(pb2, seed):
 
 
 def main():
-    parser = du.common_args(__doc__)
-    parser.add_argument("--server", required=True)
-    parser.add_argument("--nginx", required=True)
-    parser.add_argument("--protoc", required=True)
-    parser.add_argument("--grpc-python-plugin", required=True)
-    args = parser.parse_args()
-    du.require_executable(args.server, "encoder-server")
-    du.require_executable(args.nginx, "nginx")
-    du.require_executable(args.protoc, "protoc")
-    du.require_executable(args.grpc_python_plugin, "grpc_python_plugin")
+    args = du.server_test_args(__doc__, "nginx")
     deploy = os.path.join(args.source_dir, "deploy")
     began = time.monotonic()
 
     with du.Harness(args, "scaleout") as h:
         checks = du.Checks()
-        pb2, pb2_grpc = du.generate_stubs(
-            args.protoc, args.grpc_python_plugin,
-            os.path.join(args.source_dir, "proto"), h.path("stubs"))
+        pb2, pb2_grpc = h.grpc_stubs()
         server_args = [f"--models={deploy}/models/repository.json",
                        f"--drain-grace={DRAIN_GRACE_SECONDS}s",
                        f"--drain-unready={DRAIN_UNREADY_SECONDS:g}s",
                        "--log-format=json", "--log-rate-limit=0"]
-        started = [h.start_server(f"replica{i}", args.server, server_args)
-                   for i in (1, 2)]
-        replicas = [(child, *h.wait_server_ready(child, ready))
-                    for child, ready in started]
+        replicas, nginx, listen_port = du.start_behind_nginx(
+            h, server_args, checks)
         (drained, drained_grpc, drained_metrics), \
             (survivor, _, survivor_metrics) = replicas
-
-        listen_port = du.free_port()
-        config = nt.derive_nginx_config(
-            os.path.join(deploy, "nginx", "nginx.conf"),
-            [grpc_port for _, grpc_port, _ in replicas], listen_port, h.tmp,
-            checks)
-        checks.raise_if_failed()
-        with open(h.path("nginx.conf"), "w") as f:
-            f.write(config)
-        nginx_argv = [args.nginx, "-p", h.tmp, "-c", h.path("nginx.conf"),
-                      "-e", h.path("error.log")]
-        subprocess.run(nginx_argv + ["-t"], check=True, timeout=30)
-        nginx = h.start("nginx", nginx_argv)
-        h.wait_for(lambda: nt.port_open(listen_port), 30, "nginx listening")
         print(f"replicas and nginx up in {time.monotonic() - began:.1f} s",
               flush=True)
 
