@@ -5,9 +5,13 @@
 # the HTTP server (http/http_*, gzip): HTTP only, none of the project's
 # layers; the core (server/core): no gRPC, protobuf or LibTorch; the HTTP
 # front: the core only, no gRPC, protobuf or gRPC front (server/service);
-# common, batching, tokenizer and the model handle (runner/served_model.h
-# and the plain types it uses): no LibTorch either; service and the HTTP
-# front: no encoder, runner or batcher internals, only the model handle;
+# common, batching, tokenizer, the model handle (server/api) and the model
+# vocabulary it uses (model/config.h, model/names.cc, the scheme's plain
+# types in model/positional/, kernels/cpu_features and kernel_trace.h):
+# no LibTorch either; the core, service and the HTTP front: no runner or
+# diagnostics, only the model handle (server/api); the fronts: no model/
+# header either; no scheme's type named (SchemeType::k) outside
+# model/positional/;
 # metrics: none of the layers above it (the HTTP layer serves /metrics);
 # the composition root (server/app) is included by server/main.cc alone,
 # and the fronts build no core: only the app does.
@@ -24,7 +28,8 @@ check() {
     status=1
   fi
 }
-core="server/common/*.h server/model/*.h server/model/*.cc server/batching/*.h server/batching/*.cc
+core="server/common/*.h server/model/*.h server/model/*.cc server/model/*/*.h server/model/*/*.cc
+server/batching/*.h server/batching/*.cc server/api/*.h
 server/diagnostics/*.h server/diagnostics/*.cc server/runner/*.h server/runner/*.cc
 server/tokenizer/*.h server/tokenizer/*.cc"
 check "$core server/core/*.h server/core/*.cc" "grpc|grpcpp|google/protobuf|encoder/v1" "gRPC/protobuf"
@@ -33,17 +38,23 @@ check "server/core/*.h server/core/*.cc" "torch|ATen|c10|server/(service|http)/"
 check "server/http/*.h server/http/*.cc" "grpc|grpcpp|google/protobuf|encoder/v1|server/service/" \
   "gRPC (the HTTP front maps into server/core)"
 check "server/common/*.h server/batching/*.h server/batching/*.cc
-server/tokenizer/*.h server/tokenizer/*.cc server/diagnostics/report.h
-server/model/scheme_description.h server/model/config.h
-server/runner/served_model.h" "torch|ATen|c10" "LibTorch"
+server/tokenizer/*.h server/tokenizer/*.cc server/api/*.h
+server/model/config.h server/model/names.cc server/model/positional/scheme.h
+server/model/positional/traits.h server/model/positional/reach.h
+server/model/positional/description.h server/model/kernels/cpu_features.h
+server/model/kernels/cpu_features.cc server/model/kernels/kernel_trace.h" \
+  "torch|ATen|c10" "LibTorch"
 check "server/http/http_server.h server/http/http_server.cc
 server/http/http_session.cc server/http/http_internal.h server/http/gzip.h
 server/http/gzip.cc server/http/request_body.h server/http/request_body.cc" "grpc|grpcpp|google/protobuf|encoder/v1|torch|ATen|c10|server/(service|runner|model|batching|metrics)/" \
   "project or RPC (the HTTP server knows HTTP only)"
-# The RPC layer reaches the models through runner/served_model.h only.
+# The core and the fronts reach the models through the handle (server/api)
+# only; the fronts include no model/ header at all.
 check "server/service/*.h server/service/*.cc server/http/*.h server/http/*.cc server/core/*.h server/core/*.cc" \
-  "server/runner/(model_host|encoder_runner|precision_choice)|server/model/encoder\.h|torch|ATen|c10" \
-  "model internals (the service uses runner/served_model.h)"
+  "server/(runner|diagnostics)/|server/model/encoder\.h|torch|ATen|c10" \
+  "model internals (the core and fronts use the handle, server/api)"
+check "server/service/*.h server/service/*.cc server/http/*.h server/http/*.cc" \
+  "server/model/" "model (a front renders what the handle reports)"
 # Metrics renders; the HTTP layer serves /metrics: metrics includes no
 # front, transport, auth or model layer.
 check "server/metrics/*.h server/metrics/*.cc" \
@@ -61,11 +72,13 @@ if [ -n "$hits" ]; then
   echo "$hits"
   status=1
 fi
-# The core asks what a scheme implies (diagnostics::AnalyzeReach); it
-# never switches on the scheme's type.
-hits=$(cd "$root" && grep -n "SchemeType::" server/core/*.h server/core/*.cc 2>/dev/null)
+# A scheme's home is model/positional/: everyone else asks its traits
+# (model/positional/traits.h) or reads the model's description, and never
+# names a scheme's type.
+hits=$(cd "$root" && grep -rn "SchemeType::k" server --include=*.h --include=*.cc 2>/dev/null |
+  grep -v "^server/model/positional/")
 if [ -n "$hits" ]; then
-  echo "the core switches on a positional scheme's type:"
+  echo "a scheme's type named outside model/positional/:"
   echo "$hits"
   status=1
 fi

@@ -38,7 +38,7 @@
 #include "server/logging/log.h"
 #include "server/metrics/prometheus_metrics.h"
 #include "server/model/dtype.h"
-#include "server/model/model_repository.h"
+#include "server/model/weights/model_repository.h"
 #include "server/runner/cpu_buffer_cache.h"
 #include "server/runner/device_memory.h"
 #include "server/runner/idle_trim.h"
@@ -549,7 +549,7 @@ void AddResourceReaders(Process& p) {
 void RegisterModels(Process& p) {
   p.metrics->CpuInfo(p.cpu->model, p.cpu->Joined());
   for (const auto& m : p.host->models()) {
-    const encoder::runner::ModelDescription& d = m->description();
+    const encoder::api::ModelDescription& d = m->description();
     const encoder::model::ModelConfig& c = d.config;
     p.metrics->RegisterModel(
         {d.name, encoder::model::SchemeName(c.positional.type), p.device.str(),
@@ -565,7 +565,8 @@ void RegisterModels(Process& p) {
                    encoder::runner::DescribeTrial(trial));
     }
     const std::string linears =
-        d.linear_kernel != "packed" ? d.linear_kernel
+        d.linear_kernel != encoder::api::LinearKernel::kPacked
+            ? encoder::api::LinearKernelName(d.linear_kernel)
         : d.packed_max_rows == 0
             ? std::string("packed (every product)")
             : absl::StrCat("packed (up to ", d.packed_max_rows, " rows)");

@@ -6,15 +6,15 @@
 #define ENCODER_SERVER_APP_DRAIN_H_
 
 #include "absl/time/time.h"
+#include "server/api/served_model.h"
 #include "server/core/inference.h"
-#include "server/runner/served_model.h"
 #include "server/service/server.h"
 
 namespace encoder::app {
 
 struct DrainTargets {
   core::Inference* core = nullptr;         // not null
-  runner::ModelCatalog* host = nullptr;    // null: no models were loaded
+  api::ModelCatalog* host = nullptr;       // null: no models were loaded
   service::EncoderServer* grpc = nullptr;  // null: no gRPC front
 };
 

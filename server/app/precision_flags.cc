@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/model/dtype.h"
-#include "server/model/int8_linear.h"
-#include "server/model/packed_linear.h"
+#include "server/model/kernels/int8_linear.h"
+#include "server/model/kernels/packed_linear.h"
 
 namespace encoder {
 

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "server/model/cpu_features.h"
 #include "server/model/encoder.h"
+#include "server/model/kernels/cpu_features.h"
 #include "server/runner/model_host.h"
 
 namespace encoder {

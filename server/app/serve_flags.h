@@ -19,7 +19,7 @@
 #include "server/core/inference.h"
 #include "server/logging/access_log.h"
 #include "server/logging/log.h"
-#include "server/model/model_repository.h"
+#include "server/model/weights/model_repository.h"
 #include "server/runner/cpu_buffer_cache.h"
 #include "server/runner/idle_trim.h"
 #include "server/runner/model_host.h"

@@ -52,7 +52,7 @@ struct BatchItem {
   SequenceCost compute;
   // Which of the measured rates its compute runs at (ComputeClass).
   ComputeClass compute_class = kPlainCompute;
-  // The runner's description of the work (runner::EmbedSpec for the
+  // The runner's description of the work (api::EmbedSpec for the
   // encoder runner). Opaque here; the runner checks its type.
   std::any work;
   // Set: a job of the model's own (Diagnose's probes) instead of work for
@@ -74,7 +74,7 @@ struct BatchStats {
 };
 
 struct ItemResult {
-  std::any output;    // the runner's result (runner::EmbedResult), opaque
+  std::any output;    // the runner's result (api::EmbedResult), opaque
   int64_t bytes = 0;  // its size, which decides who completes it
   BatchStats batch;   // filled in by the batcher
 };

@@ -1,7 +1,7 @@
 // Statistics of one layer and head's attention over the real tokens of one
 // sequence (padding excluded), averaged over query rows i. The one struct
 // for them: computed by diagnostics::ComputeHeadStats, carried in
-// runner::EmbedResult, packed into encoder.v1.AttentionHeadStats by
+// api::EmbedResult, packed into encoder.v1.AttentionHeadStats by
 // service::PackAttentionStats. Plain C++: usable in every layer.
 #ifndef ENCODER_SERVER_COMMON_ATTENTION_STATS_H_
 #define ENCODER_SERVER_COMMON_ATTENTION_STATS_H_

@@ -7,7 +7,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
-#include "server/diagnostics/scheme_reach.h"
 
 namespace encoder::core {
 namespace {
@@ -16,9 +15,8 @@ using Input = DiagnoseQuery::Input;
 
 // The query's input as token ids (a random input longer than the limit
 // stays empty: its length is refused by the caller).
-absl::Status ReadInput(const DiagnoseQuery& q, const runner::ServedModel& model,
-                       const DiagnoseLimits& limits,
-                       diagnostics::DiagnoseOptions* o) {
+absl::Status ReadInput(const DiagnoseQuery& q, const api::ServedModel& model,
+                       const DiagnoseLimits& limits, api::DiagnoseOptions* o) {
   switch (q.input) {
     case Input::kTokenIds:
       o->token_ids = q.token_ids;
@@ -47,21 +45,21 @@ absl::Status ReadInput(const DiagnoseQuery& q, const runner::ServedModel& model,
 
 // The input's length against the limits, and its ids against the
 // vocabulary.
-absl::Status CheckInput(const DiagnoseQuery& q,
-                        const runner::ServedModel& model,
+absl::Status CheckInput(const DiagnoseQuery& q, const api::ServedModel& model,
                         const DiagnoseLimits& limits,
-                        const diagnostics::DiagnoseOptions& o) {
+                        const api::DiagnoseOptions& o) {
   const model::ModelConfig& c = model.description().config;
   const int64_t n = q.input == Input::kRandom
                         ? q.random_length
                         : static_cast<int64_t>(o.token_ids.size());
   if (n == 0) return absl::InvalidArgumentError("the input has no tokens");
-  const int64_t max_len = std::min(limits.max_tokens, c.max_length());
+  const int64_t model_max = model.description().max_length;
+  const int64_t max_len = std::min(limits.max_tokens, model_max);
   if (n > max_len) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the input has ", n, " tokens; Diagnose accepts at most ", max_len,
         " for model \"", model.name(), "\" (--max-diagnose-tokens=",
-        limits.max_tokens, ", model limit ", c.max_length(), ")"));
+        limits.max_tokens, ", model limit ", model_max, ")"));
   }
   for (int64_t id : o.token_ids) {
     if (id < 0 || id >= c.vocab_size) {
@@ -75,7 +73,7 @@ absl::Status CheckInput(const DiagnoseQuery& q,
 
 // Which probes run and their parameters.
 absl::Status ReadProbes(const DiagnoseQuery& q, const DiagnoseLimits& limits,
-                        diagnostics::DiagnoseOptions* o) {
+                        api::DiagnoseOptions* o) {
   const bool any = q.permutation || q.shift || q.structure ||
                    q.attention_stats || q.extrapolation;
   o->permutation = !any || q.permutation;
@@ -120,7 +118,7 @@ absl::Status ReadProbes(const DiagnoseQuery& q, const DiagnoseLimits& limits,
 // The caller's lengths, each checked against `limit`.
 absl::StatusOr<std::vector<int64_t>> GivenGrid(const DiagnoseQuery& q,
                                                int64_t limit) {
-  const int64_t max_points = diagnostics::kMaxExtrapolationLengths;
+  const int64_t max_points = api::kMaxExtrapolationLengths;
   const auto& lengths = q.extrapolation_lengths;
   if (static_cast<int64_t>(lengths.size()) > max_points) {
     return absl::InvalidArgumentError(
@@ -158,7 +156,7 @@ absl::StatusOr<std::vector<int64_t>> Grid(const DiagnoseQuery& q,
         "extrapolation_options.max_multiple ", q.extrapolation_max_multiple,
         " must be in (0, ", kMaxExtrapolationMultiple, "]"));
   }
-  const int64_t max_points = diagnostics::kMaxExtrapolationLengths;
+  const int64_t max_points = api::kMaxExtrapolationLengths;
   const int64_t points = q.extrapolation_points == 0
                              ? kDefaultExtrapolationPoints
                              : q.extrapolation_points;
@@ -174,15 +172,14 @@ absl::StatusOr<std::vector<int64_t>> Grid(const DiagnoseQuery& q,
 // input, or for a random input a draw of the longest length with the
 // query's seed (its first ids are the base input's).
 absl::Status ReadExtrapolation(const DiagnoseQuery& q,
-                               const runner::ServedModel& model,
+                               const api::ServedModel& model,
                                const DiagnoseLimits& limits,
-                               diagnostics::DiagnoseOptions* options) {
+                               api::DiagnoseOptions* options) {
   const model::ModelConfig& c = model.description().config;
   const int64_t limit = MaxExtrapolationTokens(model, limits);
-  const diagnostics::SchemeReach reach = diagnostics::AnalyzeReach(c);
   ASSIGN_OR_RETURN(std::vector<int64_t> grid,
-                   Grid(q, reach.trained_length, limit));
-  diagnostics::ExtrapolationOptions o;
+                   Grid(q, model.description().reach.trained_length, limit));
+  api::ExtrapolationOptions o;
   o.lengths = std::move(grid);
   o.source =
       q.input == Input::kRandom
@@ -203,10 +200,10 @@ absl::Status ReadExtrapolation(const DiagnoseQuery& q,
 
 }  // namespace
 
-absl::StatusOr<diagnostics::DiagnoseOptions> BuildDiagnoseOptions(
-    const DiagnoseQuery& query, const runner::ServedModel& model,
+absl::StatusOr<api::DiagnoseOptions> BuildDiagnoseOptions(
+    const DiagnoseQuery& query, const api::ServedModel& model,
     const DiagnoseLimits& limits) {
-  diagnostics::DiagnoseOptions o;
+  api::DiagnoseOptions o;
   RETURN_IF_ERROR(ReadInput(query, model, limits, &o));
   RETURN_IF_ERROR(CheckInput(query, model, limits, o));
   RETURN_IF_ERROR(ReadProbes(query, limits, &o));

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/api/diagnose_report.h"
+#include "server/api/served_model.h"
 #include "server/core/embed_request.h"
 #include "server/core/text_input.h"
-#include "server/diagnostics/report.h"
-#include "server/runner/served_model.h"
 
 namespace encoder::core {
 
@@ -29,7 +29,7 @@ struct DiagnoseLimits {
 
 // The extrapolation probe's longest input for `model`: its repository
 // entry's, else the server's.
-int64_t MaxExtrapolationTokens(const runner::ServedModel& model,
+int64_t MaxExtrapolationTokens(const api::ServedModel& model,
                                const DiagnoseLimits& limits);
 
 // The largest |shift_offset| Diagnose accepts. Positions stay far from
@@ -78,8 +78,8 @@ struct DiagnoseQuery {
 // limits.max_structure_positions, or a bad extrapolation grid (not
 // strictly increasing, a length over the model's limit, too many points, a
 // bad max_multiple or prefix_length). Messages name the limit.
-absl::StatusOr<diagnostics::DiagnoseOptions> BuildDiagnoseOptions(
-    const DiagnoseQuery& query, const runner::ServedModel& model,
+absl::StatusOr<api::DiagnoseOptions> BuildDiagnoseOptions(
+    const DiagnoseQuery& query, const api::ServedModel& model,
     const DiagnoseLimits& limits);
 
 // The lengths of an empty grid: `points` lengths spaced geometrically from

@@ -18,7 +18,7 @@
 namespace encoder::core {
 namespace {
 
-std::string ModelNames(const runner::ModelCatalog& host) {
+std::string ModelNames(const api::ModelCatalog& host) {
   std::vector<std::string> names;
   for (const auto& m : host.List()) names.push_back(m->name());
   return absl::StrJoin(names, ", ");
@@ -69,9 +69,9 @@ absl::StatusOr<std::vector<int64_t>> ResolveHiddenLayers(
   return out;
 }
 
-std::string LengthLimitReason(const model::ModelConfig& c) {
-  if (c.rejects_beyond_max_positions() &&
-      c.max_positions - c.first_position() <= c.max_input_tokens) {
+std::string LengthLimitReason(const api::ModelDescription& d) {
+  const model::ModelConfig& c = d.config;
+  if (d.reach.max_length > 0 && d.reach.max_length <= c.max_input_tokens) {
     return absl::StrCat(
         "its learned position table has ", c.max_positions, " positions",
         c.first_position() > 0
@@ -83,9 +83,8 @@ std::string LengthLimitReason(const model::ModelConfig& c) {
 
 }  // namespace
 
-absl::Status CheckCost(const runner::EmbedSpec& spec,
-                       const runner::ServedModel& model,
-                       const std::string& what) {
+absl::Status CheckCost(const api::EmbedSpec& spec,
+                       const api::ServedModel& model, const std::string& what) {
   const int64_t n = static_cast<int64_t>(spec.token_ids.size());
   const int64_t need = spec.cost.At(n);
   const int64_t budget = model.description().batching.max_batch_cost_bytes;
@@ -105,7 +104,7 @@ absl::Status CheckCost(const runner::EmbedSpec& spec,
 absl::Status CheckAttentionSelection(const std::vector<int64_t>& layers,
                                      const std::vector<int64_t>& heads,
                                      bool average_heads,
-                                     const runner::ServedModel& model) {
+                                     const api::ServedModel& model) {
   const model::ModelConfig& config = model.description().config;
   RETURN_IF_ERROR(
       CheckIndices(layers, config.num_layers, "layer", model.name()));
@@ -118,7 +117,7 @@ absl::Status CheckAttentionSelection(const std::vector<int64_t>& layers,
 }
 
 std::string UnknownModelMessage(const std::string& requested,
-                                const runner::ModelCatalog& host) {
+                                const api::ModelCatalog& host) {
   return absl::StrCat("model ", QuoteInput(requested),
                       " not found; available: ", ModelNames(host));
 }
@@ -128,7 +127,7 @@ namespace {
 // int8 / uint8 calibration ranges: only with those types, one finite
 // [min, max] per kept dimension.
 absl::Status CheckQuantizationRanges(const EmbedQuery& query,
-                                     const runner::ServedModel& model) {
+                                     const api::ServedModel& model) {
   if (query.quantization_min.empty() && query.quantization_max.empty()) {
     return absl::OkStatus();
   }
@@ -161,11 +160,11 @@ absl::Status CheckQuantizationRanges(const EmbedQuery& query,
 // Projected token embeddings and sparse vectors: the model must serve
 // them, with valid options.
 absl::Status CheckOutputTasks(const EmbedQuery& query,
-                              const runner::ServedModel& model) {
+                              const api::ServedModel& model) {
   const std::string& name = model.name();
   if (query.project_tokens) {
-    const runner::ModelDescription& d = model.description();
-    if (d.token_dim == 0) {
+    const api::ModelDescription& d = model.description();
+    if (!d.serves(api::Task::kMultiVector)) {
       return MarkMissingTask(absl::FailedPreconditionError(absl::StrCat(
           "model \"", name, "\" has no token projection (it serves: ",
           absl::StrJoin(d.tasks(), ", "),
@@ -178,8 +177,8 @@ absl::Status CheckOutputTasks(const EmbedQuery& query,
     }
   }
   if (query.sparse.has_value()) {
-    const runner::ModelDescription& d = model.description();
-    if (d.sparse.vocab == 0) {
+    const api::ModelDescription& d = model.description();
+    if (!d.serves(api::Task::kSparse)) {
       return MarkMissingTask(absl::FailedPreconditionError(absl::StrCat(
           "model \"", name,
           "\" has no sparse head (it serves: ", absl::StrJoin(d.tasks(), ", "),
@@ -202,7 +201,7 @@ absl::Status CheckOutputTasks(const EmbedQuery& query,
 // The checks of a query that do not depend on its inputs: how many there
 // are, attention indices, dimensions.
 absl::Status CheckQueryOptions(const EmbedQuery& query,
-                               const runner::ServedModel& model,
+                               const api::ServedModel& model,
                                const ServiceLimits& limits) {
   const std::string& name = model.name();
   const int64_t inputs = static_cast<int64_t>(query.inputs.size());
@@ -233,10 +232,10 @@ absl::Status CheckQueryOptions(const EmbedQuery& query,
 }
 
 // What every input of the query asks for (a spec without token ids).
-absl::StatusOr<runner::EmbedSpec> SharedSpec(const EmbedQuery& query,
-                                             const runner::ServedModel& model) {
+absl::StatusOr<api::EmbedSpec> SharedSpec(const EmbedQuery& query,
+                                          const api::ServedModel& model) {
   const model::ModelConfig& config = model.description().config;
-  runner::EmbedSpec base;
+  api::EmbedSpec base;
   base.pooling = query.pooling.value_or(config.pooling);
   base.normalize = query.normalize.value_or(config.normalize);
   base.want_tokens = query.token_embeddings;
@@ -263,11 +262,11 @@ absl::StatusOr<runner::EmbedSpec> SharedSpec(const EmbedQuery& query,
 
 // INVALID_ARGUMENT's message for inputs[i] of n tokens past `model`'s
 // length, refused (truncate false, or the model's default refuse).
-std::string TooLongMessage(int i, const runner::ServedModel& model, int64_t n) {
-  const model::ModelConfig& config = model.description().config;
+std::string TooLongMessage(int i, const api::ServedModel& model, int64_t n) {
+  const api::ModelDescription& d = model.description();
   return absl::StrCat("inputs[", i, "] has ", n, " tokens; model \"",
-                      model.name(), "\" accepts at most ", config.max_length(),
-                      " (", LengthLimitReason(config),
+                      model.name(), "\" accepts at most ", d.max_length, " (",
+                      LengthLimitReason(d),
                       "); shorten it, set truncate or chunk it (long_input)");
 }
 
@@ -276,13 +275,13 @@ std::string TooLongMessage(int i, const runner::ServedModel& model, int64_t n) {
 // limit (unless keep_long), and cut to it when `truncate` (*dropped: the
 // tokens the cut took, else 0).
 absl::StatusOr<std::vector<int64_t>> InputIds(const EmbedQuery& query, int i,
-                                              const runner::ServedModel& model,
+                                              const api::ServedModel& model,
                                               const std::string& prompt,
                                               int64_t* dropped, bool truncate,
                                               bool keep_long) {
   const model::ModelConfig& config = model.description().config;
   const std::string& name = model.name();
-  const int64_t max_len = config.max_length();
+  const int64_t max_len = model.description().max_length;
   const EmbedInput& input = query.inputs[static_cast<size_t>(i)];
   std::vector<int64_t> ids;
   *dropped = 0;
@@ -338,7 +337,7 @@ absl::StatusOr<std::vector<int64_t>> InputIds(const EmbedQuery& query, int i,
 // What every input of a call shares once its options are checked: the
 // spec, the prompt, and the long-input policy named or configured.
 struct CallPlan {
-  runner::EmbedSpec base;
+  api::EmbedSpec base;
   std::string prompt;
   int64_t prompt_skip = 0;
   int64_t max_len = 0;
@@ -359,7 +358,7 @@ struct CallPlan {
 };
 
 const absl::StatusOr<int64_t>& ExtrapolationLimitOf(
-    CallPlan& plan, const runner::ServedModel& model,
+    CallPlan& plan, const api::ServedModel& model,
     const ServiceLimits& limits) {
   if (!plan.extrapolation_limit) {
     plan.extrapolation_limit = ExtrapolationLimit(model, limits);
@@ -370,7 +369,7 @@ const absl::StatusOr<int64_t>& ExtrapolationLimitOf(
 // Why windows (late: late chunking) cannot serve this call; "" when they
 // can.
 std::string WindowsUnfit(const CallPlan& plan, bool late) {
-  const runner::EmbedSpec& base = plan.base;
+  const api::EmbedSpec& base = plan.base;
   if (!plan.prompt.empty()) {
     return "chunked inputs take no prompt: the prompt would be in the "
            "first window only";
@@ -397,7 +396,7 @@ std::string WindowsUnfit(const CallPlan& plan, bool late) {
 // The call's spec, prompt and policy; refuses a named policy the call
 // cannot have and window options without windows.
 absl::StatusOr<CallPlan> PlanCall(const EmbedQuery& query,
-                                  const runner::ServedModel& model,
+                                  const api::ServedModel& model,
                                   const ServiceLimits& limits) {
   CallPlan plan;
   ASSIGN_OR_RETURN(plan.base, SharedSpec(query, model));
@@ -405,7 +404,7 @@ absl::StatusOr<CallPlan> PlanCall(const EmbedQuery& query,
                    ResolvePrompt(model, query.prompt_name, query.prompt));
   ASSIGN_OR_RETURN(plan.prompt_skip,
                    PromptPoolSkip(model, plan.prompt, query.text_options));
-  plan.max_len = model.description().config.max_length();
+  plan.max_len = model.description().max_length;
   plan.named = query.long_input;
   if (plan.named == LongInputPolicy::kAuto) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -441,7 +440,7 @@ absl::StatusOr<CallPlan> PlanCall(const EmbedQuery& query,
 // default chunks what is past its limit when the default says so.
 absl::StatusOr<LongInputPolicy> InputTreatment(const EmbedQuery& query, int i,
                                                int64_t n,
-                                               const runner::ServedModel& model,
+                                               const api::ServedModel& model,
                                                const ServiceLimits& limits,
                                                CallPlan& plan) {
   LongInputPolicy t = plan.named.value_or(LongInputPolicy::kTruncate);
@@ -490,7 +489,7 @@ absl::StatusOr<LongInputPolicy> InputTreatment(const EmbedQuery& query, int i,
 absl::Status PlanInput(const EmbedQuery& query, int i,
                        const ServiceLimits& limits, CallPlan& plan,
                        PreparedEmbed& p) {
-  const runner::ServedModel& model = *p.model;
+  const api::ServedModel& model = *p.model;
   int64_t dropped = 0;
   const bool truncate = plan.named == LongInputPolicy::kTruncate ||
                         plan.configured == LongInputPolicy::kTruncate;
@@ -534,7 +533,7 @@ absl::Status PlanInput(const EmbedQuery& query, int i,
   const bool text =
       query.inputs[static_cast<size_t>(i)].kind == EmbedInput::Kind::kText;
   for (std::vector<int64_t>& run : runs) {
-    runner::EmbedSpec spec = plan.base;
+    api::EmbedSpec spec = plan.base;
     spec.token_ids = std::move(run);
     spec.pool_spans = late_spans;
     // Windows are aggregated first, then normalized.
@@ -570,7 +569,7 @@ absl::StatusOr<std::optional<LongInputPolicy>> RequestedLongInput(
 }
 
 absl::StatusOr<PreparedEmbed> PrepareEmbed(const EmbedQuery& query,
-                                           const runner::ModelCatalog& host,
+                                           const api::ModelCatalog& host,
                                            const ServiceLimits& limits) {
   PreparedEmbed p;
   p.model = host.Find(query.model);
@@ -604,7 +603,7 @@ absl::StatusOr<PreparedEmbed> PrepareEmbed(const EmbedQuery& query,
 int64_t EstimateResponseBytes(const PreparedEmbed& p) {
   const model::ModelConfig& c = p.model->description().config;
   int64_t bytes = 256;
-  for (const runner::EmbedSpec& s : p.sequences) {
+  for (const api::EmbedSpec& s : p.sequences) {
     const int64_t n = static_cast<int64_t>(s.token_ids.size());
     bytes += 128 + 4 * c.d_model;
     if (s.want_tokens) {
@@ -702,7 +701,7 @@ void CutPooled(int64_t dimensions, bool normalize, std::vector<float>* pooled) {
 }
 
 EmbedAnswer BuildAnswer(std::string request_id, const PreparedEmbed& prepared,
-                        std::vector<runner::EmbedResult> results,
+                        std::vector<api::EmbedResult> results,
                         double total_ms) {
   EmbedAnswer answer;
   answer.model = prepared.model->name();
@@ -715,20 +714,20 @@ EmbedAnswer BuildAnswer(std::string request_id, const PreparedEmbed& prepared,
   const int64_t heads = prepared.model->description().config.num_heads;
   answer.inputs.reserve(prepared.inputs.size());
   for (const PreparedEmbed::Input& plan : prepared.inputs) {
-    const runner::EmbedSpec& spec = prepared.sequences[plan.first];
+    const api::EmbedSpec& spec = prepared.sequences[plan.first];
     EmbeddedInput out;
     if (!plan.spans.empty()) {
       JoinWindows(prepared, plan, &results, &out);
     } else {
       out.result = std::move(results[plan.first]);
       // Cut to `dimensions` and normalized again.
-      runner::EmbedResult& r = out.result;
+      api::EmbedResult& r = out.result;
       if (prepared.dimensions > 0 && prepared.dimensions < r.pooled_dim) {
         CutPooled(prepared.dimensions, plan.normalize, &r.pooled);
         r.pooled_dim = prepared.dimensions;
       }
     }
-    runner::EmbedResult& r = out.result;
+    api::EmbedResult& r = out.result;
     out.truncated = plan.truncated;
     out.truncated_tokens = plan.truncated_tokens;
     answer.truncated_tokens += plan.truncated_tokens;

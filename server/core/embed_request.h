@@ -13,12 +13,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/api/embed_types.h"
+#include "server/api/served_model.h"
 #include "server/common/long_input_policy.h"
 #include "server/core/text_input.h"
 #include "server/core/unread_responses.h"
 #include "server/model/config.h"
-#include "server/runner/embed_types.h"
-#include "server/runner/served_model.h"
 
 namespace encoder::core {
 
@@ -163,7 +163,7 @@ struct ChunkVector {
 struct EmbeddedInput {
   // `result.pooled` is already cut to the query's dimensions and
   // normalized as asked (result.pooled_dim is its width).
-  runner::EmbedResult result;
+  api::EmbedResult result;
   bool truncated = false;
   int64_t truncated_tokens = 0;            // tokens truncation dropped
   int64_t chunks = 1;                      // windows it was embedded in
@@ -202,9 +202,9 @@ struct EmbedAnswer {
 };
 
 struct PreparedEmbed {
-  const runner::ServedModel* model = nullptr;
+  const api::ServedModel* model = nullptr;
   // One per input, or one per window of a chunked input.
-  std::vector<runner::EmbedSpec> sequences;
+  std::vector<api::EmbedSpec> sequences;
   // Per input: its first sequence, how many, whether it was cut, and
   // whether its aggregate is normalized (windows are pooled unnormalized).
   struct Input {
@@ -245,15 +245,14 @@ absl::StatusOr<std::optional<LongInputPolicy>> RequestedLongInput(
 // would not fit the batch memory budget. Messages name the input index and
 // the limit. Every sequence comes back priced.
 absl::StatusOr<PreparedEmbed> PrepareEmbed(const EmbedQuery& query,
-                                           const runner::ModelCatalog& host,
+                                           const api::ModelCatalog& host,
                                            const ServiceLimits& limits);
 
 // RESOURCE_EXHAUSTED when `spec` (priced, see SequenceCost) cannot run
 // within the model's batch memory budget, naming the cost and the limit;
 // `what` names the input in the message ("inputs[3]").
-absl::Status CheckCost(const runner::EmbedSpec& spec,
-                       const runner::ServedModel& model,
-                       const std::string& what);
+absl::Status CheckCost(const api::EmbedSpec& spec,
+                       const api::ServedModel& model, const std::string& what);
 
 // INVALID_ARGUMENT unless `layers` and `heads` are indices of `model`'s
 // layers and heads without repeats, and heads or average_heads come with
@@ -261,12 +260,12 @@ absl::Status CheckCost(const runner::EmbedSpec& spec,
 absl::Status CheckAttentionSelection(const std::vector<int64_t>& layers,
                                      const std::vector<int64_t>& heads,
                                      bool average_heads,
-                                     const runner::ServedModel& model);
+                                     const api::ServedModel& model);
 
 // NOT_FOUND's message for a model name no model has: a short quote of the
 // name and the names that exist.
 std::string UnknownModelMessage(const std::string& requested,
-                                const runner::ModelCatalog& host);
+                                const api::ModelCatalog& host);
 
 // Upper estimate of the response's size in bytes (float32 values plus
 // framing), for the send limit and the unread-response ledger.
@@ -293,8 +292,7 @@ void QuantizeScalar(bool int8, std::vector<EmbeddedInput>* inputs,
 
 // The answer from the batcher's results, in input order.
 EmbedAnswer BuildAnswer(std::string request_id, const PreparedEmbed& prepared,
-                        std::vector<runner::EmbedResult> results,
-                        double total_ms);
+                        std::vector<api::EmbedResult> results, double total_ms);
 
 }  // namespace encoder::core
 

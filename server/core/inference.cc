@@ -9,7 +9,6 @@
 #include "absl/time/clock.h"
 #include "server/core/long_input.h"
 #include "server/core/status.h"
-#include "server/diagnostics/scheme_reach.h"
 
 namespace encoder::core {
 namespace {
@@ -32,25 +31,24 @@ absl::Status QueueRefusal(absl::Status submitted) {
 
 // The extrapolation probe's longest forward pass: its longest length, cut
 // to what the scheme can run.
-int64_t LongestExtrapolationRun(const diagnostics::ExtrapolationOptions& o,
-                                const model::ModelConfig& config) {
+int64_t LongestExtrapolationRun(const api::ExtrapolationOptions& o,
+                                const api::ModelDescription& d) {
   const int64_t longest = o.lengths.empty() ? 0 : o.lengths.back();
-  const int64_t limit = diagnostics::AnalyzeReach(config).max_length;
+  const int64_t limit = d.reach.max_length;
   return limit > 0 ? std::min(longest, limit) : longest;
 }
 
 // Diagnose runs forward passes with every layer's attention: priced and
 // budgeted like an Embed input that asks for statistics. The extrapolation
 // probe's longest run is the call's largest pass.
-runner::EmbedSpec PriceDiagnose(const diagnostics::DiagnoseOptions& options,
-                                const runner::ServedModel& model) {
-  runner::EmbedSpec priced;
+api::EmbedSpec PriceDiagnose(const api::DiagnoseOptions& options,
+                             const api::ServedModel& model) {
+  api::EmbedSpec priced;
   priced.token_ids = options.token_ids;
   if (options.extrapolation) {
-    priced.token_ids.resize(
-        std::max<int64_t>(static_cast<int64_t>(priced.token_ids.size()),
-                          LongestExtrapolationRun(*options.extrapolation,
-                                                  model.description().config)));
+    priced.token_ids.resize(std::max<int64_t>(
+        static_cast<int64_t>(priced.token_ids.size()),
+        LongestExtrapolationRun(*options.extrapolation, model.description())));
   }
   priced.want_attention_stats = true;
   priced.attention_layers = {0};
@@ -60,7 +58,7 @@ runner::EmbedSpec PriceDiagnose(const diagnostics::DiagnoseOptions& options,
 
 }  // namespace
 
-int64_t MaxExtrapolationTokens(const runner::ServedModel& model,
+int64_t MaxExtrapolationTokens(const api::ServedModel& model,
                                const DiagnoseLimits& limits) {
   return ModelExtrapolationTokens(model, limits.max_extrapolation_tokens);
 }
@@ -99,16 +97,16 @@ std::string Inference::unhealthy() const {
   return unhealthy_;
 }
 
-absl::StatusOr<const runner::ModelCatalog*> Inference::Admit() const {
+absl::StatusOr<const api::ModelCatalog*> Inference::Admit() const {
   if (draining()) return absl::UnavailableError(kDrainingMessage);
-  const runner::ModelCatalog* host = host_.load();
+  const api::ModelCatalog* host = host_.load();
   if (host == nullptr) return absl::UnavailableError(kLoadingMessage);
   return host;
 }
 
-absl::StatusOr<const runner::ModelCatalog*> Inference::Admit(
+absl::StatusOr<const api::ModelCatalog*> Inference::Admit(
     const std::string& peer) const {
-  absl::StatusOr<const runner::ModelCatalog*> host = Admit();
+  absl::StatusOr<const api::ModelCatalog*> host = Admit();
   if (!host.ok()) return host;
   if (absl::Status unread = unread_.Admit(peer); !unread.ok()) return unread;
   return host;
@@ -131,11 +129,11 @@ template <typename Prepared, typename Answer>
 void Inference::Run(
     Call call, const std::string& requested, int64_t inputs,
     std::string request_id,
-    const std::function<absl::StatusOr<Prepared>(const runner::ModelCatalog&)>&
+    const std::function<absl::StatusOr<Prepared>(const api::ModelCatalog&)>&
         prepare,
     const std::function<int64_t(const Prepared&)>& estimate,
     std::function<Answer(std::string, const Prepared&,
-                         std::vector<runner::EmbedResult>, double)>
+                         std::vector<api::EmbedResult>, double)>
         build,
     std::function<void(absl::StatusOr<Answer>)> done) {
   const absl::Time start = absl::Now();
@@ -154,7 +152,7 @@ void Inference::Run(
     if (access != nullptr && !model.empty()) access->model = model;
     done(std::move(outcome));
   };
-  absl::StatusOr<const runner::ModelCatalog*> admitted = Admit();
+  absl::StatusOr<const api::ModelCatalog*> admitted = Admit();
   if (!admitted.ok()) {
     // Refusals while draining count under the model they named.
     return finish(LabelOf(requested), admitted.status(), done);
@@ -174,7 +172,7 @@ void Inference::Run(
   const std::string model = shared->model->name();
   const double tokenization_ms = MillisSince(start);
   RecordPrepared(model, shared->sequences, tokenization_ms, access);
-  runner::EmbedWork work;
+  api::EmbedWork work;
   work.sequences = shared->sequences;
   work.deadline = call.deadline;
   work.is_cancelled = std::move(call.is_cancelled);
@@ -183,9 +181,8 @@ void Inference::Run(
           std::move(done));
   work.done = [this, shared, request_id = std::move(request_id), start, model,
                finish, reservation, access, shared_done,
-               build = std::move(build),
-               tokenization_ms](absl::Status status,
-                                std::vector<runner::EmbedResult> results) {
+               build = std::move(build), tokenization_ms](
+                  absl::Status status, std::vector<api::EmbedResult> results) {
     // The front counts what it serializes instead.
     reservation->Reset();
     if (!status.ok()) return finish(model, status, *shared_done);
@@ -217,7 +214,7 @@ void Inference::Embed(Call call, EmbedQuery query,
   auto q = std::make_shared<EmbedQuery>(std::move(query));
   Run<PreparedEmbed, EmbedAnswer>(
       std::move(call), requested, inputs, std::move(request_id),
-      [this, q](const runner::ModelCatalog& host) {
+      [this, q](const api::ModelCatalog& host) {
         return PrepareEmbed(*q, host, limits_);
       },
       EstimateResponseBytes, BuildAnswer, std::move(done));
@@ -231,21 +228,20 @@ void Inference::Score(Call call, ScoreQuery query,
   auto q = std::make_shared<ScoreQuery>(std::move(query));
   Run<PreparedScore, ScoreAnswer>(
       std::move(call), requested, inputs, std::move(request_id),
-      [this, q](const runner::ModelCatalog& host) {
+      [this, q](const api::ModelCatalog& host) {
         return PrepareScore(*q, host, limits_);
       },
       EstimateScoreResponseBytes, BuildScoreAnswer, std::move(done));
 }
 
 std::string Inference::LabelOf(const std::string& requested) const {
-  const runner::ModelCatalog* host = host_.load();
-  const runner::ServedModel* m =
-      host == nullptr ? nullptr : host->Find(requested);
+  const api::ModelCatalog* host = host_.load();
+  const api::ServedModel* m = host == nullptr ? nullptr : host->Find(requested);
   return m == nullptr ? "" : m->name();
 }
 
 void Inference::RecordPrepared(const std::string& model,
-                               const std::vector<runner::EmbedSpec>& sequences,
+                               const std::vector<api::EmbedSpec>& sequences,
                                double tokenization_ms,
                                logging::AccessRecord* access) {
   metrics_->Tokenization(model, tokenization_ms / 1e3);
@@ -286,17 +282,17 @@ void Inference::Diagnose(Call call, const std::string& model_name,
     if (access != nullptr && !model.empty()) access->model = model;
     done(status);
   };
-  absl::StatusOr<const runner::ModelCatalog*> host = Admit(call.peer);
+  absl::StatusOr<const api::ModelCatalog*> host = Admit(call.peer);
   if (!host.ok()) return finish("", host.status(), done);
-  const runner::ServedModel* model = (*host)->Find(model_name);
+  const api::ServedModel* model = (*host)->Find(model_name);
   if (model == nullptr) {
     return finish(
         "", absl::NotFoundError(UnknownModelMessage(model_name, **host)), done);
   }
-  absl::StatusOr<diagnostics::DiagnoseOptions> options =
+  absl::StatusOr<api::DiagnoseOptions> options =
       BuildDiagnoseOptions(query, *model, diagnose_limits_);
   if (!options.ok()) return finish(model->name(), options.status(), done);
-  const runner::EmbedSpec priced = PriceDiagnose(*options, *model);
+  const api::EmbedSpec priced = PriceDiagnose(*options, *model);
   if (absl::Status s = CheckCost(priced, *model,
                                  options->extrapolation
                                      ? "the extrapolation probe's longest run"
@@ -311,7 +307,7 @@ void Inference::Diagnose(Call call, const std::string& model_name,
   if (absl::Status slot = TakeDiagnoseSlot(); !slot.ok()) {
     return finish(model->name(), slot, done);
   }
-  runner::DiagnoseWork work;
+  api::DiagnoseWork work;
   work.options = *options;
   if (work.options.extrapolation) {
     work.options.extrapolation->is_cancelled = call.is_cancelled;
@@ -325,7 +321,7 @@ void Inference::Diagnose(Call call, const std::string& model_name,
   const int64_t max_tokens = MaxExtrapolationTokens(*model, diagnose_limits_);
   work.done = [this, model, finish, access, max_tokens, shared_done,
                render = std::move(render), opts = *std::move(options)](
-                  absl::StatusOr<diagnostics::DiagnoseReport> report,
+                  absl::StatusOr<api::DiagnoseReport> report,
                   const batching::BatchStats& ran) {
     if (access != nullptr) {
       access->queue_ms = ran.queue_seconds * 1e3;

@@ -23,14 +23,14 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/api/diagnose_report.h"
+#include "server/api/served_model.h"
 #include "server/core/diagnose_request.h"
 #include "server/core/embed_request.h"
 #include "server/core/score_request.h"
 #include "server/core/unread_responses.h"
-#include "server/diagnostics/report.h"
 #include "server/logging/access_log.h"
 #include "server/metrics/metrics.h"
-#include "server/runner/served_model.h"
 
 namespace encoder::core {
 
@@ -52,9 +52,9 @@ struct Call {
 
 // A Diagnose call's report with what produced it.
 struct DiagnoseAnswer {
-  const runner::ServedModel* model = nullptr;
-  diagnostics::DiagnoseOptions options;
-  diagnostics::DiagnoseReport report;
+  const api::ServedModel* model = nullptr;
+  api::DiagnoseOptions options;
+  api::DiagnoseReport report;
   // The probe's longest input for this model (MaxExtrapolationTokens).
   int64_t max_extrapolation_tokens = 0;
 };
@@ -71,9 +71,9 @@ class Inference {
   Inference& operator=(const Inference&) = delete;
 
   // Makes the loaded models available; `host` must outlive the core.
-  void SetHost(runner::ModelCatalog* host) { host_.store(host); }
+  void SetHost(api::ModelCatalog* host) { host_.store(host); }
   // The models, once SetHost has run; else null.
-  runner::ModelCatalog* host() const { return host_.load(); }
+  api::ModelCatalog* host() const { return host_.load(); }
 
   // From now on new calls fail with UNAVAILABLE; accepted ones go on.
   void StartDraining() { draining_.store(true); }
@@ -98,9 +98,8 @@ class Inference {
   // The models if a call may proceed now; else UNAVAILABLE (loading or
   // draining). With a peer, also RESOURCE_EXHAUSTED while the peer's (or
   // the server's) unread responses are over their limit.
-  absl::StatusOr<const runner::ModelCatalog*> Admit() const;
-  absl::StatusOr<const runner::ModelCatalog*> Admit(
-      const std::string& peer) const;
+  absl::StatusOr<const api::ModelCatalog*> Admit() const;
+  absl::StatusOr<const api::ModelCatalog*> Admit(const std::string& peer) const;
 
   // Validates `query` against the model and the limits and queues its
   // inputs on the model's batcher. `done` runs exactly once: on a batcher
@@ -151,7 +150,7 @@ class Inference {
   std::string LabelOf(const std::string& requested) const;
   // Reports a prepared call's tokenization time and input tokens.
   void RecordPrepared(const std::string& model,
-                      const std::vector<runner::EmbedSpec>& sequences,
+                      const std::vector<api::EmbedSpec>& sequences,
                       double tokenization_ms, logging::AccessRecord* access);
   // One of the --max-pending-diagnose places, or RESOURCE_EXHAUSTED.
   absl::Status TakeDiagnoseSlot();
@@ -160,17 +159,18 @@ class Inference {
   // reserve the response on the ledger, queue the sequences, build the
   // answer from the results.
   template <typename Prepared, typename Answer>
-  void Run(Call call, const std::string& requested, int64_t inputs,
-           std::string request_id,
-           const std::function<
-               absl::StatusOr<Prepared>(const runner::ModelCatalog&)>& prepare,
-           const std::function<int64_t(const Prepared&)>& estimate,
-           std::function<Answer(std::string, const Prepared&,
-                                std::vector<runner::EmbedResult>, double)>
-               build,
-           std::function<void(absl::StatusOr<Answer>)> done);
+  void Run(
+      Call call, const std::string& requested, int64_t inputs,
+      std::string request_id,
+      const std::function<absl::StatusOr<Prepared>(const api::ModelCatalog&)>&
+          prepare,
+      const std::function<int64_t(const Prepared&)>& estimate,
+      std::function<Answer(std::string, const Prepared&,
+                           std::vector<api::EmbedResult>, double)>
+          build,
+      std::function<void(absl::StatusOr<Answer>)> done);
 
-  std::atomic<runner::ModelCatalog*> host_{nullptr};
+  std::atomic<api::ModelCatalog*> host_{nullptr};
   metrics::Metrics* const metrics_;
   const ServiceLimits limits_;
   const DiagnoseLimits diagnose_limits_;

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
 #include "server/core/text_input.h"
-#include "server/diagnostics/scheme_reach.h"
+#include "server/model/positional/reach.h"
 #include "server/tokenizer/tokenizer.h"
 
 namespace encoder::core {
@@ -23,7 +23,7 @@ struct Framing {
 };
 
 absl::StatusOr<Framing> FrameInput(const EmbedQuery& query, int i,
-                                   const runner::ServedModel& model,
+                                   const api::ServedModel& model,
                                    const std::vector<int64_t>& whole) {
   Framing f;
   const EmbedInput& input = query.inputs[static_cast<size_t>(i)];
@@ -50,11 +50,11 @@ absl::StatusOr<Framing> FrameInput(const EmbedQuery& query, int i,
 }  // namespace
 
 absl::StatusOr<std::vector<Window>> Windows(const EmbedQuery& query, int i,
-                                            const runner::ServedModel& model,
+                                            const api::ServedModel& model,
                                             const std::vector<int64_t>& whole,
                                             bool late,
                                             const ServiceLimits& limits) {
-  const int64_t max_len = model.description().config.max_length();
+  const int64_t max_len = model.description().max_length;
   ASSIGN_OR_RETURN(const Framing framing, FrameInput(query, i, model, whole));
   const size_t prefix = framing.prefix, suffix = framing.suffix;
   const std::vector<tokenizer::Offsets>& chars = framing.chars;
@@ -113,37 +113,36 @@ absl::StatusOr<std::vector<Window>> Windows(const EmbedQuery& query, int i,
   return out;
 }
 
-int64_t ModelExtrapolationTokens(const runner::ServedModel& model,
+int64_t ModelExtrapolationTokens(const api::ServedModel& model,
                                  int64_t server_default) {
   const int64_t own = model.description().max_extrapolation_tokens;
   return own > 0 ? own : server_default;
 }
 
-absl::StatusOr<int64_t> ExtrapolationLimit(const runner::ServedModel& model,
+absl::StatusOr<int64_t> ExtrapolationLimit(const api::ServedModel& model,
                                            const ServiceLimits& limits) {
-  const runner::ModelDescription& d = model.description();
+  const api::ModelDescription& d = model.description();
   int64_t limit =
       ModelExtrapolationTokens(model, limits.max_extrapolation_tokens);
-  const diagnostics::SchemeReach reach = diagnostics::AnalyzeReach(d.config);
+  const model::SchemeReach& reach = d.reach;
   if (reach.max_length > 0) limit = std::min(limit, reach.max_length);
-  if (limit <= d.config.max_length()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "model \"", model.name(), "\" (", d.scheme.name,
-        ") cannot run inputs past its ", d.config.max_length(), " tokens",
-        reach.max_length > 0
-            ? absl::StrCat(": its learned position table ends at ",
-                           reach.max_length)
-            : absl::StrCat(": its extrapolation limit is ", limit),
-        "; chunk or truncate long inputs instead"));
+  if (limit <= d.max_length) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("model \"", model.name(), "\" (", d.scheme.name,
+                     ") cannot run inputs past its ", d.max_length, " tokens",
+                     reach.max_length > 0
+                         ? absl::StrCat(": its learned position table ends at ",
+                                        reach.max_length)
+                         : absl::StrCat(": its extrapolation limit is ", limit),
+                     "; chunk or truncate long inputs instead"));
   }
   return limit;
 }
 
 void JoinWindows(const PreparedEmbed& prepared,
                  const PreparedEmbed::Input& plan,
-                 std::vector<runner::EmbedResult>* results,
-                 EmbeddedInput* out) {
-  runner::EmbedResult& r = out->result;
+                 std::vector<api::EmbedResult>* results, EmbeddedInput* out) {
+  api::EmbedResult& r = out->result;
   r = std::move((*results)[plan.first]);
   // Each window's vector, unnormalized, as the runner pooled it.
   std::vector<std::vector<float>> vectors;
@@ -157,7 +156,7 @@ void JoinWindows(const PreparedEmbed& prepared,
   } else {
     vectors.push_back(r.pooled);
     for (size_t k = 1; k < plan.count; ++k) {
-      runner::EmbedResult& w = (*results)[plan.first + k];
+      api::EmbedResult& w = (*results)[plan.first + k];
       vectors.push_back(std::move(w.pooled));
       r.num_tokens += w.num_tokens;
       r.batch.queue_seconds =
@@ -201,14 +200,14 @@ void JoinWindows(const PreparedEmbed& prepared,
   }
 }
 
-LongInputPolicy ConfiguredLongInput(const runner::ServedModel& model,
+LongInputPolicy ConfiguredLongInput(const api::ServedModel& model,
                                     const ServiceLimits& limits) {
   return model.description().long_input.value_or(limits.long_input);
 }
 
-LongInputDefault DefaultLongInput(const runner::ServedModel& model,
+LongInputDefault DefaultLongInput(const api::ServedModel& model,
                                   const ServiceLimits& limits) {
-  const runner::ModelDescription& d = model.description();
+  const api::ModelDescription& d = model.description();
   LongInputDefault out;
   const bool own = d.long_input.has_value();
   out.policy = ConfiguredLongInput(model, limits);
@@ -223,8 +222,8 @@ LongInputDefault DefaultLongInput(const runner::ServedModel& model,
   // saturate), so no position past the trained length is new to the
   // model; else windows of the model's length, in which every position
   // was seen in training.
-  const int64_t max_len = d.config.max_length();
-  const diagnostics::SchemeReach reach = diagnostics::AnalyzeReach(d.config);
+  const int64_t max_len = d.max_length;
+  const model::SchemeReach& reach = d.reach;
   const int64_t limit =
       ModelExtrapolationTokens(model, limits.max_extrapolation_tokens);
   if (!reach.distance_only_reason.empty() && reach.max_length == 0 &&

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/api/served_model.h"
 #include "server/core/embed_request.h"
-#include "server/runner/served_model.h"
 
 namespace encoder::core {
 
@@ -31,7 +31,7 @@ struct Window {
 // chunking leaves them empty. INVALID_ARGUMENT past
 // limits.max_chunks_per_input windows, or for bad sizes.
 absl::StatusOr<std::vector<Window>> Windows(const EmbedQuery& query, int i,
-                                            const runner::ServedModel& model,
+                                            const api::ServedModel& model,
                                             const std::vector<int64_t>& whole,
                                             bool late,
                                             const ServiceLimits& limits);
@@ -39,14 +39,14 @@ absl::StatusOr<std::vector<Window>> Windows(const EmbedQuery& query, int i,
 // The longest input `model` may run past its length (Diagnose's
 // extrapolation probe, an extrapolating Embed): its repository entry's
 // max_extrapolation_tokens, else `server_default`.
-int64_t ModelExtrapolationTokens(const runner::ServedModel& model,
+int64_t ModelExtrapolationTokens(const api::ServedModel& model,
                                  int64_t server_default);
 
 // The longest input `model` runs when a request extrapolates: the model's
 // max_extrapolation_tokens, else the server's, within what its positional
 // scheme can represent; FAILED_PRECONDITION when that is no more than its
 // max_length (a learned position table).
-absl::StatusOr<int64_t> ExtrapolationLimit(const runner::ServedModel& model,
+absl::StatusOr<int64_t> ExtrapolationLimit(const api::ServedModel& model,
                                            const ServiceLimits& limits);
 
 // A windowed input's answer (plan.spans set): its windows' vectors
@@ -57,7 +57,7 @@ absl::StatusOr<int64_t> ExtrapolationLimit(const runner::ServedModel& model,
 // out->chunk_vectors when the query returns them.
 void JoinWindows(const PreparedEmbed& prepared,
                  const PreparedEmbed::Input& plan,
-                 std::vector<runner::EmbedResult>* results, EmbeddedInput* out);
+                 std::vector<api::EmbedResult>* results, EmbeddedInput* out);
 
 // The policy an input past `model`'s length gets when its request names
 // none: the model's repository entry's long_input, else limits.long_input;
@@ -70,12 +70,12 @@ struct LongInputDefault {
   // instead of refused.
   bool chunk_past_limit = false;
 };
-LongInputDefault DefaultLongInput(const runner::ServedModel& model,
+LongInputDefault DefaultLongInput(const api::ServedModel& model,
                                   const ServiceLimits& limits);
 
 // The policy as configured, before auto is resolved: the model's
 // repository entry's long_input, else limits.long_input.
-LongInputPolicy ConfiguredLongInput(const runner::ServedModel& model,
+LongInputPolicy ConfiguredLongInput(const api::ServedModel& model,
                                     const ServiceLimits& limits);
 
 }  // namespace encoder::core

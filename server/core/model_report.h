@@ -11,18 +11,18 @@
 #include <string>
 #include <vector>
 
+#include "server/api/served_model.h"
 #include "server/core/embed_request.h"
 #include "server/core/inference.h"
 #include "server/core/long_input.h"
-#include "server/runner/served_model.h"
 
 namespace encoder::core {
 
 struct ModelReport {
-  const runner::ServedModel* model = nullptr;
+  const api::ServedModel* model = nullptr;
   // model->description(): the configuration, scheme, weights, kernels and
   // batching as loaded.
-  const runner::ModelDescription* description = nullptr;
+  const api::ModelDescription* description = nullptr;
   bool is_default = false;
   int64_t max_input_tokens = 0;  // the model's length limit
   // The longest input run whole: the extrapolation probe's and the
@@ -42,7 +42,7 @@ struct ModelReport {
 };
 
 // Every served model, in repository order.
-std::vector<ModelReport> DescribeModels(const runner::ModelCatalog& host,
+std::vector<ModelReport> DescribeModels(const api::ModelCatalog& host,
                                         const ServiceLimits& limits,
                                         const DiagnoseLimits& diagnose);
 

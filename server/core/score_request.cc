@@ -15,17 +15,16 @@ namespace encoder::core {
 namespace {
 
 // FAILED_PRECONDITION unless `model` serves `task`.
-absl::Status CheckTask(const runner::ServedModel& model,
-                       ScoreQuery::Task task) {
-  const runner::ModelDescription& d = model.description();
+absl::Status CheckTask(const api::ServedModel& model, ScoreQuery::Task task) {
+  const api::ModelDescription& d = model.description();
   const std::string tasks = absl::StrJoin(d.tasks(), ", ");
-  if (d.head.labels.empty()) {
+  if (!d.serves(api::Task::kClassify)) {
     return MarkMissingTask(absl::FailedPreconditionError(absl::StrCat(
         "model \"", model.name(), "\" has no classification head (it serves: ",
         tasks, "); ", task == ScoreQuery::Task::kRerank ? "rerank" : "classify",
         " needs a sequence classification checkpoint")));
   }
-  if (task == ScoreQuery::Task::kRerank && d.head.labels.size() != 1) {
+  if (task == ScoreQuery::Task::kRerank && !d.serves(api::Task::kRerank)) {
     return MarkMissingTask(absl::FailedPreconditionError(
         absl::StrCat("model \"", model.name(), "\" has ", d.head.labels.size(),
                      " labels (it serves: ", tasks,
@@ -43,17 +42,17 @@ absl::Status CheckTask(const runner::ServedModel& model,
 // when `truncate` (*dropped: the tokens the cut took), checked and priced;
 // its sides when `sides` is given, with the query's attention maps asked
 // for when `explain`.
-absl::StatusOr<runner::EmbedSpec> ItemSpec(
+absl::StatusOr<api::EmbedSpec> ItemSpec(
     const ScoreQuery& query, const ScoreItem& item, const std::string& name,
-    const runner::ServedModel& model, bool truncate, int64_t* dropped,
+    const api::ServedModel& model, bool truncate, int64_t* dropped,
     PreparedScore::Sides* sides, bool explain) {
-  const runner::ModelDescription& d = model.description();
+  const api::ModelDescription& d = model.description();
   if (item.text.empty() || (item.pair.has_value() && item.pair->empty())) {
     return absl::InvalidArgumentError(absl::StrCat(name, " has empty text"));
   }
   TextOptions options;
   options.truncation_side = query.truncation_side;
-  const int64_t max_len = d.config.max_length();
+  const int64_t max_len = d.max_length;
   auto tokens =
       item.pair.has_value()
           ? TokenizePair(model, item.text, *item.pair, options, truncate,
@@ -89,7 +88,7 @@ absl::StatusOr<runner::EmbedSpec> ItemSpec(
       tokens->encoding.KeepWindow(0, keep);
     }
   }
-  runner::EmbedSpec spec;
+  api::EmbedSpec spec;
   if (sides != nullptr) {
     const tokenizer::Encoding& e = tokens->encoding;
     for (size_t k = 0; k < e.sequence_ids.size(); ++k) {
@@ -125,7 +124,7 @@ absl::StatusOr<runner::EmbedSpec> ItemSpec(
 }  // namespace
 
 absl::StatusOr<PreparedScore> PrepareScore(const ScoreQuery& query,
-                                           const runner::ModelCatalog& host,
+                                           const api::ModelCatalog& host,
                                            const ServiceLimits& limits) {
   PreparedScore p;
   p.model = host.Find(query.model);
@@ -155,7 +154,7 @@ absl::StatusOr<PreparedScore> PrepareScore(const ScoreQuery& query,
       ConfiguredLongInput(*p.model, limits) == LongInputPolicy::kTruncate);
   if (explain) p.sides.resize(query.items.size());
   if (probe) p.probes.resize(query.items.size());
-  std::vector<runner::EmbedSpec> probes;
+  std::vector<api::EmbedSpec> probes;
   for (size_t i = 0; i < query.items.size(); ++i) {
     int64_t dropped = 0;
     const ScoreItem& item = query.items[i];
@@ -176,7 +175,7 @@ absl::StatusOr<PreparedScore> PrepareScore(const ScoreQuery& query,
                                 /*explain=*/false));
       // Reversed: the same sequence with the second text's tokens in
       // reverse order (their positions and type ids stay).
-      runner::EmbedSpec reversed = spec;
+      api::EmbedSpec reversed = spec;
       reversed.attention_layers.clear();
       reversed.attention_heads.clear();
       reversed.average_heads = false;
@@ -195,7 +194,7 @@ absl::StatusOr<PreparedScore> PrepareScore(const ScoreQuery& query,
     if (explain) p.sides[i] = std::move(sides);
     p.sequences.push_back(std::move(spec));
   }
-  for (runner::EmbedSpec& s : probes) p.sequences.push_back(std::move(s));
+  for (api::EmbedSpec& s : probes) p.sequences.push_back(std::move(s));
   return p;
 }
 
@@ -209,7 +208,7 @@ int64_t EstimateScoreResponseBytes(const PreparedScore& prepared) {
   int64_t explained = 0;
   for (size_t i = 0; i < prepared.sides.size(); ++i) {
     const PreparedScore::Sides& s = prepared.sides[i];
-    const runner::EmbedSpec& spec = prepared.sequences[i];
+    const api::EmbedSpec& spec = prepared.sequences[i];
     const int64_t heads =
         spec.average_heads ? 1
         : spec.attention_heads.empty()
@@ -231,7 +230,7 @@ namespace {
 
 // The rows of the first text and the columns of the second out of one
 // sequence's maps [layers, (heads,) S, S].
-void CutPairAttention(const runner::EmbedResult& r,
+void CutPairAttention(const api::EmbedResult& r,
                       const PreparedScore::Sides& sides, ScoredItem* item) {
   const std::vector<int64_t>& shape = r.attention_shape;
   if (shape.size() < 3 || sides.first.empty() || sides.second.empty()) return;
@@ -260,10 +259,10 @@ void CutPairAttention(const runner::EmbedResult& r,
 
 ScoreAnswer BuildScoreAnswer(std::string request_id,
                              const PreparedScore& prepared,
-                             std::vector<runner::EmbedResult> results,
+                             std::vector<api::EmbedResult> results,
                              double total_ms) {
   ScoreAnswer answer;
-  const runner::ModelDescription& d = prepared.model->description();
+  const api::ModelDescription& d = prepared.model->description();
   answer.model = d.name;
   answer.request_id = std::move(request_id);
   answer.labels = d.head.labels;
@@ -272,7 +271,7 @@ ScoreAnswer BuildScoreAnswer(std::string request_id,
   answer.total_ms = total_ms;
   answer.items.reserve(prepared.items);
   for (size_t i = 0; i < prepared.items && i < results.size(); ++i) {
-    runner::EmbedResult& r = results[i];
+    api::EmbedResult& r = results[i];
     answer.queue_ms = std::max(answer.queue_ms, r.batch.queue_seconds * 1e3);
     answer.inference_ms =
         std::max(answer.inference_ms, r.batch.inference_seconds * 1e3);

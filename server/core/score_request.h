@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/api/embed_types.h"
+#include "server/api/served_model.h"
 #include "server/core/embed_request.h"
 #include "server/model/config.h"
-#include "server/runner/embed_types.h"
-#include "server/runner/served_model.h"
 #include "server/tokenizer/tokenizer.h"
 
 namespace encoder::core {
@@ -95,9 +95,9 @@ struct ScoreAnswer {
 };
 
 struct PreparedScore {
-  const runner::ServedModel* model = nullptr;
+  const api::ServedModel* model = nullptr;
   // One per item, in order; then the probes' sequences.
-  std::vector<runner::EmbedSpec> sequences;
+  std::vector<api::EmbedSpec> sequences;
   size_t items = 0;
   // Per item with positional probes: the indices in `sequences` of its
   // swapped and reversed sequences; empty without probes.
@@ -123,7 +123,7 @@ struct PreparedScore {
 // truncate; RESOURCE_EXHAUSTED (too large) for one over the batch memory
 // budget.
 absl::StatusOr<PreparedScore> PrepareScore(const ScoreQuery& query,
-                                           const runner::ModelCatalog& host,
+                                           const api::ModelCatalog& host,
                                            const ServiceLimits& limits);
 
 // Upper estimate of the response's size in bytes.
@@ -131,7 +131,7 @@ int64_t EstimateScoreResponseBytes(const PreparedScore& prepared);
 
 ScoreAnswer BuildScoreAnswer(std::string request_id,
                              const PreparedScore& prepared,
-                             std::vector<runner::EmbedResult> results,
+                             std::vector<api::EmbedResult> results,
                              double total_ms);
 
 // `logits` through `activation` (a softmax over all of them).

@@ -101,7 +101,7 @@ void ShiftOffsets(const Stripped& s, int sequence, tokenizer::Encoding* e) {
 
 // Encodes `first` (and `second`, when given) whole, and once more cut to
 // max_length when truncate and the whole is longer.
-absl::StatusOr<TokenizedText> Tokenize(const runner::ServedModel& model,
+absl::StatusOr<TokenizedText> Tokenize(const api::ServedModel& model,
                                        std::string_view first,
                                        const std::string_view* second,
                                        const TextOptions& options,
@@ -157,14 +157,14 @@ absl::StatusOr<TokenizedText> Tokenize(const runner::ServedModel& model,
 
 }  // namespace
 
-absl::StatusOr<TokenizedText> TokenizeText(const runner::ServedModel& model,
+absl::StatusOr<TokenizedText> TokenizeText(const api::ServedModel& model,
                                            std::string_view text,
                                            const TextOptions& options,
                                            bool truncate, int64_t max_length) {
   return Tokenize(model, text, nullptr, options, truncate, max_length);
 }
 
-absl::StatusOr<TokenizedText> TokenizePair(const runner::ServedModel& model,
+absl::StatusOr<TokenizedText> TokenizePair(const api::ServedModel& model,
                                            std::string_view first,
                                            std::string_view second,
                                            const TextOptions& options,
@@ -173,9 +173,9 @@ absl::StatusOr<TokenizedText> TokenizePair(const runner::ServedModel& model,
 }
 
 absl::StatusOr<std::string> ResolvePrompt(
-    const runner::ServedModel& model, const std::string& prompt_name,
+    const api::ServedModel& model, const std::string& prompt_name,
     const std::optional<std::string>& prompt) {
-  const runner::ModelDescription& spec = model.description();
+  const api::ModelDescription& spec = model.description();
   if (prompt.has_value()) {
     if (!prompt_name.empty()) {
       return absl::InvalidArgumentError(
@@ -201,7 +201,7 @@ absl::StatusOr<std::string> ResolvePrompt(
   return it->second;
 }
 
-absl::StatusOr<int64_t> PromptPoolSkip(const runner::ServedModel& model,
+absl::StatusOr<int64_t> PromptPoolSkip(const api::ServedModel& model,
                                        const std::string& prompt,
                                        const TextOptions& options) {
   if (prompt.empty() || model.description().include_prompt) return 0;
@@ -212,9 +212,8 @@ absl::StatusOr<int64_t> PromptPoolSkip(const runner::ServedModel& model,
   return n;
 }
 
-bool TruncateIds(const runner::ServedModel& model,
-                 tokenizer::TruncationSide side, int64_t max_length,
-                 std::vector<int64_t>* ids) {
+bool TruncateIds(const api::ServedModel& model, tokenizer::TruncationSide side,
+                 int64_t max_length, std::vector<int64_t>* ids) {
   const int64_t n = static_cast<int64_t>(ids->size());
   if (max_length <= 0 || n <= max_length) return false;
   const bool left = side == tokenizer::TruncationSide::kLeft;

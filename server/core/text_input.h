@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/runner/served_model.h"
+#include "server/api/served_model.h"
 #include "server/tokenizer/tokenizer.h"
 
 namespace encoder::core {
@@ -34,14 +34,14 @@ struct TokenizedText {
 // side (special tokens stay); without it the encoding is returned whole and
 // the caller checks the length. max_length <= 0: no limit. Invalid UTF-8 is
 // INVALID_ARGUMENT naming the byte offset.
-absl::StatusOr<TokenizedText> TokenizeText(const runner::ServedModel& model,
+absl::StatusOr<TokenizedText> TokenizeText(const api::ServedModel& model,
                                            std::string_view text,
                                            const TextOptions& options,
                                            bool truncate, int64_t max_length);
 
 // The same for a text pair, encoded with the model's pair template; a cut
 // takes tokens from the longer text first (longest_first).
-absl::StatusOr<TokenizedText> TokenizePair(const runner::ServedModel& model,
+absl::StatusOr<TokenizedText> TokenizePair(const api::ServedModel& model,
                                            std::string_view first,
                                            std::string_view second,
                                            const TextOptions& options,
@@ -52,14 +52,14 @@ absl::StatusOr<TokenizedText> TokenizePair(const runner::ServedModel& model,
 // default prompt; empty for none. INVALID_ARGUMENT for a name the model
 // lacks (listing its prompts) and for both a prompt and a prompt_name.
 absl::StatusOr<std::string> ResolvePrompt(
-    const runner::ServedModel& model, const std::string& prompt_name,
+    const api::ServedModel& model, const std::string& prompt_name,
     const std::optional<std::string>& prompt);
 
 // The tokens of `prompt` that a model pooling without its prompt
 // (include_prompt false) leaves out, as sentence-transformers counts them:
 // the prompt tokenized alone under `options`, less a trailing special
 // token ([SEP], </s>). 0 for an empty prompt or a model that pools with it.
-absl::StatusOr<int64_t> PromptPoolSkip(const runner::ServedModel& model,
+absl::StatusOr<int64_t> PromptPoolSkip(const api::ServedModel& model,
                                        const std::string& prompt,
                                        const TextOptions& options);
 
@@ -67,9 +67,8 @@ absl::StatusOr<int64_t> PromptPoolSkip(const runner::ServedModel& model,
 // edge stays when the model's tokenizer calls it special: right truncation
 // of [CLS] a b c [SEP] to 3 gives [CLS] a [SEP], left gives [CLS] c [SEP].
 // Without a tokenizer the ids are cut plainly. Returns whether it cut.
-bool TruncateIds(const runner::ServedModel& model,
-                 tokenizer::TruncationSide side, int64_t max_length,
-                 std::vector<int64_t>* ids);
+bool TruncateIds(const api::ServedModel& model, tokenizer::TruncationSide side,
+                 int64_t max_length, std::vector<int64_t>* ids);
 
 }  // namespace encoder::core
 

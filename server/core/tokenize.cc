@@ -12,9 +12,9 @@ absl::Status Prefixed(const std::string& where, const absl::Status& s) {
   return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
 }
 
-absl::StatusOr<const runner::ServedModel*> FindModel(
-    const runner::ModelCatalog& host, const std::string& name) {
-  const runner::ServedModel* model = host.Find(name);
+absl::StatusOr<const api::ServedModel*> FindModel(const api::ModelCatalog& host,
+                                                  const std::string& name) {
+  const api::ServedModel* model = host.Find(name);
   if (model == nullptr) {
     return absl::NotFoundError(UnknownModelMessage(name, host));
   }
@@ -32,7 +32,7 @@ absl::Status CheckCount(size_t n, const char* what,
   return absl::OkStatus();
 }
 
-absl::Status CheckTokenizer(const runner::ServedModel& model) {
+absl::Status CheckTokenizer(const api::ServedModel& model) {
   if (model.tokenizer() == nullptr) {
     return absl::InvalidArgumentError(model.description().no_tokenizer_reason);
   }
@@ -41,12 +41,12 @@ absl::Status CheckTokenizer(const runner::ServedModel& model) {
 
 }  // namespace
 
-absl::StatusOr<TokenizeAnswer> Tokenize(const runner::ModelCatalog& host,
+absl::StatusOr<TokenizeAnswer> Tokenize(const api::ModelCatalog& host,
                                         const TokenizeQuery& query,
                                         const ServiceLimits& limits) {
   TokenizeAnswer answer;
   ASSIGN_OR_RETURN(answer.model, FindModel(host, query.model));
-  const runner::ServedModel& model = *answer.model;
+  const api::ServedModel& model = *answer.model;
   if (query.texts.empty()) return absl::InvalidArgumentError("no texts");
   RETURN_IF_ERROR(CheckCount(query.texts.size(), "texts", limits));
   if (query.max_length < 0) {
@@ -58,9 +58,8 @@ absl::StatusOr<TokenizeAnswer> Tokenize(const runner::ModelCatalog& host,
     ASSIGN_OR_RETURN(prompt,
                      ResolvePrompt(model, *query.prompt_name, std::nullopt));
   }
-  const int64_t max_length = query.max_length > 0
-                                 ? query.max_length
-                                 : model.description().config.max_length();
+  const int64_t max_length =
+      query.max_length > 0 ? query.max_length : model.description().max_length;
   answer.texts.reserve(query.texts.size());
   answer.encodings.reserve(query.texts.size());
   for (const TokenizeQuery::Text& t : query.texts) {
@@ -74,7 +73,7 @@ absl::StatusOr<TokenizeAnswer> Tokenize(const runner::ModelCatalog& host,
   return answer;
 }
 
-absl::StatusOr<DecodeAnswer> Decode(const runner::ModelCatalog& host,
+absl::StatusOr<DecodeAnswer> Decode(const api::ModelCatalog& host,
                                     const DecodeQuery& query,
                                     const ServiceLimits& limits) {
   DecodeAnswer answer;

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/api/served_model.h"
 #include "server/core/embed_request.h"
 #include "server/core/text_input.h"
-#include "server/runner/served_model.h"
 
 namespace encoder::core {
 
@@ -36,7 +36,7 @@ struct TokenizeQuery {
 };
 
 struct TokenizeAnswer {
-  const runner::ServedModel* model = nullptr;
+  const api::ServedModel* model = nullptr;
   // Per text: what was tokenized (the prompt included) and its encoding,
   // whose offsets index that string.
   std::vector<std::string> texts;
@@ -52,7 +52,7 @@ struct DecodeQuery {
 };
 
 struct DecodeAnswer {
-  const runner::ServedModel* model = nullptr;
+  const api::ServedModel* model = nullptr;
   std::vector<std::string> texts;
 };
 
@@ -60,14 +60,14 @@ struct DecodeAnswer {
 // limits.max_tokenize_texts_per_request, a negative max_length, a model
 // without a tokenizer, an unknown prompt name, or a text the tokenizer
 // refuses (invalid UTF-8: the message names the text and the byte offset).
-absl::StatusOr<TokenizeAnswer> Tokenize(const runner::ModelCatalog& host,
+absl::StatusOr<TokenizeAnswer> Tokenize(const api::ModelCatalog& host,
                                         const TokenizeQuery& query,
                                         const ServiceLimits& limits);
 
 // NOT_FOUND for an unknown model; INVALID_ARGUMENT for no id lists, more
 // than limits.max_tokenize_texts_per_request, a model without a tokenizer,
 // or an id outside the tokenizer's vocabulary (naming the list).
-absl::StatusOr<DecodeAnswer> Decode(const runner::ModelCatalog& host,
+absl::StatusOr<DecodeAnswer> Decode(const api::ModelCatalog& host,
                                     const DecodeQuery& query,
                                     const ServiceLimits& limits);
 

@@ -10,7 +10,8 @@
 
 #include "server/diagnostics/matrix_stats.h"
 #include "server/diagnostics/structure.h"
-#include "server/model/pe_math.h"
+#include "server/model/positional/pe_math.h"
+#include "server/model/positional/traits.h"
 
 namespace encoder::diagnostics {
 namespace {
@@ -48,7 +49,7 @@ at::Tensor SinusoidalShiftOperator(const model::ModelConfig& config,
 at::Tensor PredictShifted(const model::ModelConfig& config,
                           const at::Tensor& from, const at::Tensor& to,
                           int64_t k) {
-  if (config.positional.type == model::SchemeType::kSinusoidal) {
+  if (model::Traits(config.positional.type).closed_form_shift) {
     return at::matmul(from, SinusoidalShiftOperator(config, k).t());
   }
   at::Tensor solution = std::get<0>(at::linalg_lstsq(from, to));  // M_k^T
@@ -57,8 +58,8 @@ at::Tensor PredictShifted(const model::ModelConfig& config,
 
 }  // namespace
 
-StructureResult AnalyzeAdditive(const model::Encoder& model,
-                                int64_t positions) {
+api::StructureResult AnalyzeAdditive(const model::Encoder& model,
+                                     int64_t positions) {
   const model::ModelConfig& config = model.config();
   int64_t n = positions;
   // A table is read from the first position id the model gives a token
@@ -69,7 +70,7 @@ StructureResult AnalyzeAdditive(const model::Encoder& model,
     first = config.first_position();
     n = std::min(n, config.max_positions - first);
   }
-  StructureResult result;
+  api::StructureResult result;
   result.kind = "additive";
   result.positions = n;
 

@@ -16,6 +16,7 @@
 #include "server/diagnostics/diagnostics.h"
 #include "server/diagnostics/probes.h"
 #include "server/diagnostics/structure.h"
+#include "server/model/positional/traits.h"
 #include "server/model/torch_status.h"
 
 namespace encoder::diagnostics {
@@ -49,7 +50,7 @@ absl::Status CheckPermutation(const std::vector<int64_t>& order, int64_t s) {
   return absl::OkStatus();
 }
 
-absl::Status Validate(const DiagnoseOptions& options) {
+absl::Status Validate(const api::DiagnoseOptions& options) {
   const int64_t s = static_cast<int64_t>(options.token_ids.size());
   if (s == 0) return absl::InvalidArgumentError("token_ids is empty");
   if (options.structure &&
@@ -70,16 +71,16 @@ absl::Status Validate(const DiagnoseOptions& options) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<DiagnoseReport> Run(const model::Encoder& model,
-                                   const DiagnoseOptions& options) {
+absl::StatusOr<api::DiagnoseReport> Run(const model::Encoder& model,
+                                        const api::DiagnoseOptions& options) {
   const int64_t s = static_cast<int64_t>(options.token_ids.size());
   const int64_t layers = model.config().num_layers;
   const bool want_attention =
       options.attention_stats || options.return_attention_maps;
 
-  DiagnoseReport report;
+  api::DiagnoseReport report;
   if (options.extrapolation) {
-    ASSIGN_OR_RETURN(ExtrapolationResult result,
+    ASSIGN_OR_RETURN(api::ExtrapolationResult result,
                      RunExtrapolation(model, *options.extrapolation));
     report.extrapolation = std::move(result);
   }
@@ -118,19 +119,18 @@ absl::StatusOr<DiagnoseReport> Run(const model::Encoder& model,
         options.permutation_order.empty()
             ? SeededPermutation(s, options.permutation_seed)
             : options.permutation_order;
-    ASSIGN_OR_RETURN(PermutationResult result,
+    ASSIGN_OR_RETURN(api::PermutationResult result,
                      RunPermutationProbe(model, base, order, tolerance));
     report.permutation = std::move(result);
   }
   if (options.shift) {
-    const bool rope =
-        model.config().positional.type == model::SchemeType::kRope;
+    const bool rope = model::Traits(model.config().positional.type).rotary;
     const double shift_tolerance =
         options.tolerance > 0
             ? options.tolerance
             : (rope ? kDefaultRopeShiftTolerance : kDefaultTolerance);
     ASSIGN_OR_RETURN(
-        ShiftResult result,
+        api::ShiftResult result,
         RunShiftProbe(model, base, options.shift_offset, shift_tolerance));
     report.shift = std::move(result);
   }
@@ -156,19 +156,19 @@ absl::StatusOr<DiagnoseReport> Run(const model::Encoder& model,
 }  // namespace
 
 template <typename T>
-DenseArray<T> ToDense(const at::Tensor& t) {
+api::DenseArray<T> ToDense(const at::Tensor& t) {
   const at::Tensor c =
       t.to(at::kCPU, c10::CppTypeToScalarType<T>::value).contiguous();
-  DenseArray<T> out;
+  api::DenseArray<T> out;
   out.shape.assign(c.sizes().begin(), c.sizes().end());
   out.values.assign(c.data_ptr<T>(), c.data_ptr<T>() + c.numel());
   return out;
 }
-template DenseArray<double> ToDense<double>(const at::Tensor&);
-template DenseArray<float> ToDense<float>(const at::Tensor&);
+template api::DenseArray<double> ToDense<double>(const at::Tensor&);
+template api::DenseArray<float> ToDense<float>(const at::Tensor&);
 
-absl::StatusOr<DiagnoseReport> Diagnose(const model::Encoder& model,
-                                        const DiagnoseOptions& options) {
+absl::StatusOr<api::DiagnoseReport> Diagnose(
+    const model::Encoder& model, const api::DiagnoseOptions& options) {
   RETURN_IF_ERROR(Validate(options));
   try {
     c10::InferenceMode guard;

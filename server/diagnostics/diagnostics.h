@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/api/diagnose_report.h"
 #include "server/common/attention_stats.h"
 #include "server/diagnostics/extrapolation.h"
-#include "server/diagnostics/report.h"
 #include "server/model/encoder.h"
 
 namespace encoder::diagnostics {
@@ -27,13 +27,13 @@ std::vector<AttentionHeadStats> ComputeHeadStats(const at::Tensor& probs,
 
 // A CPU copy of `t` as float64 (double) or float32 (float).
 template <typename T>
-DenseArray<T> ToDense(const at::Tensor& t);
+api::DenseArray<T> ToDense(const at::Tensor& t);
 
 // Runs the requested probes on `model` (a const, thread-safe encoder).
 // InvalidArgument for a bad permutation (not a permutation of 0..S-1) or
 // bad sizes; Internal for library failures.
-absl::StatusOr<DiagnoseReport> Diagnose(const model::Encoder& model,
-                                        const DiagnoseOptions& options);
+absl::StatusOr<api::DiagnoseReport> Diagnose(
+    const model::Encoder& model, const api::DiagnoseOptions& options);
 
 }  // namespace encoder::diagnostics
 

@@ -21,14 +21,14 @@
 namespace encoder::diagnostics {
 namespace {
 
-absl::Status Validate(const ExtrapolationOptions& o) {
+absl::Status Validate(const api::ExtrapolationOptions& o) {
   if (o.source.empty()) {
     return absl::InvalidArgumentError("the extrapolation source is empty");
   }
   if (o.lengths.empty() ||
-      static_cast<int64_t>(o.lengths.size()) > kMaxExtrapolationLengths) {
+      static_cast<int64_t>(o.lengths.size()) > api::kMaxExtrapolationLengths) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "the extrapolation grid needs 1 to ", kMaxExtrapolationLengths,
+        "the extrapolation grid needs 1 to ", api::kMaxExtrapolationLengths,
         " lengths, got ", o.lengths.size()));
   }
   for (size_t i = 0; i < o.lengths.size(); ++i) {
@@ -52,7 +52,7 @@ struct Outputs {
 };
 
 void FillAttention(const model::EncoderOutput& out, int64_t layers,
-                   LengthPoint* point) {
+                   api::LengthPoint* point) {
   const double ln_s = std::log(static_cast<double>(point->length));
   for (int64_t l = 0; l < layers; ++l) {
     const std::vector<AttentionHeadStats> heads =
@@ -72,8 +72,8 @@ void FillAttention(const model::EncoderOutput& out, int64_t layers,
 }
 
 absl::StatusOr<Outputs> RunLength(const model::Encoder& model,
-                                  const ExtrapolationOptions& o,
-                                  LengthPoint* point) {
+                                  const api::ExtrapolationOptions& o,
+                                  api::LengthPoint* point) {
   const int64_t s = point->length;
   const int64_t n = static_cast<int64_t>(o.source.size());
   std::vector<int64_t> ids(s);
@@ -96,21 +96,22 @@ double RelativeDistance(const at::Tensor& a, const at::Tensor& ref) {
   return scale > 0 ? d / scale : d;
 }
 
-void FillDrift(const Outputs& now, const Outputs& ref, LengthPoint* point) {
+void FillDrift(const Outputs& now, const Outputs& ref,
+               api::LengthPoint* point) {
   point->pooled_drift = RelativeDistance(now.pooled, ref.pooled);
   const at::Tensor scale = ref.prefix.norm(2, {1}).clamp_min(1e-300);
   point->prefix_drift =
       ((now.prefix - ref.prefix).norm(2, {1}) / scale).mean().item<double>();
 }
 
-absl::StatusOr<ExtrapolationResult> Run(const model::Encoder& model,
-                                        const ExtrapolationOptions& o) {
-  ExtrapolationResult result;
-  result.reach = AnalyzeReach(model.config());
+absl::StatusOr<api::ExtrapolationResult> Run(
+    const model::Encoder& model, const api::ExtrapolationOptions& o) {
+  api::ExtrapolationResult result;
+  result.reach = model::AnalyzeReach(model.config());
   result.prefix_length = o.prefix_length;
   Outputs reference;
   for (int64_t length : o.lengths) {
-    LengthPoint point;
+    api::LengthPoint point;
     point.length = length;
     for (double w : result.reach.wavelengths) {
       if (w < static_cast<double>(length)) ++point.wrapped_pairs;
@@ -141,8 +142,8 @@ absl::StatusOr<ExtrapolationResult> Run(const model::Encoder& model,
 
 }  // namespace
 
-absl::StatusOr<ExtrapolationResult> RunExtrapolation(
-    const model::Encoder& model, const ExtrapolationOptions& options) {
+absl::StatusOr<api::ExtrapolationResult> RunExtrapolation(
+    const model::Encoder& model, const api::ExtrapolationOptions& options) {
   RETURN_IF_ERROR(Validate(options));
   try {
     c10::InferenceMode guard;

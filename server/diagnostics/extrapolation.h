@@ -6,15 +6,15 @@
 #define ENCODER_SERVER_DIAGNOSTICS_EXTRAPOLATION_H_
 
 #include "absl/status/statusor.h"
-#include "server/diagnostics/report.h"
-#include "server/diagnostics/scheme_reach.h"
+#include "server/api/diagnose_report.h"
 #include "server/model/encoder.h"
+#include "server/model/positional/reach.h"
 
 namespace encoder::diagnostics {
 
 // Runs the probe; its options and result are in report.h.
-absl::StatusOr<ExtrapolationResult> RunExtrapolation(
-    const model::Encoder& model, const ExtrapolationOptions& options);
+absl::StatusOr<api::ExtrapolationResult> RunExtrapolation(
+    const model::Encoder& model, const api::ExtrapolationOptions& options);
 
 }  // namespace encoder::diagnostics
 

@@ -54,7 +54,7 @@ std::vector<int64_t> SeededPermutation(int64_t n, uint64_t seed) {
   return order;
 }
 
-absl::StatusOr<PermutationResult> RunPermutationProbe(
+absl::StatusOr<api::PermutationResult> RunPermutationProbe(
     const model::Encoder& model, const BaseRun& base,
     const std::vector<int64_t>& order, double tolerance) {
   const int64_t s = base.ids.size(1);
@@ -64,7 +64,7 @@ absl::StatusOr<PermutationResult> RunPermutationProbe(
   ASSIGN_OR_RETURN(at::Tensor permuted,
                    RunAt(model, base, permuted_ids, positions));
 
-  PermutationResult result;
+  api::PermutationResult result;
   result.order = order;
   result.tolerance = tolerance;
   result.max_token_error =
@@ -87,11 +87,12 @@ absl::StatusOr<PermutationResult> RunPermutationProbe(
   return result;
 }
 
-absl::StatusOr<ShiftResult> RunShiftProbe(const model::Encoder& model,
-                                          const BaseRun& base, int64_t offset,
-                                          double tolerance) {
+absl::StatusOr<api::ShiftResult> RunShiftProbe(const model::Encoder& model,
+                                               const BaseRun& base,
+                                               int64_t offset,
+                                               double tolerance) {
   const int64_t s = base.ids.size(1);
-  ShiftResult result;
+  api::ShiftResult result;
   result.offset = offset;
   result.tolerance = tolerance;
   const std::string range = absl::StrCat(offset, "..", offset + s - 1);

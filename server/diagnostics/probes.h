@@ -32,16 +32,17 @@ std::vector<int64_t> SeededPermutation(int64_t n, uint64_t seed);
 // Runs f(Px) at positions 0..S-1 and compares it with P f(x) over tokens and
 // over the mean-pooled output. `order` must be a permutation of 0..S-1:
 // (Px)_i = x_order[i].
-absl::StatusOr<PermutationResult> RunPermutationProbe(
+absl::StatusOr<api::PermutationResult> RunPermutationProbe(
     const model::Encoder& model, const BaseRun& base,
     const std::vector<int64_t>& order, double tolerance);
 
 // Runs the input at positions offset..offset+S-1 and compares it with the
 // base run. For a scheme that cannot extrapolate, shifted positions outside
 // its table give a "not relative" verdict instead of an error.
-absl::StatusOr<ShiftResult> RunShiftProbe(const model::Encoder& model,
-                                          const BaseRun& base, int64_t offset,
-                                          double tolerance);
+absl::StatusOr<api::ShiftResult> RunShiftProbe(const model::Encoder& model,
+                                               const BaseRun& base,
+                                               int64_t offset,
+                                               double tolerance);
 
 }  // namespace encoder::diagnostics
 

@@ -9,7 +9,8 @@
 #include <limits>
 
 #include "server/diagnostics/matrix_stats.h"
-#include "server/model/pe_math.h"
+#include "server/model/positional/pe_math.h"
+#include "server/model/positional/traits.h"
 
 namespace encoder::diagnostics {
 namespace {
@@ -19,10 +20,10 @@ constexpr uint64_t kRotarySeed = 20240601;
 
 // RoPE: with seeded random q, k [head_dim], relativity[m][n] =
 // <R_m q, R_n k> should depend only on n - m, and |R_p q| = |q|.
-StructureResult AnalyzeRotary(const model::Encoder& model, int64_t n) {
+api::StructureResult AnalyzeRotary(const model::Encoder& model, int64_t n) {
   const model::ModelConfig& config = model.config();
   const int64_t d = config.head_dim();
-  StructureResult result;
+  api::StructureResult result;
   result.kind = "rotary";
   result.positions = n;
 
@@ -70,9 +71,9 @@ double RoundingEpsilon(at::ScalarType type) {
 
 // A per-head bias [H, N, N] (float64, CPU) over positions 0..N-1: its
 // values, symmetry and Toeplitz deviation, judged within `tolerance`.
-StructureResult BiasStructure(const at::Tensor& bias, int64_t n,
-                              double tolerance) {
-  StructureResult result;
+api::StructureResult BiasStructure(const at::Tensor& bias, int64_t n,
+                                   double tolerance) {
+  api::StructureResult result;
   result.kind = "bias";
   result.positions = n;
   result.bias = ToDense<double>(bias);
@@ -84,7 +85,7 @@ StructureResult BiasStructure(const at::Tensor& bias, int64_t n,
 }
 
 // ALiBi and relative bias: the per-head bias over positions 0..N-1.
-StructureResult AnalyzeBias(const model::Encoder& model, int64_t n) {
+api::StructureResult AnalyzeBias(const model::Encoder& model, int64_t n) {
   at::Tensor positions =
       at::arange(n, at::TensorOptions(model.device()).dtype(at::kLong))
           .unsqueeze(0);  // [1, N]
@@ -92,7 +93,7 @@ StructureResult AnalyzeBias(const model::Encoder& model, int64_t n) {
                               .AttentionBias(positions, positions, at::kDouble)
                               .select(0, 0)
                               .to(at::kCPU, at::kDouble);  // [H, N, N]
-  StructureResult result = BiasStructure(bias, n, kExactTolerance);
+  api::StructureResult result = BiasStructure(bias, n, kExactTolerance);
   result.slopes = model.scheme().Describe().alibi_slopes;
   return result;
 }
@@ -101,7 +102,8 @@ StructureResult AnalyzeBias(const model::Encoder& model, int64_t n) {
 // random query and key content [head_dim] per head, at every pair of
 // positions 0..N-1: bias[h][i][j] = (q_h . P_k[idx(i, j)] +
 // k_h . P_q[idx(i, j)]) / scale, which depends on i - j alone.
-StructureResult AnalyzeDisentangled(const model::Encoder& model, int64_t n) {
+api::StructureResult AnalyzeDisentangled(const model::Encoder& model,
+                                         int64_t n) {
   const model::ModelConfig& config = model.config();
   const int64_t h = config.num_heads, d = config.head_dim();
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(kRotarySeed);
@@ -129,32 +131,30 @@ StructureResult AnalyzeDisentangled(const model::Encoder& model, int64_t n) {
 
 }  // namespace
 
-StructureResult AnalyzeStructure(const model::Encoder& model,
-                                 int64_t positions) {
-  switch (model.config().positional.type) {
-    case model::SchemeType::kSinusoidal:
-    case model::SchemeType::kLearned:
+api::StructureResult AnalyzeStructure(const model::Encoder& model,
+                                      int64_t positions) {
+  switch (model::Traits(model.config().positional.type).structure) {
+    case model::ExpectedStructure::kAdditive:
       return AnalyzeAdditive(model, positions);
-    case model::SchemeType::kRope:
+    case model::ExpectedStructure::kRotary:
       return AnalyzeRotary(model, positions);
-    case model::SchemeType::kAlibi:
-    case model::SchemeType::kRelative:
+    case model::ExpectedStructure::kBias:
       return AnalyzeBias(model, positions);
-    case model::SchemeType::kLearnedRelative: {
+    case model::ExpectedStructure::kAdditiveAndBias: {
       // The table's structure, with the bias the buckets add beside it.
-      StructureResult result = AnalyzeAdditive(model, positions);
-      StructureResult bias = AnalyzeBias(model, positions);
+      api::StructureResult result = AnalyzeAdditive(model, positions);
+      api::StructureResult bias = AnalyzeBias(model, positions);
       result.bias = std::move(bias.bias);
       result.symmetric = bias.symmetric;
       result.symmetry_deviation = bias.symmetry_deviation;
       return result;
     }
-    case model::SchemeType::kDisentangled:
+    case model::ExpectedStructure::kDisentangled:
       return AnalyzeDisentangled(model, positions);
-    case model::SchemeType::kNone:
+    case model::ExpectedStructure::kNone:
       break;
   }
-  StructureResult result;
+  api::StructureResult result;
   result.kind = "none";
   result.positions = positions;
   return result;

@@ -24,15 +24,16 @@ inline constexpr double kRoundingUlps = 16;
 
 // Dispatches on the scheme kind; `positions` is N >= 2. Throws c10::Error on
 // library failures.
-StructureResult AnalyzeStructure(const model::Encoder& model,
-                                 int64_t positions);
+api::StructureResult AnalyzeStructure(const model::Encoder& model,
+                                      int64_t positions);
 
 // Additive schemes (sinusoidal, learned): Gram matrix of the codes, its
 // Toeplitz deviation and decay by distance, code uniqueness and the residual
 // of PE(p+k) = M_k PE(p). For learned, N is capped at the table size and
 // p counts from the model's first position id (padding_idx + 1 for RoBERTa
 // and MPNet), so row 0 of the matrices is the first token's code.
-StructureResult AnalyzeAdditive(const model::Encoder& model, int64_t positions);
+api::StructureResult AnalyzeAdditive(const model::Encoder& model,
+                                     int64_t positions);
 
 }  // namespace encoder::diagnostics
 

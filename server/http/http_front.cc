@@ -24,7 +24,6 @@
 #include "server/http/tei_score.h"
 #include "server/http/tei_tokens.h"
 #include "server/logging/access_log.h"
-#include "server/model/config.h"
 
 namespace encoder::http {
 namespace {
@@ -256,7 +255,33 @@ class HttpFront::Handlers {
     return call;
   }
 
-  // The batcher's answer is rendered on an I/O thread.
+  // Every route's core -> render step: the core's answer (on a batcher
+  // thread) posted to the exchange's I/O thread, there rendered by
+  // `render` (a JSON body, with the compute-time headers) or, failed, by
+  // `error`, and the call finished and logged.
+  template <typename Answer>
+  static std::function<void(absl::StatusOr<Answer>)> Reply(
+      X x, std::shared_ptr<CallLog> log,
+      std::function<std::string(const Answer&)> render,
+      std::function<Response(const absl::Status&)> error) {
+    return [x = std::move(x), log = std::move(log), render = std::move(render),
+            error = std::move(error)](absl::StatusOr<Answer> answer) {
+      auto shared = std::make_shared<absl::StatusOr<Answer>>(std::move(answer));
+      x->Post([x, log, render, error, shared] {
+        if (!shared->ok()) {
+          return Finish(x, log.get(), shared->status(),
+                        error(shared->status()));
+        }
+        Response r;
+        r.content_type = kJson;
+        r.body = render(**shared);
+        AddComputeHeaders(**shared, &r);
+        Finish(x, log.get(), absl::OkStatus(), std::move(r));
+      });
+    };
+  }
+
+  // OpenAI's POST /v1/embeddings (openai_embeddings.h).
   void Embeddings(X x) {
     std::shared_ptr<CallLog> log =
         Open(x, kEmbeddingsRpc, "POST /v1/embeddings");
@@ -270,26 +295,18 @@ class HttpFront::Handlers {
       core_->RecordRejected(kEmbeddingsRpc, parsed);
       return Finish(x, log.get(), parsed, ErrorResponse(parsed, param));
     }
-    core_->Embed(
-        CallOf(x, kEmbeddingsRpc, &log->access), std::move(query),
-        [x, log, base64](absl::StatusOr<core::EmbedAnswer> answer) {
-          auto shared = std::make_shared<absl::StatusOr<core::EmbedAnswer>>(
-              std::move(answer));
-          x->Post([x, log, base64, shared] {
-            if (!shared->ok()) {
-              const absl::Status& status = shared->status();
-              std::string code;
-              const std::string param = EmbeddingsErrorParam(status, &code);
-              return Finish(x, log.get(), status,
-                            ErrorResponse(status, param, code));
-            }
-            Response r;
-            r.content_type = kJson;
-            r.body = EmbeddingsResponseJson(**shared, base64);
-            AddComputeHeaders(**shared, &r);
-            Finish(x, log.get(), absl::OkStatus(), std::move(r));
-          });
-        });
+    core_->Embed(CallOf(x, kEmbeddingsRpc, &log->access), std::move(query),
+                 Reply<core::EmbedAnswer>(
+                     x, log,
+                     [base64](const core::EmbedAnswer& answer) {
+                       return EmbeddingsResponseJson(answer, base64);
+                     },
+                     [](const absl::Status& status) {
+                       std::string code;
+                       const std::string param =
+                           EmbeddingsErrorParam(status, &code);
+                       return ErrorResponse(status, param, code);
+                     }));
   }
 
   // text-embeddings-inference's /embed (pooled vectors) and /embed_all
@@ -325,20 +342,17 @@ class HttpFront::Handlers {
   // TEI routes it: rerank for a cross-encoder, predict for a classifier,
   // embed otherwise.
   void TeiRoot(X x) {
-    const runner::ModelCatalog* host = core_->host();
-    const runner::ServedModel* model =
+    const api::ModelCatalog* host = core_->host();
+    const api::ServedModel* model =
         host == nullptr ? nullptr : host->Find(TeiModelOf(x->request().body));
-    const std::vector<std::string> tasks =
-        model == nullptr ? std::vector<std::string>{"embed"}
-                         : model->description().tasks();
-    auto has = [&tasks](const char* task) {
-      return std::find(tasks.begin(), tasks.end(), task) != tasks.end();
+    auto has = [model](api::Task task) {
+      return model != nullptr && model->description().serves(task);
     };
-    if (has("rerank")) {
+    if (has(api::Task::kRerank)) {
       return Score(std::move(x), kTeiRerankRpc, "POST /", ParseTeiRerankBody,
                    TeiRerankJson);
     }
-    if (has("classify")) {
+    if (has(api::Task::kClassify)) {
       return Score(std::move(x), kTeiPredictRpc, "POST /", ParseTeiPredictBody,
                    TeiPredictJson);
     }
@@ -359,24 +373,9 @@ class HttpFront::Handlers {
       core_->RecordRejected(rpc, parsed);
       return Finish(x, log.get(), parsed, TeiErrorResponse(parsed));
     }
-    core_->Embed(CallOf(x, rpc, &log->access), std::move(query),
-                 [x, log, render = std::move(render)](
-                     absl::StatusOr<core::EmbedAnswer> answer) {
-                   auto shared =
-                       std::make_shared<absl::StatusOr<core::EmbedAnswer>>(
-                           std::move(answer));
-                   x->Post([x, log, render, shared] {
-                     if (!shared->ok()) {
-                       return Finish(x, log.get(), shared->status(),
-                                     TeiErrorResponse(shared->status()));
-                     }
-                     Response r;
-                     r.content_type = kJson;
-                     r.body = render(**shared);
-                     AddComputeHeaders(**shared, &r);
-                     Finish(x, log.get(), absl::OkStatus(), std::move(r));
-                   });
-                 });
+    core_->Embed(
+        CallOf(x, rpc, &log->access), std::move(query),
+        Reply<core::EmbedAnswer>(x, log, std::move(render), TeiErrorResponse));
   }
 
   // Runs a parsed ScoreQuery and renders the answer with `render` on an
@@ -389,23 +388,12 @@ class HttpFront::Handlers {
                 std::shared_ptr<const ScoreRendering> rendering, Render render,
                 RenderError error) {
     core_->Score(CallOf(x, rpc, &log->access), std::move(query),
-                 [x, log, rendering, render,
-                  error](absl::StatusOr<core::ScoreAnswer> answer) {
-                   auto shared =
-                       std::make_shared<absl::StatusOr<core::ScoreAnswer>>(
-                           std::move(answer));
-                   x->Post([x, log, rendering, render, error, shared] {
-                     if (!shared->ok()) {
-                       return Finish(x, log.get(), shared->status(),
-                                     error(shared->status()));
-                     }
-                     Response r;
-                     r.content_type = kJson;
-                     r.body = render(**shared, *rendering);
-                     AddComputeHeaders(**shared, &r);
-                     Finish(x, log.get(), absl::OkStatus(), std::move(r));
-                   });
-                 });
+                 Reply<core::ScoreAnswer>(
+                     x, log,
+                     [rendering, render](const core::ScoreAnswer& answer) {
+                       return render(answer, *rendering);
+                     },
+                     error));
   }
 
   // text-embeddings-inference's /rerank and /predict (tei_score.h).
@@ -464,7 +452,7 @@ class HttpFront::Handlers {
     const absl::Status parsed = decode ? ParseTeiDecodeBody(body, &ids)
                                        : ParseTeiTokenizeBody(body, &tokenize);
     if (!parsed.ok()) return answer(parsed, TeiErrorResponse(parsed));
-    absl::StatusOr<const runner::ModelCatalog*> host = core_->Admit();
+    absl::StatusOr<const api::ModelCatalog*> host = core_->Admit();
     if (!host.ok()) {
       return answer(host.status(), TeiErrorResponse(host.status()));
     }
@@ -526,7 +514,7 @@ class HttpFront::Handlers {
       core_->EndCall(kModelsRpc, "", status, log->start);
       Finish(x, log.get(), status, std::move(response));
     };
-    absl::StatusOr<const runner::ModelCatalog*> host = core_->Admit();
+    absl::StatusOr<const api::ModelCatalog*> host = core_->Admit();
     if (!host.ok()) return answer(host.status(), ErrorResponse(host.status()));
     json data = json::array();
     for (const auto& m : (*host)->List()) {
@@ -573,7 +561,7 @@ class HttpFront::Handlers {
     if (absl::Status auth = Authenticate(x->request(), true); !auth.ok()) {
       return x->Respond(ErrorResponse(auth));
     }
-    const runner::ModelCatalog* host = core_->host();
+    const api::ModelCatalog* host = core_->host();
     if (host == nullptr) {
       return x->Respond(JsonResponse(503, StartupState()));
     }
@@ -637,7 +625,7 @@ class HttpFront::Handlers {
           {"max_diagnose_tokens", core_->diagnose_limits().max_tokens},
           {"max_pending_diagnose", core_->diagnose_limits().max_pending}}},
         {"models", json::array()}};
-    if (const runner::ModelCatalog* host = core_->host(); host != nullptr) {
+    if (const api::ModelCatalog* host = core_->host(); host != nullptr) {
       info["default_model"] = host->default_model();
       info["limits"]["batch_memory_budget_bytes"] =
           host->batch_memory_budget_bytes();

@@ -34,7 +34,7 @@ json PositionalJson(const model::SchemeDescription& s,
           {"max_positions", c.max_positions}};
 }
 
-json BatchingJson(const runner::ModelDescription& d) {
+json BatchingJson(const api::ModelDescription& d) {
   const batching::BatchOptions& o = d.batching;
   json profile = json::array();
   for (const batching::ProfilePoint& p : d.batch_profile.points) {
@@ -60,7 +60,7 @@ json BatchingJson(const runner::ModelDescription& d) {
 
 // The task-specific fields: the head's, the sparse head's, the token
 // projection's (empty or zero without them, as in ModelInfo).
-void AddHeads(const runner::ModelDescription& d, json* out) {
+void AddHeads(const api::ModelDescription& d, json* out) {
   const bool head = !d.head.labels.empty();
   (*out)["labels"] = d.head.labels;
   (*out)["head_pooling"] = head ? model::PoolingName(d.head.pooling) : "";
@@ -75,51 +75,52 @@ void AddHeads(const runner::ModelDescription& d, json* out) {
 }  // namespace
 
 json ModelReportJson(const core::ModelReport& r) {
-  const runner::ModelDescription& d = *r.description;
+  const api::ModelDescription& d = *r.description;
   const model::ModelConfig& c = d.config;
-  json out = {{"name", d.name},
-              {"is_default", r.is_default},
-              {"family", d.family},
-              {"scheme", d.scheme.name},
-              {"positional", PositionalJson(d.scheme, c)},
-              {"dimensions", d.output_dim},
-              {"d_model", c.d_model},
-              {"num_layers", c.num_layers},
-              {"num_heads", c.num_heads},
-              {"num_kv_heads", c.kv_heads()},
-              {"d_ff", c.d_ff},
-              {"vocab_size", c.vocab_size},
-              {"activation", model::ActivationName(c.activation)},
-              {"norm_first", c.norm_first},
-              {"causal", c.arch.causal},
-              {"qk_norm", c.arch.qk_norm},
-              {"max_input_tokens", r.max_input_tokens},
-              {"max_extrapolation_tokens", r.max_extrapolation_tokens},
-              {"long_input_policy", LongInputPolicyName(r.long_input.policy)},
-              {"long_input_reason", r.long_input.reason},
-              {"pooling", model::PoolingName(c.pooling)},
-              {"normalize", c.normalize},
-              {"accepts_text", r.accepts_text},
-              {"tokenizer", d.tokenizer_kind},
-              {"tokenizer_path", d.tokenizer_file},
-              {"tasks", r.tasks},
-              {"prompts", d.prompts},
-              {"default_prompt_name", d.default_prompt_name},
-              {"include_prompt", d.include_prompt},
-              {"strip_text", d.strip_text},
-              {"weights", d.weights},
-              {"parameter_count", d.parameter_count},
-              {"device", d.device},
-              {"dtype", d.dtype},
-              {"precision", d.precision},
-              {"cpu_model", r.cpu_model},
-              {"cpu_features", r.cpu_features},
-              {"skip_padding_min_share", d.skip_padding_min_share},
-              {"attention_kernel", d.attention_kernel},
-              {"linear_kernel", d.linear_kernel},
-              {"packed_max_rows", d.packed_max_rows},
-              {"kernels", KernelsJson(d.kernels)},
-              {"batching", BatchingJson(d)}};
+  json out = {
+      {"name", d.name},
+      {"is_default", r.is_default},
+      {"family", d.family},
+      {"scheme", d.scheme.name},
+      {"positional", PositionalJson(d.scheme, c)},
+      {"dimensions", d.output_dim},
+      {"d_model", c.d_model},
+      {"num_layers", c.num_layers},
+      {"num_heads", c.num_heads},
+      {"num_kv_heads", c.kv_heads()},
+      {"d_ff", c.d_ff},
+      {"vocab_size", c.vocab_size},
+      {"activation", model::ActivationName(c.activation)},
+      {"norm_first", c.norm_first},
+      {"causal", c.arch.causal},
+      {"qk_norm", c.arch.qk_norm},
+      {"max_input_tokens", r.max_input_tokens},
+      {"max_extrapolation_tokens", r.max_extrapolation_tokens},
+      {"long_input_policy", LongInputPolicyName(r.long_input.policy)},
+      {"long_input_reason", r.long_input.reason},
+      {"pooling", model::PoolingName(c.pooling)},
+      {"normalize", c.normalize},
+      {"accepts_text", r.accepts_text},
+      {"tokenizer", d.tokenizer_kind},
+      {"tokenizer_path", d.tokenizer_file},
+      {"tasks", r.tasks},
+      {"prompts", d.prompts},
+      {"default_prompt_name", d.default_prompt_name},
+      {"include_prompt", d.include_prompt},
+      {"strip_text", d.strip_text},
+      {"weights", d.weights},
+      {"parameter_count", d.parameter_count},
+      {"device", d.device},
+      {"dtype", d.dtype},
+      {"precision", d.precision},
+      {"cpu_model", r.cpu_model},
+      {"cpu_features", r.cpu_features},
+      {"skip_padding_min_share", d.skip_padding_min_share},
+      {"attention_kernel", api::AttentionKernelName(d.attention_kernel)},
+      {"linear_kernel", api::LinearKernelName(d.linear_kernel)},
+      {"packed_max_rows", d.packed_max_rows},
+      {"kernels", KernelsJson(d.kernels)},
+      {"batching", BatchingJson(d)}};
   AddHeads(d, &out);
   return out;
 }

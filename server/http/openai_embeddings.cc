@@ -394,7 +394,7 @@ std::string EmbeddingsResponseJson(const core::EmbedAnswer& answer,
   int64_t tokens = 0;
   for (size_t i = 0; i < answer.inputs.size(); ++i) {
     const core::EmbeddedInput& e = answer.inputs[i];
-    const runner::EmbedResult& r = e.result;
+    const api::EmbedResult& r = e.result;
     tokens += r.num_tokens;
     absl::StrAppend(&out, i == 0 ? "" : ",",
                     R"({"object":"embedding","index":)", i, R"(,"embedding":)");

@@ -85,7 +85,7 @@ absl::Status ParseTeiEmbedBody(const std::string& body, bool all,
 std::string TeiEmbedJson(const core::EmbedAnswer& answer, bool all) {
   std::string out = "[";
   for (size_t i = 0; i < answer.inputs.size(); ++i) {
-    const runner::EmbedResult& r = answer.inputs[i].result;
+    const api::EmbedResult& r = answer.inputs[i].result;
     if (i > 0) out += ',';
     if (!all) {
       AppendJsonFloats(r.pooled.data(), r.pooled.size(), &out);
@@ -115,7 +115,7 @@ std::string TeiSparseJson(const core::EmbedAnswer& answer) {
   std::string out = "[";
   char buffer[64];
   for (size_t i = 0; i < answer.inputs.size(); ++i) {
-    const runner::EmbedResult& r = answer.inputs[i].result;
+    const api::EmbedResult& r = answer.inputs[i].result;
     if (i > 0) out += ',';
     out += '[';
     for (size_t k = 0; k < r.sparse_indices.size(); ++k) {

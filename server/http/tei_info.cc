@@ -26,7 +26,7 @@ std::string TeiPooling(model::Pooling pooling) {
 
 json TeiInfoFields(const core::ModelReport& report,
                    const core::ServiceLimits& limits, int io_threads) {
-  const runner::ModelDescription& d = *report.description;
+  const api::ModelDescription& d = *report.description;
   json model_type;
   if (!d.head.labels.empty()) {
     json id2label = json::object(), label2id = json::object();

@@ -8,7 +8,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "server/common/status_macros.h"
+#include "server/model/positional/traits.h"
 
 namespace encoder::model {
 namespace {
@@ -55,6 +57,27 @@ absl::Status Read(const json& obj, const char* key, T* out) {
   return absl::OkStatus();
 }
 
+// The config's "layout", as the scheme's traits take it.
+absl::Status SetLayout(const std::string& layout, const std::string& type,
+                       PositionalConfig* pc) {
+  const SchemeTraits& traits = Traits(pc->type);
+  const std::string layouts(traits.layouts);
+  for (absl::string_view name : absl::StrSplit(layouts, '|')) {
+    if (!name.empty() && name == layout) {
+      traits.set_layout(layout, pc);
+      return absl::OkStatus();
+    }
+  }
+  std::string valid;
+  for (const SchemeTraits* t : AllSchemes()) {
+    if (t->layouts.empty()) continue;
+    absl::StrAppend(&valid, valid.empty() ? "" : "; ", std::string(t->name),
+                    ": ", std::string(t->layouts));
+  }
+  return Invalid(absl::StrCat("layout \"", layout, "\" is not valid for ", type,
+                              " (", valid, ")"));
+}
+
 absl::Status ParsePositional(const json& obj, ModelConfig* config) {
   if (!obj.is_object()) return Invalid("positional must be an object");
   RETURN_IF_ERROR(CheckKeys(obj,
@@ -77,21 +100,7 @@ absl::Status ParsePositional(const json& obj, ModelConfig* config) {
   RETURN_IF_ERROR(Read(obj, "absolute", &pc.absolute_input));
   std::string layout;
   RETURN_IF_ERROR(Read(obj, "layout", &layout));
-  if (!layout.empty()) {
-    if (pc.type == SchemeType::kSinusoidal && layout == "interleaved") {
-      pc.sinusoidal_layout = SinusoidalLayout::kInterleaved;
-    } else if (pc.type == SchemeType::kSinusoidal && layout == "concat") {
-      pc.sinusoidal_layout = SinusoidalLayout::kConcat;
-    } else if (pc.type == SchemeType::kRope && layout == "interleaved") {
-      pc.rope_layout = RopeLayout::kInterleaved;
-    } else if (pc.type == SchemeType::kRope && layout == "half") {
-      pc.rope_layout = RopeLayout::kHalf;
-    } else {
-      return Invalid(absl::StrCat("layout \"", layout, "\" is not valid for ",
-                                  type, " (sinusoidal: interleaved|concat; ",
-                                  "rope: interleaved|half)"));
-    }
-  }
+  if (!layout.empty()) RETURN_IF_ERROR(SetLayout(layout, type, &pc));
   std::string denominator;
   RETURN_IF_ERROR(Read(obj, "denominator", &denominator));
   if (denominator == "d_model") {
@@ -106,6 +115,26 @@ absl::Status ParsePositional(const json& obj, ModelConfig* config) {
 }
 
 }  // namespace
+
+bool ModelConfig::rejects_beyond_max_positions() const {
+  const SchemeTraits& traits = Traits(positional.type);
+  return traits.table_bounds_length != nullptr &&
+         traits.table_bounds_length(positional);
+}
+
+int64_t ModelConfig::score_scale_factor() const {
+  const SchemeTraits& traits = Traits(positional.type);
+  return traits.score_scale_factor ? traits.score_scale_factor(positional) : 1;
+}
+
+int64_t ModelConfig::content_bias_rows() const {
+  const SchemeTraits& traits = Traits(positional.type);
+  return traits.content_bias_rows ? traits.content_bias_rows(positional) : 0;
+}
+
+bool ModelConfig::has_relative_buckets() const {
+  return Traits(positional.type).relative_buckets;
+}
 
 int64_t ModelConfig::max_length() const {
   if (rejects_beyond_max_positions()) {
@@ -153,45 +182,10 @@ absl::Status ValidateConfig(const ModelConfig& c) {
                                 " rows has no room after padding_idx ",
                                 c.arch.padding_idx));
   }
-  const PositionalConfig& pc = c.positional;
-  if (pc.type == SchemeType::kSinusoidal || pc.type == SchemeType::kRope) {
-    if (!(pc.base > 1)) return Invalid("positional.base must be > 1");
-  }
-  if (pc.type == SchemeType::kSinusoidal) {
-    if (c.d_model % 2 != 0) {
-      return Invalid("sinusoidal codes need an even d_model");
-    }
-    if (pc.sinusoidal_denominator == SinusoidalDenominator::kHalfMinusOne &&
-        c.d_model < 4) {
-      return Invalid("denominator half_minus_one needs d_model >= 4");
-    }
-  }
-  if (pc.type == SchemeType::kRope && c.head_dim() % 2 != 0) {
-    return Invalid(
-        absl::StrCat("rope needs an even head dim, got ", c.head_dim()));
-  }
-  if (pc.type == SchemeType::kDisentangled) {
-    if (c.kv_heads() != c.num_heads) {
-      return Invalid("disentangled attention needs a key head per query head");
-    }
-    if (pc.max_relative_positions < 1) {
-      return Invalid("positional.max_relative_positions must be >= 1");
-    }
-    if (pc.position_buckets < 0 ||
-        (pc.position_buckets > 0 &&
-         (pc.position_buckets < 2 ||
-          pc.max_relative_positions - 1 <= pc.position_buckets / 2))) {
-      return Invalid(
-          "positional.position_buckets must be 0, or >= 2 with "
-          "max_relative_positions - 1 above position_buckets / 2");
-    }
-  }
-  if (c.has_relative_buckets()) {
-    if (pc.num_buckets < 4 || pc.num_buckets % 2 != 0) {
-      return Invalid("positional.num_buckets must be even and >= 4");
-    }
-    if (pc.max_distance <= pc.num_buckets / 4) {
-      return Invalid("positional.max_distance must exceed num_buckets / 4");
+  const SchemeTraits& traits = Traits(c.positional.type);
+  if (traits.validate != nullptr) {
+    if (absl::Status s = traits.validate(c); !s.ok()) {
+      return Invalid(std::string(s.message()));
     }
   }
   return absl::OkStatus();
@@ -243,118 +237,14 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text) {
   return c;
 }
 
-const char* RopeScalingName(RopeScalingType type) {
-  switch (type) {
-    case RopeScalingType::kNone:
-      return "none";
-    case RopeScalingType::kLinear:
-      return "linear";
-    case RopeScalingType::kYarn:
-      return "yarn";
-    case RopeScalingType::kLlama3:
-      return "llama3";
-  }
-  return "none";
-}
-
 std::string SchemeName(SchemeType type) {
-  switch (type) {
-    case SchemeType::kNone:
-      return "none";
-    case SchemeType::kSinusoidal:
-      return "sinusoidal";
-    case SchemeType::kLearned:
-      return "learned";
-    case SchemeType::kRope:
-      return "rope";
-    case SchemeType::kAlibi:
-      return "alibi";
-    case SchemeType::kRelative:
-      return "relative";
-    case SchemeType::kLearnedRelative:
-      return "learned_relative";
-    case SchemeType::kDisentangled:
-      return "disentangled";
-  }
-  return "unknown";
+  return std::string(Traits(type).name);
 }
 
 absl::StatusOr<SchemeType> ParseSchemeName(const std::string& name) {
-  for (SchemeType t :
-       {SchemeType::kNone, SchemeType::kSinusoidal, SchemeType::kLearned,
-        SchemeType::kRope, SchemeType::kAlibi, SchemeType::kRelative,
-        SchemeType::kLearnedRelative, SchemeType::kDisentangled}) {
-    if (SchemeName(t) == name) return t;
-  }
-  return Invalid(
-      absl::StrCat("positional type \"", name,
-                   "\" must be one of none, sinusoidal, learned, ",
-                   "rope, alibi, relative, learned_relative, disentangled"));
-}
-
-std::string ActivationName(Activation a) {
-  switch (a) {
-    case Activation::kRelu:
-      return "relu";
-    case Activation::kGelu:
-      return "gelu";
-    case Activation::kGeluTanh:
-      return "gelu_tanh";
-    case Activation::kSilu:
-      return "silu";
-    case Activation::kGeluNew:
-      return "gelu_new";
-    case Activation::kGeluFast:
-      return "gelu_fast";
-    case Activation::kQuickGelu:
-      return "quick_gelu";
-    case Activation::kMish:
-      return "mish";
-  }
-  return "unknown";
-}
-
-std::string ScoreActivationName(ScoreActivation a) {
-  switch (a) {
-    case ScoreActivation::kIdentity:
-      return "identity";
-    case ScoreActivation::kSigmoid:
-      return "sigmoid";
-    case ScoreActivation::kSoftmax:
-      return "softmax";
-  }
-  return "identity";
-}
-
-std::string PoolingName(Pooling p) {
-  switch (p) {
-    case Pooling::kMean:
-      return "mean";
-    case Pooling::kFirst:
-      return "first";
-    case Pooling::kMax:
-      return "max";
-    case Pooling::kLastToken:
-      return "last_token";
-    case Pooling::kWeightedMean:
-      return "weighted_mean";
-    case Pooling::kMeanSqrtLen:
-      return "mean_sqrt_len";
-  }
-  return "unknown";
-}
-
-absl::StatusOr<Pooling> ParsePoolingName(const std::string& name) {
-  for (Pooling p :
-       {Pooling::kMean, Pooling::kFirst, Pooling::kMax, Pooling::kLastToken,
-        Pooling::kWeightedMean, Pooling::kMeanSqrtLen}) {
-    if (PoolingName(p) == name) return p;
-  }
-  if (name == "cls") return Pooling::kFirst;
-  return Invalid(absl::StrCat(
-      "pooling \"", name,
-      "\" must be mean, first (or cls), max, last_token, weighted_mean or "
-      "mean_sqrt_len"));
+  if (const SchemeTraits* t = FindScheme(name)) return t->type;
+  return Invalid(absl::StrCat("positional type \"", name, "\" must be one of ",
+                              SchemeNameList()));
 }
 
 }  // namespace encoder::model

@@ -10,25 +10,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/model/positional/scheme.h"
 
 namespace encoder::model {
 
-enum class SchemeType {
-  kNone,
-  kSinusoidal,
-  kLearned,
-  kRope,
-  kAlibi,
-  kRelative,
-  // A learned table at the input plus T5 relative buckets on the logits,
-  // one bias table shared by every layer (MPNet).
-  kLearnedRelative,
-  // DeBERTa-v2/v3 disentangled attention: content-to-position and
-  // position-to-content scores against relative position embeddings
-  // (log-bucketed), projected by each layer; optionally a learned table at
-  // the input too.
-  kDisentangled
-};
 // The feed-forward activations of transformers' ACT2FN, each computed as
 // activations.py computes it: kGelu the exact erf form ("gelu"); kGeluTanh
 // torch's tanh approximation ("gelu_pytorch_tanh"); kGeluNew and kGeluFast
@@ -66,70 +51,6 @@ enum class NormKind { kLayerNorm, kRmsNorm };
 // padding_idx + 1, counting only tokens that are not padding_idx (padding
 // tokens get padding_idx itself).
 enum class PositionIdRule { kFromZero, kAfterPadding };
-enum class SinusoidalLayout { kInterleaved, kConcat };
-// Denominator of the frequency exponent: w_i = base^(-2i/D) (kModelDim, the
-// Vaswani form) or w_i = base^(-i/(D/2-1)) (kHalfMinusOne, tensor2tensor).
-enum class SinusoidalDenominator { kModelDim, kHalfMinusOne };
-enum class RopeLayout { kInterleaved, kHalf };
-
-// How a checkpoint scales its rotary frequencies (transformers'
-// rope_scaling / rope_parameters, computed as its rope initialization
-// functions compute them; docs/positional-encodings.md has the formulas).
-// Every type here is independent of the input's length.
-enum class RopeScalingType {
-  kNone,    // theta_i = base^(-2i/d)
-  kLinear,  // theta_i / factor (position interpolation)
-  kYarn,    // a ramp between theta_i / factor and theta_i, and mscale
-  kLlama3,  // theta_i / factor past the low-frequency wavelength, smoothed
-};
-struct RopeScaling {
-  RopeScalingType type = RopeScalingType::kNone;
-  double factor = 1.0;
-  // The context the unscaled model was trained on (yarn, llama3).
-  int64_t original_max_positions = 0;
-  double beta_fast = 32.0, beta_slow = 1.0;  // yarn: the ramp's rotations
-  bool truncate = true;  // yarn: the ramp's ends rounded to whole dims
-  double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
-  // cos and sin are multiplied by it (yarn's attention factor; 1 else).
-  double attention_factor = 1.0;
-};
-// "none", "linear", "yarn", "llama3".
-const char* RopeScalingName(RopeScalingType type);
-
-struct PositionalConfig {
-  SchemeType type = SchemeType::kSinusoidal;
-  // sinusoidal and rope: frequency base.
-  double base = 10000.0;
-  SinusoidalLayout sinusoidal_layout = SinusoidalLayout::kInterleaved;
-  SinusoidalDenominator sinusoidal_denominator =
-      SinusoidalDenominator::kModelDim;
-  // sinusoidal: position of the first token (fairseq uses padding_idx + 1).
-  int64_t sinusoidal_offset = 0;
-  RopeLayout rope_layout = RopeLayout::kInterleaved;
-  RopeScaling rope_scaling;  // rope
-  // relative and learned_relative (T5 buckets, bidirectional).
-  int64_t num_buckets = 32;
-  int64_t max_distance = 128;
-  // disentangled: relative distances i - j, log-bucketed into
-  // position_buckets (0: not bucketed, clamped to max_relative_positions);
-  // the embedding table has 2 x span rows, span = position_buckets or
-  // max_relative_positions.
-  int64_t position_buckets = 256;
-  int64_t max_relative_positions = 512;
-  // The layer's own query/key projections make the position keys and
-  // queries (share_att_key), else pos_key_proj / pos_query_proj per layer.
-  bool share_att_key = true;
-  bool c2p = true;  // content-to-position term
-  bool p2c = true;  // position-to-content term
-  // A LayerNorm over the relative embeddings (norm_rel_ebd "layer_norm").
-  bool relative_norm = true;
-  // Also a learned absolute table at the input (position_biased_input).
-  bool absolute_input = false;
-  int64_t relative_span() const {
-    return position_buckets > 0 ? position_buckets : max_relative_positions;
-  }
-};
-
 // Architecture variations used by imported checkpoint families. The defaults
 // are the native architecture (nn.TransformerEncoderLayer), so a config that
 // leaves them alone runs exactly the same operations as before they existed.
@@ -204,24 +125,18 @@ struct ModelConfig {
                ? arch.padding_idx + 1
                : 0;
   }
-  // True when inputs longer than max_positions cannot be represented.
-  bool rejects_beyond_max_positions() const {
-    return positional.type == SchemeType::kLearned ||
-           positional.type == SchemeType::kLearnedRelative ||
-           (positional.type == SchemeType::kDisentangled &&
-            positional.absolute_input);
-  }
+  // What the scheme's traits say (positional/traits.h):
+  // True when inputs longer than max_positions cannot be represented (a
+  // learned table bounds them).
+  bool rejects_beyond_max_positions() const;
   // The scores are divided by sqrt(head_dim x this): 1, or for disentangled
   // attention 1 + the number of position terms (DeBERTa's scale_factor).
-  int64_t score_scale_factor() const {
-    if (positional.type != SchemeType::kDisentangled) return 1;
-    return 1 + (positional.c2p ? 1 : 0) + (positional.p2c ? 1 : 0);
-  }
+  int64_t score_scale_factor() const;
   // True when the scheme adds a T5 bucket bias to the attention logits.
-  bool has_relative_buckets() const {
-    return positional.type == SchemeType::kRelative ||
-           positional.type == SchemeType::kLearnedRelative;
-  }
+  bool has_relative_buckets() const;
+  // Rows each query and key meets per position term of a content bias
+  // (disentangled attention: 2 x span); 0: the scheme has none.
+  int64_t content_bias_rows() const;
   // The longest input this model accepts.
   int64_t max_length() const;
 };

@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "server/model/bf16_attention.h"
+#include "server/model/kernels/bf16_attention.h"
 #include "server/model/torch_compat.h"
 #include "server/model/torch_status.h"
 

@@ -15,9 +15,9 @@
 
 #include "absl/status/statusor.h"
 #include "server/model/config.h"
-#include "server/model/int8_linear.h"
-#include "server/model/packed_linear.h"
-#include "server/model/positional.h"
+#include "server/model/kernels/int8_linear.h"
+#include "server/model/kernels/packed_linear.h"
+#include "server/model/positional/positional.h"
 
 namespace encoder::model {
 

@@ -9,9 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/common/status_macros.h"
-#include "server/model/bf16_attention.h"
-#include "server/model/cpu_features.h"
 #include "server/model/encoder.h"
+#include "server/model/kernels/bf16_attention.h"
+#include "server/model/kernels/cpu_features.h"
 #include "server/model/torch_status.h"
 
 namespace encoder::model {

@@ -55,21 +55,21 @@ absl::Status EncoderRunner::Run(
     const std::vector<const batching::BatchItem*>& batch,
     std::vector<batching::ItemResult>* results,
     const batching::RunContext& context) {
-  std::vector<const EmbedSpec*> specs;
+  std::vector<const api::EmbedSpec*> specs;
   specs.reserve(batch.size());
   for (const batching::BatchItem* item : batch) {
-    const auto* spec = std::any_cast<EmbedSpec>(&item->work);
+    const auto* spec = std::any_cast<api::EmbedSpec>(&item->work);
     if (spec == nullptr) {
       return absl::InvalidArgumentError(
-          "a batch item for the encoder runner carries no EmbedSpec");
+          "a batch item for the encoder runner carries no api::EmbedSpec");
     }
     specs.push_back(spec);
   }
-  std::vector<EmbedResult> embedded;
+  std::vector<api::EmbedResult> embedded;
   RETURN_IF_ERROR(RunEmbed(specs, &embedded, context));
   results->clear();
   results->reserve(embedded.size());
-  for (EmbedResult& r : embedded) {
+  for (api::EmbedResult& r : embedded) {
     batching::ItemResult item;
     item.bytes = r.ValueBytes();
     item.output = std::move(r);
@@ -78,9 +78,10 @@ absl::Status EncoderRunner::Run(
   return absl::OkStatus();
 }
 
-absl::Status EncoderRunner::RunEmbed(const std::vector<const EmbedSpec*>& batch,
-                                     std::vector<EmbedResult>* results,
-                                     const batching::RunContext& context) {
+absl::Status EncoderRunner::RunEmbed(
+    const std::vector<const api::EmbedSpec*>& batch,
+    std::vector<api::EmbedResult>* results,
+    const batching::RunContext& context) {
   absl::Status status;
   try {
 #ifdef ENCODER_WITH_CUDA
@@ -114,11 +115,11 @@ struct PaddedBatch {
   model::ForwardOptions options;
 };
 
-PaddedBatch PadBatch(const std::vector<const EmbedSpec*>& batch,
+PaddedBatch PadBatch(const std::vector<const api::EmbedSpec*>& batch,
                      const model::Encoder& model) {
   const int64_t b = static_cast<int64_t>(batch.size());
   int64_t longest = 0;
-  for (const EmbedSpec* spec : batch) {
+  for (const api::EmbedSpec* spec : batch) {
     longest = std::max<int64_t>(longest, spec->token_ids.size());
   }
   const bool cuda = model.device().is_cuda();
@@ -131,7 +132,7 @@ PaddedBatch PadBatch(const std::vector<const EmbedSpec*>& batch,
   bool* mask = input.mask.data_ptr<bool>();
   const bool any_types = std::any_of(
       batch.begin(), batch.end(),
-      [](const EmbedSpec* spec) { return !spec->type_ids.empty(); });
+      [](const api::EmbedSpec* spec) { return !spec->type_ids.empty(); });
   if (any_types) input.types = at::zeros({b, longest}, host.dtype(at::kLong));
   std::set<int64_t> layers;
   std::set<int64_t> hidden_layers;
@@ -186,7 +187,7 @@ at::Tensor PoolSkipping(const at::Tensor& tokens, model::Pooling pooling,
 
 // Each of `spec`'s pool_spans of row `i` pooled with its pooling and
 // projected by the model's dense layers: [spans, pooled_dim] on the CPU.
-std::vector<float> PoolSpans(const EmbedSpec& spec, int64_t i,
+std::vector<float> PoolSpans(const api::EmbedSpec& spec, int64_t i,
                              const model::Encoder& model,
                              const at::Tensor& tokens) {
   std::vector<at::Tensor> rows;
@@ -216,7 +217,7 @@ struct PooledBatch {
   std::vector<int64_t> score_rows;
 };
 
-PooledBatch PoolBatch(const std::vector<const EmbedSpec*>& batch,
+PooledBatch PoolBatch(const std::vector<const api::EmbedSpec*>& batch,
                       const model::Encoder& model, const at::Tensor& tokens,
                       const at::Tensor& mask) {
   PooledBatch out;
@@ -243,7 +244,7 @@ PooledBatch PoolBatch(const std::vector<const EmbedSpec*>& batch,
     }
   }
   for (int64_t i = 0; i < static_cast<int64_t>(batch.size()); ++i) {
-    const EmbedSpec& spec = *batch[i];
+    const api::EmbedSpec& spec = *batch[i];
     if (spec.pool_skip <= 0) continue;
     const int64_t n = static_cast<int64_t>(spec.token_ids.size());
     pooled[i].copy_(
@@ -268,8 +269,8 @@ PooledBatch PoolBatch(const std::vector<const EmbedSpec*>& batch,
 
 // One sequence's sparse weights [vocab] -> the entries `spec` keeps, in
 // index order.
-void KeepSparse(const at::Tensor& weights, const EmbedSpec& spec,
-                EmbedResult* r) {
+void KeepSparse(const at::Tensor& weights, const api::EmbedSpec& spec,
+                api::EmbedResult* r) {
   at::Tensor w = weights.to(at::kCPU).contiguous();
   at::Tensor index;
   if (spec.sparse_top_k > 0 && spec.sparse_top_k < w.size(0)) {
@@ -291,11 +292,11 @@ void KeepSparse(const at::Tensor& weights, const EmbedSpec& spec,
 // Row `i`'s token embeddings, attention maps, hidden states and attention
 // statistics, as `spec` asks, cut to its real length; asks `context`
 // before each layer's statistics.
-absl::Status SliceSequence(const EmbedSpec& spec, int64_t i,
+absl::Status SliceSequence(const api::EmbedSpec& spec, int64_t i,
                            const model::EncoderOutput& out,
                            const model::Encoder& model,
                            const batching::RunContext& context,
-                           EmbedResult* r) {
+                           api::EmbedResult* r) {
   const int64_t num_layers = model.config().num_layers;
   const int64_t n = static_cast<int64_t>(spec.token_ids.size());
   if (spec.want_tokens) {
@@ -352,9 +353,10 @@ absl::Status SliceSequence(const EmbedSpec& spec, int64_t i,
 
 }  // namespace
 
-absl::Status EncoderRunner::RunImpl(const std::vector<const EmbedSpec*>& batch,
-                                    std::vector<EmbedResult>* results,
-                                    const batching::RunContext& context) {
+absl::Status EncoderRunner::RunImpl(
+    const std::vector<const api::EmbedSpec*>& batch,
+    std::vector<api::EmbedResult>* results,
+    const batching::RunContext& context) {
   c10::InferenceMode guard;
   PaddedBatch padded = PadBatch(batch, *model_);
   padded.options.skip_padding_min_share = skip_padding_min_share_;
@@ -366,9 +368,9 @@ absl::Status EncoderRunner::RunImpl(const std::vector<const EmbedSpec*>& batch,
   const at::Tensor& pooled = pooled_batch.pooled;
   const int64_t b = static_cast<int64_t>(batch.size());
   const int64_t pooled_dim = pooled.size(1);
-  results->assign(b, EmbedResult{});
+  results->assign(b, api::EmbedResult{});
   for (int64_t i = 0; i < b; ++i) {
-    EmbedResult& r = (*results)[i];
+    api::EmbedResult& r = (*results)[i];
     const float* row = pooled.data_ptr<float>() + i * pooled_dim;
     r.pooled.assign(row, row + pooled_dim);
     r.num_tokens = static_cast<int64_t>(batch[i]->token_ids.size());
@@ -396,7 +398,7 @@ absl::Status EncoderRunner::RunImpl(const std::vector<const EmbedSpec*>& batch,
   return absl::OkStatus();
 }
 
-batching::SequenceCost EncoderRunner::Price(const EmbedSpec& spec) const {
+batching::SequenceCost EncoderRunner::Price(const api::EmbedSpec& spec) const {
   const model::ModelConfig& c = model_->config();
   const int64_t e = static_cast<int64_t>(c10::elementSize(model_->dtype()));
   const int64_t f32 = sizeof(float);
@@ -417,11 +419,11 @@ batching::SequenceCost EncoderRunner::Price(const EmbedSpec& spec) const {
   if (!spec.pool_hidden) cost.per_token += 2 * states * c.d_model * f32;
   // One layer's scores, bias, mask sum and softmax output.
   int64_t pair = 5 * heads * e;
-  if (c.positional.type == model::SchemeType::kDisentangled) {
-    // Disentangled attention: each term's products against the 2 x span
-    // position rows, then per pair the two gathered terms, their sum and
-    // the per-head bias.
-    cost.per_token += 2 * heads * 2 * c.positional.relative_span() * e;
+  if (const int64_t rows = c.content_bias_rows(); rows > 0) {
+    // A content bias (disentangled attention): each term's products
+    // against the position rows, then per pair the two gathered terms,
+    // their sum and the per-head bias.
+    cost.per_token += 2 * heads * rows * e;
     pair += 4 * heads * e;
   }
   if (c.arch.causal) pair += e;  // the [S, S] causal bias beside the mask
@@ -444,7 +446,8 @@ batching::SequenceCost EncoderRunner::Price(const EmbedSpec& spec) const {
   return cost;
 }
 
-batching::SequenceCost EncoderRunner::Compute(const EmbedSpec& spec) const {
+batching::SequenceCost EncoderRunner::Compute(
+    const api::EmbedSpec& spec) const {
   const model::ModelConfig& c = model_->config();
   const int64_t layers = c.num_layers;
   const int64_t d = c.d_model;
@@ -456,11 +459,10 @@ batching::SequenceCost EncoderRunner::Compute(const EmbedSpec& spec) const {
   // grouped), and the feed-forward.
   compute.per_token =
       2 * layers * (d * (a + 2 * kv) + a * d + ffn_matrices * d * c.d_ff);
-  if (c.positional.type == model::SchemeType::kDisentangled) {
-    // Each position term: every token's query or key against 2 x span rows.
+  if (const int64_t rows = c.content_bias_rows(); rows > 0) {
+    // Each position term: every token's query or key against the rows.
     const int64_t terms = c.score_scale_factor() - 1;
-    compute.per_token +=
-        2 * layers * terms * 2 * c.positional.relative_span() * a;
+    compute.per_token += 2 * layers * terms * rows * a;
   }
   if (spec.want_sparse && model_->sparse_head() != nullptr) {
     // The decoder onto the vocabulary (the transform is small beside it).
@@ -476,9 +478,9 @@ batching::SequenceCost EncoderRunner::Compute(const EmbedSpec& spec) const {
   return compute;
 }
 
-EmbedSpec EncoderRunner::ProbeSpec(int64_t index, int64_t length) const {
+api::EmbedSpec EncoderRunner::ProbeSpec(int64_t index, int64_t length) const {
   const int64_t span = std::max<int64_t>(model_->config().vocab_size - 1, 1);
-  EmbedSpec spec;
+  api::EmbedSpec spec;
   spec.token_ids.resize(length);
   for (int64_t t = 0; t < length; ++t) {
     spec.token_ids[t] = 1 + (index * 131 + t * 7) % span;
@@ -488,12 +490,12 @@ EmbedSpec EncoderRunner::ProbeSpec(int64_t index, int64_t length) const {
 
 absl::StatusOr<double> EncoderRunner::MeasureWorkRate() {
   const int64_t length = std::min<int64_t>(128, model_->config().max_length());
-  const std::vector<EmbedSpec> specs = {ProbeSpec(0, length),
-                                        ProbeSpec(1, length)};
-  const std::vector<const EmbedSpec*> batch = {&specs[0], &specs[1]};
+  const std::vector<api::EmbedSpec> specs = {ProbeSpec(0, length),
+                                             ProbeSpec(1, length)};
+  const std::vector<const api::EmbedSpec*> batch = {&specs[0], &specs[1]};
   double fastest = 0;
   for (int run = 0; run < 2; ++run) {
-    std::vector<EmbedResult> results;
+    std::vector<api::EmbedResult> results;
     const absl::Time start = absl::Now();
     RETURN_IF_ERROR(RunEmbed(batch, &results));
     const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
@@ -505,20 +507,20 @@ absl::StatusOr<double> EncoderRunner::MeasureWorkRate() {
 
 absl::Status EncoderRunner::RunProbeBatch(int64_t sequences, int64_t length) {
   length = std::min(length, model_->config().max_length());
-  std::vector<EmbedSpec> specs;
+  std::vector<api::EmbedSpec> specs;
   specs.reserve(static_cast<size_t>(sequences));
   for (int64_t i = 0; i < sequences; ++i) specs.push_back(ProbeSpec(i, length));
-  std::vector<const EmbedSpec*> batch;
-  for (const EmbedSpec& spec : specs) batch.push_back(&spec);
-  std::vector<EmbedResult> results;
+  std::vector<const api::EmbedSpec*> batch;
+  for (const api::EmbedSpec& spec : specs) batch.push_back(&spec);
+  std::vector<api::EmbedResult> results;
   return RunEmbed(batch, &results);
 }
 
 absl::Status EncoderRunner::WarmUp() {
-  EmbedSpec spec;
+  api::EmbedSpec spec;
   spec.token_ids = {1, 5, 6, 7, 2};
   spec.want_tokens = true;
-  std::vector<EmbedResult> results;
+  std::vector<api::EmbedResult> results;
   return RunEmbed({&spec}, &results);
 }
 

@@ -8,9 +8,9 @@
 #include <memory>
 #include <vector>
 
+#include "server/api/embed_types.h"
 #include "server/batching/model_runner.h"
 #include "server/model/encoder.h"
-#include "server/runner/embed_types.h"
 
 namespace encoder::runner {
 
@@ -31,8 +31,8 @@ class EncoderRunner : public batching::ModelRunner {
   // Runs `batch` in one forward pass. CUDA out-of-memory comes back as
   // RESOURCE_EXHAUSTED (after releasing cached blocks); other library
   // failures as INTERNAL; a stop `context` asked for, as its status.
-  absl::Status RunEmbed(const std::vector<const EmbedSpec*>& batch,
-                        std::vector<EmbedResult>* results,
+  absl::Status RunEmbed(const std::vector<const api::EmbedSpec*>& batch,
+                        std::vector<api::EmbedResult>* results,
                         const batching::RunContext& context = {});
 
   // The memory `spec` needs while its batch runs (see SequenceCost): the
@@ -41,7 +41,7 @@ class EncoderRunner : public batching::ModelRunner {
   // probabilities (all layers when statistics are asked) and the returned
   // maps; per token, the kept hidden states. An estimate at the model's
   // dtype, meant to err high.
-  batching::SequenceCost Price(const EmbedSpec& spec) const;
+  batching::SequenceCost Price(const api::EmbedSpec& spec) const;
 
   // The compute `spec` takes (BatchItem::compute), in floating-point
   // operations: per token two per weight of the layers' projections and
@@ -50,7 +50,7 @@ class EncoderRunner : public batching::ModelRunner {
   // softmax, plus the kept maps' copies and, with statistics, their
   // float64 reductions on the host (512 per head and layer, as measured on
   // the built-in shape: statistics nearly double a 2048-token pass).
-  batching::SequenceCost Compute(const EmbedSpec& spec) const;
+  batching::SequenceCost Compute(const api::EmbedSpec& spec) const;
 
   // One forward pass on a short input, so the first request is not slow.
   absl::Status WarmUp();
@@ -69,7 +69,7 @@ class EncoderRunner : public batching::ModelRunner {
   // A probe input for timing the model (MeasureWorkRate, the batch
   // profile): `length` ids from 1 .. vocab_size-1 (never 0, a common
   // padding id), differing with `index`; pooled output only.
-  EmbedSpec ProbeSpec(int64_t index, int64_t length) const;
+  api::EmbedSpec ProbeSpec(int64_t index, int64_t length) const;
 
   // From which share of padding in a batch the token-wise work skips the
   // padded positions (model::ForwardOptions::skip_padding_min_share; 1:
@@ -84,8 +84,8 @@ class EncoderRunner : public batching::ModelRunner {
  private:
   struct DeviceState;  // CUDA stream, when built with CUDA
 
-  absl::Status RunImpl(const std::vector<const EmbedSpec*>& batch,
-                       std::vector<EmbedResult>* results,
+  absl::Status RunImpl(const std::vector<const api::EmbedSpec*>& batch,
+                       std::vector<api::EmbedResult>* results,
                        const batching::RunContext& context);
 
   const model::Encoder* model_;

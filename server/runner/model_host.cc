@@ -11,8 +11,8 @@
 #include "server/common/status_macros.h"
 #include "server/diagnostics/diagnostics.h"
 #include "server/model/dtype.h"
-#include "server/model/kernel_trace.h"
-#include "server/model/packed_linear.h"
+#include "server/model/kernels/kernel_trace.h"
+#include "server/model/kernels/packed_linear.h"
 #include "server/model/torch_compat.h"
 #include "server/runner/thread_policy.h"
 #include "server/tokenizer/byte_tokenizer.h"
@@ -87,7 +87,7 @@ absl::StatusOr<batching::BatchProfile> ProfileModel(
   p.max_batch_sequences = o.max_batch_sequences;
   p.max_batch_tokens = o.max_batch_tokens;
   p.max_batch_cost_bytes = o.max_batch_cost_bytes;
-  p.sequence_cost = hosted.runner->Price(EmbedSpec{});
+  p.sequence_cost = hosted.runner->Price(api::EmbedSpec{});
   p.probe_item = [runner = hosted.runner.get()](int64_t index, int64_t length) {
     return ToBatchItem(runner->ProbeSpec(index, length));
   };
@@ -104,7 +104,7 @@ absl::StatusOr<double> MeasureStatisticsScale(const HostedModel& hosted,
                                               double work_per_second) {
   const int64_t length =
       std::min(kStatisticsProbeLength, hosted.encoder->config().max_length());
-  EmbedSpec spec = hosted.runner->ProbeSpec(0, length);
+  api::EmbedSpec spec = hosted.runner->ProbeSpec(0, length);
   spec.want_attention_stats = true;
   const batching::SequenceCost compute = hosted.runner->Compute(spec);
   std::vector<batching::BatchItem> probe;
@@ -126,11 +126,13 @@ std::string BaseName(const std::string& path) {
 void Describe(const batching::BatchOptions& batching, HostedModel* hosted) {
   const model::ModelSpec& spec = hosted->spec;
   const model::Encoder& encoder = *hosted->encoder;
-  ModelDescription& d = hosted->desc;
+  api::ModelDescription& d = hosted->desc;
   d.name = spec.name;
   d.family = spec.family;
   d.config = spec.config;
   d.scheme = encoder.scheme().Describe();
+  d.reach = model::AnalyzeReach(d.config);
+  d.max_length = d.config.max_length();
   d.output_dim = encoder.output_dim();
   d.parameter_count = encoder.parameter_count();
   d.device = encoder.device().str();
@@ -177,17 +179,17 @@ void Describe(const batching::BatchOptions& batching, HostedModel* hosted) {
 
 }  // namespace
 
-batching::SequenceCost HostedModel::Price(const EmbedSpec& spec) const {
+batching::SequenceCost HostedModel::Price(const api::EmbedSpec& spec) const {
   return runner->Price(spec);
 }
 
-absl::Status HostedModel::Embed(EmbedWork work) const {
+absl::Status HostedModel::Embed(api::EmbedWork work) const {
   if (!work.done) {
     return absl::InvalidArgumentError("Embed has no completion callback");
   }
   auto request = std::make_shared<batching::Request>();
   request->sequences.reserve(work.sequences.size());
-  for (EmbedSpec& spec : work.sequences) {
+  for (api::EmbedSpec& spec : work.sequences) {
     const batching::SequenceCost compute = runner->Compute(spec);
     const batching::ComputeClass compute_class =
         spec.want_attention_stats ? batching::kStatisticsCompute
@@ -201,11 +203,11 @@ absl::Status HostedModel::Embed(EmbedWork work) const {
   request->done = [done = std::move(work.done)](
                       absl::Status status,
                       std::vector<batching::ItemResult> items) {
-    std::vector<EmbedResult> results;
+    std::vector<api::EmbedResult> results;
     results.reserve(items.size());
     for (batching::ItemResult& item : items) {
       // The encoder runner's outputs; nothing else runs on this batcher.
-      EmbedResult* r = std::any_cast<EmbedResult>(&item.output);
+      api::EmbedResult* r = std::any_cast<api::EmbedResult>(&item.output);
       if (r == nullptr) {
         return done(absl::InternalError("a batch result is not an embedding"),
                     {});
@@ -222,11 +224,11 @@ int64_t HostedModel::queued_sequences() const {
   return batcher->queued_sequences();
 }
 
-absl::Status HostedModel::Diagnose(DiagnoseWork work) const {
+absl::Status HostedModel::Diagnose(api::DiagnoseWork work) const {
   if (!work.done) {
     return absl::InvalidArgumentError("Diagnose has no completion callback");
   }
-  using Report = absl::StatusOr<diagnostics::DiagnoseReport>;
+  using Report = absl::StatusOr<api::DiagnoseReport>;
   auto report = std::make_shared<Report>(absl::UnknownError("not run"));
   batching::BatchItem item;
   item.length = std::max<int64_t>(
@@ -364,12 +366,13 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Load(
     hosted->runner->set_skip_padding_min_share(options.skip_padding_min_share);
     hosted->desc.skip_padding_min_share = options.skip_padding_min_share;
     hosted->runner->set_fused_attention(options.fused_attention);
-    hosted->desc.attention_kernel = hosted->encoder->bf16_attention()
-                                        ? "bfloat16"
-                                    : options.fused_attention ? "fused"
-                                                              : "explicit";
-    hosted->desc.linear_kernel =
-        hosted->encoder->prepacked() ? "packed" : "plain";
+    hosted->desc.attention_kernel =
+        hosted->encoder->bf16_attention() ? api::AttentionKernel::kBfloat16
+        : options.fused_attention         ? api::AttentionKernel::kFused
+                                          : api::AttentionKernel::kExplicit;
+    hosted->desc.linear_kernel = hosted->encoder->prepacked()
+                                     ? api::LinearKernel::kPacked
+                                     : api::LinearKernel::kPlain;
     hosted->desc.packed_max_rows =
         hosted->encoder->prepacked() ? options.packed_max_rows : 0;
     if (options.warm_up) {
@@ -454,8 +457,8 @@ ModelHost::~ModelHost() {
   for (auto& m : models_) m->batcher.reset();
 }
 
-std::vector<const ServedModel*> ModelHost::List() const {
-  std::vector<const ServedModel*> all;
+std::vector<const api::ServedModel*> ModelHost::List() const {
+  std::vector<const api::ServedModel*> all;
   for (const auto& m : models_) all.push_back(m.get());
   return all;
 }

@@ -13,14 +13,14 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/api/served_model.h"
 #include "server/batching/batch_profile.h"
 #include "server/batching/batcher.h"
 #include "server/batching/memory_budget.h"
-#include "server/model/model_repository.h"
-#include "server/model/packed_linear.h"
+#include "server/model/kernels/packed_linear.h"
+#include "server/model/weights/model_repository.h"
 #include "server/runner/encoder_runner.h"
 #include "server/runner/precision_choice.h"
-#include "server/runner/served_model.h"
 #include "server/tokenizer/tokenizer.h"
 
 namespace encoder::runner {
@@ -88,16 +88,16 @@ struct HostOptions {
 // One loaded model: what start-up builds (encoder, tokenizer, runner,
 // batcher) and the handle the service uses (ServedModel). The fields are for
 // start-up code and tests; the service sees only the interface.
-class HostedModel final : public ServedModel {
+class HostedModel final : public api::ServedModel {
  public:
-  const ModelDescription& description() const override { return desc; }
+  const api::ModelDescription& description() const override { return desc; }
   const tokenizer::Tokenizer* tokenizer() const override {
     return text_tokenizer.get();
   }
-  batching::SequenceCost Price(const EmbedSpec& spec) const override;
-  absl::Status Embed(EmbedWork work) const override;
+  batching::SequenceCost Price(const api::EmbedSpec& spec) const override;
+  absl::Status Embed(api::EmbedWork work) const override;
   int64_t queued_sequences() const override;
-  absl::Status Diagnose(DiagnoseWork work) const override;
+  absl::Status Diagnose(api::DiagnoseWork work) const override;
 
   model::ModelSpec spec;
   std::unique_ptr<model::Encoder> encoder;
@@ -116,11 +116,11 @@ class HostedModel final : public ServedModel {
   std::vector<PrecisionTrial> precision_trials;
   // Filled once loading is done; its batching options and batch profile
   // are the ones the batcher runs with.
-  ModelDescription desc;
+  api::ModelDescription desc;
   std::unique_ptr<batching::Batcher> batcher;  // destroyed first
 };
 
-class ModelHost final : public ModelCatalog {
+class ModelHost final : public api::ModelCatalog {
  public:
   // Loads every model of the repository (weights, tokenizer, device,
   // warm-up) and starts its batcher. Fails on the first model that cannot be
@@ -132,10 +132,10 @@ class ModelHost final : public ModelCatalog {
   ~ModelHost() override;
 
   // ModelCatalog.
-  const ServedModel* Find(const std::string& name) const override {
+  const api::ServedModel* Find(const std::string& name) const override {
     return FindHosted(name);
   }
-  std::vector<const ServedModel*> List() const override;
+  std::vector<const api::ServedModel*> List() const override;
   const std::string& default_model() const override { return default_model_; }
   int64_t batch_memory_budget_bytes() const override {
     return budget_->capacity();

@@ -10,9 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/common/status_macros.h"
-#include "server/model/cpu_features.h"
 #include "server/model/dtype.h"
-#include "server/model/int8_linear.h"
+#include "server/model/kernels/cpu_features.h"
+#include "server/model/kernels/int8_linear.h"
 
 namespace encoder::runner {
 namespace {

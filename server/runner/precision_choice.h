@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/model/encoder.h"
-#include "server/model/model_repository.h"
+#include "server/model/weights/model_repository.h"
 
 namespace encoder::runner {
 

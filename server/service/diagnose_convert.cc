@@ -7,7 +7,7 @@
 namespace encoder::service {
 namespace {
 
-void PackMatrix(const diagnostics::DenseArray<double>& m, v1::Tensor* out) {
+void PackMatrix(const api::DenseArray<double>& m, v1::Tensor* out) {
   if (!m.present()) return;
   PackFloat64(m.values.data(), m.values.size(), m.shape, out);
 }
@@ -56,9 +56,9 @@ core::DiagnoseQuery ToDiagnoseQuery(const v1::DiagnoseRequest& request) {
   return q;
 }
 
-void FillDiagnoseResponse(const diagnostics::DiagnoseReport& report,
-                          const runner::ServedModel& model,
-                          const diagnostics::DiagnoseOptions& options,
+void FillDiagnoseResponse(const api::DiagnoseReport& report,
+                          const api::ServedModel& model,
+                          const api::DiagnoseOptions& options,
                           v1::DiagnoseResponse* response) {
   response->set_model(model.name());
   response->set_scheme(model.description().scheme.name);

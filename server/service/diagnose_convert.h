@@ -5,9 +5,9 @@
 
 #include "absl/status/statusor.h"
 #include "encoder/v1/encoder.pb.h"
+#include "server/api/diagnose_report.h"
+#include "server/api/served_model.h"
 #include "server/core/diagnose_request.h"
-#include "server/diagnostics/report.h"
-#include "server/runner/served_model.h"
 
 namespace encoder::service {
 
@@ -15,9 +15,9 @@ namespace encoder::service {
 // them.
 core::DiagnoseQuery ToDiagnoseQuery(const v1::DiagnoseRequest& request);
 
-void FillDiagnoseResponse(const diagnostics::DiagnoseReport& report,
-                          const runner::ServedModel& model,
-                          const diagnostics::DiagnoseOptions& options,
+void FillDiagnoseResponse(const api::DiagnoseReport& report,
+                          const api::ServedModel& model,
+                          const api::DiagnoseOptions& options,
                           v1::DiagnoseResponse* response);
 
 }  // namespace encoder::service

@@ -168,7 +168,7 @@ void FillEmbedResponse(const core::EmbedAnswer& answer,
                                answer.quantization_max.end());
   }
   for (const core::EmbeddedInput& in : answer.inputs) {
-    const runner::EmbedResult& r = in.result;
+    const api::EmbedResult& r = in.result;
     v1::EmbedResult* out = response->add_results();
     if (in.packing == core::EmbedQuery::Packing::kFloat) {
       PackFloat32(r.pooled, {r.pooled_dim}, out->mutable_pooled());

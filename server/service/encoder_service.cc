@@ -340,7 +340,7 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::ListModels(
   // same INVALID_ARGUMENT.
   return RunInline<v1::ListModelsRequest, v1::ListModelsResponse>(
       "ListModels", context, request, response,
-      [this](const v1::ListModelsRequest&, const runner::ModelCatalog& host,
+      [this](const v1::ListModelsRequest&, const api::ModelCatalog& host,
              v1::ListModelsResponse* out) {
         out->set_default_model(host.default_model());
         out->set_server_version(ENCODER_PROJECT_VERSION);
@@ -411,8 +411,7 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::RunInline(
   core_->BeginCall(rpc);
   reactor->access.model = ModelOf(request);
   Response response;
-  absl::StatusOr<const runner::ModelCatalog*> host =
-      core_->Admit(context->peer());
+  absl::StatusOr<const api::ModelCatalog*> host = core_->Admit(context->peer());
   absl::Status s = host.status();
   if (s.ok()) {
     s = run(request, **host, &response);
@@ -431,7 +430,7 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Tokenize(
     grpc::ByteBuffer* response) {
   return RunInline<v1::TokenizeRequest, v1::TokenizeResponse>(
       "Tokenize", context, request, response,
-      [this](const v1::TokenizeRequest& r, const runner::ModelCatalog& host,
+      [this](const v1::TokenizeRequest& r, const api::ModelCatalog& host,
              v1::TokenizeResponse* out) {
         return RunTokenize(r, host, core_->limits(), out);
       });
@@ -442,7 +441,7 @@ grpc::ServerUnaryReactor* EncoderServiceImpl::Decode(
     grpc::ByteBuffer* response) {
   return RunInline<v1::DecodeRequest, v1::DecodeResponse>(
       "Decode", context, request, response,
-      [this](const v1::DecodeRequest& r, const runner::ModelCatalog& host,
+      [this](const v1::DecodeRequest& r, const api::ModelCatalog& host,
              v1::DecodeResponse* out) {
         return RunDecode(r, host, core_->limits(), out);
       });

@@ -2,10 +2,10 @@
 
 namespace encoder::service {
 
-void FillExtrapolation(const diagnostics::ExtrapolationResult& result,
-                       const diagnostics::ExtrapolationOptions& options,
+void FillExtrapolation(const api::ExtrapolationResult& result,
+                       const api::ExtrapolationOptions& options,
                        int64_t max_tokens, v1::ExtrapolationProbe* out) {
-  const diagnostics::SchemeReach& r = result.reach;
+  const model::SchemeReach& r = result.reach;
   out->set_trained_length(static_cast<int32_t>(r.trained_length));
   out->set_max_length(static_cast<int32_t>(r.max_length));
   for (double w : r.alibi_windows) out->add_alibi_windows(w);
@@ -21,7 +21,7 @@ void FillExtrapolation(const diagnostics::ExtrapolationResult& result,
   for (int64_t id : options.source) {
     out->add_source_ids(static_cast<int32_t>(id));
   }
-  for (const diagnostics::LengthPoint& p : result.points) {
+  for (const api::LengthPoint& p : result.points) {
     v1::ExtrapolationPoint* q = out->add_points();
     q->set_length(static_cast<int32_t>(p.length));
     q->set_ran(p.ran);

@@ -7,13 +7,13 @@
 #include <vector>
 
 #include "encoder/v1/encoder.pb.h"
-#include "server/diagnostics/report.h"
-#include "server/runner/served_model.h"
+#include "server/api/diagnose_report.h"
+#include "server/api/served_model.h"
 
 namespace encoder::service {
 
-void FillExtrapolation(const diagnostics::ExtrapolationResult& result,
-                       const diagnostics::ExtrapolationOptions& options,
+void FillExtrapolation(const api::ExtrapolationResult& result,
+                       const api::ExtrapolationOptions& options,
                        int64_t max_tokens, v1::ExtrapolationProbe* out);
 
 }  // namespace encoder::service

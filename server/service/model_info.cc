@@ -11,7 +11,7 @@ v1::DType ToProtoDType(const std::string& dtype) {
 }
 
 void FillModelInfo(const core::ModelReport& report, v1::ModelInfo* info) {
-  const runner::ModelDescription& model = *report.description;
+  const api::ModelDescription& model = *report.description;
   const model::ModelConfig& c = model.config;
   info->set_name(model.name);
   info->set_is_default(report.is_default);
@@ -59,8 +59,8 @@ void FillModelInfo(const core::ModelReport& report, v1::ModelInfo* info) {
   for (const model::KernelUse& k : model.kernels.kernels) {
     info->add_kernels(k.ToString());
   }
-  info->set_attention_kernel(model.attention_kernel);
-  info->set_linear_kernel(model.linear_kernel);
+  info->set_attention_kernel(api::AttentionKernelName(model.attention_kernel));
+  info->set_linear_kernel(api::LinearKernelName(model.linear_kernel));
   info->set_packed_max_rows(model.packed_max_rows);
   info->set_skip_padding_min_share(model.skip_padding_min_share);
   const batching::BatchOptions& o = model.batching;

@@ -29,7 +29,7 @@ void FillEncoding(const core::TokenizedText& t, v1::Encoding* out) {
 }  // namespace
 
 absl::Status RunTokenize(const v1::TokenizeRequest& request,
-                         const runner::ModelCatalog& host,
+                         const api::ModelCatalog& host,
                          const core::ServiceLimits& limits,
                          v1::TokenizeResponse* response) {
   core::TokenizeQuery query;
@@ -55,7 +55,7 @@ absl::Status RunTokenize(const v1::TokenizeRequest& request,
 }
 
 absl::Status RunDecode(const v1::DecodeRequest& request,
-                       const runner::ModelCatalog& host,
+                       const api::ModelCatalog& host,
                        const core::ServiceLimits& limits,
                        v1::DecodeResponse* response) {
   core::DecodeQuery query;

@@ -5,20 +5,20 @@
 
 #include "absl/status/status.h"
 #include "encoder/v1/encoder.pb.h"
+#include "server/api/served_model.h"
 #include "server/core/embed_request.h"
-#include "server/runner/served_model.h"
 
 namespace encoder::service {
 
 // core::Tokenize's refusals; texts are named texts[i] and texts_bytes[i].
 absl::Status RunTokenize(const v1::TokenizeRequest& request,
-                         const runner::ModelCatalog& host,
+                         const api::ModelCatalog& host,
                          const core::ServiceLimits& limits,
                          v1::TokenizeResponse* response);
 
 // core::Decode's refusals; id lists are named inputs[i].
 absl::Status RunDecode(const v1::DecodeRequest& request,
-                       const runner::ModelCatalog& host,
+                       const api::ModelCatalog& host,
                        const core::ServiceLimits& limits,
                        v1::DecodeResponse* response);
 

@@ -14,10 +14,10 @@
 #include <thread>
 #include <vector>
 
-#include "server/model/cpu_features.h"
 #include "server/model/dtype.h"
-#include "server/model/model_repository.h"
-#include "server/model/packed_linear.h"
+#include "server/model/kernels/cpu_features.h"
+#include "server/model/kernels/packed_linear.h"
+#include "server/model/weights/model_repository.h"
 #include "server/runner/cpu_buffer_cache.h"
 #include "server/runner/encoder_runner.h"
 #include "server/runner/idle_trim.h"
@@ -304,8 +304,8 @@ int main(int argc, char** argv) {
     runner.set_fused_attention(m.fused);
   };
   for (int64_t b : o.batch_sizes) {
-    std::vector<encoder::runner::EmbedSpec> specs(b);
-    std::vector<const encoder::runner::EmbedSpec*> batch;
+    std::vector<encoder::api::EmbedSpec> specs(b);
+    std::vector<const encoder::api::EmbedSpec*> batch;
     int64_t real = 0, longest = 0;
     for (auto& s : specs) {
       s.token_ids.resize(length(rng));
@@ -332,7 +332,7 @@ int main(int argc, char** argv) {
       row["min_ms"] = times.front() * 1e3;
       return row;
     };
-    std::vector<encoder::runner::EmbedResult> results;
+    std::vector<encoder::api::EmbedResult> results;
     for (const Mode& mode : modes) {
       apply(mode);
       for (int i = 0; i < 2; ++i) {
@@ -351,7 +351,7 @@ int main(int argc, char** argv) {
       const double start = Now();
       for (int e = 0; e < o.executions; ++e) {
         threads.emplace_back([&, e] {
-          std::vector<encoder::runner::EmbedResult> mine;
+          std::vector<encoder::api::EmbedResult> mine;
           while (!failed &&
                  (Now() - start < o.seconds_per_size || times[e].size() < 3)) {
             const double t0 = Now();

@@ -2,7 +2,7 @@
 
 The server classifies each key of a model directory's JSON files as read,
 of no effect (with the reason) or refused unless at a listed value
-(server/model/hf_config_keys.h; encoder-config-keys prints the tables).
+(server/model/hf/config_keys.h; encoder-config-keys prints the tables).
 This test walks the pinned libraries and fails on any key the tables do
 not classify:
 

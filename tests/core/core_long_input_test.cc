@@ -70,9 +70,9 @@ TEST(CoreLongInput, ChunkingSendsWindowsTheModelTakesAndCoversTheInput) {
   EXPECT_FALSE(in.truncated);
   ASSERT_GE(in.chunks, 3);
   ASSERT_EQ(static_cast<int64_t>(in.chunk_vectors.size()), in.chunks);
-  const std::vector<runner::EmbedSpec> ran = f.model().ran();
+  const std::vector<api::EmbedSpec> ran = f.model().ran();
   ASSERT_EQ(static_cast<int64_t>(ran.size()), in.chunks);
-  for (const runner::EmbedSpec& s : ran) EXPECT_LE(s.token_ids.size(), 16u);
+  for (const api::EmbedSpec& s : ran) EXPECT_LE(s.token_ids.size(), 16u);
   // The windows' spans tile the 40 ids without a gap.
   int64_t next = 0;
   for (const core::ChunkVector& c : in.chunk_vectors) {

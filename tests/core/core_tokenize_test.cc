@@ -154,7 +154,7 @@ TEST(CorePrompts, EmbedTextsGetTheDefaultPromptUnlessTheCallNamesAnother) {
   EXPECT_EQ(Embed(f.core, both).status().code(),
             absl::StatusCode::kInvalidArgument);
   std::vector<std::vector<int64_t>> sent;
-  for (const runner::EmbedSpec& s : f.model().ran()) {
+  for (const api::EmbedSpec& s : f.model().ran()) {
     sent.push_back(s.token_ids);
   }
   EXPECT_EQ(sent,

@@ -21,7 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "server/runner/served_model.h"
+#include "server/api/served_model.h"
 #include "server/tokenizer/byte_tokenizer.h"
 
 namespace encoder::testing {
@@ -43,13 +43,13 @@ struct FakeModelOptions {
   int64_t max_batch_cost_bytes = 0;
 };
 
-class FakeModel : public runner::ServedModel {
+class FakeModel : public api::ServedModel {
  public:
   static constexpr int64_t kWidth = 4;
 
   explicit FakeModel(FakeModelOptions options = {})
       : options_(std::move(options)) {
-    runner::ModelDescription& d = description_;
+    api::ModelDescription& d = description_;
     d.name = options_.name;
     d.family = "fake";
     d.config.vocab_size = options_.vocab_size;
@@ -63,6 +63,10 @@ class FakeModel : public runner::ServedModel {
     d.scheme.name = "learned";
     d.scheme.extrapolates = false;
     d.scheme.max_positions = options_.max_positions;
+    // A learned table bounds the input at its rows (positional/reach.h).
+    d.reach.trained_length = options_.max_positions;
+    d.reach.max_length = options_.max_positions;
+    d.max_length = options_.max_positions;
     d.output_dim = kWidth;
     d.device = "cpu";
     d.dtype = d.precision = "float32";
@@ -89,17 +93,17 @@ class FakeModel : public runner::ServedModel {
     worker_.join();
   }
 
-  const runner::ModelDescription& description() const override {
+  const api::ModelDescription& description() const override {
     return description_;
   }
   const tokenizer::Tokenizer* tokenizer() const override {
     return tokenizer_.get();
   }
-  batching::SequenceCost Price(const runner::EmbedSpec&) const override {
+  batching::SequenceCost Price(const api::EmbedSpec&) const override {
     return {options_.bytes_per_token, 0};
   }
 
-  absl::Status Embed(runner::EmbedWork work) const override {
+  absl::Status Embed(api::EmbedWork work) const override {
     if (work.sequences.empty() || !work.done) {
       return absl::InvalidArgumentError("no sequences or no done");
     }
@@ -121,7 +125,7 @@ class FakeModel : public runner::ServedModel {
     return queued_;
   }
 
-  absl::Status Diagnose(runner::DiagnoseWork) const override {
+  absl::Status Diagnose(api::DiagnoseWork) const override {
     return absl::UnimplementedError("model fake has no probes");
   }
 
@@ -140,7 +144,7 @@ class FakeModel : public runner::ServedModel {
     return calls_;
   }
   // The sequences of every call run so far, as the core sent them.
-  std::vector<runner::EmbedSpec> ran() const {
+  std::vector<api::EmbedSpec> ran() const {
     absl::MutexLock lock(&mu_);
     return ran_;
   }
@@ -156,8 +160,8 @@ class FakeModel : public runner::ServedModel {
   }
 
   // What the fake computes for one sequence.
-  static runner::EmbedResult Compute(const runner::EmbedSpec& spec) {
-    runner::EmbedResult r;
+  static api::EmbedResult Compute(const api::EmbedSpec& spec) {
+    api::EmbedResult r;
     const std::vector<int64_t>& ids = spec.token_ids;
     int64_t sum = 0;
     for (int64_t id : ids) sum += id;
@@ -181,7 +185,7 @@ class FakeModel : public runner::ServedModel {
  private:
   void Work() {
     for (;;) {
-      runner::EmbedWork work;
+      api::EmbedWork work;
       {
         absl::MutexLock lock(&mu_);
         auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -194,13 +198,13 @@ class FakeModel : public runner::ServedModel {
         running_ = true;
       }
       absl::Status status;
-      std::vector<runner::EmbedResult> results;
+      std::vector<api::EmbedResult> results;
       if (work.is_cancelled && work.is_cancelled()) {
         status = absl::CancelledError("cancelled before it ran");
       } else if (absl::Now() > work.deadline) {
         status = absl::DeadlineExceededError("deadline passed in the queue");
       } else {
-        for (const runner::EmbedSpec& spec : work.sequences) {
+        for (const api::EmbedSpec& spec : work.sequences) {
           results.push_back(Compute(spec));
         }
       }
@@ -219,13 +223,13 @@ class FakeModel : public runner::ServedModel {
   }
 
   const FakeModelOptions options_;
-  runner::ModelDescription description_;
+  api::ModelDescription description_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   mutable absl::Mutex mu_;
-  mutable std::deque<runner::EmbedWork> queue_ ABSL_GUARDED_BY(mu_);
+  mutable std::deque<api::EmbedWork> queue_ ABSL_GUARDED_BY(mu_);
   mutable int64_t queued_ ABSL_GUARDED_BY(mu_) = 0;
   mutable int64_t calls_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<runner::EmbedSpec> ran_ ABSL_GUARDED_BY(mu_);
+  std::vector<api::EmbedSpec> ran_ ABSL_GUARDED_BY(mu_);
   bool gate_open_ ABSL_GUARDED_BY(mu_) = true;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool running_ ABSL_GUARDED_BY(mu_) = false;
@@ -234,7 +238,7 @@ class FakeModel : public runner::ServedModel {
 };
 
 // Fake models by name; the first is the default.
-class FakeCatalog : public runner::ModelCatalog {
+class FakeCatalog : public api::ModelCatalog {
  public:
   explicit FakeCatalog(std::vector<FakeModelOptions> models = {{}}) {
     for (FakeModelOptions& o : models) {
@@ -243,7 +247,7 @@ class FakeCatalog : public runner::ModelCatalog {
     default_ = models_.front()->name();
   }
 
-  const runner::ServedModel* Find(const std::string& name) const override {
+  const api::ServedModel* Find(const std::string& name) const override {
     return FindFake(name.empty() ? default_ : name);
   }
   FakeModel* FindFake(const std::string& name) const {
@@ -252,8 +256,8 @@ class FakeCatalog : public runner::ModelCatalog {
     }
     return nullptr;
   }
-  std::vector<const runner::ServedModel*> List() const override {
-    std::vector<const runner::ServedModel*> out;
+  std::vector<const api::ServedModel*> List() const override {
+    std::vector<const api::ServedModel*> out;
     for (const auto& m : models_) out.push_back(m.get());
     return out;
   }

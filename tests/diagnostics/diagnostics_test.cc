@@ -15,15 +15,15 @@
 #include <string>
 #include <vector>
 
-#include "server/model/model_repository.h"
-#include "server/model/pe_math.h"
+#include "server/model/positional/pe_math.h"
+#include "server/model/weights/model_repository.h"
 
 namespace encoder::diagnostics {
 namespace {
 
 // A report's array as a tensor, for indexing and reductions.
 template <typename T>
-at::Tensor AsTensor(const DenseArray<T>& a) {
+at::Tensor AsTensor(const api::DenseArray<T>& a) {
   return at::tensor(a.values, c10::CppTypeToScalarType<T>::value).view(a.shape);
 }
 
@@ -61,16 +61,17 @@ std::unique_ptr<Encoder> Make(const ModelConfig& c,
   return enc.ok() ? std::move(enc).value() : nullptr;
 }
 
-DiagnoseOptions Options(const std::vector<int64_t>& ids) {
-  DiagnoseOptions o;
+api::DiagnoseOptions Options(const std::vector<int64_t>& ids) {
+  api::DiagnoseOptions o;
   o.token_ids = ids;
   return o;
 }
 
-DiagnoseReport MustDiagnose(const Encoder& enc, const DiagnoseOptions& o) {
+api::DiagnoseReport MustDiagnose(const Encoder& enc,
+                                 const api::DiagnoseOptions& o) {
   auto report = Diagnose(enc, o);
   EXPECT_TRUE(report.ok()) << report.status();
-  return report.ok() ? std::move(report).value() : DiagnoseReport{};
+  return report.ok() ? std::move(report).value() : api::DiagnoseReport{};
 }
 
 bool IsPermutation(std::vector<int64_t> order) {
@@ -85,14 +86,14 @@ bool IsPermutation(std::vector<int64_t> order) {
 void ExpectProbeTheory(const Encoder& enc, const std::vector<int64_t>& ids) {
   const SchemeType type = enc.config().positional.type;
   const std::string name = model::SchemeName(type);
-  DiagnoseOptions o = Options(ids);
+  api::DiagnoseOptions o = Options(ids);
   o.structure = false;
   o.attention_stats = false;
-  DiagnoseReport r = MustDiagnose(enc, o);
+  api::DiagnoseReport r = MustDiagnose(enc, o);
   ASSERT_TRUE(r.permutation.has_value()) << name;
   ASSERT_TRUE(r.shift.has_value()) << name;
 
-  const PermutationResult& p = *r.permutation;
+  const api::PermutationResult& p = *r.permutation;
   EXPECT_TRUE(IsPermutation(p.order)) << name;
   std::vector<int64_t> identity(ids.size());
   std::iota(identity.begin(), identity.end(), 0);
@@ -111,7 +112,7 @@ void ExpectProbeTheory(const Encoder& enc, const std::vector<int64_t>& ids) {
   }
   EXPECT_THAT(p.verdict, HasSubstr("tolerance 1e-05")) << name;
 
-  const ShiftResult& s = *r.shift;
+  const api::ShiftResult& s = *r.shift;
   EXPECT_EQ(s.offset, 7);
   switch (type) {
     case SchemeType::kNone:
@@ -156,10 +157,10 @@ TEST(Diagnostics, CausalModelsSeeOrderWithoutPositions) {
     c.arch.causal = true;
     auto enc = Make(c);
     ASSERT_NE(enc, nullptr);
-    DiagnoseOptions o = Options(kIds);
+    api::DiagnoseOptions o = Options(kIds);
     o.structure = false;
     o.attention_stats = false;
-    DiagnoseReport r = MustDiagnose(*enc, o);
+    api::DiagnoseReport r = MustDiagnose(*enc, o);
     const std::string name = model::SchemeName(type);
     ASSERT_TRUE(r.permutation.has_value());
     EXPECT_FALSE(r.permutation->equivariant) << name;
@@ -183,10 +184,10 @@ TEST(Diagnostics, DisentangledIsRelativeOnlyWithoutAnInputTable) {
     c.positional.absolute_input = absolute;
     auto enc = Make(c);
     ASSERT_NE(enc, nullptr);
-    DiagnoseOptions o = Options(kIds);
+    api::DiagnoseOptions o = Options(kIds);
     o.attention_stats = false;
     o.structure_positions = 24;
-    DiagnoseReport r = MustDiagnose(*enc, o);
+    api::DiagnoseReport r = MustDiagnose(*enc, o);
     ASSERT_TRUE(r.permutation.has_value() && r.shift.has_value());
     EXPECT_FALSE(r.permutation->equivariant) << absolute;
     EXPECT_GT(r.permutation->max_pooled_error, 1e-4) << absolute;
@@ -219,11 +220,11 @@ TEST(Diagnostics, DefaultSizeModelsFollowTheProbeTheory) {
     ExpectProbeTheory(**enc, {12, 907, 45, 3001, 77, 9999});
 
     // Structure at full width.
-    DiagnoseOptions o = Options({12, 907, 45});
+    api::DiagnoseOptions o = Options({12, 907, 45});
     o.permutation = o.shift = false;
-    DiagnoseReport r = MustDiagnose(**enc, o);
+    api::DiagnoseReport r = MustDiagnose(**enc, o);
     ASSERT_TRUE(r.structure.has_value());
-    const StructureResult& st = *r.structure;
+    const api::StructureResult& st = *r.structure;
     switch (spec.config.positional.type) {
       case SchemeType::kSinusoidal:
         EXPECT_EQ(st.kind, "additive");
@@ -266,10 +267,10 @@ TEST(Diagnostics, ReversalIsASymmetryOfAlibiOnly) {
   std::iota(reversed.rbegin(), reversed.rend(), 0);
   for (SchemeType type : kAllSchemes) {
     auto enc = Make(SmallConfig(type));
-    DiagnoseOptions o = Options(kIds);
+    api::DiagnoseOptions o = Options(kIds);
     o.permutation_order = reversed;
     o.shift = o.structure = o.attention_stats = false;
-    DiagnoseReport r = MustDiagnose(*enc, o);
+    api::DiagnoseReport r = MustDiagnose(*enc, o);
     ASSERT_TRUE(r.permutation.has_value());
     EXPECT_EQ(r.permutation->order, reversed);
     const bool symmetric =
@@ -281,10 +282,10 @@ TEST(Diagnostics, ReversalIsASymmetryOfAlibiOnly) {
 
 TEST(Diagnostics, ToleranceOverridesDefaults) {
   auto enc = Make(SmallConfig(SchemeType::kSinusoidal));
-  DiagnoseOptions o = Options(kIds);
+  api::DiagnoseOptions o = Options(kIds);
   o.structure = o.attention_stats = false;
   o.tolerance = 100.0;
-  DiagnoseReport r = MustDiagnose(*enc, o);
+  api::DiagnoseReport r = MustDiagnose(*enc, o);
   EXPECT_TRUE(r.permutation->equivariant);
   EXPECT_TRUE(r.shift->relative_only);
   EXPECT_DOUBLE_EQ(r.shift->tolerance, 100.0);
@@ -293,10 +294,10 @@ TEST(Diagnostics, ToleranceOverridesDefaults) {
 
 TEST(Diagnostics, LearnedShiftBeyondTheTableIsAVerdictNotAnError) {
   auto enc = Make(SmallConfig(SchemeType::kLearned));
-  DiagnoseOptions o = Options(kIds);
+  api::DiagnoseOptions o = Options(kIds);
   o.permutation = o.structure = o.attention_stats = false;
   o.shift_offset = 60;  // positions 60..71, table of 64
-  DiagnoseReport r = MustDiagnose(*enc, o);
+  api::DiagnoseReport r = MustDiagnose(*enc, o);
   ASSERT_TRUE(r.shift.has_value());
   EXPECT_FALSE(r.shift->relative_only);
   EXPECT_THAT(r.shift->verdict, HasSubstr("60..71"));
@@ -315,12 +316,12 @@ TEST(Diagnostics, SinusoidalCodesAreShiftedByExactRotations) {
         c.positional.sinusoidal_denominator = denominator;
         c.positional.sinusoidal_offset = 2;
         auto enc = Make(c, dtype);
-        DiagnoseOptions o = Options(kIds);
+        api::DiagnoseOptions o = Options(kIds);
         o.permutation = o.shift = o.attention_stats = false;
         o.structure_positions = 100;
-        DiagnoseReport r = MustDiagnose(*enc, o);
+        api::DiagnoseReport r = MustDiagnose(*enc, o);
         ASSERT_TRUE(r.structure.has_value());
-        const StructureResult& st = *r.structure;
+        const api::StructureResult& st = *r.structure;
         const std::string where =
             "layout " + std::to_string(static_cast<int>(layout)) +
             " denominator " + std::to_string(static_cast<int>(denominator)) +
@@ -346,9 +347,9 @@ TEST(Diagnostics, SinusoidalSimilarityMatchesPublishedValues) {
   ModelConfig c = SmallConfig(SchemeType::kSinusoidal);
   c.d_model = 64;
   auto enc = Make(c, at::kDouble);
-  DiagnoseOptions o = Options({1, 2});
+  api::DiagnoseOptions o = Options({1, 2});
   o.permutation = o.shift = o.attention_stats = false;
-  DiagnoseReport r = MustDiagnose(*enc, o);
+  api::DiagnoseReport r = MustDiagnose(*enc, o);
   const std::vector<double>& sim = r.structure->similarity_by_distance;
   ASSERT_EQ(sim.size(), 64u);
   EXPECT_NEAR(sim[0], 32.0, 1e-12);
@@ -362,11 +363,11 @@ TEST(Diagnostics, SinusoidalSimilarityMatchesPublishedValues) {
 
 TEST(Diagnostics, RandomLearnedTableHasNoShiftOperator) {
   auto enc = Make(SmallConfig(SchemeType::kLearned));
-  DiagnoseOptions o = Options(kIds);
+  api::DiagnoseOptions o = Options(kIds);
   o.permutation = o.shift = o.attention_stats = false;
   o.structure_positions = 500;
-  DiagnoseReport r = MustDiagnose(*enc, o);
-  const StructureResult& st = *r.structure;
+  api::DiagnoseReport r = MustDiagnose(*enc, o);
+  const api::StructureResult& st = *r.structure;
   EXPECT_EQ(st.kind, "additive");
   EXPECT_EQ(st.positions, 64);  // capped at the table
   ASSERT_EQ(st.shift_residuals.size(), 4u);
@@ -377,11 +378,11 @@ TEST(Diagnostics, RandomLearnedTableHasNoShiftOperator) {
 
 TEST(Diagnostics, AlibiBiasIsSymmetricToeplitzWithPaperSlopes) {
   auto enc = Make(SmallConfig(SchemeType::kAlibi));
-  DiagnoseOptions o = Options(kIds);
+  api::DiagnoseOptions o = Options(kIds);
   o.permutation = o.shift = o.attention_stats = false;
   o.structure_positions = 20;
-  DiagnoseReport r = MustDiagnose(*enc, o);
-  const StructureResult& st = *r.structure;
+  api::DiagnoseReport r = MustDiagnose(*enc, o);
+  const api::StructureResult& st = *r.structure;
   EXPECT_EQ(st.kind, "bias");
   EXPECT_EQ(st.slopes, model::AlibiSlopes(4));
   EXPECT_EQ(st.slopes,
@@ -397,11 +398,11 @@ TEST(Diagnostics, AlibiBiasIsSymmetricToeplitzWithPaperSlopes) {
 
 TEST(Diagnostics, RelativeBiasIsToeplitzNotSymmetric) {
   auto enc = Make(SmallConfig(SchemeType::kRelative));
-  DiagnoseOptions o = Options(kIds);
+  api::DiagnoseOptions o = Options(kIds);
   o.permutation = o.shift = o.attention_stats = false;
   o.structure_positions = 200;
-  DiagnoseReport r = MustDiagnose(*enc, o);
-  const StructureResult& st = *r.structure;
+  api::DiagnoseReport r = MustDiagnose(*enc, o);
+  const api::StructureResult& st = *r.structure;
   EXPECT_EQ(st.kind, "bias");
   ASSERT_EQ(st.bias.shape, (std::vector<int64_t>{4, 200, 200}));
   EXPECT_TRUE(st.toeplitz);
@@ -423,11 +424,11 @@ TEST(Diagnostics, RopeScoresDependOnlyOnRelativePosition) {
     ModelConfig c = SmallConfig(SchemeType::kRope);
     c.positional.rope_layout = layout;
     auto enc = Make(c);
-    DiagnoseOptions o = Options(kIds);
+    api::DiagnoseOptions o = Options(kIds);
     o.permutation = o.shift = o.attention_stats = false;
     o.structure_positions = 1024;
-    DiagnoseReport r = MustDiagnose(*enc, o);
-    const StructureResult& st = *r.structure;
+    api::DiagnoseReport r = MustDiagnose(*enc, o);
+    const api::StructureResult& st = *r.structure;
     EXPECT_EQ(st.kind, "rotary");
     ASSERT_EQ(st.relativity.shape, (std::vector<int64_t>{1024, 1024}));
     EXPECT_LT(st.relativity_deviation, 1e-9);
@@ -443,10 +444,10 @@ TEST(Diagnostics, RopeScoresDependOnlyOnRelativePosition) {
 
 TEST(Diagnostics, AttentionStatisticsAndMaps) {
   auto enc = Make(SmallConfig(SchemeType::kRelative));
-  DiagnoseOptions o = Options(kIds);
+  api::DiagnoseOptions o = Options(kIds);
   o.permutation = o.shift = o.structure = false;
   o.return_attention_maps = true;
-  DiagnoseReport r = MustDiagnose(*enc, o);
+  api::DiagnoseReport r = MustDiagnose(*enc, o);
   const int64_t s = static_cast<int64_t>(kIds.size());
   EXPECT_DOUBLE_EQ(r.uniform_entropy, std::log(static_cast<double>(s)));
   ASSERT_EQ(r.attention_maps.shape, (std::vector<int64_t>{2, 4, s, s}));
@@ -485,8 +486,8 @@ TEST(Diagnostics, AttentionStatisticsAndMaps) {
 
 TEST(Diagnostics, NoneHasNoStructure) {
   auto enc = Make(SmallConfig(SchemeType::kNone));
-  DiagnoseOptions o = Options(kIds);
-  DiagnoseReport r = MustDiagnose(*enc, o);
+  api::DiagnoseOptions o = Options(kIds);
+  api::DiagnoseReport r = MustDiagnose(*enc, o);
   ASSERT_TRUE(r.structure.has_value());
   EXPECT_EQ(r.structure->kind, "none");
   EXPECT_FALSE(r.structure->gram.present());
@@ -495,7 +496,7 @@ TEST(Diagnostics, NoneHasNoStructure) {
 
 TEST(Diagnostics, BadRequestsAreInvalidArgument) {
   auto enc = Make(SmallConfig(SchemeType::kSinusoidal));
-  auto expect_invalid = [&](const DiagnoseOptions& o,
+  auto expect_invalid = [&](const api::DiagnoseOptions& o,
                             const std::string& needle) {
     auto r = Diagnose(*enc, o);
     ASSERT_FALSE(r.ok()) << needle;
@@ -505,7 +506,7 @@ TEST(Diagnostics, BadRequestsAreInvalidArgument) {
   };
   expect_invalid(Options({}), "token_ids is empty");
 
-  DiagnoseOptions o = Options({1, 2, 3});
+  api::DiagnoseOptions o = Options({1, 2, 3});
   o.structure_positions = 1;
   expect_invalid(o, "structure_positions");
   o.structure_positions = 1025;
@@ -535,7 +536,7 @@ TEST(Diagnostics, BadRequestsAreInvalidArgument) {
 
 TEST(Diagnostics, SingleTokenInput) {
   auto enc = Make(SmallConfig(SchemeType::kRope));
-  DiagnoseReport r = MustDiagnose(*enc, Options({42}));
+  api::DiagnoseReport r = MustDiagnose(*enc, Options({42}));
   EXPECT_EQ(r.permutation->order, (std::vector<int64_t>{0}));
   EXPECT_TRUE(r.permutation->equivariant);
   EXPECT_TRUE(r.shift->relative_only);

@@ -14,7 +14,7 @@
 #include <memory>
 #include <vector>
 
-#include "server/diagnostics/scheme_reach.h"
+#include "server/model/positional/reach.h"
 
 namespace encoder::diagnostics {
 namespace {
@@ -49,7 +49,7 @@ TEST(SchemeReach, AlibiWindowIsLn1000OverTheSlope) {
   // Eight heads: m_h = 2^-h, h = 1..8 (Press et al.).
   ModelConfig c = Config(SchemeType::kAlibi);
   c.num_heads = 8;
-  SchemeReach r = AnalyzeReach(c);
+  model::SchemeReach r = model::AnalyzeReach(c);
   ASSERT_EQ(r.alibi_windows.size(), 8u);
   for (int h = 1; h <= 8; ++h) {
     EXPECT_NEAR(r.alibi_windows[h - 1], std::log(1000.0) * std::pow(2.0, h),
@@ -61,7 +61,7 @@ TEST(SchemeReach, AlibiWindowIsLn1000OverTheSlope) {
   // 2^(-h/2) for h = 1, 3, 5, 7.
   c.num_heads = 12;
   c.d_model = 48;
-  r = AnalyzeReach(c);
+  r = model::AnalyzeReach(c);
   ASSERT_EQ(r.alibi_windows.size(), 12u);
   for (int h = 1; h <= 4; ++h) {
     EXPECT_NEAR(r.alibi_windows[7 + h],
@@ -90,7 +90,7 @@ TEST(SchemeReach, T5BucketsSaturateWhereTheLogBranchEnds) {
     ModelConfig c = Config(SchemeType::kRelative);
     c.positional.num_buckets = buckets;
     c.positional.max_distance = max_distance;
-    const SchemeReach r = AnalyzeReach(c);
+    const model::SchemeReach r = model::AnalyzeReach(c);
     EXPECT_EQ(r.bucket_saturation_distance,
               ClosedFormSaturation(buckets, max_distance))
         << buckets << " " << max_distance;
@@ -102,7 +102,7 @@ TEST(SchemeReach, T5BucketsSaturateWhereTheLogBranchEnds) {
 TEST(SchemeReach, RotaryWavelengthsFromTheBase) {
   ModelConfig c = Config(SchemeType::kRope);  // head width 8
   c.max_positions = 128;
-  const SchemeReach r = AnalyzeReach(c);
+  const model::SchemeReach r = model::AnalyzeReach(c);
   // 2 pi base^(2i/d), i = 0..3: 2 pi, 20 pi, 200 pi, 2000 pi.
   const std::vector<double> want = {2 * kPi, 20 * kPi, 200 * kPi, 2000 * kPi};
   ASSERT_EQ(r.wavelengths.size(), want.size());
@@ -113,15 +113,15 @@ TEST(SchemeReach, RotaryWavelengthsFromTheBase) {
   EXPECT_EQ(r.trained_length, 128);
   EXPECT_EQ(r.max_length, 0);
   c.positional.base = 100;
-  EXPECT_NEAR(AnalyzeReach(c).wavelengths.back(), 2 * kPi * std::pow(100, 0.75),
-              1e-9);
+  EXPECT_NEAR(model::AnalyzeReach(c).wavelengths.back(),
+              2 * kPi * std::pow(100, 0.75), 1e-9);
 }
 
 TEST(SchemeReach, SinusoidalWavelengths) {
   ModelConfig c = Config(SchemeType::kSinusoidal);
   c.d_model = 8;
   c.num_heads = 2;
-  const SchemeReach r = AnalyzeReach(c);
+  const model::SchemeReach r = model::AnalyzeReach(c);
   // w_i = 10000^(-2i/8) = 10^-i: wavelengths 2 pi 10^i.
   ASSERT_EQ(r.wavelengths.size(), 4u);
   for (int i = 0; i < 4; ++i) {
@@ -132,19 +132,19 @@ TEST(SchemeReach, SinusoidalWavelengths) {
 
 TEST(SchemeReach, LearnedTableIsTheLimit) {
   ModelConfig c = Config(SchemeType::kLearned);
-  EXPECT_EQ(AnalyzeReach(c).max_length, 24);
-  EXPECT_EQ(AnalyzeReach(c).trained_length, 24);
+  EXPECT_EQ(model::AnalyzeReach(c).max_length, 24);
+  EXPECT_EQ(model::AnalyzeReach(c).trained_length, 24);
   // RoBERTa numbering: ids from padding_idx + 1 = 2, so 66 rows hold 64.
   c.max_positions = 66;
   c.arch.position_ids = model::PositionIdRule::kAfterPadding;
   c.arch.padding_idx = 1;
-  EXPECT_EQ(AnalyzeReach(c).max_length, 64);
+  EXPECT_EQ(model::AnalyzeReach(c).max_length, 64);
 }
 
 TEST(Extrapolation, LearnedTableRefusesPastItsSize) {
   auto enc = Make(Config(SchemeType::kLearned));
   ASSERT_NE(enc, nullptr);
-  ExtrapolationOptions o;
+  api::ExtrapolationOptions o;
   o.source = {5, 17, 42};
   o.lengths = {4, 24, 25, 48};
   o.prefix_length = 4;
@@ -173,7 +173,7 @@ TEST(Extrapolation, DisentangledRunsPastItsLengthWithoutAnInputTable) {
     c.positional.absolute_input = absolute;
     auto enc = Make(c);
     ASSERT_NE(enc, nullptr);
-    ExtrapolationOptions o;
+    api::ExtrapolationOptions o;
     o.source = {5, 17, 42};
     o.lengths = {4, 24, 48, 96};
     o.prefix_length = 4;
@@ -198,16 +198,16 @@ TEST(Extrapolation, DisentangledRunsPastItsLengthWithoutAnInputTable) {
 TEST(Extrapolation, PositionFreeModelOnAPeriodicInputIsExact) {
   auto enc = Make(Config(SchemeType::kNone));
   ASSERT_NE(enc, nullptr);
-  ExtrapolationOptions o;
+  api::ExtrapolationOptions o;
   o.source = {5, 17, 42, 99, 7, 250, 31};
   o.lengths = {7, 14, 35};
   o.prefix_length = 7;
   auto r = RunExtrapolation(*enc, o);
   ASSERT_TRUE(r.ok()) << r.status();
-  const LengthPoint& base = r->points[0];
+  const api::LengthPoint& base = r->points[0];
   ASSERT_EQ(base.entropy.size(), 2u);
   for (size_t i = 1; i < r->points.size(); ++i) {
-    const LengthPoint& p = r->points[i];
+    const api::LengthPoint& p = r->points[i];
     const double k = static_cast<double>(p.length) / 7;
     for (size_t l = 0; l < 2; ++l) {
       EXPECT_NEAR(p.entropy[l], base.entropy[l] + std::log(k), 1e-10);
@@ -224,7 +224,7 @@ TEST(Extrapolation, PositionFreeModelOnAPeriodicInputIsExact) {
 TEST(Extrapolation, StopsBetweenLengthsWhenCancelled) {
   auto enc = Make(Config(SchemeType::kRope));
   ASSERT_NE(enc, nullptr);
-  ExtrapolationOptions o;
+  api::ExtrapolationOptions o;
   o.source = {5, 6};
   o.lengths = {4, 8, 16};
   int checks = 0;
@@ -238,7 +238,7 @@ TEST(Extrapolation, StopsBetweenLengthsWhenCancelled) {
 TEST(Extrapolation, BadGridsAreInvalidArgument) {
   auto enc = Make(Config(SchemeType::kRope));
   ASSERT_NE(enc, nullptr);
-  ExtrapolationOptions o;
+  api::ExtrapolationOptions o;
   o.source = {5, 6};
   o.lengths = {8, 8};
   EXPECT_THAT(RunExtrapolation(*enc, o).status().message(),
@@ -252,7 +252,7 @@ TEST(Extrapolation, BadGridsAreInvalidArgument) {
   EXPECT_EQ(RunExtrapolation(*enc, o).status().code(),
             absl::StatusCode::kInvalidArgument);
   o.source = {5};
-  o.lengths.assign(kMaxExtrapolationLengths + 1, 0);
+  o.lengths.assign(api::kMaxExtrapolationLengths + 1, 0);
   for (size_t i = 0; i < o.lengths.size(); ++i) o.lengths[i] = i + 1;
   EXPECT_THAT(RunExtrapolation(*enc, o).status().message(),
               HasSubstr("lengths"));

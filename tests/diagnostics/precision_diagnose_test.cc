@@ -3,14 +3,14 @@
 #include <gtest/gtest.h>
 
 #include "server/diagnostics/diagnostics.h"
-#include "server/model/int8_linear.h"
-#include "server/model/model_repository.h"
+#include "server/model/kernels/int8_linear.h"
+#include "server/model/weights/model_repository.h"
 
 namespace encoder::diagnostics {
 namespace {
 
-DiagnoseReport Probe(const model::Encoder& enc) {
-  DiagnoseOptions o;
+api::DiagnoseReport Probe(const model::Encoder& enc) {
+  api::DiagnoseOptions o;
   for (int64_t i = 0; i < 24; ++i) o.token_ids.push_back(3 + 37 * i % 9000);
   o.permutation_seed = 5;
   o.structure_positions = 32;
@@ -26,8 +26,8 @@ TEST(PrecisionDiagnose, Int8KeepsEveryVerdict) {
     auto quantized = model::LoadModel(spec, at::kCPU, at::kFloat);
     ASSERT_TRUE(reference.ok() && quantized.ok());
     ASSERT_TRUE((*quantized)->QuantizeInt8().ok());
-    const DiagnoseReport want = Probe(**reference);
-    const DiagnoseReport got = Probe(**quantized);
+    const api::DiagnoseReport want = Probe(**reference);
+    const api::DiagnoseReport got = Probe(**quantized);
     ASSERT_TRUE(got.permutation && got.shift && got.structure);
     EXPECT_EQ(got.permutation->equivariant, want.permutation->equivariant)
         << spec.name;

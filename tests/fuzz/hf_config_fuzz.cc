@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-#include "server/model/hf_checkpoint.h"
+#include "server/model/hf/checkpoint.h"
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "server/core/embed_request.h"
-#include "server/model/model_repository.h"
+#include "server/model/weights/model_repository.h"
 #include "server/runner/model_host.h"
 #include "server/service/diagnose_convert.h"
 #include "server/service/embed_proto.h"
@@ -89,7 +89,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 1: {
       v1::DiagnoseRequest request;
       if (!svc::ParseRequest(bytes, &request).ok()) break;
-      const encoder::runner::ServedModel* model = host->Find(request.model());
+      const encoder::api::ServedModel* model = host->Find(request.model());
       if (model == nullptr) break;
       encoder::core::DiagnoseLimits diagnose_limits;
       diagnose_limits.max_tokens = 64;

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "server/model/safetensors.h"
+#include "server/model/weights/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);

@@ -1,4 +1,4 @@
-#include "server/model/bf16_attention.h"
+#include "server/model/kernels/bf16_attention.h"
 
 #include <gtest/gtest.h>
 

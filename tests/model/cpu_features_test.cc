@@ -1,4 +1,4 @@
-#include "server/model/cpu_features.h"
+#include "server/model/kernels/cpu_features.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // Hugging Face checkpoint loading: what a good checkpoint yields, and the
 // error of every kind of bad one (each written here as a small directory).
-#include "server/model/hf_checkpoint.h"
+#include "server/model/hf/checkpoint.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -13,9 +13,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "server/model/model_repository.h"
-#include "server/model/safetensors.h"
-#include "server/model/weight_source.h"
+#include "server/model/weights/model_repository.h"
+#include "server/model/weights/safetensors.h"
+#include "server/model/weights/weight_source.h"
 
 namespace encoder::model {
 namespace {
@@ -915,7 +915,7 @@ TEST_F(HfCheckpointTest, ModernBertSlidingWindowAndHeadDim) {
 }
 
 // Every key of the directory's JSON files is read, of no effect, or refused
-// by name at a value the server does not serve (hf_config_keys.h); a key no
+// by name at a value the server does not serve (hf/config_keys.h); a key no
 // table knows is carried out to be logged, and the model still loads.
 TEST_F(HfCheckpointTest, ConfigKeysRefusedByNameOrReportedUnread) {
   auto with = [](const std::string& extra) {

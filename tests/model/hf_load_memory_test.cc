@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "server/model/hf_checkpoint.h"
+#include "server/model/hf/checkpoint.h"
 
 namespace encoder::model {
 namespace {

@@ -1,4 +1,4 @@
-#include "server/model/int8_linear.h"
+#include "server/model/kernels/int8_linear.h"
 
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <utility>
 
-#include "server/model/cpu_features.h"
+#include "server/model/kernels/cpu_features.h"
 
 namespace encoder::model {
 namespace {

@@ -4,7 +4,7 @@
 // of many rows runs on AMX tiles exactly where the detected (and possibly
 // capped, tests/isa) features include amx_int8, and a bfloat16 product on
 // oneDNN wherever the CPU has native bfloat16.
-#include "server/model/kernel_trace.h"
+#include "server/model/kernels/kernel_trace.h"
 
 #include <ATen/ATen.h>
 
@@ -13,8 +13,8 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "server/model/cpu_features.h"
-#include "server/model/int8_linear.h"
+#include "server/model/kernels/cpu_features.h"
+#include "server/model/kernels/int8_linear.h"
 
 namespace encoder::model {
 namespace {

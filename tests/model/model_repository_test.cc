@@ -1,6 +1,6 @@
 // The model repository file: the built-in models, and parsing of entries
 // with their batching, extrapolation and prompt options.
-#include "server/model/model_repository.h"
+#include "server/model/weights/model_repository.h"
 
 #include <gtest/gtest.h>
 

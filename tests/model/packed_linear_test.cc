@@ -1,4 +1,4 @@
-#include "server/model/packed_linear.h"
+#include "server/model/kernels/packed_linear.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "server/model/encoder.h"
-#include "server/model/int8_linear.h"
+#include "server/model/kernels/int8_linear.h"
 
 namespace encoder::model {
 namespace {

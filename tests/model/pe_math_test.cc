@@ -1,6 +1,6 @@
 // Every test vector and property of the pure scheme math
 // (docs/positional-encodings.md#schemes and #test-vectors).
-#include "server/model/pe_math.h"
+#include "server/model/positional/pe_math.h"
 
 #include <gtest/gtest.h>
 

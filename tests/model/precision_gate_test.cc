@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "server/model/encoder.h"
-#include "server/model/int8_linear.h"
-#include "server/model/model_repository.h"
+#include "server/model/kernels/int8_linear.h"
+#include "server/model/weights/model_repository.h"
 
 namespace encoder::model {
 namespace {

@@ -1,4 +1,4 @@
-#include "server/model/safetensors.h"
+#include "server/model/weights/safetensors.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -25,7 +25,7 @@
 #include "server/model/config.h"
 #include "server/model/dtype.h"
 #include "server/model/encoder.h"
-#include "server/model/safetensors.h"
+#include "server/model/weights/safetensors.h"
 
 namespace encoder::model {
 namespace {

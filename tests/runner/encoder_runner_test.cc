@@ -46,7 +46,7 @@ double MaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
 TEST(EncoderRunner, MixedBatchEqualsEachSequenceAlone) {
   auto model = SmallModel();
   EncoderRunner runner(model.get());
-  std::vector<EmbedSpec> specs(4);
+  std::vector<api::EmbedSpec> specs(4);
   specs[0].token_ids = {1, 5, 6, 7, 2};
   specs[0].pooling = model::Pooling::kFirst;
   specs[0].normalize = true;
@@ -61,13 +61,13 @@ TEST(EncoderRunner, MixedBatchEqualsEachSequenceAlone) {
   specs[3].token_ids = {1, 2};
   specs[3].pooling = model::Pooling::kFirst;
   specs[3].want_attention_stats = true;
-  std::vector<const EmbedSpec*> batch;
+  std::vector<const api::EmbedSpec*> batch;
   for (const auto& s : specs) batch.push_back(&s);
-  std::vector<EmbedResult> together;
+  std::vector<api::EmbedResult> together;
   ASSERT_TRUE(runner.RunEmbed(batch, &together).ok());
   ASSERT_EQ(together.size(), 4u);
   for (size_t i = 0; i < specs.size(); ++i) {
-    std::vector<EmbedResult> alone;
+    std::vector<api::EmbedResult> alone;
     ASSERT_TRUE(runner.RunEmbed({&specs[i]}, &alone).ok());
     EXPECT_LT(MaxDiff(together[i].pooled, alone[0].pooled), 1e-5) << i;
     EXPECT_LT(MaxDiff(together[i].tokens, alone[0].tokens), 1e-5) << i;
@@ -112,21 +112,21 @@ TEST(EncoderRunner, BatchesRunningAtOnceMatchEachRunAlone) {
       EncoderRunner runner(model.get());
       std::mt19937 rng(7);
       std::uniform_int_distribution<int64_t> id(3, 299), length(20, 60);
-      std::vector<std::vector<EmbedSpec>> specs(2);
+      std::vector<std::vector<api::EmbedSpec>> specs(2);
       specs[0].resize(5);
       specs[1].resize(3);
       for (auto& batch : specs) {
-        for (EmbedSpec& s : batch) {
+        for (api::EmbedSpec& s : batch) {
           s.token_ids.resize(length(rng));
           for (int64_t& t : s.token_ids) t = id(rng);
           s.want_tokens = true;
         }
       }
       specs[1][0].attention_layers = {1};
-      std::vector<std::vector<const EmbedSpec*>> batches(2);
-      std::vector<std::vector<EmbedResult>> alone(2);
+      std::vector<std::vector<const api::EmbedSpec*>> batches(2);
+      std::vector<std::vector<api::EmbedResult>> alone(2);
       for (int b = 0; b < 2; ++b) {
-        for (const EmbedSpec& s : specs[b]) batches[b].push_back(&s);
+        for (const api::EmbedSpec& s : specs[b]) batches[b].push_back(&s);
         ASSERT_TRUE(runner.RunEmbed(batches[b], &alone[b]).ok());
       }
       std::vector<double> worst(2, 0);
@@ -135,7 +135,7 @@ TEST(EncoderRunner, BatchesRunningAtOnceMatchEachRunAlone) {
       for (int b = 0; b < 2; ++b) {
         threads.emplace_back([&, b] {
           for (int round = 0; round < 8; ++round) {
-            std::vector<EmbedResult> got;
+            std::vector<api::EmbedResult> got;
             if (!runner.RunEmbed(batches[b], &got).ok() ||
                 got.size() != alone[b].size()) {
               ++errors[b];
@@ -170,14 +170,14 @@ TEST(EncoderRunner, AFailureOnTheWideThreadComesBackAsAStatus) {
   if (IntraOpShareCores() == 0) GTEST_SKIP() << enabled;
   auto model = SmallModel();
   EncoderRunner runner(model.get());
-  EmbedSpec bad;
+  api::EmbedSpec bad;
   bad.token_ids = {1, 5000, 2};  // vocab_size is 300
-  EmbedSpec good;
+  api::EmbedSpec good;
   good.token_ids = {1, 5, 6, 2};
-  std::vector<EmbedResult> out;
+  std::vector<api::EmbedResult> out;
   const absl::Status failed = runner.RunEmbed({&bad}, &out);
   EXPECT_FALSE(failed.ok());
-  std::vector<EmbedResult> fine;
+  std::vector<api::EmbedResult> fine;
   ASSERT_TRUE(runner.RunEmbed({&good}, &fine).ok());
   ASSERT_EQ(fine.size(), 1u);
   EXPECT_EQ(fine[0].pooled.size(), 32u);
@@ -188,17 +188,17 @@ TEST(EncoderRunner, AFailureOnTheWideThreadComesBackAsAStatus) {
 TEST(EncoderRunner, BatchItemsCarryTheirSpecAndResultThroughTheBatcherEntry) {
   auto model = SmallModel();
   EncoderRunner runner(model.get());
-  EmbedSpec spec;
+  api::EmbedSpec spec;
   spec.token_ids = {1, 5, 6, 7, 2};
   spec.want_tokens = true;
-  std::vector<EmbedResult> direct;
+  std::vector<api::EmbedResult> direct;
   ASSERT_TRUE(runner.RunEmbed({&spec}, &direct).ok());
   const batching::BatchItem item = ToBatchItem(spec);
   EXPECT_EQ(item.length, 5);
   std::vector<batching::ItemResult> results;
   ASSERT_TRUE(runner.Run({&item}, &results, batching::RunContext{}).ok());
   ASSERT_EQ(results.size(), 1u);
-  const auto* out = std::any_cast<EmbedResult>(&results[0].output);
+  const auto* out = std::any_cast<api::EmbedResult>(&results[0].output);
   ASSERT_NE(out, nullptr);
   EXPECT_LT(MaxDiff(out->pooled, direct[0].pooled), 1e-6);
   EXPECT_EQ(results[0].bytes,
@@ -219,7 +219,7 @@ TEST(EncoderRunner, StopsBetweenLayersWhenItsContextSaysSo) {
   EncoderRunner runner(model.get());
   const int64_t layers = model->config().num_layers;
   ASSERT_GE(layers, 2);
-  EmbedSpec spec;
+  api::EmbedSpec spec;
   spec.token_ids = {1, 5, 6, 7, 2};
   spec.want_attention_stats = true;
   // Asked before every layer, then before each layer's statistics.
@@ -229,7 +229,7 @@ TEST(EncoderRunner, StopsBetweenLayersWhenItsContextSaysSo) {
     ++asked;
     return absl::OkStatus();
   };
-  std::vector<EmbedResult> results;
+  std::vector<api::EmbedResult> results;
   ASSERT_TRUE(runner.RunEmbed({&spec}, &results, keep_going).ok());
   EXPECT_EQ(asked, 2 * layers);
   EXPECT_FALSE(results[0].attention_stats.empty());

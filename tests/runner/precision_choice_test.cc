@@ -4,8 +4,8 @@
 
 #include <limits>
 
-#include "server/model/cpu_features.h"
-#include "server/model/int8_linear.h"
+#include "server/model/kernels/cpu_features.h"
+#include "server/model/kernels/int8_linear.h"
 
 namespace encoder::runner {
 namespace {

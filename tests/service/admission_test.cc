@@ -61,7 +61,7 @@ class LargeRequest {
   }
 
  private:
-  const runner::ServedModel* model_;
+  const api::ServedModel* model_;
   std::atomic<bool> done_{false};
   std::thread caller_;
 };
@@ -162,7 +162,7 @@ TEST(AdmissionTest, ASmallCallOvertakesALargeRequestQueuedBeforeIt) {
   TestServer server(options);
   LargeRequest large(&server);
   ASSERT_TRUE(large.Queued());
-  const runner::ServedModel* model = server.host().Find("relative");
+  const api::ServedModel* model = server.host().Find("relative");
   v1::EmbedResponse response;
   grpc::Status s =
       Call(server.stub(), IdsRequest("relative", {{1, 2, 3}}), &response);
@@ -182,7 +182,7 @@ TEST(AdmissionTest, DiagnoseWaitsInTheModelsQueueAndPendingCallsAreBounded) {
   TestServer server(options);
   LargeRequest large(&server);
   ASSERT_TRUE(large.Queued());
-  const runner::ServedModel* model = server.host().Find("relative");
+  const api::ServedModel* model = server.host().Find("relative");
   // Two calls at once: one waits behind the queued sequences, the other is
   // over --max-pending-diagnose.
   std::atomic<int> ok{0}, refused{0};

@@ -17,7 +17,7 @@
 #include "encoder/v1/encoder.grpc.pb.h"
 #include "server/app/drain.h"
 #include "server/core/inference.h"
-#include "server/model/model_repository.h"
+#include "server/model/weights/model_repository.h"
 #include "server/runner/model_host.h"
 #include "server/service/server.h"
 

@@ -1,0 +1,317 @@
+// Qwen2 and Qwen3, as in transformers' modeling_qwen2 and modeling_qwen3:
+// decoder-only embedders. Causal attention, rotary codes (half layout) with
+// the checkpoint's rope_theta, grouped-query attention, RMSNorm before
+// attention and feed-forward and at the end, a SwiGLU feed-forward, no
+// embedding norm. Qwen2 biases its q, k and v projections; Qwen3 biases
+// none (attention_bias) and RMS-normalizes each head's queries and keys.
+// The pooled vector is the last token's, the one that has seen the whole
+// input (Qwen3-Embedding's sentence-transformers files say so too).
+#include <cmath>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
+#include "server/model/hf/importer.h"
+#include "server/model/positional/schemes.h"
+
+namespace encoder::model::hf {
+namespace {
+
+// A number of a rotary parameter object; `fallback` when absent or null
+// (none: the key is required).
+absl::StatusOr<double> RopeNumber(const nlohmann::json& p, const char* where,
+                                  const char* name,
+                                  std::optional<double> fallback) {
+  if (!ConfigReader(p).Has(name)) {
+    if (fallback.has_value()) return *fallback;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.json ", where, " needs \"", name, "\" for its rope_type"));
+  }
+  if (!p[name].is_number() || !std::isfinite(p[name].get<double>())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.json ", where, " \"", name, "\" must be a finite number"));
+  }
+  return p[name].get<double>();
+}
+
+// yarn's default attention factor: 0.1 * mscale * ln(factor) + 1 (1 for
+// factors up to 1).
+double YarnMscale(double factor, double mscale) {
+  return factor <= 1 ? 1.0 : 0.1 * mscale * std::log(factor) + 1.0;
+}
+
+// The rotary base and scaling, as transformers' rope initialization reads
+// them. transformers 5 writes rope_parameters {"rope_type", "rope_theta",
+// the type's keys}; older configs rope_theta and rope_scaling {"type" or
+// "rope_type", the type's keys}. linear, yarn and llama3 are served; a
+// type that depends on the input's length (dynamic, longrope) or any other
+// is refused by name.
+absl::Status ReadRope(const nlohmann::json& config, const ConfigReader& r,
+                      int64_t max_positions, PositionalConfig* out) {
+  double base = r.NumberOr("rope_theta", 10000.0);
+  const nlohmann::json* scaled = nullptr;
+  std::string where, type = "default";
+  for (const char* key : {"rope_parameters", "rope_scaling"}) {
+    if (!r.Has(key)) continue;
+    const nlohmann::json& p = config[key];
+    if (!p.is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config.json \"", key, "\" must be an object"));
+    }
+    std::string t = "default";
+    for (const char* name : {"rope_type", "type"}) {
+      if (p.contains(name) && p[name].is_string()) {
+        t = p[name].get<std::string>();
+      }
+    }
+    if (p.contains("rope_theta") && p["rope_theta"].is_number()) {
+      base = p["rope_theta"].get<double>();
+    }
+    if (t == "default") continue;
+    if (scaled != nullptr && t != type) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "config.json rope_parameters and rope_scaling give two rotary "
+          "types (\"",
+          type, "\", \"", t, "\"); give one"));
+    }
+    scaled = &p;
+    where = key;
+    type = t;
+  }
+  out->base = base;
+  if (scaled == nullptr) return absl::OkStatus();
+  const nlohmann::json& p = *scaled;
+  const ConfigReader pr(p);
+  RopeScaling& s = out->rope_scaling;
+  if (type == "linear") {
+    s.type = RopeScalingType::kLinear;
+  } else if (type == "yarn") {
+    s.type = RopeScalingType::kYarn;
+  } else if (type == "llama3") {
+    s.type = RopeScalingType::kLlama3;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.json ", where, " type \"", type,
+        "\" is not supported: served are \"default\", \"linear\", "
+        "\"yarn\" and \"llama3\" (\"dynamic\" and \"longrope\" depend on "
+        "the input's length)"));
+  }
+  // transformers 5 copies a top-level partial_rotary_factor in; the
+  // scaled inits rotate that share of each head only.
+  for (const nlohmann::json* holder : {&config, &p}) {
+    if (ConfigReader(*holder).Has("partial_rotary_factor")) {
+      const nlohmann::json& v = (*holder)["partial_rotary_factor"];
+      if (!v.is_number() || v.get<double>() != 1.0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("config.json partial_rotary_factor ", v.dump(),
+                         " with rope_type \"", type,
+                         "\": only whole heads are rotated (1)"));
+      }
+    }
+  }
+  // The unscaled context: a top-level key wins (transformers 5), else the
+  // type's, else max_position_embeddings.
+  std::optional<double> original;
+  if (r.Has("original_max_position_embeddings")) {
+    original = r.NumberOr("original_max_position_embeddings", 0);
+  }
+  if (!original.has_value()) {
+    ASSIGN_OR_RETURN(double o, RopeNumber(p, where.c_str(),
+                                          "original_max_position_embeddings",
+                                          static_cast<double>(max_positions)));
+    original = o;
+  }
+  if (!(*original >= 1) || *original > 1e9) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json original_max_position_embeddings ", *original,
+                     " is out of range"));
+  }
+  s.original_max_positions = static_cast<int64_t>(*original);
+  std::optional<double> factor_fallback;
+  if (s.type == RopeScalingType::kYarn) {
+    // transformers: max_position_embeddings / original when unset.
+    factor_fallback = static_cast<double>(max_positions) / *original;
+  }
+  ASSIGN_OR_RETURN(s.factor,
+                   RopeNumber(p, where.c_str(), "factor", factor_fallback));
+  if (!(s.factor > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.json ", where, " factor ", s.factor, " must be above 0"));
+  }
+  if (s.type == RopeScalingType::kYarn) {
+    // transformers reads `get("beta_fast") or 32`: 0 is the default too.
+    ASSIGN_OR_RETURN(s.beta_fast,
+                     RopeNumber(p, where.c_str(), "beta_fast", 32.0));
+    if (s.beta_fast == 0) s.beta_fast = 32.0;
+    ASSIGN_OR_RETURN(s.beta_slow,
+                     RopeNumber(p, where.c_str(), "beta_slow", 1.0));
+    if (s.beta_slow == 0) s.beta_slow = 1.0;
+    if (!(s.beta_fast > 0) || !(s.beta_slow > 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "config.json ", where, " beta_fast and beta_slow must be above 0"));
+    }
+    s.truncate = true;
+    if (pr.Has("truncate")) {
+      if (!p["truncate"].is_boolean()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "config.json ", where, " \"truncate\" must be true or false"));
+      }
+      s.truncate = p["truncate"].get<bool>();
+    }
+    if (pr.Has("attention_factor")) {
+      ASSIGN_OR_RETURN(s.attention_factor,
+                       RopeNumber(p, where.c_str(), "attention_factor", {}));
+    } else {
+      ASSIGN_OR_RETURN(double mscale,
+                       RopeNumber(p, where.c_str(), "mscale", 0.0));
+      ASSIGN_OR_RETURN(double mscale_all_dim,
+                       RopeNumber(p, where.c_str(), "mscale_all_dim", 0.0));
+      s.attention_factor = mscale != 0 && mscale_all_dim != 0
+                               ? YarnMscale(s.factor, mscale) /
+                                     YarnMscale(s.factor, mscale_all_dim)
+                               : YarnMscale(s.factor, 1.0);
+    }
+  }
+  if (s.type == RopeScalingType::kLlama3) {
+    ASSIGN_OR_RETURN(s.low_freq_factor,
+                     RopeNumber(p, where.c_str(), "low_freq_factor", {}));
+    ASSIGN_OR_RETURN(s.high_freq_factor,
+                     RopeNumber(p, where.c_str(), "high_freq_factor", {}));
+    if (!(s.low_freq_factor > 0) || !(s.high_freq_factor > s.low_freq_factor)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config.json ", where,
+                       " needs 0 < low_freq_factor < high_freq_factor"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Sliding-window layers are refused: the window would change what each
+// token sees, and no embedder of these families uses one.
+absl::Status CheckNoSlidingWindow(const nlohmann::json& config,
+                                  const ConfigReader& r) {
+  bool sliding = r.BoolOr("use_sliding_window", false);
+  if (r.Has("layer_types") && config["layer_types"].is_array()) {
+    for (const auto& t : config["layer_types"]) {
+      sliding = sliding || (t.is_string() && t.get<std::string>() != "" &&
+                            t.get<std::string>() != "full_attention");
+    }
+  }
+  if (sliding) {
+    return absl::InvalidArgumentError(
+        "config.json asks for sliding-window attention (use_sliding_window "
+        "or layer_types); only full causal attention is served");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Import> ImportQwen(const nlohmann::json& config,
+                                  const WeightSource& source, bool qwen3) {
+  ConfigReader r(config);
+  Import import;
+  import.family = qwen3 ? "qwen3" : "qwen2";
+  ModelConfig& c = import.config;
+  RETURN_IF_ERROR(r.Ints({{"vocab_size", &c.vocab_size},
+                          {"hidden_size", &c.d_model},
+                          {"num_attention_heads", &c.num_heads},
+                          {"num_hidden_layers", &c.num_layers},
+                          {"intermediate_size", &c.d_ff}}));
+  RETURN_IF_ERROR(CheckLayerCount(c.num_layers));
+  RETURN_IF_ERROR(CheckNoSlidingWindow(config, r));
+  ASSIGN_OR_RETURN(auto act, ParseActivation(r.StringOr("hidden_act", "silu")));
+  c.activation = act;
+  c.layer_norm_eps = r.NumberOr("rms_norm_eps", 1e-6);
+  c.max_positions = r.IntOr("max_position_embeddings", 32768);
+  c.max_input_tokens = c.max_positions;
+  c.norm_first = true;  // and a final norm
+  c.pooling = Pooling::kLastToken;
+  ArchOptions& a = c.arch;
+  a.norm = NormKind::kRmsNorm;
+  a.norm_bias = false;
+  a.gated_ffn = true;
+  a.ffn_in_bias = a.ffn_out_bias = false;
+  a.causal = true;
+  a.num_kv_heads = r.IntOr("num_key_value_heads", c.num_heads);
+  if (a.num_kv_heads < 1 || a.num_kv_heads > c.num_heads ||
+      c.num_heads % a.num_kv_heads != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json num_key_value_heads ", a.num_kv_heads,
+                     " must divide num_attention_heads ", c.num_heads));
+  }
+  if (qwen3) {
+    a.head_dim = r.IntOr("head_dim", 128);  // Qwen3Config's default
+    a.attention_bias = r.BoolOr("attention_bias", false);
+    a.qk_norm = true;
+  } else {
+    // Qwen2Attention: getattr(config, "head_dim", hidden / heads).
+    a.head_dim = r.IntOr("head_dim", 0);
+    a.attention_bias = true;  // q, k and v only
+    a.attention_out_bias = false;
+  }
+  if (a.head_dim < 0 || a.head_dim > kMaxConfigSize) {
+    return absl::InvalidArgumentError("config.json head_dim is out of range");
+  }
+  c.positional = RopeConfig(RopeLayout::kHalf, c.positional.base);
+  RETURN_IF_ERROR(ReadRope(config, r, c.max_positions, &c.positional));
+
+  const std::string p =
+      DetectPrefix(source, {"model.", ""}, "embed_tokens.weight");
+  const int64_t dm = c.d_model, f = c.d_ff;
+  const int64_t qd = c.head_dim() * c.num_heads;
+  const int64_t kd = c.head_dim() * a.num_kv_heads;
+  AddSlot(&import, "embedding.weight", p + "embed_tokens.weight",
+          {c.vocab_size, dm});
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const std::string l = absl::StrCat(p, "layers.", i, ".");
+    const std::string attn = l + "self_attn.";
+    AddSlot(&import, LayerSlot(i, "norm1.weight"), l + "input_layernorm.weight",
+            {dm});
+    AddConcatSlot(&import, LayerSlot(i, "self_attn.in_proj_weight"),
+                  {attn + "q_proj.weight", attn + "k_proj.weight",
+                   attn + "v_proj.weight"},
+                  {{qd, dm}, {kd, dm}, {kd, dm}});
+    if (a.attention_bias) {
+      AddConcatSlot(
+          &import, LayerSlot(i, "self_attn.in_proj_bias"),
+          {attn + "q_proj.bias", attn + "k_proj.bias", attn + "v_proj.bias"},
+          {{qd}, {kd}, {kd}});
+    }
+    AddSlot(&import, LayerSlot(i, "self_attn.out_proj.weight"),
+            attn + "o_proj.weight", {dm, qd});
+    if (a.attention_bias && a.attention_out_bias) {
+      AddSlot(&import, LayerSlot(i, "self_attn.out_proj.bias"),
+              attn + "o_proj.bias", {dm});
+    }
+    if (a.qk_norm) {
+      AddSlot(&import, LayerSlot(i, "self_attn.q_norm.weight"),
+              attn + "q_norm.weight", {c.head_dim()});
+      AddSlot(&import, LayerSlot(i, "self_attn.k_norm.weight"),
+              attn + "k_norm.weight", {c.head_dim()});
+    }
+    AddSlot(&import, LayerSlot(i, "norm2.weight"),
+            l + "post_attention_layernorm.weight", {dm});
+    AddConcatSlot(&import, LayerSlot(i, "linear1.weight"),
+                  {l + "mlp.gate_proj.weight", l + "mlp.up_proj.weight"},
+                  {{f, dm}, {f, dm}});
+    AddSlot(&import, LayerSlot(i, "linear2.weight"), l + "mlp.down_proj.weight",
+            {dm, f});
+  }
+  AddSlot(&import, "encoder.norm.weight", p + "norm.weight", {dm});
+  // The language-model and classification heads are not the encoder's.
+  import.ignored_prefixes = {"lm_head.", "score."};
+  return import;
+}
+
+}  // namespace
+
+absl::StatusOr<Import> ImportQwen2(const nlohmann::json& config,
+                                   const WeightSource& source) {
+  return ImportQwen(config, source, /*qwen3=*/false);
+}
+
+absl::StatusOr<Import> ImportQwen3(const nlohmann::json& config,
+                                   const WeightSource& source) {
+  return ImportQwen(config, source, /*qwen3=*/true);
+}
+
+}  // namespace encoder::model::hf

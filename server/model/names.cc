@@ -1,0 +1,90 @@
+// The names of the model vocabulary's enums (config.h), in a library of
+// their own without LibTorch: the core and the fronts render them.
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "server/model/config.h"
+
+namespace encoder::model {
+
+const char* RopeScalingName(RopeScalingType type) {
+  switch (type) {
+    case RopeScalingType::kNone:
+      return "none";
+    case RopeScalingType::kLinear:
+      return "linear";
+    case RopeScalingType::kYarn:
+      return "yarn";
+    case RopeScalingType::kLlama3:
+      return "llama3";
+  }
+  return "none";
+}
+
+std::string ActivationName(Activation a) {
+  switch (a) {
+    case Activation::kRelu:
+      return "relu";
+    case Activation::kGelu:
+      return "gelu";
+    case Activation::kGeluTanh:
+      return "gelu_tanh";
+    case Activation::kSilu:
+      return "silu";
+    case Activation::kGeluNew:
+      return "gelu_new";
+    case Activation::kGeluFast:
+      return "gelu_fast";
+    case Activation::kQuickGelu:
+      return "quick_gelu";
+    case Activation::kMish:
+      return "mish";
+  }
+  return "unknown";
+}
+
+std::string ScoreActivationName(ScoreActivation a) {
+  switch (a) {
+    case ScoreActivation::kIdentity:
+      return "identity";
+    case ScoreActivation::kSigmoid:
+      return "sigmoid";
+    case ScoreActivation::kSoftmax:
+      return "softmax";
+  }
+  return "identity";
+}
+
+std::string PoolingName(Pooling p) {
+  switch (p) {
+    case Pooling::kMean:
+      return "mean";
+    case Pooling::kFirst:
+      return "first";
+    case Pooling::kMax:
+      return "max";
+    case Pooling::kLastToken:
+      return "last_token";
+    case Pooling::kWeightedMean:
+      return "weighted_mean";
+    case Pooling::kMeanSqrtLen:
+      return "mean_sqrt_len";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<Pooling> ParsePoolingName(const std::string& name) {
+  for (Pooling p :
+       {Pooling::kMean, Pooling::kFirst, Pooling::kMax, Pooling::kLastToken,
+        Pooling::kWeightedMean, Pooling::kMeanSqrtLen}) {
+    if (PoolingName(p) == name) return p;
+  }
+  if (name == "cls") return Pooling::kFirst;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "pooling \"", name,
+      "\" must be mean, first (or cls), max, last_token, weighted_mean or "
+      "mean_sqrt_len"));
+}
+
+}  // namespace encoder::model

@@ -1,0 +1,134 @@
+// Rotary codes on queries and keys (RoFormer, Llama, Qwen, ModernBERT), with
+// transformers' rope scalings and per-layer bases
+// (docs/positional-encodings.md#rope).
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/model/config.h"
+#include "server/model/positional/pe_math.h"
+#include "server/model/positional/schemes.h"
+
+namespace encoder::model {
+namespace {
+
+// Angles in float64 so that shifting every position by a constant leaves
+// scores unchanged to float32 rounding.
+class RopeScheme : public PositionalScheme {
+ public:
+  explicit RopeScheme(const ModelConfig& config) : config_(config) {}
+
+  void RotateQk(at::Tensor& q, at::Tensor& k, const at::Tensor& positions,
+                int64_t layer) const override {
+    const std::vector<double>& bases = config_.arch.layer_rope_base;
+    const double base = bases.empty() ? config_.positional.base : bases[layer];
+    auto [cos, sin] = RopeCosSin(positions, q.size(-1), base, q.scalar_type(),
+                                 config_.positional.rope_scaling);
+    q = RopeRotate(q, cos, sin, config_.positional.rope_layout);
+    k = RopeRotate(k, cos, sin, config_.positional.rope_layout);
+  }
+
+  SchemeDescription Describe() const override {
+    SchemeDescription d = {
+        "rope",
+        {{"base", absl::StrCat(config_.positional.base)},
+         {"layout", config_.positional.rope_layout == RopeLayout::kHalf
+                        ? "half"
+                        : "interleaved"},
+         {"rotary_dim", absl::StrCat(config_.head_dim())}},
+        {},
+        /*extrapolates=*/true,
+        config_.max_positions,
+        {"query_key"}};
+    DescribeScaling(config_.positional.rope_scaling, &d);
+    if (!config_.arch.layer_rope_base.empty()) {
+      std::string bases;
+      for (double b : config_.arch.layer_rope_base) {
+        absl::StrAppend(&bases, bases.empty() ? "" : ",", b);
+      }
+      d.params["layer_bases"] = bases;
+    }
+    return d;
+  }
+
+ private:
+  static void DescribeScaling(const RopeScaling& s, SchemeDescription* d) {
+    if (s.type != RopeScalingType::kNone) {
+      d->params["scaling"] = RopeScalingName(s.type);
+      d->params["scaling_factor"] = absl::StrCat(s.factor);
+      d->params["attention_factor"] = absl::StrCat(s.attention_factor);
+    }
+    if (s.type == RopeScalingType::kYarn ||
+        s.type == RopeScalingType::kLlama3) {
+      d->params["original_max_positions"] =
+          absl::StrCat(s.original_max_positions);
+    }
+    if (s.type == RopeScalingType::kYarn) {
+      d->params["beta_fast"] = absl::StrCat(s.beta_fast);
+      d->params["beta_slow"] = absl::StrCat(s.beta_slow);
+    }
+    if (s.type == RopeScalingType::kLlama3) {
+      d->params["low_freq_factor"] = absl::StrCat(s.low_freq_factor);
+      d->params["high_freq_factor"] = absl::StrCat(s.high_freq_factor);
+    }
+  }
+
+  ModelConfig config_;
+};
+
+absl::StatusOr<std::unique_ptr<PositionalScheme>> Make(
+    const ModelConfig& config, const std::map<std::string, at::Tensor>&,
+    at::Device, at::ScalarType) {
+  return std::make_unique<RopeScheme>(config);
+}
+
+void SetLayout(std::string_view layout, PositionalConfig* p) {
+  p->rope_layout =
+      layout == "half" ? RopeLayout::kHalf : RopeLayout::kInterleaved;
+}
+
+absl::Status Validate(const ModelConfig& c) {
+  if (!(c.positional.base > 1)) {
+    return absl::InvalidArgumentError("positional.base must be > 1");
+  }
+  if (c.head_dim() % 2 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rope needs an even head dim, got ", c.head_dim()));
+  }
+  return absl::OkStatus();
+}
+
+void Reach(const ModelConfig& c, SchemeReach* r) {
+  r->wavelengths = Wavelengths(RopeFrequencies(c.head_dim(), c.positional.base,
+                                               c.positional.rope_scaling));
+}
+
+}  // namespace
+
+PositionalConfig RopeConfig(RopeLayout layout, double base) {
+  PositionalConfig p;
+  p.type = SchemeType::kRope;
+  p.rope_layout = layout;
+  p.base = base;
+  return p;
+}
+
+const SchemeEntry& RopeEntry() {
+  static const SchemeEntry entry = [] {
+    SchemeEntry e;
+    e.traits.type = SchemeType::kRope;
+    e.traits.name = "rope";
+    e.traits.builtin = true;
+    e.traits.rotary = true;
+    e.traits.structure = ExpectedStructure::kRotary;
+    e.traits.layouts = "interleaved|half";
+    e.traits.set_layout = SetLayout;
+    e.traits.validate = Validate;
+    e.traits.reach = Reach;
+    e.make = Make;
+    return e;
+  }();
+  return entry;
+}
+
+}  // namespace encoder::model
