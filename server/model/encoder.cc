@@ -103,7 +103,7 @@ at::Tensor Encoder::Attention(int64_t index, const at::Tensor& x,
   at::Tensor q = heads(qkv[0], h, w.q_norm_weight);
   at::Tensor k = heads(qkv[1], kvh, w.k_norm_weight);
   at::Tensor v = heads(qkv[2], kvh, at::Tensor());
-  scheme_->RotateQk(q, k, positions, index);
+  scheme_->RotateQk(q, k, positions, pass.extents, index);
   if (kvh != h) {
     // Each key/value head serves h / kvh consecutive query heads.
     k = k.repeat_interleave(h / kvh, 1);
@@ -260,6 +260,14 @@ at::Tensor Encoder::DefaultPositions(const at::Tensor& tokens,
   return at::arange(s, tokens.options()).unsqueeze(0).expand({b, s});
 }
 
+std::vector<int64_t> Encoder::Extents(const at::Tensor& positions,
+                                      const at::Tensor& mask) {
+  at::Tensor last =
+      positions.masked_fill(mask.logical_not(), -1).amax(1).add(1).cpu();
+  return std::vector<int64_t>(last.data_ptr<int64_t>(),
+                              last.data_ptr<int64_t>() + last.numel());
+}
+
 std::vector<int64_t> Encoder::ExactLengths(const at::Tensor& mask, bool int8,
                                            bool packed) const {
   // Rounding to int8 or bfloat16 turns the last-bit differences of
@@ -413,6 +421,7 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
     pass.fused = options.fused_attention;
     pass.batch = b;
     pass.seq = s;
+    if (scheme_->depends_on_length()) pass.extents = Extents(positions, mask);
     const int64_t real = mask.sum().item<int64_t>();
     pass.has_padding = real < b * s;
     pass.bias_only_padding =

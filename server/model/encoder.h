@@ -303,6 +303,9 @@ class Encoder {
   // token-wise work skips padding.
   struct Pass {
     std::vector<int64_t> lengths;
+    // Each sequence's extent (1 + its largest real position) when the
+    // scheme's rotary angles depend on it; empty else.
+    std::vector<int64_t> extents;
     bool int8 = false;
     // Layers without maps requested run Bf16Attention (int8 passes of a
     // model set to it).
@@ -362,6 +365,9 @@ class Encoder {
   // (`packed`); empty otherwise, or for masks that are not prefixes.
   std::vector<int64_t> ExactLengths(const at::Tensor& mask, bool int8,
                                     bool packed) const;
+  // Each row's extent: 1 + its largest position among the real tokens.
+  static std::vector<int64_t> Extents(const at::Tensor& positions,
+                                      const at::Tensor& mask);
   at::Tensor FeedForward(const LayerWeights& w, const at::Tensor& x,
                          const Pass& pass) const;
   // x W^T + b, through `q` when the pass uses int8, else through `packed`

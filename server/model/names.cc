@@ -18,6 +18,12 @@ const char* RopeScalingName(RopeScalingType type) {
       return "yarn";
     case RopeScalingType::kLlama3:
       return "llama3";
+    case RopeScalingType::kDynamic:
+      return "dynamic";
+    case RopeScalingType::kLongrope:
+      return "longrope";
+    case RopeScalingType::kProportional:
+      return "proportional";
   }
   return "none";
 }

@@ -64,6 +64,14 @@ state against transformers on the same ids, tolerance 1e-4; the same ids
 late-chunked in windows of 64 repeating 16, each window's mean against the
 mean of transformers' last hidden state over it, tolerance 1e-4.
 
+Rotary scalings that depend on the sequence's length (a Qwen3 with
+dynamic, a Qwen2 with longrope): the pooled reference is
+sentence-transformers' encode on each text alone, since transformers
+takes the length from the padded batch and the server from each
+sequence; inputs below, at, one past and at 4x the switching length, run
+whole, alone and in one batch, against transformers on each alone (its
+rotary state new), tolerance 1e-4 (1e-5 batched against alone).
+
 Classification heads (heads.py): cross-encoders and classifiers of five
 families against transformers' *ForSequenceClassification and
 sentence-transformers' CrossEncoder, through Classify, Rerank and the
@@ -197,9 +205,36 @@ class Reference:
         attn = np.stack([a[0].numpy() for a in out.attentions])
         return out.last_hidden_state[0].numpy(), hidden, attn
 
+    def rope_type(self):
+        """The rotary scaling type of the model's config, 'default' when
+        none."""
+        config = self.model.config
+        for key in ("rope_parameters", "rope_scaling"):
+            p = getattr(config, key, None)
+            if isinstance(p, dict):
+                kind = p.get("rope_type", p.get("type", "default"))
+                if kind != "default":
+                    return kind
+        return "default"
+
+    def per_text(self):
+        """transformers computes dynamic and longrope from the padded batch
+        length; the server per sequence (docs/positional-encodings.md):
+        the reference runs each text alone."""
+        return self.rope_type() in LENGTH_DEPENDENT
+
+    @torch.no_grad()
+    def fresh_states(self, ids):
+        """states() with the rotary state as new: one token first, which
+        transformers' dynamic update takes back to the original
+        frequencies, so `ids` alone decides them."""
+        self.model(input_ids=torch.tensor([ids[:1]]),
+                   attention_mask=torch.ones(1, 1, dtype=torch.long))
+        return self.states(ids)
+
     def encode(self, texts):
-        return self.st.encode(texts, batch_size=CHUNK, convert_to_numpy=True,
-                              show_progress_bar=False)
+        return self.st.encode(texts, batch_size=1 if self.per_text() else CHUNK,
+                              convert_to_numpy=True, show_progress_bar=False)
 
 
 class Served:
@@ -378,6 +413,46 @@ def check_extrapolation(name, family, path, served, report):
 
 
 CAUSAL_FAMILIES = ("qwen2", "qwen3")
+# Rotary scalings whose frequencies depend on the sequence's length.
+LENGTH_DEPENDENT = ("dynamic", "longrope")
+
+
+def check_length_scaling(name, family, path, served, report):
+    """dynamic and longrope: inputs below, at, just past and at 4x the
+    length where the scaling switches (max_position_embeddings for
+    dynamic, the original context for longrope), run whole (long_input
+    extrapolate), each alone and all in one batch, against transformers
+    on each input alone; ListModels reports the scaling."""
+    from encoder_client import tensor_to_numpy
+    ref = Reference(path, family)
+    kind = ref.rope_type()
+    config = ref.model.config
+    params = getattr(config, "rope_parameters", None) or \
+        getattr(config, "rope_scaling")
+    context = (config.max_position_embeddings if kind == "dynamic" else
+               params.get("original_max_position_embeddings") or
+               config.max_position_embeddings)
+    info = dict(served.models()[name].positional.params)
+    if info.get("scaling") != kind or info.get("per_sequence") != "true":
+        report.fail(f"{name}: ListModels scaling {info.get('scaling')!r} "
+                    f"per_sequence {info.get('per_sequence')!r}, want "
+                    f"{kind!r} 'true'")
+    rng = np.random.default_rng(13)
+    inputs = [[int(i) for i in rng.integers(4, config.vocab_size, n)]
+              for n in (context // 2, context, context + 1, 4 * context)]
+    want = [ref.fresh_states(ids)[0] for ids in inputs]
+    alone = [tensor_to_numpy(served.client.embed_response(
+        [ids], model=name, tokens=True, extrapolate=True)
+        .results[0].token_embeddings) for ids in inputs]
+    batch = served.client.embed_response(inputs, model=name, tokens=True,
+                                         extrapolate=True).results
+    lengths = "/".join(str(len(i)) for i in inputs)
+    report.add(name, f"{kind}: {lengths} tokens alone",
+               max(scaled(a, w) for a, w in zip(alone, want)), STATE_TOL,
+               len(inputs))
+    report.add(name, f"{kind}: {lengths} tokens alone vs batched",
+               max(max_abs(tensor_to_numpy(b.token_embeddings), a)
+                   for b, a in zip(batch, alone)), BATCH_TOL, len(inputs))
 
 
 def check_causal(name, path, texts, served, report):
@@ -605,6 +680,9 @@ def main():
                     check_disentangled(name, path, served, report)
                 if family in CAUSAL_FAMILIES:
                     check_causal(name, path, texts, served, report)
+                if served.models()[name].positional.params.get(
+                        "per_sequence") == "true":
+                    check_length_scaling(name, family, path, served, report)
             except Exception as e:  # one model's failure is reported
                 report.fail(f"{name}: {type(e).__name__}: {e}")
         if minilm:

@@ -276,6 +276,28 @@ def _qwen3_llama3():
                       "original_max_position_embeddings": 64})})
 
 
+def _qwen3_dynamic():
+    # NTK-aware dynamic scaling: the base grows with each sequence's extent
+    # past max_position_embeddings (300).
+    config = _qwen3()
+    return transformers.Qwen3Config(
+        **{**config.to_dict(), **_rope_scaled(
+            1000000.0, {"rope_type": "dynamic", "factor": 4.0})})
+
+
+def _qwen2_longrope():
+    # longrope over an original context of 32 (of 300 positions): short
+    # factors up to 32 tokens, long ones past it; heads of 8 channels take
+    # 4 factors each, the attention factor from 300 / 32.
+    config = _qwen2()
+    return transformers.Qwen2Config(
+        **{**config.to_dict(), **_rope_scaled(
+            50000.0, {"rope_type": "longrope",
+                      "original_max_position_embeddings": 32,
+                      "short_factor": [1.0, 1.1, 1.3, 1.6],
+                      "long_factor": [1.0, 2.5, 6.0, 14.0]})})
+
+
 def _deberta_v3():
     # DeBERTa-v3's layout: no absolute positions, log buckets (32 over
     # distances up to 299), shared position keys, a LayerNorm'd relative
@@ -373,6 +395,10 @@ CAUSAL = {
                             padding_side="right"),
     "tf-qwen3-llama3": dict(normalize=False, prompts=None,
                             padding_side="left"),
+    "tf-qwen3-dynamic": dict(normalize=True, prompts=None,
+                             padding_side="left"),
+    "tf-qwen2-longrope": dict(normalize=False, prompts=None,
+                              padding_side="right"),
 }
 
 
@@ -430,6 +456,11 @@ FAMILIES = {
                         "qwen", "float32"),
     "tf-qwen3-llama3": ("qwen3", _qwen3_llama3, transformers.Qwen3Model,
                         "qwen", "float32"),
+    # The scalings that depend on the sequence's length.
+    "tf-qwen3-dynamic": ("qwen3", _qwen3_dynamic, transformers.Qwen3Model,
+                         "qwen", "float32"),
+    "tf-qwen2-longrope": ("qwen2", _qwen2_longrope, transformers.Qwen2Model,
+                          "qwen", "float32"),
 }
 
 

@@ -247,6 +247,58 @@ TEST(Encoder, PaddingDoesNotChangeResults) {
   }
 }
 
+// dynamic and longrope depend on each sequence's extent: served per
+// sequence, a text's outputs are the same alone and in any batch; past
+// the context they differ from the unscaled model's, up to it they equal
+// them.
+TEST(Encoder, LengthDependentRopeScalingsArePerSequence) {
+  RopeScaling dynamic;
+  dynamic.type = RopeScalingType::kDynamic;
+  dynamic.factor = 4.0;
+  dynamic.original_max_positions = 8;
+  RopeScaling longrope;
+  longrope.type = RopeScalingType::kLongrope;
+  longrope.original_max_positions = 8;
+  longrope.short_factor = {1.0, 1.2, 1.4, 1.6, 1.8};
+  longrope.long_factor = {1.0, 2.0, 4.0, 8.0, 16.0};
+  longrope.attention_factor = 1.1;
+  for (const RopeScaling& scaling : {dynamic, longrope}) {
+    ModelConfig c = QwenLike(true);
+    const auto plain = Make(c, 7);
+    c.positional.rope_scaling = scaling;
+    const auto enc = Make(c, 7);
+    const std::vector<std::vector<int64_t>> seqs = {
+        {1, 9, 8, 7, 6}, std::vector<int64_t>(30, 11), {1, 2, 3, 4, 5, 6, 7}};
+    EncoderInput batch;
+    batch.ids = at::zeros({3, 30}, at::kLong);
+    batch.mask = at::zeros({3, 30}, at::kBool);
+    for (int64_t b = 0; b < 3; ++b) {
+      for (size_t t = 0; t < seqs[b].size(); ++t) {
+        batch.ids[b][t] = seqs[b][t] + static_cast<int64_t>(t);
+        batch.mask[b][t] = true;
+      }
+    }
+    auto out = enc->Forward(batch, {});
+    ASSERT_TRUE(out.ok()) << out.status();
+    for (int64_t b = 0; b < 3; ++b) {
+      const int64_t n = static_cast<int64_t>(seqs[b].size());
+      EncoderInput alone =
+          Single(std::vector<int64_t>(batch.ids[b].data_ptr<int64_t>(),
+                                      batch.ids[b].data_ptr<int64_t>() + n));
+      const at::Tensor want = Tokens(*enc, alone)[0];
+      const std::string what = RopeScalingName(scaling.type);
+      EXPECT_LT(MaxAbs(out->tokens[b].narrow(0, 0, n) - want), 1e-5)
+          << what << " row " << b;
+      const double from_plain = MaxAbs(Tokens(*plain, alone)[0] - want);
+      if (n > 8) {
+        EXPECT_GT(from_plain, 1e-3) << what << " row " << b;
+      } else if (scaling.type == RopeScalingType::kDynamic) {
+        EXPECT_EQ(from_plain, 0.0) << what << " row " << b;
+      }
+    }
+  }
+}
+
 // A padded batch of `lengths`; with `holes`, each row's second position is
 // masked out too (a mask that is not a prefix).
 EncoderInput Padded(const std::vector<int64_t>& lengths, bool holes = false) {

@@ -496,6 +496,25 @@ TEST_F(HfCheckpointTest, QwenReadsTheLengthIndependentRopeScalings) {
            "low_freq_factor": 1, "high_freq_factor": 4,
            "original_max_position_embeddings": 32})",
        RopeScalingType::kLlama3, 8.0, 1.0, 32},
+      // dynamic grows past max_position_embeddings and reads no original
+      // context.
+      {R"(, "rope_scaling": {"type": "dynamic", "factor": 4.0,
+           "original_max_position_embeddings": 16})",
+       RopeScalingType::kDynamic, 4.0, 1.0, 64},
+      // longrope: the factor defaults to max_position_embeddings /
+      // original, the attention factor to sqrt(1 + ln 4 / ln 16).
+      {R"(, "rope_parameters": {"rope_type": "longrope",
+           "original_max_position_embeddings": 16,
+           "short_factor": [1, 1, 1],
+           "long_factor": [1, 2, 3]})",
+       RopeScalingType::kLongrope, 4.0,
+       std::sqrt(1 + std::log(4.0) / std::log(16.0)), 16},
+      {R"(, "rope_parameters": {"rope_type": "longrope", "factor": 2,
+           "attention_factor": 1.5, "short_factor": [1, 1, 1],
+           "long_factor": [1, 2, 3]})",
+       RopeScalingType::kLongrope, 2.0, 1.5, 64},
+      {R"(, "rope_parameters": {"rope_type": "proportional"})",
+       RopeScalingType::kProportional, 1.0, 1.0, 64},
   };
   for (const Case& c : cases) {
     Write(QwenTensors(true), QwenConfig("qwen3", c.extra));
@@ -517,11 +536,18 @@ TEST_F(HfCheckpointTest, QwenRefusesWhatItDoesNotServe) {
   const std::pair<std::string, std::string> cases[] = {
       {R"(, "use_sliding_window": true)", "sliding-window"},
       {R"(, "layer_types": ["sliding_attention"])", "sliding-window"},
-      {R"(, "rope_scaling": {"type": "dynamic", "factor": 4.0})",
-       "\"dynamic\" is not supported"},
+      {R"(, "rope_scaling": {"type": "ntk-by-parts", "factor": 4.0})",
+       "\"ntk-by-parts\" is not supported"},
+      {R"(, "rope_scaling": {"type": "dynamic"})", "needs \"factor\""},
       {R"(, "rope_parameters": {"rope_type": "longrope", "short_factor": [1],
            "long_factor": [2]})",
-       "\"longrope\" is not supported"},
+       "need head_dim / 2 = 3 values each, got 1 and 1"},
+      {R"(, "rope_parameters": {"rope_type": "longrope",
+           "short_factor": [1, 1, 0], "long_factor": [2]})",
+       "\"short_factor\" must be a list of numbers above 0"},
+      {R"(, "rope_parameters": {"rope_type": "longrope",
+           "short_factor": [1, 1, 1]})",
+       "needs \"long_factor\""},
       {R"(, "rope_parameters": {"rope_type": "linear"})", "needs \"factor\""},
       {R"(, "rope_scaling": {"type": "linear", "factor": 0})",
        "factor 0 must be above 0"},

@@ -131,6 +131,77 @@ TEST(Rope, ScoresDependOnlyOnOffsetAndNormsArePreserved) {
   }
 }
 
+// dynamic (NTK-aware): unscaled up to the context, then the base grown to
+// base (factor L / C - (factor - 1))^(d / (d - 2)) for an extent L.
+TEST(Rope, DynamicGrowsTheBaseOnlyPastTheContext) {
+  RopeScaling s;
+  s.type = RopeScalingType::kDynamic;
+  s.factor = 2.0;
+  s.original_max_positions = 16;
+  const std::vector<double> plain = RopeFrequencies(8, 10000.0);
+  ExpectVectorNear(at::tensor(RopeFrequencies(8, 10000.0, s, 8), at::kDouble),
+                   plain, 0);
+  ExpectVectorNear(at::tensor(RopeFrequencies(8, 10000.0, s, 16), at::kDouble),
+                   plain, 0);
+  // L = 40: 2 * 40 / 16 - 1 = 4.
+  const double grown = 10000.0 * std::pow(4.0, 8.0 / 6.0);
+  std::vector<double> want(4);
+  for (int i = 0; i < 4; ++i) want[i] = std::pow(grown, -2.0 * i / 8.0);
+  ExpectVectorNear(at::tensor(RopeFrequencies(8, 10000.0, s, 40), at::kDouble),
+                   want, 1e-15);
+}
+
+// longrope: theta_i / short_factor_i up to the original context,
+// theta_i / long_factor_i past it.
+TEST(Rope, LongropeDividesByTheShortOrLongFactors) {
+  RopeScaling s;
+  s.type = RopeScalingType::kLongrope;
+  s.original_max_positions = 16;
+  s.short_factor = {1.0, 1.5, 2.0, 2.5};
+  s.long_factor = {1.0, 3.0, 7.0, 11.0};
+  for (int64_t extent : {0, 5, 16, 17, 400}) {
+    const std::vector<double>& f = extent > 16 ? s.long_factor : s.short_factor;
+    std::vector<double> want(4);
+    for (int i = 0; i < 4; ++i) {
+      want[i] = 1.0 / (f[i] * std::pow(10000.0, 2.0 * i / 8.0));
+    }
+    ExpectVectorNear(
+        at::tensor(RopeFrequencies(8, 10000.0, s, extent), at::kDouble), want,
+        1e-15);
+  }
+}
+
+// Per-sequence angles: each row of a batch gets its own extent's
+// frequencies, the same as that row alone; the attention factor scales
+// cos and sin.
+TEST(Rope, LengthDependentScalingsAreComputedPerRow) {
+  RopeScaling s;
+  s.type = RopeScalingType::kDynamic;
+  s.factor = 4.0;
+  s.original_max_positions = 8;
+  s.attention_factor = 1.25;
+  at::Tensor positions = at::arange(30, at::kLong).view({1, 30}).repeat({3, 1});
+  const std::vector<int64_t> extents = {5, 30, 7};
+  auto [cos, sin] = RopeCosSin(positions, 8, 10000.0, at::kDouble, s, extents);
+  ASSERT_EQ(cos.sizes(), (std::vector<int64_t>{3, 1, 30, 4}));
+  for (int64_t r = 0; r < 3; ++r) {
+    const std::vector<double> theta =
+        RopeFrequencies(8, 10000.0, s, extents[r]);
+    for (int64_t p : {0, 7, 29}) {
+      for (int i = 0; i < 4; ++i) {
+        EXPECT_NEAR(cos[r][0][p][i].item<double>(),
+                    1.25 * std::cos(static_cast<double>(p) * theta[i]), 1e-12);
+        EXPECT_NEAR(sin[r][0][p][i].item<double>(),
+                    1.25 * std::sin(static_cast<double>(p) * theta[i]), 1e-12);
+      }
+    }
+  }
+  // Rows 0 and 2 (extents 5 and 7, within the context) are alike; row 1
+  // (30) differs past p = 0.
+  EXPECT_GT((cos[1] - cos[0]).abs().max().item<double>(), 1e-3);
+  EXPECT_EQ((cos[2] - cos[0]).abs().max().item<double>(), 0.0);
+}
+
 TEST(Alibi, SlopesFollowThePaperRule) {
   auto pow2 = [](std::vector<double> e) {
     std::vector<double> v;

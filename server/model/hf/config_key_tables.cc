@@ -351,28 +351,27 @@ KeyTable DistilBert() {
   return t;
 }
 
-// The rotary keys under `prefix`. `scaled`: the family serves the
-// length-independent scaled types (linear, yarn, llama3) too.
+// The rotary keys under `prefix`. `scaled`: the family serves the scaled
+// types of transformers' rope initialization table too.
 void AddRopeKeys(KeyTable* t, const std::string& prefix, bool scaled = false) {
   if (scaled) {
-    constexpr char kLongRope[] =
-        "read only by longrope, which rope_type refuses (it depends on the "
-        "input's length)";
     Add(t,
         {
             {"rope_type", kRead,
-             "default, linear, yarn or llama3 are served; dynamic, longrope "
-             "and the others are refused by name"},
+             "default, linear, dynamic, yarn, longrope, llama3 and "
+             "proportional are served; any other is refused by name"},
             {"type", kRead, "older spelling of rope_type"},
             {"rope_theta", kRead, "the rotary base"},
             {"partial_rotary_factor", kRead,
              "must be 1 with a scaled type (refused otherwise); the default "
              "init reads the head size only"},
-            {"factor", kRead, "linear, yarn, llama3: the scaling factor"},
+            {"factor", kRead, "the scaling factor (every scaled type)"},
             {"original_max_position_embeddings", kRead,
-             "yarn, llama3: the unscaled context (default: "
-             "max_position_embeddings; a top-level key wins)"},
-            {"attention_factor", kRead, "yarn: the cos/sin multiplier"},
+             "yarn, longrope, llama3: the unscaled context (default: "
+             "max_position_embeddings; a top-level key wins); dynamic grows "
+             "past max_position_embeddings and does not read it"},
+            {"attention_factor", kRead,
+             "yarn, longrope: the cos/sin multiplier"},
             {"beta_fast", kRead, "yarn: the ramp's fast end (0: 32)"},
             {"beta_slow", kRead, "yarn: the ramp's slow end (0: 1)"},
             {"mscale", kRead, "yarn: the attention factor's numerator"},
@@ -381,8 +380,10 @@ void AddRopeKeys(KeyTable* t, const std::string& prefix, bool scaled = false) {
             {"truncate", kRead, "yarn: the ramp's ends rounded"},
             {"low_freq_factor", kRead, "llama3"},
             {"high_freq_factor", kRead, "llama3"},
-            {"short_factor", kNoEffect, kLongRope},
-            {"long_factor", kNoEffect, kLongRope},
+            {"short_factor", kRead,
+             "longrope: per-frequency divisors up to the original context"},
+            {"long_factor", kRead,
+             "longrope: per-frequency divisors past the original context"},
             {"mrope_section", kNoEffect,
              "multimodal rotary sections; text only here"},
         },
@@ -496,12 +497,13 @@ KeyTable Qwen(bool qwen3) {
           {"rope_theta", kRead, "the rotary base (4.x)"},
           {"rope_scaling",
            kRead,
-           "the rotary scaling (4.x): default, linear, yarn, llama3",
+           "the rotary scaling (4.x): every type of transformers' table",
            {},
            true},
           {"rope_parameters", kRead, "the rotary parameters (5.x)", {}, true},
           {"original_max_position_embeddings", kRead,
-           "yarn, llama3: the unscaled context, over rope_parameters' (5.x)"},
+           "yarn, longrope, llama3: the unscaled context, over "
+           "rope_parameters' (5.x)"},
           {"use_sliding_window", kRead, "true is refused (sliding windows)"},
           {"layer_types", kRead, "sliding_attention layers are refused"},
           {"sliding_window", kNoEffect,

@@ -1,5 +1,6 @@
 #include "server/model/positional/pe_math.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace encoder::model {
@@ -47,10 +48,26 @@ double YarnCorrectionDim(double rotations, int64_t head_dim, double base,
          (2 * std::log(base));
 }
 
+// NTK-aware dynamic scaling: the base grown for an extent past the
+// context, base (factor extent / context - (factor - 1))^(d / (d - 2)).
+double DynamicBase(double base, int64_t head_dim, const RopeScaling& scaling,
+                   int64_t extent) {
+  const double context = static_cast<double>(scaling.original_max_positions);
+  const double length = std::max(static_cast<double>(extent), context);
+  const double d = static_cast<double>(head_dim);
+  return base *
+         std::pow(scaling.factor * length / context - (scaling.factor - 1.0),
+                  d / (d - 2.0));
+}
+
 }  // namespace
 
 std::vector<double> RopeFrequencies(int64_t head_dim, double base,
-                                    const RopeScaling& scaling) {
+                                    const RopeScaling& scaling,
+                                    int64_t extent) {
+  if (scaling.type == RopeScalingType::kDynamic) {
+    base = DynamicBase(base, head_dim, scaling, extent);
+  }
   const int64_t half = head_dim / 2;
   std::vector<double> theta(half);
   for (int64_t i = 0; i < half; ++i) {
@@ -60,10 +77,21 @@ std::vector<double> RopeFrequencies(int64_t head_dim, double base,
   const double factor = scaling.factor;
   switch (scaling.type) {
     case RopeScalingType::kNone:
+    case RopeScalingType::kDynamic:
       break;
     case RopeScalingType::kLinear:
+    case RopeScalingType::kProportional:
       for (double& t : theta) t /= factor;
       break;
+    case RopeScalingType::kLongrope: {
+      const std::vector<double>& f = extent > scaling.original_max_positions
+                                         ? scaling.long_factor
+                                         : scaling.short_factor;
+      for (int64_t i = 0; i < half && i < static_cast<int64_t>(f.size()); ++i) {
+        theta[i] /= f[i];
+      }
+      break;
+    }
     case RopeScalingType::kYarn: {
       // Dimensions below `low` keep theta (extrapolation), those above
       // `high` take theta / factor (interpolation), a linear ramp between.
@@ -108,13 +136,27 @@ std::vector<double> RopeFrequencies(int64_t head_dim, double base,
   return theta;
 }
 
-std::pair<at::Tensor, at::Tensor> RopeCosSin(const at::Tensor& positions,
-                                             int64_t head_dim, double base,
-                                             at::ScalarType dtype,
-                                             const RopeScaling& scaling) {
-  at::Tensor theta =
-      at::tensor(RopeFrequencies(head_dim, base, scaling), at::kDouble)
-          .to(positions.device());
+std::pair<at::Tensor, at::Tensor> RopeCosSin(
+    const at::Tensor& positions, int64_t head_dim, double base,
+    at::ScalarType dtype, const RopeScaling& scaling,
+    const std::vector<int64_t>& extents) {
+  at::Tensor theta;
+  if (scaling.depends_on_length() && !extents.empty()) {
+    // One row of frequencies per sequence: [batch, 1, d/2].
+    std::vector<double> rows;
+    rows.reserve(extents.size() * static_cast<size_t>(head_dim / 2));
+    for (int64_t extent : extents) {
+      const std::vector<double> row =
+          RopeFrequencies(head_dim, base, scaling, extent);
+      rows.insert(rows.end(), row.begin(), row.end());
+    }
+    theta = at::tensor(rows, at::kDouble)
+                .view({static_cast<int64_t>(extents.size()), 1, head_dim / 2})
+                .to(positions.device());
+  } else {
+    theta = at::tensor(RopeFrequencies(head_dim, base, scaling), at::kDouble)
+                .to(positions.device());
+  }
   // [batch, seq, d/2] -> [batch, 1, seq, d/2] to broadcast over heads.
   at::Tensor angles =
       (positions.to(at::kDouble).unsqueeze(-1) * theta).unsqueeze(1);

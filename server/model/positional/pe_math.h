@@ -23,17 +23,22 @@ at::Tensor SinusoidalCode(const at::Tensor& positions, int64_t d_model,
                           const PositionalConfig& config);
 
 // RoPE frequencies theta_i = base^(-2i/head_dim), i = 0..head_dim/2-1,
-// scaled as `scaling` says (its attention factor aside).
+// scaled as `scaling` says (its attention factor aside). `extent` is the
+// sequence's extent (1 + its largest position) for the scalings that
+// depend on it (dynamic, longrope); 0 reads as the unscaled context.
 std::vector<double> RopeFrequencies(int64_t head_dim, double base,
-                                    const RopeScaling& scaling = {});
+                                    const RopeScaling& scaling = {},
+                                    int64_t extent = 0);
 
 // cos and sin of p * theta_i for positions [batch, seq] ->
 // two tensors [batch, 1, seq, head_dim/2] of `dtype`, angles in float64,
-// each times the scaling's attention factor.
-std::pair<at::Tensor, at::Tensor> RopeCosSin(const at::Tensor& positions,
-                                             int64_t head_dim, double base,
-                                             at::ScalarType dtype,
-                                             const RopeScaling& scaling = {});
+// each times the scaling's attention factor. `extents` (one per row of
+// positions, or empty) feed RopeFrequencies row by row when the scaling
+// depends on the length.
+std::pair<at::Tensor, at::Tensor> RopeCosSin(
+    const at::Tensor& positions, int64_t head_dim, double base,
+    at::ScalarType dtype, const RopeScaling& scaling = {},
+    const std::vector<int64_t>& extents = {});
 
 // Rotates x [..., seq, head_dim] by the angles (cos/sin broadcastable to
 // [..., seq, head_dim/2]) in the given pair layout. Returns a new tensor.

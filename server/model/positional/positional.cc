@@ -14,10 +14,12 @@ at::Tensor PositionalScheme::AddToInput(const at::Tensor& x,
 
 void PositionalScheme::RotateQk(at::Tensor& q, at::Tensor& k,
                                 const at::Tensor& positions,
+                                const std::vector<int64_t>& extents,
                                 int64_t layer) const {
   (void)q;
   (void)k;
   (void)positions;
+  (void)extents;
   (void)layer;
 }
 

@@ -33,9 +33,16 @@ class PositionalScheme {
 
   // q, k: [batch, heads, seq, head_dim]; rotated in place of the handles.
   // `layer` is the encoder layer (schemes may vary by layer, e.g. a rotary
-  // base for global and another for local-attention layers).
+  // base for global and another for local-attention layers). `extents`:
+  // each sequence's extent, 1 + its largest real position, when
+  // depends_on_length() (else empty).
   virtual void RotateQk(at::Tensor& q, at::Tensor& k,
-                        const at::Tensor& positions, int64_t layer) const;
+                        const at::Tensor& positions,
+                        const std::vector<int64_t>& extents,
+                        int64_t layer) const;
+  // Whether RotateQk's angles depend on each sequence's extent (the
+  // dynamic and longrope rotary scalings).
+  virtual bool depends_on_length() const { return false; }
 
   // Additive bias for the scaled scores, [batch, heads, q_seq, k_seq] in the
   // given dtype, or an undefined tensor when the scheme adds none.

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "server/model/config.h"
 #include "server/model/positional/pe_math.h"
 #include "server/model/positional/schemes.h"
@@ -19,13 +20,18 @@ class RopeScheme : public PositionalScheme {
   explicit RopeScheme(const ModelConfig& config) : config_(config) {}
 
   void RotateQk(at::Tensor& q, at::Tensor& k, const at::Tensor& positions,
+                const std::vector<int64_t>& extents,
                 int64_t layer) const override {
     const std::vector<double>& bases = config_.arch.layer_rope_base;
     const double base = bases.empty() ? config_.positional.base : bases[layer];
     auto [cos, sin] = RopeCosSin(positions, q.size(-1), base, q.scalar_type(),
-                                 config_.positional.rope_scaling);
+                                 config_.positional.rope_scaling, extents);
     q = RopeRotate(q, cos, sin, config_.positional.rope_layout);
     k = RopeRotate(k, cos, sin, config_.positional.rope_layout);
+  }
+
+  bool depends_on_length() const override {
+    return config_.positional.rope_scaling.depends_on_length();
   }
 
   SchemeDescription Describe() const override {
@@ -59,7 +65,9 @@ class RopeScheme : public PositionalScheme {
       d->params["attention_factor"] = absl::StrCat(s.attention_factor);
     }
     if (s.type == RopeScalingType::kYarn ||
-        s.type == RopeScalingType::kLlama3) {
+        s.type == RopeScalingType::kLlama3 ||
+        s.type == RopeScalingType::kLongrope ||
+        s.type == RopeScalingType::kDynamic) {
       d->params["original_max_positions"] =
           absl::StrCat(s.original_max_positions);
     }
@@ -70,6 +78,13 @@ class RopeScheme : public PositionalScheme {
     if (s.type == RopeScalingType::kLlama3) {
       d->params["low_freq_factor"] = absl::StrCat(s.low_freq_factor);
       d->params["high_freq_factor"] = absl::StrCat(s.high_freq_factor);
+    }
+    if (s.type == RopeScalingType::kLongrope) {
+      d->params["short_factor"] = absl::StrJoin(s.short_factor, ",");
+      d->params["long_factor"] = absl::StrJoin(s.long_factor, ",");
+    }
+    if (s.depends_on_length()) {
+      d->params["per_sequence"] = "true";
     }
   }
 
@@ -94,6 +109,24 @@ absl::Status Validate(const ModelConfig& c) {
   if (c.head_dim() % 2 != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("rope needs an even head dim, got ", c.head_dim()));
+  }
+  const RopeScaling& s = c.positional.rope_scaling;
+  if (s.type == RopeScalingType::kDynamic && c.head_dim() <= 2) {
+    return absl::InvalidArgumentError(
+        "dynamic rope scaling needs a head dim above 2");
+  }
+  if (s.type == RopeScalingType::kLongrope &&
+      (static_cast<int64_t>(s.short_factor.size()) != c.head_dim() / 2 ||
+       static_cast<int64_t>(s.long_factor.size()) != c.head_dim() / 2)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "longrope short_factor and long_factor need head_dim / 2 = ",
+        c.head_dim() / 2, " values each, got ", s.short_factor.size(), " and ",
+        s.long_factor.size()));
+  }
+  if (s.depends_on_length() && !(s.original_max_positions >= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(RopeScalingName(s.type),
+                     " rope scaling needs a context of at least 1"));
   }
   return absl::OkStatus();
 }

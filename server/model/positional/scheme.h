@@ -6,6 +6,7 @@
 #define ENCODER_SERVER_MODEL_POSITIONAL_SCHEME_H_
 
 #include <cstdint>
+#include <vector>
 
 namespace encoder::model {
 
@@ -35,25 +36,43 @@ enum class RopeLayout { kInterleaved, kHalf };
 // How a checkpoint scales its rotary frequencies (transformers'
 // rope_scaling / rope_parameters, computed as its rope initialization
 // functions compute them; docs/positional-encodings.md has the formulas).
-// Every type here is independent of the input's length.
+// dynamic and longrope depend on the sequence's extent (1 + its largest
+// position): served per sequence, so a text's vectors do not depend on
+// what it was batched with.
 enum class RopeScalingType {
-  kNone,    // theta_i = base^(-2i/d)
-  kLinear,  // theta_i / factor (position interpolation)
-  kYarn,    // a ramp between theta_i / factor and theta_i, and mscale
-  kLlama3,  // theta_i / factor past the low-frequency wavelength, smoothed
+  kNone,          // theta_i = base^(-2i/d)
+  kLinear,        // theta_i / factor (position interpolation)
+  kYarn,          // a ramp between theta_i / factor and theta_i, and mscale
+  kLlama3,        // theta_i / factor past the low-frequency wavelength
+  kDynamic,       // NTK-aware: the base grown with the extent past context
+  kLongrope,      // theta_i / short or long factor_i, chosen by the extent
+  kProportional,  // theta_i / factor (transformers' "proportional")
 };
 struct RopeScaling {
   RopeScalingType type = RopeScalingType::kNone;
   double factor = 1.0;
-  // The context the unscaled model was trained on (yarn, llama3).
+  // The context the unscaled model was trained on (yarn, llama3,
+  // longrope); dynamic: the length past which the base grows
+  // (max_position_embeddings).
   int64_t original_max_positions = 0;
   double beta_fast = 32.0, beta_slow = 1.0;  // yarn: the ramp's rotations
   bool truncate = true;  // yarn: the ramp's ends rounded to whole dims
   double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
-  // cos and sin are multiplied by it (yarn's attention factor; 1 else).
+  // longrope: one divisor per frequency, for extents up to the original
+  // context (short) and past it (long).
+  std::vector<double> short_factor, long_factor;
+  // cos and sin are multiplied by it (yarn's and longrope's attention
+  // factor; 1 else).
   double attention_factor = 1.0;
+
+  // Whether the frequencies depend on the sequence's extent.
+  bool depends_on_length() const {
+    return type == RopeScalingType::kDynamic ||
+           type == RopeScalingType::kLongrope;
+  }
 };
-// "none", "linear", "yarn", "llama3".
+// "none", "linear", "yarn", "llama3", "dynamic", "longrope",
+// "proportional".
 const char* RopeScalingName(RopeScalingType type);
 
 struct PositionalConfig {

@@ -1,0 +1,31 @@
+// The rotary base and scaling of a Hugging Face config.json, read as
+// transformers' rope initialization functions read them
+// (docs/positional-encodings.md#rope-scaling). Shared by the rotary
+// decoder families (Qwen2, Qwen3, Llama, Mistral).
+#ifndef ENCODER_SERVER_MODEL_HF_ROPE_CONFIG_H_
+#define ENCODER_SERVER_MODEL_HF_ROPE_CONFIG_H_
+
+#include <cstdint>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/status.h"
+#include "server/model/config.h"
+#include "server/model/hf/importer.h"
+
+namespace encoder::model::hf {
+
+// transformers 5 writes rope_parameters {"rope_type", "rope_theta", the
+// type's keys}; older configs rope_theta and rope_scaling {"type" or
+// "rope_type", the type's keys}. Every type of transformers' rope
+// initialization table is served (default, linear, dynamic, yarn,
+// longrope, llama3, proportional); any other is refused by name, and so
+// is a partial_rotary_factor other than 1. `max_positions` is the
+// config's max_position_embeddings. Fills out->base and
+// out->rope_scaling.
+absl::Status ReadRope(const nlohmann::json& config, const ConfigReader& r,
+                      int64_t max_positions, PositionalConfig* out);
+
+}  // namespace encoder::model::hf
+
+#endif  // ENCODER_SERVER_MODEL_HF_ROPE_CONFIG_H_
