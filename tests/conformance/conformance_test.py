@@ -367,7 +367,7 @@ def check_diagnostics(name, scheme, served, report):
 
 # Families whose positional scheme runs past the trained length in
 # transformers too (ModernBERT's rotary, T5's relative buckets).
-EXTRAPOLATING = ("modernbert", "t5", "qwen2", "qwen3")
+EXTRAPOLATING = ("modernbert", "t5", "qwen2", "qwen3", "llama", "mistral")
 
 
 def check_extrapolation(name, family, path, served, report):
@@ -412,7 +412,7 @@ def check_extrapolation(name, family, path, served, report):
                else float("inf"), STATE_TOL, len(want))
 
 
-CAUSAL_FAMILIES = ("qwen2", "qwen3")
+CAUSAL_FAMILIES = ("qwen2", "qwen3", "llama", "mistral")
 # Rotary scalings whose frequencies depend on the sequence's length.
 LENGTH_DEPENDENT = ("dynamic", "longrope")
 

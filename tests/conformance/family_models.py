@@ -298,6 +298,38 @@ def _qwen2_longrope():
                       "long_factor": [1.0, 2.5, 6.0, 14.0]})})
 
 
+def _llama(scaling=None, bias=True):
+    # Llama with 6 query heads over 2 key/value heads of 8 channels; with
+    # `bias`, q/k/v/output (attention_bias) and gate/up/down (mlp_bias)
+    # biased.
+    rope = (_rope_scaled(10000.0, scaling) if scaling else _rope(10000.0))
+    return transformers.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=48, intermediate_size=76,
+        num_hidden_layers=3, num_attention_heads=6, num_key_value_heads=2,
+        max_position_embeddings=300, rms_norm_eps=1e-5,
+        attention_bias=bias, mlp_bias=bias, tie_word_embeddings=False,
+        **rope)
+
+
+def _mistral(scaling=None, window=None):
+    # Mistral with head_dim 10 (wider than hidden / heads = 8), 4 query
+    # heads over 2 key/value heads; `window`: every layer's causal window.
+    rope = (_rope_scaled(10000.0, scaling) if scaling else _rope(10000.0))
+    return transformers.MistralConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=60,
+        num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=10, max_position_embeddings=300, rms_norm_eps=1e-6,
+        sliding_window=window, tie_word_embeddings=False, **rope)
+
+
+def _qwen2_sliding():
+    # Qwen2 whose layers from the second on slide over 20 keys.
+    config = _qwen2()
+    return transformers.Qwen2Config(
+        **{**config.to_dict(), "use_sliding_window": True,
+           "sliding_window": 20, "max_window_layers": 1, "layer_types": None})
+
+
 def _deberta_v3():
     # DeBERTa-v3's layout: no absolute positions, log buckets (32 over
     # distances up to 299), shared position keys, a LayerNorm'd relative
@@ -399,6 +431,18 @@ CAUSAL = {
                              padding_side="left"),
     "tf-qwen2-longrope": dict(normalize=False, prompts=None,
                               padding_side="right"),
+    "tf-qwen2-sliding": dict(normalize=False, prompts=None,
+                             padding_side="right"),
+    "tf-llama-longrope": dict(normalize=True, prompts=None,
+                              padding_side="left"),
+    "tf-llama-llama3": dict(normalize=False, prompts=None,
+                            padding_side="right"),
+    "tf-llama-dynamic": dict(normalize=True, prompts=None,
+                             padding_side="right"),
+    "tf-mistral-sliding-yarn": dict(normalize=True, prompts=None,
+                                    padding_side="left"),
+    "tf-mistral-linear": dict(normalize=False, prompts=None,
+                              padding_side="right"),
 }
 
 
@@ -461,6 +505,33 @@ FAMILIES = {
                          "qwen", "float32"),
     "tf-qwen2-longrope": ("qwen2", _qwen2_longrope, transformers.Qwen2Model,
                           "qwen", "float32"),
+    # Sliding windows, Llama and Mistral, each under a rotary scaling.
+    "tf-qwen2-sliding": ("qwen2", _qwen2_sliding, transformers.Qwen2Model,
+                         "qwen", "float32"),
+    "tf-llama-longrope": (
+        "llama", lambda: _llama({
+            "rope_type": "longrope", "original_max_position_embeddings": 32,
+            "short_factor": [1.0, 1.2, 1.5, 2.0],
+            "long_factor": [1.0, 3.0, 8.0, 20.0]}),
+        transformers.LlamaModel, "qwen", "float32"),
+    "tf-llama-llama3": (
+        "llama", lambda: _llama({
+            "rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0, "original_max_position_embeddings": 64},
+            bias=False),
+        transformers.LlamaForCausalLM, "qwen", "float32"),
+    "tf-llama-dynamic": (
+        "llama", lambda: _llama({"rope_type": "dynamic", "factor": 2.0},
+                                bias=False),
+        transformers.LlamaModel, "qwen", "float32"),
+    "tf-mistral-sliding-yarn": (
+        "mistral", lambda: _mistral({
+            "rope_type": "yarn", "factor": 300 / 32,
+            "original_max_position_embeddings": 32}, window=16),
+        transformers.MistralModel, "qwen", "float32"),
+    "tf-mistral-linear": (
+        "mistral", lambda: _mistral({"rope_type": "linear", "factor": 3.0}),
+        transformers.MistralForCausalLM, "qwen", "float32"),
 }
 
 

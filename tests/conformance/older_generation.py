@@ -103,6 +103,9 @@ WRAPPERS = {
     "tf-qwen3": dict(pooling="lasttoken", normalize=True,
                      prompts=family_models.QWEN_PROMPTS),
     "tf-qwen3-lm-bf16": dict(pooling="lasttoken", normalize=True),
+    "tf-qwen2-sliding": dict(pooling="lasttoken"),
+    "tf-llama-llama3": dict(pooling="lasttoken", normalize=True),
+    "tf-mistral-sliding-yarn": dict(pooling="lasttoken", normalize=True),
 }
 ST_FILES = ("modules.json", "sentence_bert_config.json",
             "config_sentence_transformers.json")

@@ -390,8 +390,10 @@ std::string QwenConfig(const std::string& type, const std::string& extra,
 }
 
 // Qwen2 with `qwen2_head_dim` wide heads (0: hidden / heads).
+// `qk_norm` false: Qwen3's shapes without its q/k norms (Llama, Mistral).
 std::map<std::string, at::Tensor> QwenTensors(bool qwen3,
-                                              int64_t qwen2_head_dim = 0) {
+                                              int64_t qwen2_head_dim = 0,
+                                              bool qk_norm = true) {
   const int64_t qwen2_width = qwen2_head_dim > 0 ? qwen2_head_dim : kHidden / 4;
   const int64_t q = 4 * (qwen3 ? kQwenHeadDim : qwen2_width);
   const int64_t kv = kQwenKv * (qwen3 ? kQwenHeadDim : qwen2_width);
@@ -406,10 +408,10 @@ std::map<std::string, at::Tensor> QwenTensors(bool qwen3,
   add(l + "self_attn.k_proj.weight", {kv, kHidden});
   add(l + "self_attn.v_proj.weight", {kv, kHidden});
   add(l + "self_attn.o_proj.weight", {kHidden, q});
-  if (qwen3) {
+  if (qwen3 && qk_norm) {
     add(l + "self_attn.q_norm.weight", {kQwenHeadDim});
     add(l + "self_attn.k_norm.weight", {kQwenHeadDim});
-  } else {
+  } else if (!qwen3) {
     add(l + "self_attn.q_proj.bias", {q});
     add(l + "self_attn.k_proj.bias", {kv});
     add(l + "self_attn.v_proj.bias", {kv});
@@ -464,6 +466,82 @@ TEST_F(HfCheckpointTest, Qwen2BiasesQueriesKeysAndValuesOnly) {
   EXPECT_THAT(Load().status().message(),
               HasSubstr("unexpected tensor \"model.layers.0.self_attn.o_proj"
                         ".bias\""));
+}
+
+// Sliding windows as transformers' configs place them: Qwen's from
+// max_window_layers on or by layer_types, only with use_sliding_window;
+// Mistral's on every layer unless null (4096 when absent). A causal
+// window of w keys is stored as |i - j| <= w - 1; none when no layer
+// slides.
+TEST_F(HfCheckpointTest, DecodersReadTheirSlidingWindows) {
+  struct Case {
+    std::string type, extra;
+    std::vector<int64_t> windows;
+  };
+  const Case cases[] = {
+      {"qwen3",
+       R"(, "use_sliding_window": true, "sliding_window": 5,
+           "max_window_layers": 0)",
+       {4}},
+      {"qwen3", R"(, "use_sliding_window": true, "sliding_window": 5)", {}},
+      {"qwen3",
+       R"(, "use_sliding_window": false, "sliding_window": 5,
+           "max_window_layers": 0)",
+       {}},
+      {"qwen3",
+       R"(, "use_sliding_window": true, "sliding_window": 7,
+           "layer_types": ["sliding_attention"])",
+       {6}},
+      {"qwen3", R"(, "layer_types": ["full_attention"])", {}},
+      {"mistral", "", {4095}},
+      {"mistral", R"(, "sliding_window": null)", {}},
+      {"mistral", R"(, "sliding_window": 9)", {8}},
+  };
+  for (const Case& c : cases) {
+    Write(QwenTensors(true, 0, /*qk_norm=*/c.type == "qwen3"),
+          QwenConfig(c.type, c.extra));
+    auto loaded = Load();
+    ASSERT_TRUE(loaded.ok()) << c.type << c.extra << ": " << loaded.status();
+    EXPECT_EQ(loaded->family, c.type);
+    EXPECT_EQ(loaded->config.arch.layer_window, c.windows) << c.type << c.extra;
+  }
+}
+
+// Llama: attention_bias biases q, k, v and the output, mlp_bias the gate,
+// up and down projections; both off by default, like Mistral's.
+TEST_F(HfCheckpointTest, LlamaBiasesFollowItsConfig) {
+  auto tensors = QwenTensors(true, 0, /*qk_norm=*/false);
+  Write(tensors, QwenConfig("llama", ""));
+  auto plain = Load();
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->family, "llama");
+  EXPECT_FALSE(plain->config.arch.attention_bias);
+  EXPECT_FALSE(plain->config.arch.ffn_in_bias);
+  EXPECT_TRUE(plain->config.arch.layer_window.empty());
+  const std::string l = "model.layers.0.";
+  const int64_t q = 4 * kQwenHeadDim, kv = kQwenKv * kQwenHeadDim;
+  for (const auto& [name, size] : std::vector<std::pair<std::string, int64_t>>{
+           {"self_attn.q_proj.bias", q},
+           {"self_attn.k_proj.bias", kv},
+           {"self_attn.v_proj.bias", kv},
+           {"self_attn.o_proj.bias", kHidden},
+           {"mlp.gate_proj.bias", kInter},
+           {"mlp.up_proj.bias", kInter},
+           {"mlp.down_proj.bias", kHidden}}) {
+    tensors[l + name] = at::randn({size});
+  }
+  Write(tensors,
+        QwenConfig("llama", R"(, "attention_bias": true, "mlp_bias": true)"));
+  auto biased = Load();
+  ASSERT_TRUE(biased.ok()) << biased.status();
+  const int64_t h = kHidden;
+  EXPECT_EQ(
+      biased->encoder->parameter_count() - plain->encoder->parameter_count(),
+      q + 2 * kv + h + 2 * kInter + h);
+  // Without mlp_bias the feed-forward biases are not the model's.
+  Write(tensors, QwenConfig("llama", R"(, "attention_bias": true)"));
+  EXPECT_THAT(Load().status().message(),
+              HasSubstr("unexpected tensor \"model.layers.0.mlp."));
 }
 
 TEST_F(HfCheckpointTest, QwenReadsTheLengthIndependentRopeScalings) {
@@ -534,8 +612,16 @@ TEST_F(HfCheckpointTest, QwenReadsTheLengthIndependentRopeScalings) {
 
 TEST_F(HfCheckpointTest, QwenRefusesWhatItDoesNotServe) {
   const std::pair<std::string, std::string> cases[] = {
-      {R"(, "use_sliding_window": true)", "sliding-window"},
-      {R"(, "layer_types": ["sliding_attention"])", "sliding-window"},
+      {R"(, "layer_types": ["sliding_attention"])",
+       "\"sliding_attention\" but no sliding_window"},
+      {R"(, "use_sliding_window": true, "sliding_window": 0,
+           "max_window_layers": 0)",
+       "sliding_window 0 must be a positive integer or null"},
+      {R"(, "use_sliding_window": true, "sliding_window": 1,
+           "max_window_layers": 0)",
+       "sliding_window 1 (each token seeing only itself)"},
+      {R"(, "layer_types": ["chunked_attention"])",
+       "layer_types has \"chunked_attention\""},
       {R"(, "rope_scaling": {"type": "ntk-by-parts", "factor": 4.0})",
        "\"ntk-by-parts\" is not supported"},
       {R"(, "rope_scaling": {"type": "dynamic"})", "needs \"factor\""},

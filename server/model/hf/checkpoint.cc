@@ -40,6 +40,8 @@ const std::map<std::string, Importer>& Importers() {
                                           {"modernbert", &hf::ImportModernBert},
                                           {"qwen2", &hf::ImportQwen2},
                                           {"qwen3", &hf::ImportQwen3},
+                                          {"llama", &hf::ImportLlama},
+                                          {"mistral", &hf::ImportMistral},
                                           {"t5", &hf::ImportT5},
                                           {"marian", &hf::ImportMarian}};
   return *importers;

@@ -504,13 +504,16 @@ KeyTable Qwen(bool qwen3) {
           {"original_max_position_embeddings", kRead,
            "yarn, longrope, llama3: the unscaled context, over "
            "rope_parameters' (5.x)"},
-          {"use_sliding_window", kRead, "true is refused (sliding windows)"},
-          {"layer_types", kRead, "sliding_attention layers are refused"},
-          {"sliding_window", kNoEffect,
-           "read only by sliding layers, which use_sliding_window / "
-           "layer_types refuse"},
-          {"max_window_layers", kNoEffect,
-           "places sliding layers, which use_sliding_window refuses"},
+          {"use_sliding_window", kRead,
+           "whether sliding_window counts (transformers sets it null "
+           "otherwise)"},
+          {"layer_types", kRead,
+           "full_attention / sliding_attention per layer"},
+          {"sliding_window", kRead,
+           "the sliding layers' causal window (keys seen, the query's own "
+           "included)"},
+          {"max_window_layers", kRead,
+           "the layers from this one on slide (when layer_types is absent)"},
           {"attention_dropout", kNoEffect, kTraining},
           {"partial_rotary_factor", kRead,
            "must be 1 with a scaled rotary type (refused otherwise); "
@@ -521,6 +524,50 @@ KeyTable Qwen(bool qwen3) {
   } else {
     Add(&t, {{"attention_bias", kNoEffect,
               "not read by modeling_qwen2: q, k and v always have biases"}});
+  }
+  AddRopeKeys(&t, "rope_scaling.", /*scaled=*/true);
+  AddRopeKeys(&t, "rope_parameters.", /*scaled=*/true);
+  return t;
+}
+
+// Llama and Mistral: the rotary decoder keys of Qwen's table, their
+// biases and windows.
+KeyTable LlamaOrMistral(bool mistral) {
+  KeyTable t;
+  AddCommon(&t);
+  AddSizes(&t, "the gated feed-forward's width");
+  Add(&t,
+      {
+          {"num_key_value_heads", kRead, "key / value heads (grouped queries)"},
+          {"max_position_embeddings", kRead, "the longest input"},
+          {"hidden_act", kRead, "the feed-forward activation"},
+          {"rms_norm_eps", kRead, "every RMSNorm's epsilon"},
+          {"head_dim", kRead, "the width of a head (else hidden / heads)"},
+          {"rope_theta", kRead, "the rotary base (4.x)"},
+          {"rope_scaling",
+           kRead,
+           "the rotary scaling (4.x): every type of transformers' table",
+           {},
+           true},
+          {"rope_parameters", kRead, "the rotary parameters (5.x)", {}, true},
+          {"original_max_position_embeddings", kRead,
+           "yarn, longrope, llama3: the unscaled context, over "
+           "rope_parameters' (5.x)"},
+          {"attention_dropout", kNoEffect, kTraining},
+          {"partial_rotary_factor", kRead,
+           "must be 1 with a scaled rotary type (refused otherwise)"},
+      });
+  if (mistral) {
+    Add(&t, {{"sliding_window", kRead,
+              "every layer's causal window (null: full; absent: 4096)"},
+             {"layer_types", kNoEffect,
+              "not read by modeling_mistral (every layer alike)"}});
+  } else {
+    Add(&t, {{"attention_bias", kRead, "q, k, v and output biases"},
+             {"mlp_bias", kRead, "gate, up and down projection biases"},
+             {"pretraining_tp", kNoEffect,
+              "tensor-parallel slicing in training; not read by "
+              "modeling_llama"}});
   }
   AddRopeKeys(&t, "rope_scaling.", /*scaled=*/true);
   AddRopeKeys(&t, "rope_parameters.", /*scaled=*/true);
@@ -622,6 +669,8 @@ const std::map<std::string, KeyTable>& ConfigKeyTables() {
       {"modernbert", ModernBert()},
       {"qwen2", Qwen(false)},
       {"qwen3", Qwen(true)},
+      {"llama", LlamaOrMistral(false)},
+      {"mistral", LlamaOrMistral(true)},
       {"t5", T5()},
       {"marian", Marian()},
   };

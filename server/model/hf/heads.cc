@@ -108,7 +108,8 @@ absl::StatusOr<HeadSource> Layout(const json& config, const std::string& family,
     if (source.Has("head.norm.bias")) dense.norm_bias = "head.norm.bias";
     dense.norm_eps = r.NumberOr("norm_eps", 1e-5);
     h.layers = {dense, Layer(source, "classifier", Act::kIdentity)};
-  } else if (family == "qwen2" || family == "qwen3") {
+  } else if (family == "qwen2" || family == "qwen3" || family == "llama" ||
+             family == "mistral") {
     // `score` on the last token.
     if (!source.Has("score.weight")) return h;
     h.pooling = Pooling::kLastToken;

@@ -108,11 +108,16 @@ absl::StatusOr<Import> ImportMarian(const nlohmann::json& config,
 // DeBERTa-v2/v3 with disentangled attention (hf_deberta.cc).
 absl::StatusOr<Import> ImportDebertaV2(const nlohmann::json& config,
                                        const WeightSource& source);
-// Causal decoder embedders (hf_qwen.cc).
+// Causal decoder embedders (qwen.cc).
 absl::StatusOr<Import> ImportQwen2(const nlohmann::json& config,
                                    const WeightSource& source);
 absl::StatusOr<Import> ImportQwen3(const nlohmann::json& config,
                                    const WeightSource& source);
+// Llama and Mistral (llama.cc).
+absl::StatusOr<Import> ImportLlama(const nlohmann::json& config,
+                                   const WeightSource& source);
+absl::StatusOr<Import> ImportMistral(const nlohmann::json& config,
+                                     const WeightSource& source);
 
 // The sizes every BERT-shaped config.json has (vocab_size, hidden_size,
 // num_attention_heads, num_hidden_layers, intermediate_size,
