@@ -14,13 +14,41 @@ namespace encoder {
 
 namespace {
 
+// --rope-scaling NAME=JSON onto the checkpoint served as NAME.
+absl::Status ApplyRopeScalings(const std::vector<std::string>& flags,
+                               model::Repository* repo) {
+  for (const std::string& flag : flags) {
+    const size_t eq = flag.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == flag.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--rope-scaling \"", flag,
+                       "\": give NAME=JSON, e.g. "
+                       "long={\"rope_type\":\"yarn\",\"factor\":4}"));
+    }
+    const std::string name = flag.substr(0, eq);
+    model::ModelSpec* target = nullptr;
+    for (model::ModelSpec& spec : repo->models) {
+      if (spec.name == name) target = &spec;
+    }
+    if (target == nullptr || target->model_dir.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--rope-scaling ", name, ": no checkpoint is served as \"", name,
+          "\" (--model-id, --model-dir or a repository entry with a path)"));
+    }
+    target->rope_scaling = flag.substr(eq + 1);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<model::Repository> BuildModels(const ServeFlags& f) {
   model::Repository repo;
   if (!f.models.empty()) {
     ASSIGN_OR_RETURN(auto read, model::ReadRepository(f.models));
     repo = std::move(read);
   } else if (f.model_dirs.empty()) {
-    return model::BuiltinRepository();
+    repo = model::BuiltinRepository();
+    RETURN_IF_ERROR(ApplyRopeScalings(f.rope_scalings, &repo));
+    return repo;
   }
   std::optional<model::Pooling> pooling;
   if (!f.model_dir_pooling.empty()) {
@@ -39,6 +67,7 @@ absl::StatusOr<model::Repository> BuildModels(const ServeFlags& f) {
     }
     repo.models.push_back(std::move(spec));
   }
+  RETURN_IF_ERROR(ApplyRopeScalings(f.rope_scalings, &repo));
   if (f.builtin_models) {
     for (model::ModelSpec& spec : model::BuiltinRepository().models) {
       for (const auto& existing : repo.models) {
@@ -222,6 +251,14 @@ void DefineModelSourceFlags(CLI::App& app, ServeFlags& f) {
                  "pooling for --model-dir models: mean | first | max | "
                  "last_token | weighted_mean; empty: the checkpoint's "
                  "sentence-transformers choice, else mean");
+  app.add_option("--rope-scaling", f.rope_scalings,
+                 "NAME=JSON: serve the checkpoint named NAME with this rotary "
+                 "scaling instead of its config.json's, e.g. "
+                 "'long={\"rope_type\":\"yarn\",\"factor\":4}' "
+                 "(rope_parameters' keys; {\"rope_type\":\"default\"} "
+                 "removes one). Repeatable; name one directory twice "
+                 "(--model-dir A=DIR --model-dir B=DIR) to serve it under "
+                 "two scalings");
   app.add_flag("--strip-text,!--no-strip-text", f.strip_text,
                "strip every text's leading and trailing whitespace (Python's "
                "str.strip) before tokenizing, as sentence-transformers up to "

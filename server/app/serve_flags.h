@@ -48,6 +48,9 @@ struct ServeFlags {
   std::string hf_token_file;  // empty: HF_TOKEN, then HF_HOME/token
   bool hub_offline = false;   // also HF_HUB_OFFLINE=1
   std::string model_dir_pooling;
+  // NAME=JSON: the rotary scaling NAME's checkpoint is served with
+  // (ModelSpec.rope_scaling).
+  std::vector<std::string> rope_scalings;
   bool strip_text = false;  // ModelSpec.strip_text for models that omit it
   // The built-in models beside the listed ones (alone when none is listed).
   bool builtin_models = false;

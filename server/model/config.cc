@@ -173,6 +173,11 @@ absl::Status ValidateConfig(const ModelConfig& c) {
       static_cast<int64_t>(c.arch.layer_rope_base.size()) != c.num_layers) {
     return Invalid("layer_rope_base needs one entry per layer");
   }
+  if (!c.arch.layer_rope_scaling.empty() &&
+      static_cast<int64_t>(c.arch.layer_rope_scaling.size()) != c.num_layers) {
+    return Invalid("layer_rope_scaling needs one entry per layer");
+  }
+  if (c.arch.score_dim < 0) return Invalid("score_dim must be >= 0");
   if (c.arch.token_type_embedding && c.arch.type_vocab_size <= 0) {
     return Invalid("token type embeddings need type_vocab_size > 0");
   }

@@ -87,6 +87,15 @@ struct ArchOptions {
   // With attention_bias: whether the output projection has one too (Qwen2
   // biases q, k and v only).
   bool attention_out_bias = true;
+  // Pre-norm layers also normalize the attention and feed-forward outputs
+  // before each residual sum (Gemma's norm3 and norm4).
+  bool sandwich_norm = false;
+  // The scores are divided by sqrt(score_dim) (Gemma's
+  // query_pre_attn_scalar); 0: the head width.
+  int64_t score_dim = 0;
+  // Per layer rotary scaling (rope only); empty: positional.rope_scaling
+  // everywhere.
+  std::vector<RopeScaling> layer_rope_scaling;
 };
 
 struct ModelConfig {

@@ -156,6 +156,9 @@ at::Tensor Encoder::Mix(const at::Tensor& q, const at::Tensor& k,
 }
 
 double Encoder::ScoreRoot(int64_t head_dim) const {
+  if (config_.arch.score_dim > 0) {
+    return std::sqrt(static_cast<double>(config_.arch.score_dim));
+  }
   return std::sqrt(static_cast<double>(head_dim) *
                    static_cast<double>(config_.score_scale_factor()));
 }
@@ -238,9 +241,15 @@ at::Tensor Encoder::Layer(int64_t index, const at::Tensor& x,
                           const Pass& pass, at::Tensor* attention) const {
   const LayerWeights& w = layers_[index];
   if (config_.norm_first) {
-    at::Tensor x1 = x + Attention(index, Norm(x, w.norm1_weight, w.norm1_bias),
-                                  positions, bias, pass, attention);
-    return x1 + FeedForward(w, Norm(x1, w.norm2_weight, w.norm2_bias), pass);
+    // norm3 / norm4 are undefined (Norm returns its input) unless the
+    // layer normalizes its outputs too.
+    at::Tensor x1 =
+        x + Norm(Attention(index, Norm(x, w.norm1_weight, w.norm1_bias),
+                           positions, bias, pass, attention),
+                 w.norm3_weight, at::Tensor());
+    return x1 +
+           Norm(FeedForward(w, Norm(x1, w.norm2_weight, w.norm2_bias), pass),
+                w.norm4_weight, at::Tensor());
   }
   at::Tensor x1 =
       Norm(x + Attention(index, x, positions, bias, pass, attention),

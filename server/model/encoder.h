@@ -37,6 +37,8 @@ struct LayerWeights {
   at::Tensor linear2_weight;   // [D, F]
   at::Tensor linear2_bias;     // [D]
   at::Tensor norm1_weight, norm1_bias, norm2_weight, norm2_bias;  // [D]
+  // ArchOptions::sandwich_norm: after attention and after the feed-forward.
+  at::Tensor norm3_weight, norm4_weight;  // [D]
   // Per-head RMSNorm gains of queries and keys (ArchOptions::qk_norm).
   at::Tensor q_norm_weight, k_norm_weight;  // [head_dim]
   // The four projections in int8, once Encoder::QuantizeInt8 has run.

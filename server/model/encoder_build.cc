@@ -69,6 +69,10 @@ std::map<std::string, std::vector<int64_t>> Encoder::ExpectedShapes(
       AddNorm(c, LayerName(i, "norm1"), &shapes);
     }
     AddNorm(c, LayerName(i, "norm2"), &shapes);
+    if (c.arch.sandwich_norm) {
+      AddNorm(c, LayerName(i, "norm3"), &shapes);
+      AddNorm(c, LayerName(i, "norm4"), &shapes);
+    }
   }
   if (c.norm_first) AddNorm(c, "encoder.norm", &shapes);
   for (auto& [name, shape] : SchemeParameterShapes(c)) shapes[name] = shape;
@@ -160,6 +164,8 @@ absl::StatusOr<std::unique_ptr<Encoder>> Encoder::Create(
       w.norm1_bias = get(LayerName(i, "norm1.bias"));
       w.norm2_weight = get(LayerName(i, "norm2.weight"));
       w.norm2_bias = get(LayerName(i, "norm2.bias"));
+      w.norm3_weight = get(LayerName(i, "norm3.weight"));
+      w.norm4_weight = get(LayerName(i, "norm4.weight"));
       w.q_norm_weight = get(LayerName(i, "self_attn.q_norm.weight"));
       w.k_norm_weight = get(LayerName(i, "self_attn.k_norm.weight"));
       enc->layers_.push_back(std::move(w));
@@ -312,7 +318,8 @@ int64_t Encoder::parameter_count() const {
          {&w.in_proj_weight, &w.in_proj_bias, &w.out_proj_weight,
           &w.out_proj_bias, &w.linear1_weight, &w.linear1_bias,
           &w.linear2_weight, &w.linear2_bias, &w.norm1_weight, &w.norm1_bias,
-          &w.norm2_weight, &w.norm2_bias, &w.q_norm_weight, &w.k_norm_weight}) {
+          &w.norm2_weight, &w.norm2_bias, &w.norm3_weight, &w.norm4_weight,
+          &w.q_norm_weight, &w.k_norm_weight}) {
       add(*t);
     }
   }

@@ -110,6 +110,32 @@ TEST(ServeFlags, BuiltinModelsBesideTheListedOnes) {
       << refused.status();
 }
 
+// --rope-scaling NAME=JSON: onto the checkpoint served as NAME (one
+// directory may be listed twice, under two scalings); a name no
+// checkpoint has, or no '=', is refused.
+TEST(ServeFlags, RopeScalingGoesToTheNamedCheckpoint) {
+  const std::string yarn = R"({"rope_type":"yarn","factor":4})";
+  auto repo = BuildRepository(
+      Parse({"--model-dir=plain=/dir/q", "--model-dir=long=/dir/q",
+             "--rope-scaling=long=" + yarn}));
+  ASSERT_TRUE(repo.ok()) << repo.status();
+  ASSERT_EQ(repo->models.size(), 2u);
+  EXPECT_EQ(repo->models[0].rope_scaling, "");
+  EXPECT_EQ(repo->models[1].rope_scaling, yarn);
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--model-dir=a=/dir/a",
+                                 "--rope-scaling=b=" + yarn},
+        std::vector<std::string>{"--rope-scaling=rope=" + yarn},
+        std::vector<std::string>{"--model-dir=a=/dir/a", "--rope-scaling=a"}}) {
+    auto refused = BuildRepository(Parse(bad));
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument)
+        << bad.back();
+    EXPECT_NE(std::string(refused.status().message()).find("--rope-scaling"),
+              std::string::npos)
+        << refused.status();
+  }
+}
+
 TEST(ServeFlags, ServedNamesAndAliases) {
   ServeFlags f = Parse({"--model-dir=a=/dir/a", "--model-dir=b=/dir/b",
                         "--served-model-name=first", "--model-alias=bee=b"});

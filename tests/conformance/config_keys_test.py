@@ -46,7 +46,8 @@ FAMILY_DIRS = {
     "camembert": "camembert", "electra": "electra",
     "deberta-v2": "deberta_v2", "mpnet": "mpnet", "distilbert": "distilbert",
     "roformer": "roformer", "modernbert": "modernbert", "qwen2": "qwen2",
-    "qwen3": "qwen3", "llama": "llama", "mistral": "mistral", "t5": "t5",
+    "qwen3": "qwen3", "llama": "llama", "mistral": "mistral",
+    "gemma3_text": "gemma3", "t5": "t5",
     "marian": "marian",
 }
 PLANTED = "planted_key_nobody_classified"

@@ -72,6 +72,13 @@ sequence; inputs below, at, one past and at 4x the switching length, run
 whole, alone and in one batch, against transformers on each alone (its
 rotary state new), tolerance 1e-4 (1e-5 batched against alone).
 
+A checkpoint under another scaling (--rope-scaling): the Qwen3 family
+model served a second time with yarn, the Qwen2 with dynamic; ListModels
+says the scaling is overridden, inputs below and past the switching
+length against transformers on the same weights with config.json's
+rotary parameters replaced (1e-4), and the copy served with its own
+scaling differs past it.
+
 Classification heads (heads.py): cross-encoders and classifiers of five
 families against transformers' *ForSequenceClassification and
 sentence-transformers' CrossEncoder, through Classify, Rerank and the
@@ -367,7 +374,8 @@ def check_diagnostics(name, scheme, served, report):
 
 # Families whose positional scheme runs past the trained length in
 # transformers too (ModernBERT's rotary, T5's relative buckets).
-EXTRAPOLATING = ("modernbert", "t5", "qwen2", "qwen3", "llama", "mistral")
+EXTRAPOLATING = ("modernbert", "t5", "qwen2", "qwen3", "llama", "mistral",
+                 "gemma3_text")
 
 
 def check_extrapolation(name, family, path, served, report):
@@ -392,10 +400,21 @@ def check_extrapolation(name, family, path, served, report):
     r = served.client.embed_response(
         [ids], model=name, pooling="mean", normalize=False, late_chunk=True,
         chunk_tokens=64, chunk_overlap=16, return_chunks=True).results[0]
+    # The model's Dense modules (EmbeddingGemma's) follow the pooling of
+    # every window; not its Normalize (normalize=False).
+    dense = [m for m in (list(ref.st) if ref.st is not None else [])
+             if type(m).__name__ == "Dense"]
+
+    def post(v):
+        x = torch.tensor(v, dtype=torch.float32)[None]
+        with torch.no_grad():
+            for m in dense:
+                x = m({"sentence_embedding": x})["sentence_embedding"]
+        return x[0].double().numpy()
     want, spans, start = [], [], 0
     while True:
         end = min(start + 64, n)
-        want.append(np.asarray(last[start:end], np.float64).mean(0))
+        want.append(post(np.asarray(last[start:end], np.float64).mean(0)))
         spans.append((start, end, -1, -1))
         if end == n:
             break
@@ -412,9 +431,65 @@ def check_extrapolation(name, family, path, served, report):
                else float("inf"), STATE_TOL, len(want))
 
 
-CAUSAL_FAMILIES = ("qwen2", "qwen3", "llama", "mistral")
+CAUSAL_FAMILIES = ("qwen2", "qwen3", "llama", "mistral", "gemma3_text")
 # Rotary scalings whose frequencies depend on the sequence's length.
 LENGTH_DEPENDENT = ("dynamic", "longrope")
+
+
+# One checkpoint served under another rotary scaling than its own
+# (--rope-scaling): name -> (the family model it copies, the scaling).
+OVERRIDES = {
+    "tf-qwen3-as-yarn": ("tf-qwen3", {
+        "rope_type": "yarn", "factor": 4.0,
+        "original_max_position_embeddings": 64}),
+    "tf-qwen2-as-dynamic": ("tf-qwen2", {"rope_type": "dynamic",
+                                         "factor": 3.0}),
+}
+
+
+def check_override(name, base, scaling, family, path, served, report):
+    """The checkpoint at `path` served as `name` with `scaling` instead of
+    its config.json's: ListModels reports the scaling as overridden;
+    inputs below and past the switching length, run whole, against
+    transformers loading the same weights with config.json's rotary
+    parameters replaced; the same checkpoint served as `base` (its own
+    scaling) differs past it."""
+    from encoder_client import tensor_to_numpy
+    work = pathlib.Path(tempfile.mkdtemp(prefix="override-"))
+    for f in pathlib.Path(path).iterdir():
+        (work / f.name).symlink_to(f)
+    config = json.loads((pathlib.Path(path) / "config.json").read_text())
+    theta = (config.get("rope_parameters") or {}).get(
+        "rope_theta", config.get("rope_theta", 10000.0))
+    config.pop("rope_scaling", None)
+    config["rope_parameters"] = {"rope_theta": theta, **scaling}
+    (work / "config.json").unlink()
+    (work / "config.json").write_text(json.dumps(config))
+    ref = Reference(str(work), family)
+    info = dict(served.models()[name].positional.params)
+    if (info.get("scaling") != scaling["rope_type"] or
+            info.get("scaling_overridden") != "true"):
+        report.fail(f"{name}: ListModels scaling {info.get('scaling')!r} "
+                    f"overridden {info.get('scaling_overridden')!r}")
+    switch = (config["max_position_embeddings"]
+              if scaling["rope_type"] == "dynamic"
+              else scaling["original_max_position_embeddings"])
+    rng = np.random.default_rng(17)
+    worst, apart = 0.0, []
+    for n in (switch // 2, 2 * switch):
+        ids = [int(i) for i in rng.integers(4, config["vocab_size"], n)]
+        want = ref.fresh_states(ids)[0]
+        got = [tensor_to_numpy(served.client.embed_response(
+            [ids], model=m, tokens=True, extrapolate=True)
+            .results[0].token_embeddings) for m in (name, base)]
+        worst = max(worst, scaled(got[0], want))
+        apart.append(max_abs(got[0], got[1]))
+    report.add(name, f"{scaling['rope_type']} override of {base}",
+               worst, STATE_TOL, 2)
+    # Past the switching length the scaling shows; the own one differs.
+    report.add(name, f"past {switch}: differs from {base} (> 1e-3)",
+               0 if apart[-1] > 1e-3 else 1, 0, 1,
+               f"max |override - own| {apart[-1]:.3g}")
 
 
 def check_length_scaling(name, family, path, served, report):
@@ -464,9 +539,12 @@ def check_causal(name, path, texts, served, report):
     info = served.models()[name]
     config = json.loads((pathlib.Path(path) / "config.json").read_text())
     want_kv = config.get("num_key_value_heads") or config["num_attention_heads"]
-    if not info.causal or info.num_kv_heads != want_kv:
+    # EmbeddingGemma: a Gemma 3 decoder with bidirectional attention.
+    causal = not config.get("use_bidirectional_attention", False)
+    if info.causal != causal or info.num_kv_heads != want_kv:
         report.fail(f"{name}: ListModels causal={info.causal} "
-                    f"num_kv_heads={info.num_kv_heads}, want True {want_kv}")
+                    f"num_kv_heads={info.num_kv_heads}, want {causal} "
+                    f"{want_kv}")
     st_config = pathlib.Path(path) / "config_sentence_transformers.json"
     prompts = (json.loads(st_config.read_text()).get("prompts") or {}
                if st_config.is_file() else {})
@@ -651,11 +729,16 @@ def main():
                 if minilm else [])
 
     report = Report()
+    overrides = [(name, base, scaling, e[1], e[2])
+                 for name, (base, scaling) in OVERRIDES.items()
+                 for e in entries if e[0] == base]
     served = Served(args.binary,
                     [(e[0], e[2]) for e in entries] + prompted +
                     head_models + sparse_models + multi_models +
-                    saved_models,
-                    work / "server")
+                    saved_models + [(o[0], o[4]) for o in overrides],
+                    work / "server",
+                    extra=[f"--rope-scaling={o[0]}={json.dumps(o[2])}"
+                           for o in overrides])
     pooled = {}
     try:
         for name, family, path, max_length, texts in entries:
@@ -684,6 +767,12 @@ def main():
                         "per_sequence") == "true":
                     check_length_scaling(name, family, path, served, report)
             except Exception as e:  # one model's failure is reported
+                report.fail(f"{name}: {type(e).__name__}: {e}")
+        for name, base, scaling, family, path in overrides:
+            try:
+                check_override(name, base, scaling, family, path, served,
+                               report)
+            except Exception as e:
                 report.fail(f"{name}: {type(e).__name__}: {e}")
         if minilm:
             try:

@@ -289,16 +289,18 @@ def _qwen2_longrope():
     # longrope over an original context of 32 (of 300 positions): short
     # factors up to 32 tokens, long ones past it; heads of 8 channels take
     # 4 factors each, the attention factor from 300 / 32.
+    # The original context at the top level, as Phi-3 spells it: both
+    # transformers generations read it there (4.x nowhere else).
     config = _qwen2()
     return transformers.Qwen2Config(
-        **{**config.to_dict(), **_rope_scaled(
-            50000.0, {"rope_type": "longrope",
-                      "original_max_position_embeddings": 32,
-                      "short_factor": [1.0, 1.1, 1.3, 1.6],
-                      "long_factor": [1.0, 2.5, 6.0, 14.0]})})
+        **{**config.to_dict(), "original_max_position_embeddings": 32,
+           **_rope_scaled(
+               50000.0, {"rope_type": "longrope",
+                         "short_factor": [1.0, 1.1, 1.3, 1.6],
+                         "long_factor": [1.0, 2.5, 6.0, 14.0]})})
 
 
-def _llama(scaling=None, bias=True):
+def _llama(scaling=None, bias=True, original=None):
     # Llama with 6 query heads over 2 key/value heads of 8 channels; with
     # `bias`, q/k/v/output (attention_bias) and gate/up/down (mlp_bias)
     # biased.
@@ -308,7 +310,8 @@ def _llama(scaling=None, bias=True):
         num_hidden_layers=3, num_attention_heads=6, num_key_value_heads=2,
         max_position_embeddings=300, rms_norm_eps=1e-5,
         attention_bias=bias, mlp_bias=bias, tie_word_embeddings=False,
-        **rope)
+        **({"original_max_position_embeddings": original} if original
+           else {}), **rope)
 
 
 def _mistral(scaling=None, window=None):
@@ -328,6 +331,30 @@ def _qwen2_sliding():
     return transformers.Qwen2Config(
         **{**config.to_dict(), "use_sliding_window": True,
            "sliding_window": 20, "max_window_layers": 1, "layer_types": None})
+
+
+def _gemma3(bidirectional, scaling=None):
+    # Gemma 3 text: heads of 12 over a width of 40 (4 query heads, 2
+    # key/value heads), scores over sqrt(16) instead of sqrt(12), layers
+    # sliding, sliding, full, sliding with a window of 8 and bases 1e4 /
+    # 1e6; `scaling` on the full layers only. Bidirectional: EmbeddingGemma.
+    if int(transformers.__version__.split(".")[0]) >= 5:
+        full = {"rope_type": "default", "rope_theta": 1e6, **(scaling or {})}
+        rope = {"rope_parameters": {
+            "full_attention": full,
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}
+    else:
+        rope = {"rope_theta": 1e6, "rope_local_base_freq": 1e4,
+                "rope_scaling": dict(scaling) if scaling else None}
+    return transformers.Gemma3TextConfig(
+        vocab_size=VOCAB, hidden_size=40, intermediate_size=52,
+        num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=12, query_pre_attn_scalar=16, sliding_window=8,
+        layer_types=["sliding_attention", "sliding_attention",
+                     "full_attention", "sliding_attention"],
+        use_bidirectional_attention=bidirectional,
+        max_position_embeddings=300, rms_norm_eps=1e-6,
+        hidden_activation="gelu_pytorch_tanh", **rope)
 
 
 def _deberta_v3():
@@ -367,6 +394,31 @@ QWEN_PROMPTS = {
              "it\nQuery:",
     "document": "",
 }
+
+
+GEMMA_PROMPTS = {"query": "task: search result | query: ",
+                 "document": "title: none | text: "}
+
+
+def _embedding_gemma_files(path):
+    """EmbeddingGemma's sentence-transformers modules, saved by the
+    library: mean pooling, two bias-free Dense layers (4x wider, then
+    back), Normalize, and its query / document prompts."""
+    from sentence_transformers import SentenceTransformer, models
+    transformer = models.Transformer(str(path), max_seq_length=300)
+    dim = transformer.get_word_embedding_dimension()
+    torch.manual_seed(77)
+    dense = [models.Dense(dim, 4 * dim, bias=False,
+                          activation_function=torch.nn.Identity()),
+             models.Dense(4 * dim, dim, bias=False,
+                          activation_function=torch.nn.Identity())]
+    for layer in dense:  # std 0.02 would leave them near zero
+        torch.nn.init.normal_(layer.linear.weight, std=0.5)
+    st = SentenceTransformer(
+        modules=[transformer, models.Pooling(dim, "mean"), *dense,
+                 models.Normalize()],
+        prompts=GEMMA_PROMPTS, device="cpu")
+    st.save(str(path))
 
 
 def _sentence_transformers_files(path, normalize, prompts=None):
@@ -443,7 +495,12 @@ CAUSAL = {
                                     padding_side="left"),
     "tf-mistral-linear": dict(normalize=False, prompts=None,
                               padding_side="right"),
+    "tf-gemma3-causal-linear": dict(normalize=True, prompts=None,
+                                    padding_side="right"),
 }
+# Bidirectional embedders whose sentence-transformers files a function
+# writes (after the tokenizer is saved).
+ST_WRITERS = {"tf-embeddinggemma": _embedding_gemma_files}
 
 
 # name -> (family the server reports, config, model class, tokenizer kind,
@@ -510,9 +567,8 @@ FAMILIES = {
                          "qwen", "float32"),
     "tf-llama-longrope": (
         "llama", lambda: _llama({
-            "rope_type": "longrope", "original_max_position_embeddings": 32,
-            "short_factor": [1.0, 1.2, 1.5, 2.0],
-            "long_factor": [1.0, 3.0, 8.0, 20.0]}),
+            "rope_type": "longrope", "short_factor": [1.0, 1.2, 1.5, 2.0],
+            "long_factor": [1.0, 3.0, 8.0, 20.0]}, original=32),
         transformers.LlamaModel, "qwen", "float32"),
     "tf-llama-llama3": (
         "llama", lambda: _llama({
@@ -532,6 +588,14 @@ FAMILIES = {
     "tf-mistral-linear": (
         "mistral", lambda: _mistral({"rope_type": "linear", "factor": 3.0}),
         transformers.MistralForCausalLM, "qwen", "float32"),
+    # Gemma 3: EmbeddingGemma's bidirectional layout with its modules, and
+    # a causal one scaled (linear, on the full layers) as Gemma 3 4B is.
+    "tf-embeddinggemma": ("gemma3_text", lambda: _gemma3(True),
+                          transformers.Gemma3TextModel, "qwen", "float32"),
+    "tf-gemma3-causal-linear": (
+        "gemma3_text",
+        lambda: _gemma3(False, {"rope_type": "linear", "factor": 8.0}),
+        transformers.Gemma3ForCausalLM, "qwen", "float32"),
 }
 
 
@@ -547,7 +611,8 @@ def build(out_dir, names=None):
         config = sized_config(make_config, tok)
         torch.manual_seed(1000 + i)
         model = cls(config).eval()
-        if name in CAUSAL or family in ("deberta-v2", "modernbert"):
+        if name in CAUSAL or name in ST_WRITERS or family in (
+                "deberta-v2", "modernbert"):
             _sharpen(model)
         path = out_dir / name
         kwargs = {"safe_serialization": True}
@@ -565,6 +630,8 @@ def build(out_dir, names=None):
         if causal:
             _sentence_transformers_files(path, causal["normalize"],
                                          causal["prompts"])
+        if name in ST_WRITERS:
+            ST_WRITERS[name](path)
         if save == "bin":
             (path / "model.safetensors").unlink()
             torch.save(model.state_dict(), path / "pytorch_model.bin")

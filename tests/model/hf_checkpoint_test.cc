@@ -507,6 +507,24 @@ TEST_F(HfCheckpointTest, DecodersReadTheirSlidingWindows) {
   }
 }
 
+// Gemma 3 refuses what it would not compute as transformers does (the
+// numbers are checked against transformers by the conformance suite).
+TEST_F(HfCheckpointTest, Gemma3RefusesWhatItDoesNotServe) {
+  const std::pair<std::string, std::string> cases[] = {
+      {R"(, "attn_logit_softcapping": 50.0)", "attn_logit_softcapping"},
+      {R"(, "sliding_window": null, "layer_types": ["sliding_attention"])",
+       "sliding_attention layers but sliding_window is null"},
+      {R"(, "layer_types": ["local"])", "layer_types has \"local\""},
+      {R"(, "rope_parameters": {"full_attention": {"rope_type": "su"}})",
+       "type \"su\" is not supported"},
+      {R"(, "rope_parameters": {"global": {"rope_type": "default"}})",
+       "per layer type: full_attention and sliding_attention"},
+  };
+  for (const auto& [extra, want] : cases) {
+    ExpectRefused(QwenTensors(true), QwenConfig("gemma3_text", extra), want);
+  }
+}
+
 // Llama: attention_bias biases q, k, v and the output, mlp_bias the gate,
 // up and down projections; both off by default, like Mistral's.
 TEST_F(HfCheckpointTest, LlamaBiasesFollowItsConfig) {
@@ -542,6 +560,48 @@ TEST_F(HfCheckpointTest, LlamaBiasesFollowItsConfig) {
   Write(tensors, QwenConfig("llama", R"(, "attention_bias": true)"));
   EXPECT_THAT(Load().status().message(),
               HasSubstr("unexpected tensor \"model.layers.0.mlp."));
+}
+
+// A rope_scaling override (a repository entry's, --rope-scaling) replaces
+// config.json's scaling at load and keeps its base; the description says
+// it was overridden. Families without a rotary scaling in config.json and
+// malformed overrides are refused by name.
+TEST_F(HfCheckpointTest, RopeScalingOverrideReplacesTheCheckpoints) {
+  Write(QwenTensors(true), QwenConfig("qwen3", R"(, "rope_theta": 5000.0,
+            "original_max_position_embeddings": 16,
+            "rope_scaling": {"type": "linear", "factor": 2.0})"));
+  CheckpointOverrides o;
+  o.rope_scaling = R"({"rope_type": "yarn", "factor": 8})";
+  auto yarn = LoadCheckpoint(dir_, o, at::kCPU, at::kFloat);
+  ASSERT_TRUE(yarn.ok()) << yarn.status();
+  const RopeScaling& s = yarn->config.positional.rope_scaling;
+  EXPECT_EQ(s.type, RopeScalingType::kYarn);
+  EXPECT_EQ(s.factor, 8.0);
+  EXPECT_EQ(s.original_max_positions, 16);  // the checkpoint's
+  EXPECT_EQ(yarn->config.positional.base, 5000.0);
+  EXPECT_TRUE(s.overridden);
+  o.rope_scaling = R"({"type": "default"})";
+  auto plain = LoadCheckpoint(dir_, o, at::kCPU, at::kFloat);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->config.positional.rope_scaling.type, RopeScalingType::kNone);
+  EXPECT_EQ(plain->config.positional.base, 5000.0);
+  auto own = LoadCheckpoint(dir_, {}, at::kCPU, at::kFloat);
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_EQ(own->config.positional.rope_scaling.type, RopeScalingType::kLinear);
+  EXPECT_FALSE(own->config.positional.rope_scaling.overridden);
+  for (const auto& [scaling, want] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"[1]", "is not a JSON object"},
+           {R"({"factor": 2})", "needs a \"rope_type\""},
+           {R"({"rope_type": "ntk"})", "type \"ntk\" is not supported"}}) {
+    o.rope_scaling = scaling;
+    auto refused = LoadCheckpoint(dir_, o, at::kCPU, at::kFloat);
+    EXPECT_THAT(refused.status().message(), HasSubstr(want)) << scaling;
+  }
+  Write(BertTensors("bert."));
+  o.rope_scaling = R"({"rope_type": "linear", "factor": 2})";
+  EXPECT_THAT(LoadCheckpoint(dir_, o, at::kCPU, at::kFloat).status().message(),
+              HasSubstr("model_type is \"bert\""));
 }
 
 TEST_F(HfCheckpointTest, QwenReadsTheLengthIndependentRopeScalings) {

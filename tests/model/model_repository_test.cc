@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -129,6 +131,33 @@ TEST(Repository, StripTextPerModel) {
               std::string::npos)
         << r.status();
   }
+}
+
+TEST(Repository, RopeScalingPerCheckpoint) {
+  auto ok = ParseRepository(
+      R"({"models": [{"name": "c", "path": "ckpt",
+                      "rope_scaling": {"rope_type": "yarn", "factor": 4}},
+                     {"name": "d", "path": "ckpt"}]})",
+      "/base");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(nlohmann::json::parse(ok->models[0].rope_scaling),
+            nlohmann::json::parse(R"({"rope_type": "yarn", "factor": 4})"));
+  EXPECT_EQ(ok->models[1].rope_scaling, "");  // the checkpoint's
+  auto bad = ParseRepository(
+      R"({"models": [{"name": "c", "path": "p", "rope_scaling": "yarn"}]})",
+      "");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(bad.status().message()).find("rope_scaling must be"),
+            std::string::npos)
+      << bad.status();
+  // A native model has no checkpoint config to override.
+  auto native = ParseRepository(
+      R"({"models": [{"name": "n", "rope_scaling": {"rope_type": "yarn"}}]})",
+      "");
+  EXPECT_NE(std::string(native.status().message())
+                .find("unknown key \"rope_scaling\""),
+            std::string::npos)
+      << native.status();
 }
 
 TEST(Repository, PromptsPerModel) {

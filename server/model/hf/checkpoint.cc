@@ -15,6 +15,7 @@
 #include "server/model/hf/config_keys.h"
 #include "server/model/hf/heads.h"
 #include "server/model/hf/importer.h"
+#include "server/model/hf/rope_config.h"
 #include "server/model/hf/sentence_transformers.h"
 #include "server/model/torch_status.h"
 #include "server/model/weights/weight_source.h"
@@ -27,24 +28,39 @@ using Importer = absl::StatusOr<hf::Import> (*)(const json&,
                                                 const WeightSource&);
 
 const std::map<std::string, Importer>& Importers() {
-  static const auto* importers =
-      new std::map<std::string, Importer>{{"bert", &hf::ImportBert},
-                                          {"roberta", &hf::ImportBert},
-                                          {"xlm-roberta", &hf::ImportBert},
-                                          {"camembert", &hf::ImportBert},
-                                          {"electra", &hf::ImportBert},
-                                          {"deberta-v2", &hf::ImportDebertaV2},
-                                          {"mpnet", &hf::ImportMpnet},
-                                          {"distilbert", &hf::ImportDistilBert},
-                                          {"roformer", &hf::ImportRoformer},
-                                          {"modernbert", &hf::ImportModernBert},
-                                          {"qwen2", &hf::ImportQwen2},
-                                          {"qwen3", &hf::ImportQwen3},
-                                          {"llama", &hf::ImportLlama},
-                                          {"mistral", &hf::ImportMistral},
-                                          {"t5", &hf::ImportT5},
-                                          {"marian", &hf::ImportMarian}};
+  static const auto* importers = new std::map<std::string, Importer>{
+      {"bert", &hf::ImportBert},
+      {"roberta", &hf::ImportBert},
+      {"xlm-roberta", &hf::ImportBert},
+      {"camembert", &hf::ImportBert},
+      {"electra", &hf::ImportBert},
+      {"deberta-v2", &hf::ImportDebertaV2},
+      {"mpnet", &hf::ImportMpnet},
+      {"distilbert", &hf::ImportDistilBert},
+      {"roformer", &hf::ImportRoformer},
+      {"modernbert", &hf::ImportModernBert},
+      {"qwen2", &hf::ImportQwen2},
+      {"qwen3", &hf::ImportQwen3},
+      {"llama", &hf::ImportLlama},
+      {"mistral", &hf::ImportMistral},
+      {"gemma3_text", &hf::ImportGemma3Text},
+      {"t5", &hf::ImportT5},
+      {"marian", &hf::ImportMarian}};
   return *importers;
+}
+
+// The families whose rotary scaling config.json sets (hf/rope_config.h).
+absl::Status OverrideRopeScaling(const std::string& model_type,
+                                 const std::string& scaling, json* config) {
+  static const std::set<std::string> kScaled = {"qwen2", "qwen3", "llama",
+                                                "mistral"};
+  if (kScaled.count(model_type) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a rope_scaling override needs a family whose rotary scaling "
+        "config.json sets (",
+        absl::StrJoin(kScaled, ", "), "); model_type is \"", model_type, "\""));
+  }
+  return hf::OverrideRope(scaling, config);
 }
 
 std::string Shape(const std::vector<int64_t>& shape) {
@@ -242,8 +258,14 @@ absl::StatusOr<LoadedCheckpoint> Load(const std::string& dir,
       unread_keys.push_back(absl::StrCat(file, ": ", key));
     }
   }
+  if (!overrides.rope_scaling.empty()) {
+    RETURN_IF_ERROR(
+        OverrideRopeScaling(model_type, overrides.rope_scaling, &config));
+  }
   ASSIGN_OR_RETURN(auto source, WeightSource::Open(dir));
   ASSIGN_OR_RETURN(auto import, importer->second(config, *source));
+  import.config.positional.rope_scaling.overridden =
+      !overrides.rope_scaling.empty();
   if (absl::Status s = ValidateConfig(import.config); !s.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("config.json is inconsistent: ", s.message()));
@@ -289,10 +311,12 @@ absl::StatusOr<LoadedCheckpoint> Load(const std::string& dir,
       std::vector<at::Tensor> parts;
       for (const std::string& name : src.names) {
         ASSIGN_OR_RETURN(auto t,
-                         source->Load(StoredName(*source, name), dtype));
+                         source->Load(StoredName(*source, name),
+                                      src.add != 0 ? at::kFloat : dtype));
         parts.push_back(std::move(t));
       }
       state[slot] = parts.size() == 1 ? parts[0] : at::cat(parts, 0);
+      if (src.add != 0) state[slot] = (state[slot] + src.add).to(dtype);
     }
     if (head.has_value()) {
       ASSIGN_OR_RETURN(auto loaded, hf::LoadScoreHead(*head, *source, dtype));

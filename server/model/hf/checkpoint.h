@@ -23,6 +23,9 @@ namespace encoder::model {
 struct CheckpointOverrides {
   std::optional<Pooling> pooling;  // else sentence-transformers' or mean
   std::optional<bool> normalize;   // else sentence-transformers' or false
+  // A JSON object that replaces config.json's rotary scaling (ModelSpec's
+  // rope_scaling); empty: the checkpoint's.
+  std::string rope_scaling;
 };
 
 struct LoadedCheckpoint {

@@ -574,6 +574,73 @@ KeyTable LlamaOrMistral(bool mistral) {
   return t;
 }
 
+KeyTable Gemma3Text() {
+  KeyTable t;
+  AddCommon(&t);
+  AddSizes(&t, "the gated feed-forward's width");
+  constexpr char kMultimodal[] = "the multimodal Gemma 3's; text only here";
+  Add(&t,
+      {
+          {"num_key_value_heads", kRead, "key / value heads (grouped queries)"},
+          {"max_position_embeddings", kRead, "the longest input"},
+          {"hidden_activation", kRead, "the feed-forward activation"},
+          {"rms_norm_eps", kRead, "every RMSNorm's epsilon"},
+          {"head_dim", kRead, "the width of a head (default 256)"},
+          {"query_pre_attn_scalar", kRead,
+           "scores are divided by its square root"},
+          {"attention_bias", kRead, "q, k, v and output biases"},
+          {"use_bidirectional_attention", kRead,
+           "true: no causal mask (EmbeddingGemma); sliding layers then see "
+           "|i - j| <= sliding_window / 2"},
+          {"sliding_window", kRead, "the sliding layers' window"},
+          {"layer_types", kRead,
+           "full_attention / sliding_attention per layer"},
+          {"sliding_window_pattern", kRead,
+           "every n-th layer full (when layer_types is absent)"},
+          {"_sliding_window_pattern", kRead,
+           "every n-th layer full (when layer_types is absent)"},
+          {"attn_logit_softcapping", kRead, "refused unless null"},
+          {"final_logit_softcapping", kNoEffect,
+           "the language-model head's; not served"},
+          {"rope_theta", kRead, "the full layers' rotary base (4.x)"},
+          {"rope_local_base_freq", kRead,
+           "the sliding layers' rotary base (4.x)"},
+          {"rope_scaling",
+           kRead,
+           "the full layers' rotary scaling (4.x)",
+           {},
+           true},
+          {"rope_parameters",
+           kRead,
+           "rotary parameters per layer type (5.x)",
+           {},
+           true},
+          {"rope_parameters.full_attention",
+           kRead,
+           "the full layers' rotary",
+           {},
+           true},
+          {"rope_parameters.sliding_attention",
+           kRead,
+           "the sliding layers' rotary",
+           {},
+           true},
+          {"original_max_position_embeddings", kRead,
+           "yarn, longrope, llama3: the unscaled context"},
+          {"partial_rotary_factor", kRead,
+           "must be 1 with a scaled rotary type (refused otherwise)"},
+          {"attention_dropout", kNoEffect, kTraining},
+          {"image_token_id", kNoEffect, kMultimodal},
+          {"mm_tokens_per_image", kNoEffect, kMultimodal},
+          {"text_config", kNoEffect, kMultimodal},
+          {"vision_config", kNoEffect, kMultimodal},
+      });
+  AddRopeKeys(&t, "rope_scaling.", /*scaled=*/true);
+  AddRopeKeys(&t, "rope_parameters.full_attention.", /*scaled=*/true);
+  AddRopeKeys(&t, "rope_parameters.sliding_attention.", /*scaled=*/true);
+  return t;
+}
+
 KeyTable T5() {
   KeyTable t;
   AddCommon(&t);
@@ -671,6 +738,7 @@ const std::map<std::string, KeyTable>& ConfigKeyTables() {
       {"qwen3", Qwen(true)},
       {"llama", LlamaOrMistral(false)},
       {"mistral", LlamaOrMistral(true)},
+      {"gemma3_text", Gemma3Text()},
       {"t5", T5()},
       {"marian", Marian()},
   };

@@ -109,7 +109,7 @@ absl::StatusOr<HeadSource> Layout(const json& config, const std::string& family,
     dense.norm_eps = r.NumberOr("norm_eps", 1e-5);
     h.layers = {dense, Layer(source, "classifier", Act::kIdentity)};
   } else if (family == "qwen2" || family == "qwen3" || family == "llama" ||
-             family == "mistral") {
+             family == "mistral" || family == "gemma3_text") {
     // `score` on the last token.
     if (!source.Has("score.weight")) return h;
     h.pooling = Pooling::kLastToken;

@@ -25,6 +25,9 @@ namespace encoder::model::hf {
 struct SlotSource {
   std::vector<std::string> names;
   std::vector<std::vector<int64_t>> shapes;  // expected, one per name
+  // Added to every element, in float32, before the cast to the serving
+  // dtype (Gemma's norms store their gain minus 1).
+  double add = 0;
 };
 
 struct Import {
@@ -113,6 +116,9 @@ absl::StatusOr<Import> ImportQwen2(const nlohmann::json& config,
                                    const WeightSource& source);
 absl::StatusOr<Import> ImportQwen3(const nlohmann::json& config,
                                    const WeightSource& source);
+// Gemma 3 text models: EmbeddingGemma, Gemma 3 decoders (gemma3.cc).
+absl::StatusOr<Import> ImportGemma3Text(const nlohmann::json& config,
+                                        const WeightSource& source);
 // Llama and Mistral (llama.cc).
 absl::StatusOr<Import> ImportLlama(const nlohmann::json& config,
                                    const WeightSource& source);

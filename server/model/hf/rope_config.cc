@@ -238,6 +238,38 @@ absl::Status ReadLongrope(const nlohmann::json& p, const char* where,
 
 }  // namespace
 
+absl::Status OverrideRope(const std::string& scaling, nlohmann::json* config) {
+  nlohmann::json p = nlohmann::json::parse(scaling, nullptr, false);
+  if (!p.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rope_scaling override ", scaling, " is not a JSON object"));
+  }
+  if (p.contains("type") && !p.contains("rope_type")) {
+    p["rope_type"] = p["type"];
+    p.erase("type");
+  }
+  if (!p.contains("rope_type") || !p["rope_type"].is_string()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rope_scaling override ", scaling, " needs a \"rope_type\""));
+  }
+  nlohmann::json& c = *config;
+  if (!p.contains("rope_theta")) {
+    const ConfigReader r(c);
+    ASSIGN_OR_RETURN(const RopeSource src, FindRope(c, r));
+    p["rope_theta"] = src.base;
+  }
+  if (c.contains("original_max_position_embeddings")) {
+    if (!p.contains("original_max_position_embeddings")) {
+      p["original_max_position_embeddings"] =
+          c["original_max_position_embeddings"];
+    }
+    c.erase("original_max_position_embeddings");
+  }
+  c.erase("rope_scaling");
+  c["rope_parameters"] = p;
+  return absl::OkStatus();
+}
+
 absl::Status ReadRope(const nlohmann::json& config, const ConfigReader& r,
                       int64_t max_positions, PositionalConfig* out) {
   ASSIGN_OR_RETURN(const RopeSource src, FindRope(config, r));

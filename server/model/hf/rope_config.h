@@ -6,6 +6,7 @@
 #define ENCODER_SERVER_MODEL_HF_ROPE_CONFIG_H_
 
 #include <cstdint>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -25,6 +26,14 @@ namespace encoder::model::hf {
 // out->rope_scaling.
 absl::Status ReadRope(const nlohmann::json& config, const ConfigReader& r,
                       int64_t max_positions, PositionalConfig* out);
+
+// Replaces config.json's rotary scaling with `scaling`, a JSON object as
+// rope_parameters holds it (its rope_type or type, the type's keys; the
+// checkpoint's rope_theta and top-level original_max_position_embeddings
+// when it gives none): rope_scaling is removed and rope_parameters set, so
+// that ReadRope reads the override alone. {"rope_type": "default"}
+// removes a scaling.
+absl::Status OverrideRope(const std::string& scaling, nlohmann::json* config);
 
 }  // namespace encoder::model::hf
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/common/status_macros.h"
 #include "server/model/config.h"
 #include "server/model/positional/pe_math.h"
 #include "server/model/positional/schemes.h"
@@ -25,12 +26,15 @@ class RopeScheme : public PositionalScheme {
     const std::vector<double>& bases = config_.arch.layer_rope_base;
     const double base = bases.empty() ? config_.positional.base : bases[layer];
     auto [cos, sin] = RopeCosSin(positions, q.size(-1), base, q.scalar_type(),
-                                 config_.positional.rope_scaling, extents);
+                                 Scaling(layer), extents);
     q = RopeRotate(q, cos, sin, config_.positional.rope_layout);
     k = RopeRotate(k, cos, sin, config_.positional.rope_layout);
   }
 
   bool depends_on_length() const override {
+    for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
+      if (Scaling(layer).depends_on_length()) return true;
+    }
     return config_.positional.rope_scaling.depends_on_length();
   }
 
@@ -47,6 +51,12 @@ class RopeScheme : public PositionalScheme {
         config_.max_positions,
         {"query_key"}};
     DescribeScaling(config_.positional.rope_scaling, &d);
+    for (size_t i = 0; i < config_.arch.layer_rope_scaling.size(); ++i) {
+      const RopeScaling& s = config_.arch.layer_rope_scaling[i];
+      if (s.type == RopeScalingType::kNone) continue;
+      d.params[absl::StrCat("layer_", i, "_scaling")] =
+          absl::StrCat(RopeScalingName(s.type), " factor ", s.factor);
+    }
     if (!config_.arch.layer_rope_base.empty()) {
       std::string bases;
       for (double b : config_.arch.layer_rope_base) {
@@ -86,6 +96,15 @@ class RopeScheme : public PositionalScheme {
     if (s.depends_on_length()) {
       d->params["per_sequence"] = "true";
     }
+    if (s.overridden) {
+      d->params["scaling_overridden"] = "true";
+    }
+  }
+
+  const RopeScaling& Scaling(int64_t layer) const {
+    const std::vector<RopeScaling>& scalings = config_.arch.layer_rope_scaling;
+    return scalings.empty() ? config_.positional.rope_scaling
+                            : scalings[static_cast<size_t>(layer)];
   }
 
   ModelConfig config_;
@@ -102,6 +121,27 @@ void SetLayout(std::string_view layout, PositionalConfig* p) {
       layout == "half" ? RopeLayout::kHalf : RopeLayout::kInterleaved;
 }
 
+absl::Status ValidateScaling(const RopeScaling& s, int64_t head_dim) {
+  if (s.type == RopeScalingType::kDynamic && head_dim <= 2) {
+    return absl::InvalidArgumentError(
+        "dynamic rope scaling needs a head dim above 2");
+  }
+  if (s.type == RopeScalingType::kLongrope &&
+      (static_cast<int64_t>(s.short_factor.size()) != head_dim / 2 ||
+       static_cast<int64_t>(s.long_factor.size()) != head_dim / 2)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "longrope short_factor and long_factor need head_dim / 2 = ",
+        head_dim / 2, " values each, got ", s.short_factor.size(), " and ",
+        s.long_factor.size()));
+  }
+  if (s.depends_on_length() && !(s.original_max_positions >= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(RopeScalingName(s.type),
+                     " rope scaling needs a context of at least 1"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Validate(const ModelConfig& c) {
   if (!(c.positional.base > 1)) {
     return absl::InvalidArgumentError("positional.base must be > 1");
@@ -110,23 +150,10 @@ absl::Status Validate(const ModelConfig& c) {
     return absl::InvalidArgumentError(
         absl::StrCat("rope needs an even head dim, got ", c.head_dim()));
   }
-  const RopeScaling& s = c.positional.rope_scaling;
-  if (s.type == RopeScalingType::kDynamic && c.head_dim() <= 2) {
-    return absl::InvalidArgumentError(
-        "dynamic rope scaling needs a head dim above 2");
-  }
-  if (s.type == RopeScalingType::kLongrope &&
-      (static_cast<int64_t>(s.short_factor.size()) != c.head_dim() / 2 ||
-       static_cast<int64_t>(s.long_factor.size()) != c.head_dim() / 2)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "longrope short_factor and long_factor need head_dim / 2 = ",
-        c.head_dim() / 2, " values each, got ", s.short_factor.size(), " and ",
-        s.long_factor.size()));
-  }
-  if (s.depends_on_length() && !(s.original_max_positions >= 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(RopeScalingName(s.type),
-                     " rope scaling needs a context of at least 1"));
+  std::vector<const RopeScaling*> scalings = {&c.positional.rope_scaling};
+  for (const RopeScaling& s : c.arch.layer_rope_scaling) scalings.push_back(&s);
+  for (const RopeScaling* s : scalings) {
+    RETURN_IF_ERROR(ValidateScaling(*s, c.head_dim()));
   }
   return absl::OkStatus();
 }

@@ -64,6 +64,9 @@ struct RopeScaling {
   // cos and sin are multiplied by it (yarn's and longrope's attention
   // factor; 1 else).
   double attention_factor = 1.0;
+  // Set at load by the model's entry (--rope-scaling, "rope_scaling"),
+  // not by the checkpoint's config.json.
+  bool overridden = false;
 
   // Whether the frequencies depend on the sequence's extent.
   bool depends_on_length() const {

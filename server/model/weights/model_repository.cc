@@ -167,7 +167,8 @@ absl::StatusOr<ModelSpec> ParseCheckpointEntry(const json& m,
                                               "long_input",
                                               "prompts",
                                               "default_prompt_name",
-                                              "strip_text"};
+                                              "strip_text",
+                                              "rope_scaling"};
   for (const auto& item : m.items()) {
     if (kKeys.count(item.key()) == 0) {
       return ModelError(
@@ -176,7 +177,8 @@ absl::StatusOr<ModelSpec> ParseCheckpointEntry(const json& m,
                        "\" for a checkpoint entry (name, path, "
                        "pooling, normalize, batching, "
                        "quantize, max_extrapolation_tokens, long_input, "
-                       "prompts, default_prompt_name, strip_text)"));
+                       "prompts, default_prompt_name, strip_text, "
+                       "rope_scaling)"));
     }
   }
   if (!m["path"].is_string() || m["path"].get<std::string>().empty()) {
@@ -207,6 +209,14 @@ absl::StatusOr<ModelSpec> ParseCheckpointEntry(const json& m,
   RETURN_IF_ERROR(ParseQuantize(m, &spec));
   RETURN_IF_ERROR(ParsePrompts(m, &spec));
   RETURN_IF_ERROR(ParseStripText(m, &spec));
+  if (m.contains("rope_scaling")) {
+    if (!m["rope_scaling"].is_object()) {
+      return ModelError(spec.name,
+                        "rope_scaling must be an object such as "
+                        "{\"rope_type\": \"yarn\", \"factor\": 4}");
+    }
+    spec.rope_scaling = m["rope_scaling"].dump();
+  }
   return spec;
 }
 
@@ -402,7 +412,8 @@ absl::StatusOr<std::unique_ptr<Encoder>> LoadModel(const ModelSpec& spec,
                                                    at::ScalarType dtype,
                                                    ModelSpec* resolved) {
   if (!spec.model_dir.empty()) {
-    CheckpointOverrides overrides{spec.pooling, spec.normalize};
+    CheckpointOverrides overrides{spec.pooling, spec.normalize,
+                                  spec.rope_scaling};
     auto loaded = LoadCheckpoint(spec.model_dir, overrides, device, dtype);
     if (!loaded.ok()) {
       return absl::Status(loaded.status().code(),

@@ -80,6 +80,12 @@ struct ModelSpec {
   // as sentence-transformers up to 5.3 did (5.4 on do not): the repository
   // entry's "strip_text", else the server's --strip-text.
   std::optional<bool> strip_text;
+  // A checkpoint's rotary scaling replaced at load: a JSON object as
+  // config.json's rope_parameters holds it ({"rope_type": "yarn",
+  // "factor": 4, ...}; {"rope_type": "default"} removes a scaling), from
+  // the entry's "rope_scaling" or --rope-scaling NAME=JSON; empty: the
+  // checkpoint's own.
+  std::string rope_scaling;
   bool prompts_set = false;  // the repository entry gave "prompts"
   // TEI's --default-prompt-name (a name among the checkpoint's prompts)
   // and --default-prompt (a text, added to the prompts as
