@@ -368,8 +368,9 @@ void DefineLimitFlags(CLI::App& app, ServeFlags& f) {
          "inference's --auto-truncate; responses count the dropped "
          "tokens), refuse, chunk, late_chunk, extrapolate, or auto "
          "(extrapolate for ALiBi and relative buckets within the "
-         "extrapolation limit, else chunk; ListModels says which "
-         "and why). A request's truncate false refuses")
+         "extrapolation limit, and for a scaled rotary code up to the "
+         "length its scaling reaches, else chunk; ListModels says "
+         "which and why). A request's truncate false refuses")
       ->check(CLI::IsMember(LongInputPolicyNames()))
       ->default_str(std::string(LongInputPolicyName(f.limits.long_input)));
   app.add_option("--memory-limit-bytes", f.host.memory_limit_bytes,

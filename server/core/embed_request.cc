@@ -451,7 +451,10 @@ absl::StatusOr<LongInputPolicy> InputTreatment(const EmbedQuery& query, int i,
     if (t == LongInputPolicy::kExtrapolate && plan.fallback->chunk_past_limit) {
       const absl::StatusOr<int64_t>& limit =
           ExtrapolationLimitOf(plan, model, limits);
-      if (!limit.ok() || n > *limit) t = LongInputPolicy::kChunk;
+      if (!limit.ok() || n > *limit ||
+          (plan.fallback->whole_up_to > 0 && n > plan.fallback->whole_up_to)) {
+        t = LongInputPolicy::kChunk;
+      }
     }
     if (plan.Windowed(t)) {
       const std::string why =

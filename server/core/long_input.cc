@@ -220,8 +220,9 @@ LongInputDefault DefaultLongInput(const api::ServedModel& model,
   // auto: run whole where the scheme's bias depends on distance alone and
   // stops changing with it (ALiBi's linear penalty, relative buckets that
   // saturate), so no position past the trained length is new to the
-  // model; else windows of the model's length, in which every position
-  // was seen in training.
+  // model, or up to the length a rotary scaling was made to reach; else
+  // windows of the model's length, in which every position was seen in
+  // training.
   const int64_t max_len = d.max_length;
   const model::SchemeReach& reach = d.reach;
   const int64_t limit =
@@ -235,6 +236,16 @@ LongInputDefault DefaultLongInput(const api::ServedModel& model,
                      ", so no position past ", max_len,
                      " tokens is new to the model: inputs run whole up to ",
                      limit, " tokens, in windows beyond");
+    return out;
+  }
+  if (reach.scaled_length > max_len && reach.max_length == 0 &&
+      limit > max_len) {
+    out.policy = LongInputPolicy::kExtrapolate;
+    out.chunk_past_limit = true;
+    out.whole_up_to = std::min(reach.scaled_length, limit);
+    out.reason = absl::StrCat("auto (", from, "): ", reach.scaled_reason,
+                              ": inputs run whole up to ", out.whole_up_to,
+                              " tokens, in windows beyond");
     return out;
   }
   out.policy = LongInputPolicy::kChunk;

@@ -69,6 +69,9 @@ struct LongInputDefault {
   // auto's extrapolation: inputs past the extrapolation limit are chunked
   // instead of refused.
   bool chunk_past_limit = false;
+  // auto's extrapolation of a scaled rotary code: inputs past this length
+  // (its scaled reach) are chunked too; 0: the extrapolation limit alone.
+  int64_t whole_up_to = 0;
 };
 LongInputDefault DefaultLongInput(const api::ServedModel& model,
                                   const ServiceLimits& limits);

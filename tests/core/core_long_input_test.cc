@@ -113,5 +113,41 @@ TEST(CoreLongInput, ALearnedTableCannotExtrapolateAndAutoChunksIt) {
   EXPECT_GT(answer->inputs[0].chunks, 1);
 }
 
+// A rotary code scaled to reach 48 tokens (the model's length 16): auto
+// runs inputs up to 48 whole, in windows past it, and says which number
+// decided; the server's extrapolation limit still caps it.
+TEST(CoreLongInput, AutoRunsAScaledRotaryCodeWholeUpToItsReach) {
+  core::ServiceLimits limits;
+  limits.long_input = LongInputPolicy::kAuto;
+  FakeModelOptions scaled;
+  scaled.scaled_length = 48;
+  FakeCore f(limits, {scaled});
+  const core::LongInputDefault d =
+      core::DefaultLongInput(*f.catalog.Find(""), limits);
+  EXPECT_EQ(d.policy, LongInputPolicy::kExtrapolate);
+  EXPECT_EQ(d.whole_up_to, 48);
+  EXPECT_TRUE(absl::StrContains(d.reason, "reaches 48 tokens")) << d.reason;
+  EXPECT_TRUE(absl::StrContains(d.reason, "whole up to 48")) << d.reason;
+  auto whole = Embed(f.core, IdsQuery({Ids(40)}));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->inputs[0].chunks, 1);
+  ASSERT_FALSE(f.model().ran().empty());
+  EXPECT_EQ(f.model().ran().back().token_ids.size(), 40u);
+  auto windows = Embed(f.core, IdsQuery({Ids(60)}));
+  ASSERT_TRUE(windows.ok()) << windows.status();
+  EXPECT_GT(windows->inputs[0].chunks, 1);
+  // The extrapolation limit (--max-extrapolation-tokens: the diagnose
+  // limits', which the core takes) below the scaled reach wins.
+  core::DiagnoseLimits diagnose;
+  diagnose.max_extrapolation_tokens = 30;
+  limits.max_extrapolation_tokens = 30;
+  FakeCore capped(limits, {scaled}, diagnose);
+  EXPECT_EQ(
+      core::DefaultLongInput(*capped.catalog.Find(""), limits).whole_up_to, 30);
+  auto chunked = Embed(capped.core, IdsQuery({Ids(40)}));
+  ASSERT_TRUE(chunked.ok()) << chunked.status();
+  EXPECT_GT(chunked->inputs[0].chunks, 1);
+}
+
 }  // namespace
 }  // namespace encoder::testing

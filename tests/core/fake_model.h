@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "server/api/served_model.h"
@@ -41,6 +42,9 @@ struct FakeModelOptions {
   int64_t bytes_per_token = 0;  // the price of a token
   // The model's share of the batch memory budget; 0: unbounded.
   int64_t max_batch_cost_bytes = 0;
+  // > 0: rotary positions scaled to reach this length (no table bounds
+  // the input; positional/reach.h's scaled_length) instead of a table.
+  int64_t scaled_length = 0;
 };
 
 class FakeModel : public api::ServedModel {
@@ -67,6 +71,14 @@ class FakeModel : public api::ServedModel {
     d.reach.trained_length = options_.max_positions;
     d.reach.max_length = options_.max_positions;
     d.max_length = options_.max_positions;
+    if (options_.scaled_length > 0) {
+      d.scheme.name = "rope";
+      d.scheme.extrapolates = true;
+      d.reach.max_length = 0;
+      d.reach.scaled_length = options_.scaled_length;
+      d.reach.scaled_reason = absl::StrCat("its rotary scaling reaches ",
+                                           options_.scaled_length, " tokens");
+    }
     d.output_dim = kWidth;
     d.device = "cpu";
     d.dtype = d.precision = "float32";

@@ -174,6 +174,23 @@ TEST(PositionalTraitsTest, ReachIsTheSchemesOwn) {
   EXPECT_EQ(AnalyzeReach(rope).wavelengths.size(),
             static_cast<size_t>(rope.head_dim() / 2));
   EXPECT_TRUE(AnalyzeReach(With(NoneConfig())).wavelengths.empty());
+  // A rotary scaling reaches factor x its original context; none
+  // without one, nor when it shrinks or scales some layers only.
+  EXPECT_EQ(AnalyzeReach(rope).scaled_length, 0);
+  rope.positional.rope_scaling.type = RopeScalingType::kYarn;
+  rope.positional.rope_scaling.factor = 4;
+  rope.positional.rope_scaling.original_max_positions = 32;
+  const SchemeReach yarn = AnalyzeReach(rope);
+  EXPECT_EQ(yarn.scaled_length, 128);
+  EXPECT_EQ(yarn.scaled_reason,
+            "its rotary scaling (yarn, factor 4 over 32 positions) reaches "
+            "128 tokens");
+  rope.positional.rope_scaling.factor = 0.5;
+  EXPECT_EQ(AnalyzeReach(rope).scaled_length, 0);
+  rope.positional.rope_scaling.factor = 4;
+  rope.arch.layer_rope_scaling.assign(rope.num_layers,
+                                      rope.positional.rope_scaling);
+  EXPECT_EQ(AnalyzeReach(rope).scaled_length, 0);
 }
 
 }  // namespace

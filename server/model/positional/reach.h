@@ -45,6 +45,11 @@ struct SchemeReach {
   // model's length. Empty for every other scheme. The long-input policy
   // auto runs such inputs whole (core/long_input.h).
   std::string distance_only_reason;
+  // rope with a scaling that stretches the codes (factor > 1): the length
+  // it was scaled to reach, factor x the original context, and what said
+  // so as a phrase. The long-input policy auto runs inputs up to it whole.
+  int64_t scaled_length = 0;
+  std::string scaled_reason;
 };
 
 // The reach of `config`'s scheme: the table bound, the scheme's own part

@@ -1,6 +1,7 @@
 // Rotary codes on queries and keys (RoFormer, Llama, Qwen, ModernBERT), with
 // transformers' rope scalings and per-layer bases
 // (docs/positional-encodings.md#rope).
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -159,8 +160,21 @@ absl::Status Validate(const ModelConfig& c) {
 }
 
 void Reach(const ModelConfig& c, SchemeReach* r) {
-  r->wavelengths = Wavelengths(RopeFrequencies(c.head_dim(), c.positional.base,
-                                               c.positional.rope_scaling));
+  const RopeScaling& s = c.positional.rope_scaling;
+  r->wavelengths =
+      Wavelengths(RopeFrequencies(c.head_dim(), c.positional.base, s));
+  // A scaling of every layer that stretches the codes: the length it was
+  // made for (per-layer scalings, Gemma's, leave the sliding layers as
+  // trained, so they say nothing of the whole model's reach).
+  if (s.type != RopeScalingType::kNone && s.factor > 1 &&
+      s.original_max_positions > 0 && c.arch.layer_rope_scaling.empty()) {
+    r->scaled_length = static_cast<int64_t>(
+        std::floor(s.factor * static_cast<double>(s.original_max_positions)));
+    r->scaled_reason =
+        absl::StrCat("its rotary scaling (", RopeScalingName(s.type),
+                     ", factor ", s.factor, " over ", s.original_max_positions,
+                     " positions) reaches ", r->scaled_length, " tokens");
+  }
 }
 
 }  // namespace
