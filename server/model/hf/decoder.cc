@@ -14,12 +14,7 @@ namespace {
 absl::Status ReadDecoderConfig(const nlohmann::json& config,
                                const DecoderLayout& layout, ModelConfig* c) {
   ConfigReader r(config);
-  RETURN_IF_ERROR(r.Ints({{"vocab_size", &c->vocab_size},
-                          {"hidden_size", &c->d_model},
-                          {"num_attention_heads", &c->num_heads},
-                          {"num_hidden_layers", &c->num_layers},
-                          {"intermediate_size", &c->d_ff}}));
-  RETURN_IF_ERROR(CheckLayerCount(c->num_layers));
+  RETURN_IF_ERROR(ReadDecoderSizes(r, c));
   ASSIGN_OR_RETURN(auto act, ParseActivation(r.StringOr("hidden_act", "silu")));
   c->activation = act;
   c->layer_norm_eps = r.NumberOr("rms_norm_eps", 1e-6);
@@ -34,13 +29,6 @@ absl::Status ReadDecoderConfig(const nlohmann::json& config,
   a.gated_ffn = true;
   a.ffn_in_bias = a.ffn_out_bias = layout.mlp_bias;
   a.causal = true;
-  a.num_kv_heads = r.IntOr("num_key_value_heads", c->num_heads);
-  if (a.num_kv_heads < 1 || a.num_kv_heads > c->num_heads ||
-      c->num_heads % a.num_kv_heads != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config.json num_key_value_heads ", a.num_kv_heads,
-                     " must divide num_attention_heads ", c->num_heads));
-  }
   a.head_dim = r.IntOr("head_dim", layout.default_head_dim);
   if (a.head_dim < 0 || a.head_dim > kMaxConfigSize) {
     return absl::InvalidArgumentError("config.json head_dim is out of range");
@@ -113,6 +101,23 @@ void AddLayerSlots(const std::string& p, int64_t i, const ModelConfig& c,
 }
 
 }  // namespace
+
+absl::Status ReadDecoderSizes(const ConfigReader& r, ModelConfig* c) {
+  RETURN_IF_ERROR(r.Ints({{"vocab_size", &c->vocab_size},
+                          {"hidden_size", &c->d_model},
+                          {"num_attention_heads", &c->num_heads},
+                          {"num_hidden_layers", &c->num_layers},
+                          {"intermediate_size", &c->d_ff}}));
+  RETURN_IF_ERROR(CheckLayerCount(c->num_layers));
+  c->arch.num_kv_heads = r.IntOr("num_key_value_heads", c->num_heads);
+  const int64_t kv = c->arch.num_kv_heads;
+  if (kv < 1 || kv > c->num_heads || c->num_heads % kv != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json num_key_value_heads ", kv,
+                     " must divide num_attention_heads ", c->num_heads));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::optional<int64_t>> ReadSlidingWindow(
     const nlohmann::json& config, std::optional<int64_t> fallback) {

@@ -32,6 +32,12 @@ struct DecoderLayout {
   std::vector<int64_t> windows;
 };
 
+// The sizes every rotary decoder's config.json gives (vocab_size,
+// hidden_size, num_attention_heads, num_hidden_layers, intermediate_size)
+// and its key/value heads (num_key_value_heads, default: every head),
+// which must divide the heads.
+absl::Status ReadDecoderSizes(const ConfigReader& r, ModelConfig* c);
+
 // The config's sliding window as transformers reads it: the key's value,
 // `fallback` when the key is absent, none when it is null; refused unless
 // a positive integer.

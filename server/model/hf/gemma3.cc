@@ -117,12 +117,7 @@ absl::StatusOr<std::vector<bool>> SlidingLayers(const nlohmann::json& config,
 
 absl::Status ReadGemmaConfig(const nlohmann::json& config,
                              const ConfigReader& r, ModelConfig* c) {
-  RETURN_IF_ERROR(r.Ints({{"vocab_size", &c->vocab_size},
-                          {"hidden_size", &c->d_model},
-                          {"num_attention_heads", &c->num_heads},
-                          {"num_hidden_layers", &c->num_layers},
-                          {"intermediate_size", &c->d_ff}}));
-  RETURN_IF_ERROR(CheckLayerCount(c->num_layers));
+  RETURN_IF_ERROR(ReadDecoderSizes(r, c));
   if (r.Has("attn_logit_softcapping")) {
     return absl::InvalidArgumentError(
         "config.json attn_logit_softcapping is not served (null only)");
@@ -145,12 +140,6 @@ absl::Status ReadGemmaConfig(const nlohmann::json& config,
   a.qk_norm = true;
   a.causal = !r.BoolOr("use_bidirectional_attention", false);
   c->pooling = a.causal ? Pooling::kLastToken : Pooling::kMean;
-  a.num_kv_heads = r.IntOr("num_key_value_heads", c->num_heads);
-  if (a.num_kv_heads < 1 || c->num_heads % a.num_kv_heads != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config.json num_key_value_heads ", a.num_kv_heads,
-                     " must divide num_attention_heads ", c->num_heads));
-  }
   a.head_dim = r.IntOr("head_dim", 256);
   a.score_dim = r.IntOr("query_pre_attn_scalar", 256);
   if (a.head_dim < 1 || a.head_dim > kMaxConfigSize || a.score_dim < 1) {
