@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[ "${#targets[@]}" -gt 0 ] || targets=(safetensors model_config repository hf_config tokenizer_json requests http_request http_json)
+[ "${#targets[@]}" -gt 0 ] || targets=(safetensors torch_pickle model_config repository hf_config tokenizer_json requests http_request http_json)
 build="${FUZZ_BUILD_DIR:-${ASAN_BUILD_DIR:-build-asan}}"
 jobs="$(nproc)"  # before OMP_NUM_THREADS, which nproc honours
 # The configuration and the ASAN/UBSAN/LSAN options shared with asan.sh.

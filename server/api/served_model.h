@@ -83,9 +83,12 @@ struct HeadDescription {
   int64_t pad_id = -1;  // model::ScoreHead::pad_id
 };
 
-// A sparse (SPLADE) head as served (model::SparseHead without weights).
+// A sparse head as served (model::SparseHead without weights).
 struct SparseDescription {
-  int64_t vocab = 0;       // the sparse vectors' width; 0: no sparse head
+  int64_t vocab = 0;  // the sparse vectors' width; 0: no sparse head
+  // "masked_lm" (SPLADE: log1p of the vocabulary logits, pooled) or
+  // "token_weight" (BGE-M3: relu of one weight per token, at its own id).
+  std::string kind;
   std::string pooling;     // "max" or "sum"
   std::string activation;  // "relu" or "log1p_relu" (before the log1p)
 };
@@ -142,6 +145,9 @@ struct ModelDescription {
   // and Normalize modules); 0: none.
   int64_t token_dim = 0;
   bool normalize_tokens = false;
+  // The first token (CLS) has no projected vector (BGE-M3's ColBERT
+  // vectors): projected token embeddings have one row fewer than tokens.
+  bool token_skips_first = false;
   // Rows of the token-type table (0: the model has none): a sentence
   // pair's type ids reach the model only where it has more than one.
   int64_t type_vocab_size = 0;

@@ -169,7 +169,8 @@ absl::Status CheckOutputTasks(const EmbedQuery& query,
           "model \"", name, "\" has no token projection (it serves: ",
           absl::StrJoin(d.tasks(), ", "),
           "); projected token embeddings need a multi-vector model with "
-          "token-level Dense or Normalize modules")));
+          "token-level Dense or Normalize modules, or BGE-M3's "
+          "colbert_linear.pt")));
     }
     if (!query.token_embeddings) {
       return absl::InvalidArgumentError(
@@ -182,7 +183,8 @@ absl::Status CheckOutputTasks(const EmbedQuery& query,
       return MarkMissingTask(absl::FailedPreconditionError(absl::StrCat(
           "model \"", name,
           "\" has no sparse head (it serves: ", absl::StrJoin(d.tasks(), ", "),
-          "); sparse vectors need a masked-LM (SPLADE) checkpoint")));
+          "); sparse vectors need a masked-LM (SPLADE) checkpoint or BGE-M3's "
+          "sparse_linear.pt")));
     }
     if (query.sparse->top_k < 0) {
       return absl::InvalidArgumentError(absl::StrCat(

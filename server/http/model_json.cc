@@ -70,6 +70,9 @@ void AddHeads(const api::ModelDescription& d, json* out) {
   (*out)["sparse_activation"] = d.sparse.vocab > 0 ? d.sparse.activation : "";
   (*out)["token_embedding_dim"] = d.token_dim;
   (*out)["normalize_token_embeddings"] = d.token_dim > 0 && d.normalize_tokens;
+  (*out)["token_embeddings_skip_first"] =
+      d.token_dim > 0 && d.token_skips_first;
+  (*out)["sparse_kind"] = d.sparse.vocab > 0 ? d.sparse.kind : "";
 }
 
 }  // namespace

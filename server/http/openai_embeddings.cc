@@ -92,6 +92,45 @@ absl::Status ParseLongInput(const json& value, core::EmbedQuery* query,
 }
 
 // "hidden_states": {"layers": [int, ...], "pooled": bool}.
+// "sparse": true or {"top_k": n, "threshold": x} (EmbedRequest's
+// return_sparse, sparse_top_k, sparse_threshold); "multi_vector": true
+// (return_token_embeddings with project_token_embeddings). Both come from
+// the forward pass that makes the dense vector.
+absl::Status ParseExtraOutputs(const json& j, core::EmbedQuery* query,
+                               std::string* param) {
+  if (auto it = j.find("sparse"); it != j.end() && !it->is_null()) {
+    core::EmbedQuery::Sparse sparse;
+    bool valid = it->is_boolean() || it->is_object();
+    if (it->is_object()) {
+      for (const auto& [key, item] : it->items()) {
+        if (key == "top_k" && item.is_number_integer() &&
+            item.get<int64_t>() >= 0 && item.get<int64_t>() <= (1 << 30)) {
+          sparse.top_k = item.get<int64_t>();
+        } else if (key == "threshold" && item.is_number()) {
+          sparse.threshold = item.get<float>();
+        } else {
+          valid = false;
+        }
+      }
+    }
+    if (!valid) {
+      return InvalidParam(
+          "sparse must be true or {\"top_k\": integer >= 0, \"threshold\": "
+          "number}",
+          param, "sparse");
+    }
+    if (!it->is_boolean() || it->get<bool>()) query->sparse = sparse;
+  }
+  if (auto it = j.find("multi_vector"); it != j.end() && !it->is_null()) {
+    if (!it->is_boolean()) {
+      return InvalidParam("multi_vector must be true or false", param,
+                          "multi_vector");
+    }
+    query->token_embeddings = query->project_tokens = it->get<bool>();
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseHiddenStates(const json& value, core::EmbedQuery* query,
                                std::string* param) {
   const char* kShape =
@@ -377,6 +416,7 @@ absl::Status ParseEmbeddingsBody(const std::string& body,
           param, "quantization_ranges");
     }
   }
+  RETURN_IF_ERROR(ParseExtraOutputs(j, query, param));
   // "user" (an end-user id for the provider's abuse monitoring) is
   // accepted and not used.
   const auto input = j.find("input");
@@ -384,6 +424,28 @@ absl::Status ParseEmbeddingsBody(const std::string& body,
     return InvalidParam("input is missing", param, "input");
   }
   return ParseInputsJson(*input, "input", &query->inputs, param);
+}
+
+// "sparse": {"indices": [...], "values": [...]} and "multi_vector":
+// {"shape": [rows, width], "data": ...} where the call asked for them.
+void AppendExtraOutputs(const core::EmbedAnswer& answer,
+                        const api::EmbedResult& r, bool base64,
+                        std::string* out) {
+  if (answer.sparse_vocab > 0) {
+    *out += R"(,"sparse":{"indices":[)";
+    for (size_t k = 0; k < r.sparse_indices.size(); ++k) {
+      absl::StrAppend(out, k == 0 ? "" : ",", r.sparse_indices[k]);
+    }
+    *out += R"(],"values":)";
+    AppendJsonFloats(r.sparse_values.data(), r.sparse_values.size(), out);
+    *out += '}';
+  }
+  if (!r.tokens.empty() && r.dim > 0) {
+    absl::StrAppend(out, R"(,"multi_vector":{"shape":[)",
+                    r.tokens.size() / r.dim, ",", r.dim, R"(],"data":)");
+    AppendValues(r.tokens, base64, out);
+    *out += '}';
+  }
 }
 
 std::string EmbeddingsResponseJson(const core::EmbedAnswer& answer,
@@ -416,6 +478,7 @@ std::string EmbeddingsResponseJson(const core::EmbedAnswer& answer,
       }
       out += ']';
     }
+    AppendExtraOutputs(answer, r, base64, &out);
     if (!e.hidden_layers.empty()) {
       out += R"(,"hidden_states":{"layers":)";
       AppendIntList(e.hidden_layers, &out);

@@ -85,6 +85,9 @@ bool IsRootModelFile(absl::string_view name) {
       name == "model.safetensors.index.json") {
     return true;
   }
+  // BGE-M3's ColBERT and sparse heads (FlagEmbedding's layout), which the
+  // server reads without Python (server/model/weights/torch_pickle.h).
+  if (name == "colbert_linear.pt" || name == "sparse_linear.pt") return true;
   // sentence_bert_config.json and its per-family spellings.
   if (absl::StartsWith(name, "sentence_") &&
       absl::EndsWith(name, "_config.json")) {

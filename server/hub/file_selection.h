@@ -24,7 +24,8 @@ absl::StatusOr<std::vector<std::string>> ModulePaths(
 // tokenizer_config.json, special_tokens_map.json, added_tokens.json,
 // vocab.txt, vocab.json, merges.txt, a SentencePiece *.model, modules.json,
 // config_sentence_transformers.json, sentence_*_config.json,
-// model.safetensors.index.json and *.safetensors.
+// model.safetensors.index.json, *.safetensors, and BGE-M3's
+// colbert_linear.pt and sparse_linear.pt.
 bool IsRootModelFile(absl::string_view name);
 
 // The files of `repo_files` (a repository's paths, '/'-separated) to

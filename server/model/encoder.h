@@ -87,14 +87,25 @@ struct ScoreHead {
 // vocabulary) gives logits [tokens, vocab]; log(1 + relu(logits)) (twice
 // with double_log: the log1p_relu variant), pooled over the sequence's
 // tokens by max or sum, is the input's weight of every vocabulary entry.
+//
+// kTokenWeight is BGE-M3's lexical head instead (FlagEmbedding's
+// sparse_linear): `layers` is one projection onto a single value whose
+// relu is the token's weight, given to the token's own id (the largest
+// when an id repeats) in a vector `token_vocab` wide; `dropped_ids` (the
+// tokenizer's cls, eos, pad and unk tokens) weigh nothing.
 struct SparseHead {
   enum class Pool { kMax, kSum };
+  enum class Kind { kMaskedLm, kTokenWeight };
+  Kind kind = Kind::kMaskedLm;
   // The last layer is the decoder; an undefined weight there is tied to
   // the token embedding table (Encoder::set_sparse_head fills it).
   std::vector<DenseLayer> layers;
   Pool pooling = Pool::kMax;
   bool double_log = false;
+  int64_t token_vocab = 0;           // kTokenWeight
+  std::vector<int64_t> dropped_ids;  // kTokenWeight
   int64_t vocab() const {
+    if (kind == Kind::kTokenWeight) return token_vocab;
     return layers.empty() || !layers.back().weight.defined()
                ? 0
                : layers.back().weight.size(0);
@@ -207,10 +218,15 @@ class Encoder {
 
   // Dense layers run on each token's embedding (a multi-vector model's
   // projection), then an L2 normalization of each token when `normalize`;
-  // moved to the encoder's device and dtype. Set once, before serving.
-  void set_token_dense(std::vector<DenseLayer> dense, bool normalize);
-  // One sequence's token embeddings [n, D] -> [n, token_output_dim()].
+  // moved to the encoder's device and dtype. With `skip_first`, the first
+  // token (BGE-M3's CLS, which its ColBERT vectors leave out) is not
+  // projected. Set once, before serving.
+  void set_token_dense(std::vector<DenseLayer> dense, bool normalize,
+                       bool skip_first = false);
+  // One sequence's token embeddings [n, D] -> [n, token_output_dim()]
+  // ([n - 1, ...] when the first is skipped).
   at::Tensor ProjectTokens(const at::Tensor& tokens) const;
+  bool token_projection_skips_first() const { return skip_first_token_; }
   bool has_token_projection() const {
     return !token_dense_.empty() || normalize_tokens_;
   }
@@ -241,10 +257,11 @@ class Encoder {
   const SparseHead* sparse_head() const {
     return sparse_head_.has_value() ? &*sparse_head_ : nullptr;
   }
-  // One sequence's token states [n, D] (its real tokens) -> its weight of
-  // every vocabulary entry [vocab], float32 on the encoder's device.
-  // Requires a sparse head.
-  at::Tensor SparseWeights(const at::Tensor& tokens) const;
+  // One sequence's token states [n, D] (its real tokens) and their ids
+  // -> its weight of every vocabulary entry [vocab], float32 on the
+  // encoder's device. Requires a sparse head.
+  at::Tensor SparseWeights(const at::Tensor& tokens,
+                           const std::vector<int64_t>& ids) const;
 
   // Runs every layer's four projections with int8 weights (per output
   // channel) and per-token dynamic int8 activations (Int8Linear). In each
@@ -403,6 +420,7 @@ class Encoder {
   std::vector<DenseLayer> dense_;
   std::vector<DenseLayer> token_dense_;
   bool normalize_tokens_ = false;
+  bool skip_first_token_ = false;
   std::optional<ScoreHead> score_head_;
   std::optional<SparseHead> sparse_head_;
   bool quantized_ = false;

@@ -235,14 +235,18 @@ at::Tensor Encoder::ProjectPooled(const at::Tensor& pooled) const {
   return RunDense(dense_, pooled);
 }
 
-void Encoder::set_token_dense(std::vector<DenseLayer> dense, bool normalize) {
+void Encoder::set_token_dense(std::vector<DenseLayer> dense, bool normalize,
+                              bool skip_first) {
   MoveDense(device_, dtype_, &dense);
   token_dense_ = std::move(dense);
   normalize_tokens_ = normalize;
+  skip_first_token_ = skip_first;
 }
 
 at::Tensor Encoder::ProjectTokens(const at::Tensor& tokens) const {
-  at::Tensor x = RunDense(token_dense_, tokens);
+  const int64_t skip = skip_first_token_ && tokens.size(0) > 0 ? 1 : 0;
+  at::Tensor x =
+      RunDense(token_dense_, tokens.narrow(0, skip, tokens.size(0) - skip));
   if (normalize_tokens_) {
     x = x / x.norm(2, {-1}, /*keepdim=*/true).clamp_min(1e-12);
   }
@@ -261,6 +265,26 @@ at::Tensor Encoder::Score(const at::Tensor& pooled) const {
 absl::Status Encoder::set_sparse_head(SparseHead head) {
   if (head.layers.empty()) {
     return absl::InvalidArgumentError("the sparse head has no layers");
+  }
+  if (head.kind == SparseHead::Kind::kTokenWeight) {
+    const DenseLayer& layer = head.layers[0];
+    if (head.layers.size() != 1 || !layer.weight.defined() ||
+        layer.weight.sizes() != at::IntArrayRef({1, config_.d_model}) ||
+        head.token_vocab <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a token-weight sparse head is one projection [1, ", config_.d_model,
+          "] onto a vocabulary of at least one entry"));
+    }
+    for (int64_t id : head.dropped_ids) {
+      if (id < 0 || id >= head.token_vocab) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("the sparse head drops id ", id,
+                         ", outside its vocabulary of ", head.token_vocab));
+      }
+    }
+    MoveDense(device_, dtype_, &head.layers);
+    sparse_head_ = std::move(head);
+    return absl::OkStatus();
   }
   DenseLayer& decoder = head.layers.back();
   const bool tied = !decoder.weight.defined();
@@ -289,7 +313,27 @@ absl::Status Encoder::set_sparse_head(SparseHead head) {
   return absl::OkStatus();
 }
 
-at::Tensor Encoder::SparseWeights(const at::Tensor& tokens) const {
+at::Tensor Encoder::SparseWeights(const at::Tensor& tokens,
+                                  const std::vector<int64_t>& ids) const {
+  if (sparse_head_->kind == SparseHead::Kind::kTokenWeight) {
+    // relu(w . h + b) per token, each into its id's place, the largest
+    // where an id repeats (scatter_reduce's amax over zeros keeps the
+    // weights above 0, which are all FlagEmbedding keeps).
+    at::Tensor w = RunDense(sparse_head_->layers, tokens)
+                       .to(at::kFloat)
+                       .relu()
+                       .reshape({-1});
+    const auto device = tokens.device();
+    at::Tensor index = at::tensor(ids, at::kLong).to(device);
+    at::Tensor out =
+        at::zeros({sparse_head_->token_vocab},
+                  at::TensorOptions().dtype(at::kFloat).device(device));
+    out.scatter_reduce_(0, index, w, "amax", /*include_self=*/true);
+    if (!sparse_head_->dropped_ids.empty()) {
+      out.index_fill_(0, at::tensor(sparse_head_->dropped_ids).to(device), 0);
+    }
+    return out;
+  }
   at::Tensor logits = RunDense(sparse_head_->layers, tokens);
   logits.relu_();
   at::Tensor w = logits.to(at::kFloat);  // the same tensor in float32

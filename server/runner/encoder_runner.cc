@@ -386,9 +386,9 @@ absl::Status EncoderRunner::RunImpl(
     }
     if (batch[i]->want_sparse) {
       RETURN_IF_ERROR(context.Check());
-      KeepSparse(
-          model_->SparseWeights(out.tokens[i].narrow(0, 0, r.num_tokens)),
-          *batch[i], &r);
+      KeepSparse(model_->SparseWeights(out.tokens[i].narrow(0, 0, r.num_tokens),
+                                       batch[i]->token_ids),
+                 *batch[i], &r);
     }
     if (!batch[i]->pool_spans.empty()) {
       r.span_pooled = PoolSpans(*batch[i], i, *model_, out.tokens);
@@ -408,9 +408,15 @@ batching::SequenceCost EncoderRunner::Price(const api::EmbedSpec& spec) const {
   // feed-forward buffers, norms: about 10 widths and 2 feed-forward widths.
   cost.per_token = (10 * c.d_model + 2 * c.d_ff) * e;
   if (spec.want_tokens) cost.per_token += 2 * c.d_model * f32;
-  if (spec.want_sparse && model_->sparse_head() != nullptr) {
-    // The logits over the vocabulary (and their float32 copy).
-    cost.per_token += model_->sparse_head()->vocab() * (e + f32);
+  if (const model::SparseHead* sparse = model_->sparse_head();
+      spec.want_sparse && sparse != nullptr) {
+    // The logits over the vocabulary (and their float32 copy); a
+    // token-weight head's one weight per token and its vector over the
+    // vocabulary, priced per token over the spec's tokens.
+    const int64_t n = std::max<int64_t>(1, spec.token_ids.size());
+    cost.per_token += sparse->kind == model::SparseHead::Kind::kTokenWeight
+                          ? (e + f32) + (sparse->vocab() * f32 + n - 1) / n
+                          : sparse->vocab() * (e + f32);
   }
   // Kept hidden states (at the model's dtype) and, unpooled, their stacked
   // float32 copy and its host copy.

@@ -164,6 +164,7 @@ void Describe(const batching::BatchOptions& batching, HostedModel* hosted) {
   if (encoder.has_token_projection()) {
     d.token_dim = encoder.token_output_dim();
     d.normalize_tokens = encoder.normalize_tokens();
+    d.token_skips_first = encoder.token_projection_skips_first();
   }
   if (const model::SparseHead* sparse = encoder.sparse_head();
       sparse != nullptr) {
@@ -171,6 +172,9 @@ void Describe(const batching::BatchOptions& batching, HostedModel* hosted) {
     d.sparse.pooling =
         sparse->pooling == model::SparseHead::Pool::kMax ? "max" : "sum";
     d.sparse.activation = sparse->double_log ? "log1p_relu" : "relu";
+    d.sparse.kind = sparse->kind == model::SparseHead::Kind::kTokenWeight
+                        ? "token_weight"
+                        : "masked_lm";
   }
   d.type_vocab_size = spec.config.arch.token_type_embedding
                           ? spec.config.arch.type_vocab_size

@@ -149,6 +149,10 @@ absl::StatusOr<core::EmbedQuery> ToEmbedQuery(v1::EmbedRequest* request) {
   q.average_heads = attention.average_heads();
   q.token_embeddings = request->return_token_embeddings();
   q.project_tokens = request->project_token_embeddings();
+  if (request->return_sparse()) {
+    q.sparse = core::EmbedQuery::Sparse{request->sparse_top_k(),
+                                        request->sparse_threshold()};
+  }
   q.attention_stats = request->return_attention_stats();
   q.hidden_layers.assign(request->hidden_states().layers().begin(),
                          request->hidden_states().layers().end());
@@ -182,8 +186,17 @@ void FillEmbedResponse(const core::EmbedAnswer& answer,
       pooled->set_data(in.packed.data(), in.packed.size());
     }
     if (!r.tokens.empty()) {
-      PackFloat32(r.tokens, {r.num_tokens, r.dim},
+      // Rows: num_tokens, one fewer where the projection skips the first.
+      PackFloat32(r.tokens,
+                  {static_cast<int64_t>(r.tokens.size()) / r.dim, r.dim},
                   out->mutable_token_embeddings());
+    }
+    if (answer.sparse_vocab > 0) {
+      v1::SparseVector* sparse = out->mutable_sparse();
+      sparse->mutable_indices()->Add(r.sparse_indices.begin(),
+                                     r.sparse_indices.end());
+      sparse->mutable_values()->Add(r.sparse_values.begin(),
+                                    r.sparse_values.end());
     }
     if (!r.attention_shape.empty()) {
       PackFloat32(r.attention, r.attention_shape, out->mutable_attention());

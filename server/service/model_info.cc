@@ -97,10 +97,12 @@ void FillModelInfo(const core::ModelReport& report, v1::ModelInfo* info) {
   if (model.token_dim > 0) {
     info->set_token_embedding_dim(static_cast<int32_t>(model.token_dim));
     info->set_normalize_token_embeddings(model.normalize_tokens);
+    info->set_token_embeddings_skip_first(model.token_skips_first);
   }
   if (model.sparse.vocab > 0) {
     info->set_sparse_pooling(model.sparse.pooling);
     info->set_sparse_activation(model.sparse.activation);
+    info->set_sparse_kind(model.sparse.kind);
   }
   if (!model.tokenizer_kind.empty()) {
     info->set_tokenizer(model.tokenizer_kind);

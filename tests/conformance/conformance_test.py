@@ -92,6 +92,11 @@ through EmbedSparse and TEI's /embed_sparse; see there.
 Multi-vector token vectors (multivector.py): ColBERT-style projections
 against sentence-transformers' MultiVectorEncoder; see there.
 
+BGE-M3 (bge_m3.py): an XLM-R checkpoint with FlagEmbedding's
+colbert_linear.pt and sparse_linear.pt, its dense, sparse and ColBERT
+outputs from one Embed call against BGEM3FlagModel.encode, and the scores
+made from them against its compute_score; see there.
+
 Saved formats (saved_formats.py): what transformers 5 and
 sentence-transformers 6 write when they save (6.x pooling_mode keys in
 every mode, ModernBERT's rope_parameters, do_lower_case, max_seq_length
@@ -135,6 +140,7 @@ import prompts  # noqa: E402
 import quantized  # noqa: E402
 import quality  # noqa: E402
 import real_models  # noqa: E402
+import bge_m3  # noqa: E402
 import multivector  # noqa: E402
 import saved_formats  # noqa: E402
 import sparse  # noqa: E402
@@ -709,6 +715,7 @@ def main():
     head_models = []  # (name, path): classification heads (heads.py)
     sparse_models = []  # (name, path): masked-LM heads (sparse.py)
     multi_models = []  # (name, path): token projections (multivector.py)
+    m3_models = []  # (name, path): BGE-M3's layout (bge_m3.py)
     saved_models = []  # (name, path): libraries' saved files (saved_formats)
     if not args.skip_real:
         sparse_models += [m for m in real_models.real_sparse_models()
@@ -718,9 +725,10 @@ def main():
         sparse_models += sparse.build(work / "sparse", args.only or None)
         multi_models = multivector.build(work / "multivector",
                                          args.only or None)
+        m3_models = bge_m3.build(work / "bge-m3", args.only or None)
         saved_models = saved_formats.build(work / "saved", args.only or None)
     if not entries and not head_models and not sparse_models and \
-            not multi_models and not saved_models:
+            not multi_models and not saved_models and not m3_models:
         sys.exit("no models selected")
     # Copies of all-MiniLM-L6-v2 that pool without their prompts
     # (prompts.py), when the real models are checked.
@@ -735,7 +743,8 @@ def main():
     served = Served(args.binary,
                     [(e[0], e[2]) for e in entries] + prompted +
                     head_models + sparse_models + multi_models +
-                    saved_models + [(o[0], o[4]) for o in overrides],
+                    m3_models + saved_models +
+                    [(o[0], o[4]) for o in overrides],
                     work / "server",
                     extra=[f"--rope-scaling={o[0]}={json.dumps(o[2])}"
                            for o in overrides])
@@ -802,6 +811,10 @@ def main():
             embedder = next((e[0] for e in entries if e[0] == "tf-bert"),
                             None)
             multivector.check(served, multi_models, embedder, report)
+        if m3_models:
+            embedder = next((e[0] for e in entries if e[0] == "tf-bert"),
+                            None)
+            bge_m3.check(served, m3_models, embedder, report)
         if saved_models:
             try:
                 saved_formats.check(served, saved_models, report)

@@ -184,6 +184,21 @@ TEST(FileSelection, ModelFilesOnly) {
                 "model.safetensors"}));
 }
 
+// BAAI/bge-m3's layout: the heads' pickles beside the safetensors come
+// along; the full model's pytorch_model.bin and the ONNX export do not.
+TEST(FileSelection, TakesBgeM3Heads) {
+  auto files = SelectModelFiles(
+      {"config.json", "colbert_linear.pt", "sparse_linear.pt",
+       "model.safetensors", "pytorch_model.bin", "onnx/model.onnx",
+       "tokenizer.json", "1_Pooling/config.json", "modules.json"},
+      {"1_Pooling"}, "BAAI/bge-m3");
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_EQ(*files, (std::vector<std::string>{
+                        "1_Pooling/config.json", "colbert_linear.pt",
+                        "config.json", "modules.json", "sparse_linear.pt",
+                        "tokenizer.json", "model.safetensors"}));
+}
+
 TEST(FileSelection, RefusesWithoutSafetensors) {
   auto bin_only = SelectModelFiles(
       {"config.json", "vocab.txt", "pytorch_model.bin"}, {}, "acme/old");

@@ -68,7 +68,8 @@ class EncoderClient:
                        late_chunk=False, chunk_tokens=0, return_chunks=False,
                        embedding_type="float", quantization_ranges=None,
                        project_tokens=False, dimensions=None,
-                       truncation_side=None):
+                       truncation_side=None, sparse=False, sparse_top_k=0,
+                       sparse_threshold=0.0):
         """The raw EmbedResponse of one Embed call. `project_tokens`:
         the token embeddings (`tokens`) through a multi-vector model's
         token projection. `prompt_name` names one
@@ -91,7 +92,11 @@ class EncoderClient:
         result.truncated_tokens says what was cut); `truncation_side`
         "right" (the default) or "left". `dimensions`: keep the first
         `dimensions` values of each pooled vector (normalized again when
-        normalization is on)."""
+        normalization is on). `sparse`: also each input's sparse vector
+        (result.sparse: its `sparse_top_k` largest weights above
+        `sparse_threshold`) from the same forward pass; with `tokens` and
+        `project_tokens` on a BGE-M3 model, its three outputs in one
+        call."""
         if isinstance(inputs, (str, bytes)):
             raise TypeError("inputs is a list of texts or id lists")
         request = rq.embed_request(
@@ -106,7 +111,8 @@ class EncoderClient:
             return_chunks=return_chunks, embedding_type=embedding_type,
             quantization_ranges=quantization_ranges,
             project_tokens=project_tokens, dimensions=dimensions,
-            truncation_side=truncation_side)
+            truncation_side=truncation_side, sparse=sparse,
+            sparse_top_k=sparse_top_k, sparse_threshold=sparse_threshold)
         return self._call("Embed", request)
 
     def embed(self, inputs, *, model="", pooling=None, normalize=None,

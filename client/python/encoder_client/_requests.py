@@ -70,7 +70,8 @@ def embed_request(inputs, *, model="", pooling=None, normalize=None,
                   extrapolate=False, late_chunk=False, chunk_tokens=0,
                   return_chunks=False, embedding_type="float",
                   quantization_ranges=None, project_tokens=False,
-                  dimensions=None, truncation_side=None):
+                  dimensions=None, truncation_side=None, sparse=False,
+                  sparse_top_k=0, sparse_threshold=0.0):
     """The EmbedRequest of EncoderClient.embed_response's arguments."""
     if pooling not in _POOLING:
         raise ValueError(f"pooling must be one of {sorted(_POOLING, key=str)}")
@@ -83,6 +84,10 @@ def embed_request(inputs, *, model="", pooling=None, normalize=None,
             average_heads=average_heads),
         hidden_states=pb2.HiddenStateSelection(
             layers=list(hidden_layers), pooled=pool_hidden))
+    if sparse:
+        request.return_sparse = True
+        request.sparse_top_k = int(sparse_top_k)
+        request.sparse_threshold = float(sparse_threshold)
     if normalize is not None:
         request.normalize = bool(normalize)
     if truncate is not None:

@@ -15,6 +15,7 @@
 #include "server/model/hf/config_keys.h"
 #include "server/model/hf/heads.h"
 #include "server/model/hf/importer.h"
+#include "server/model/hf/m3_heads.h"
 #include "server/model/hf/rope_config.h"
 #include "server/model/hf/sentence_transformers.h"
 #include "server/model/torch_status.h"
@@ -234,6 +235,26 @@ absl::Status TakeCrossEncoderActivation(const std::string& dir, json* config) {
   return absl::OkStatus();
 }
 
+// BGE-M3's heads may not stand beside heads of the same kind that the
+// sentence-transformers modules or the checkpoint declare.
+absl::Status CheckM3Heads(const std::string& dir, const hf::M3Heads& m3,
+                          const std::vector<DenseLayer>& token_dense,
+                          bool normalize_tokens, bool other_sparse) {
+  if (m3.colbert.has_value() && (!token_dense.empty() || normalize_tokens)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        dir, ": ", hf::kColbertHeadFile,
+        " and the sentence-transformers token modules both project the "
+        "tokens; keep one"));
+  }
+  if (m3.sparse.has_value() && other_sparse) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        dir, ": ", hf::kSparseHeadFile,
+        " and the checkpoint's masked-LM (SPLADE) head are both sparse "
+        "heads; keep one"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<LoadedCheckpoint> Load(const std::string& dir,
                                       const CheckpointOverrides& overrides,
                                       at::Device device, at::ScalarType dtype) {
@@ -306,7 +327,12 @@ absl::StatusOr<LoadedCheckpoint> Load(const std::string& dir,
   std::map<std::string, at::Tensor> state;
   std::optional<ScoreHead> score_head;
   std::optional<SparseHead> sparse_head;
+  hf::M3Heads m3;
   try {
+    ASSIGN_OR_RETURN(m3, hf::ReadM3Heads(dir, import.config.d_model,
+                                         import.config.vocab_size, dtype));
+    RETURN_IF_ERROR(CheckM3Heads(dir, m3, token_dense, normalize_tokens,
+                                 sparse.has_value()));
     for (const auto& [slot, src] : import.slots) {
       std::vector<at::Tensor> parts;
       for (const std::string& name : src.names) {
@@ -343,6 +369,14 @@ absl::StatusOr<LoadedCheckpoint> Load(const std::string& dir,
   }
   if (sparse_head.has_value()) {
     RETURN_IF_ERROR(out.encoder->set_sparse_head(std::move(*sparse_head)));
+  }
+  if (m3.colbert.has_value()) {
+    // FlagEmbedding's ColBERT vectors: the tokens after CLS, normalized.
+    out.encoder->set_token_dense({std::move(*m3.colbert)}, /*normalize=*/true,
+                                 /*skip_first=*/true);
+  }
+  if (m3.sparse.has_value()) {
+    RETURN_IF_ERROR(out.encoder->set_sparse_head(std::move(*m3.sparse)));
   }
   return out;
 }
