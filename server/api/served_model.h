@@ -148,12 +148,17 @@ struct ModelDescription {
   // The first token (CLS) has no projected vector (BGE-M3's ColBERT
   // vectors): projected token embeddings have one row fewer than tokens.
   bool token_skips_first = false;
+  // Rerank scores a query against each document from their own outputs
+  // (BGE-M3's dense, sparse and ColBERT scores, as FlagEmbedding's
+  // compute_score) instead of a cross-encoder's head.
+  bool late_interaction = false;
   // Rows of the token-type table (0: the model has none): a sentence
   // pair's type ids reach the model only where it has more than one.
   int64_t type_vocab_size = 0;
 
   // What the model serves: kEmbed always; kClassify with a head; kRerank
-  // with a one-logit head (a cross-encoder); kSparse with a sparse head;
+  // with a one-logit head (a cross-encoder) or by late interaction;
+  // kSparse with a sparse head;
   // kMultiVector with a token projection.
   bool serves(Task task) const {
     switch (task) {
@@ -162,7 +167,7 @@ struct ModelDescription {
       case Task::kClassify:
         return !head.labels.empty();
       case Task::kRerank:
-        return head.labels.size() == 1;
+        return head.labels.size() == 1 || late_interaction;
       case Task::kSparse:
         return sparse.vocab > 0;
       case Task::kMultiVector:

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -18,7 +20,8 @@ namespace {
 absl::Status CheckTask(const api::ServedModel& model, ScoreQuery::Task task) {
   const api::ModelDescription& d = model.description();
   const std::string tasks = absl::StrJoin(d.tasks(), ", ");
-  if (!d.serves(api::Task::kClassify)) {
+  const bool late = task == ScoreQuery::Task::kRerank && d.late_interaction;
+  if (!late && !d.serves(api::Task::kClassify)) {
     return MarkMissingTask(absl::FailedPreconditionError(absl::StrCat(
         "model \"", model.name(), "\" has no classification head (it serves: ",
         tasks, "); ", task == ScoreQuery::Task::kRerank ? "rerank" : "classify",
@@ -38,14 +41,64 @@ absl::Status CheckTask(const api::ServedModel& model, ScoreQuery::Task task) {
   return absl::OkStatus();
 }
 
+// The late-interaction weights a rerank on `d` scores with; unset
+// without late interaction.
+absl::StatusOr<std::optional<ScoreQuery::LateWeights>> LateWeightsFor(
+    const ScoreQuery& query, const api::ServedModel& model) {
+  const api::ModelDescription& d = model.description();
+  if (query.task != ScoreQuery::Task::kRerank || !d.late_interaction) {
+    if (query.late_weights.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model \"", model.name(),
+          "\" does not rank by late interaction; weights are for models "
+          "that do (BGE-M3: ModelInfo.late_interaction)"));
+    }
+    return std::nullopt;
+  }
+  const bool sparse = d.serves(api::Task::kSparse);
+  const ScoreQuery::LateWeights w = query.late_weights.value_or(
+      ScoreQuery::LateWeights{1, sparse ? 1.0f : 0.0f, 1});
+  for (float v : {w.dense, w.sparse, w.colbert}) {
+    if (!std::isfinite(v) || v < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "late-interaction weights must be finite and >= 0; got dense ",
+          w.dense, ", sparse ", w.sparse, ", colbert ", w.colbert));
+    }
+  }
+  if (w.dense + w.sparse + w.colbert <= 0) {
+    return absl::InvalidArgumentError(
+        "late-interaction weights are all 0; give one a positive weight");
+  }
+  if (w.sparse > 0 && !sparse) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model \"", model.name(), "\" has no sparse head (it serves: ",
+        absl::StrJoin(d.tasks(), ", "), "); set the sparse weight to 0"));
+  }
+  return w;
+}
+
+// What a sequence of a late-interaction rerank asks for: the pooled
+// vector as the model pools it, the projected token vectors, and the
+// sparse vector when it is weighed.
+void AskLateOutputs(const api::ModelDescription& d,
+                    const ScoreQuery::LateWeights& w, api::EmbedSpec* spec) {
+  spec->pooling = d.config.pooling;
+  spec->normalize = d.config.normalize;
+  spec->want_scores = false;
+  spec->want_tokens = true;
+  spec->project_tokens = true;
+  spec->want_sparse = w.sparse > 0;
+}
+
 // `item` (named `name` in messages) tokenized, cut to the model's length
 // when `truncate` (*dropped: the tokens the cut took), checked and priced;
 // its sides when `sides` is given, with the query's attention maps asked
-// for when `explain`.
+// for when `explain`; the outputs of late interaction when `late`.
 absl::StatusOr<api::EmbedSpec> ItemSpec(
     const ScoreQuery& query, const ScoreItem& item, const std::string& name,
     const api::ServedModel& model, bool truncate, int64_t* dropped,
-    PreparedScore::Sides* sides, bool explain) {
+    PreparedScore::Sides* sides, bool explain,
+    const ScoreQuery::LateWeights* late = nullptr) {
   const api::ModelDescription& d = model.description();
   if (item.text.empty() || (item.pair.has_value() && item.pair->empty())) {
     return absl::InvalidArgumentError(absl::StrCat(name, " has empty text"));
@@ -115,10 +168,95 @@ absl::StatusOr<api::EmbedSpec> ItemSpec(
   }
   spec.pooling = d.head.pooling;
   spec.want_scores = true;
+  if (late != nullptr) AskLateOutputs(d, *late, &spec);
   spec.cost = model.Price(spec);
   RETURN_IF_ERROR(CheckCost(spec, model, name));
   *dropped = tokens->dropped_tokens;
   return spec;
+}
+
+// INVALID_ARGUMENT for no items or more than max_inputs_per_request.
+absl::Status CheckItemCount(const ScoreQuery& query,
+                            const ServiceLimits& limits) {
+  const int64_t n = static_cast<int64_t>(query.items.size());
+  if (n == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request has no ", query.item_field));
+  }
+  if (n > limits.max_inputs_per_request) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request has ", n, " ", query.item_field, "; at most ",
+                     limits.max_inputs_per_request,
+                     " per request (--max-inputs-per-request)"));
+  }
+  return absl::OkStatus();
+}
+
+// A late-interaction rerank's sequences: each document alone, then the
+// query.
+absl::Status PrepareLate(const ScoreQuery& query, bool truncate,
+                         PreparedScore* p) {
+  for (size_t i = 0; i < query.items.size(); ++i) {
+    const ScoreItem& item = query.items[i];
+    const std::string name = absl::StrCat(query.item_field, "[", i, "]");
+    int64_t dropped = 0;
+    ASSIGN_OR_RETURN(
+        auto spec,
+        ItemSpec(query, ScoreItem{item.pair.value_or(item.text), std::nullopt},
+                 name, *p->model, truncate, &dropped, nullptr, false,
+                 &p->weights));
+    p->truncated_tokens[i] = dropped;
+    p->total_tokens += static_cast<int64_t>(spec.token_ids.size());
+    p->sequences.push_back(std::move(spec));
+  }
+  int64_t dropped = 0;
+  ASSIGN_OR_RETURN(
+      auto spec,
+      ItemSpec(query, ScoreItem{query.items[0].text, std::nullopt}, "query",
+               *p->model, truncate, &dropped, nullptr, false, &p->weights));
+  p->total_tokens += static_cast<int64_t>(spec.token_ids.size());
+  p->sequences.push_back(std::move(spec));
+  return absl::OkStatus();
+}
+
+// FlagEmbedding's compute_score of a document `d` against the query `q`
+// from their outputs (ScoreQuery::LateWeights).
+float LateScore(const api::EmbedResult& q, const api::EmbedResult& d,
+                const ScoreQuery::LateWeights& w) {
+  double dense = 0;
+  for (size_t k = 0; k < q.pooled.size() && k < d.pooled.size(); ++k) {
+    dense += double{q.pooled[k]} * d.pooled[k];
+  }
+  double sparse = 0;
+  for (size_t a = 0, b = 0;
+       a < q.sparse_indices.size() && b < d.sparse_indices.size();) {
+    if (q.sparse_indices[a] < d.sparse_indices[b]) {
+      ++a;
+    } else if (q.sparse_indices[a] > d.sparse_indices[b]) {
+      ++b;
+    } else {
+      sparse += double{q.sparse_values[a++]} * d.sparse_values[b++];
+    }
+  }
+  double colbert = 0;
+  const size_t dim = static_cast<size_t>(q.dim);
+  const size_t q_rows = dim > 0 ? q.tokens.size() / dim : 0;
+  const size_t d_rows = dim > 0 ? d.tokens.size() / dim : 0;
+  for (size_t i = 0; i < q_rows; ++i) {
+    double best = -std::numeric_limits<double>::infinity();
+    for (size_t j = 0; j < d_rows; ++j) {
+      double dot = 0;
+      for (size_t k = 0; k < dim; ++k) {
+        dot += double{q.tokens[i * dim + k]} * d.tokens[j * dim + k];
+      }
+      best = std::max(best, dot);
+    }
+    if (d_rows > 0) colbert += best;
+  }
+  if (q_rows > 0) colbert /= static_cast<double>(q_rows);
+  return static_cast<float>(
+      (w.dense * dense + w.sparse * sparse + w.colbert * colbert) /
+      (double{w.dense} + w.sparse + w.colbert));
 }
 
 }  // namespace
@@ -132,17 +270,7 @@ absl::StatusOr<PreparedScore> PrepareScore(const ScoreQuery& query,
     return absl::NotFoundError(UnknownModelMessage(query.model, host));
   }
   RETURN_IF_ERROR(CheckTask(*p.model, query.task));
-  const int64_t n = static_cast<int64_t>(query.items.size());
-  if (n == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("request has no ", query.item_field));
-  }
-  if (n > limits.max_inputs_per_request) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("request has ", n, " ", query.item_field, "; at most ",
-                     limits.max_inputs_per_request,
-                     " per request (--max-inputs-per-request)"));
-  }
+  RETURN_IF_ERROR(CheckItemCount(query, limits));
   RETURN_IF_ERROR(CheckAttentionSelection(query.attention_layers,
                                           query.attention_heads,
                                           query.average_heads, *p.model));
@@ -152,6 +280,20 @@ absl::StatusOr<PreparedScore> PrepareScore(const ScoreQuery& query,
   p.truncated_tokens.assign(query.items.size(), 0);
   const bool truncate = query.truncate.value_or(
       ConfiguredLongInput(*p.model, limits) == LongInputPolicy::kTruncate);
+  ASSIGN_OR_RETURN(const auto late, LateWeightsFor(query, *p.model));
+  if (late.has_value()) {
+    if (explain || probe) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model \"", p.model->name(),
+          "\" ranks by late interaction (the query and each document run "
+          "apart): it has no pair sequence for attention or positional "
+          "probes to explain"));
+    }
+    p.late = true;
+    p.weights = *late;
+    RETURN_IF_ERROR(PrepareLate(query, truncate, &p));
+    return p;
+  }
   if (explain) p.sides.resize(query.items.size());
   if (probe) p.probes.resize(query.items.size());
   std::vector<api::EmbedSpec> probes;
@@ -270,6 +412,7 @@ ScoreAnswer BuildScoreAnswer(std::string request_id,
   answer.total_tokens = prepared.total_tokens;
   answer.total_ms = total_ms;
   answer.items.reserve(prepared.items);
+  if (prepared.late) answer.activation = model::ScoreActivation::kIdentity;
   for (size_t i = 0; i < prepared.items && i < results.size(); ++i) {
     api::EmbedResult& r = results[i];
     answer.queue_ms = std::max(answer.queue_ms, r.batch.queue_seconds * 1e3);
@@ -277,6 +420,9 @@ ScoreAnswer BuildScoreAnswer(std::string request_id,
         std::max(answer.inference_ms, r.batch.inference_seconds * 1e3);
     ScoredItem item;
     item.logits = std::move(r.scores);
+    if (prepared.late && prepared.items < results.size()) {
+      item.logits = {LateScore(results[prepared.items], r, prepared.weights)};
+    }
     item.tokens = r.num_tokens;
     item.truncated_tokens = prepared.truncated_tokens[i];
     item.truncated = item.truncated_tokens > 0;

@@ -52,6 +52,20 @@ struct ScoreQuery {
   // again with its two texts swapped, and with the second text's tokens
   // in reverse order. Each costs a sequence of the pair's length.
   bool positional_probes = false;
+  // Rerank on a late-interaction model (ModelDescription::
+  // late_interaction: BGE-M3's heads): the query and each document run
+  // as sequences of their own, and a document's score is FlagEmbedding's
+  // compute_score from their outputs, (dense w_d + sparse w_s + colbert
+  // w_c) / (w_d + w_s + w_c): dense the pooled vectors' product, sparse
+  // the lexical weights' overlap (sum of products over the ids both
+  // keep), colbert the mean over the query's token vectors of each one's
+  // largest product with a document vector. Unset: 1, 1, 1 (FlagEmbedding's
+  // default; sparse 0 on a model without a sparse head). Each finite and
+  // >= 0, their sum > 0; sparse > 0 needs a sparse head.
+  struct LateWeights {
+    float dense = 1, sparse = 1, colbert = 1;
+  };
+  std::optional<LateWeights> late_weights;
 };
 
 // A pair's scores under the positional probes (ScoreQuery::
@@ -114,10 +128,16 @@ struct PreparedScore {
     std::vector<std::string> first_tokens, second_tokens;
   };
   std::vector<Sides> sides;  // empty unless explained
+  // Late interaction (ScoreQuery::late_weights): the documents' sequences
+  // come first, one per item, then the query's; `weights` as resolved.
+  bool late = false;
+  ScoreQuery::LateWeights weights;
 };
 
 // NOT_FOUND for an unknown model; FAILED_PRECONDITION for a model without
 // the task (naming the tasks it has) or without a tokenizer;
+// INVALID_ARGUMENT for late-interaction weights on a model that does not
+// score that way, or weights out of range;
 // INVALID_ARGUMENT for no items, more than max_inputs_per_request, an
 // empty text, invalid UTF-8, or a sequence over the model's length without
 // truncate; RESOURCE_EXHAUSTED (too large) for one over the batch memory

@@ -340,7 +340,7 @@ class HttpFront::Handlers {
 
   // TEI's POST /: the route of the named (or default) model's task, as
   // TEI routes it: rerank for a cross-encoder, predict for a classifier,
-  // embed otherwise.
+  // embed otherwise (a late-interaction model embeds).
   void TeiRoot(X x) {
     const api::ModelCatalog* host = core_->host();
     const api::ServedModel* model =
@@ -348,7 +348,7 @@ class HttpFront::Handlers {
     auto has = [model](api::Task task) {
       return model != nullptr && model->description().serves(task);
     };
-    if (has(api::Task::kRerank)) {
+    if (has(api::Task::kRerank) && !model->description().late_interaction) {
       return Score(std::move(x), kTeiRerankRpc, "POST /", ParseTeiRerankBody,
                    TeiRerankJson);
     }

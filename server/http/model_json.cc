@@ -73,6 +73,7 @@ void AddHeads(const api::ModelDescription& d, json* out) {
   (*out)["token_embeddings_skip_first"] =
       d.token_dim > 0 && d.token_skips_first;
   (*out)["sparse_kind"] = d.sparse.vocab > 0 ? d.sparse.kind : "";
+  (*out)["late_interaction"] = d.late_interaction;
 }
 
 }  // namespace

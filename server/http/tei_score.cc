@@ -215,6 +215,26 @@ absl::Status ParseRerankV1Body(const std::string& body, core::ScoreQuery* query,
         return fail("top_n", "top_n must be a positive integer");
       }
       rendering->top_n = value.get<int64_t>();
+    } else if (key == "weights") {
+      core::ScoreQuery::LateWeights w{0, 0, 0};  // as gRPC's absent fields
+      bool valid = value.is_object();
+      for (const auto& [part, v] : value.items()) {
+        float* slot = part == "dense"     ? &w.dense
+                      : part == "sparse"  ? &w.sparse
+                      : part == "colbert" ? &w.colbert
+                                          : nullptr;
+        if (slot == nullptr || !v.is_number()) {
+          valid = false;
+          break;
+        }
+        *slot = v.get<float>();
+      }
+      if (!valid) {
+        return fail("weights",
+                    "weights must be {\"dense\": x, \"sparse\": y, "
+                    "\"colbert\": z} (a part left out counts 0)");
+      }
+      query->late_weights = w;
     } else if (key == "return_documents" || key == "raw_scores" ||
                key == "truncate") {
       if (!value.is_boolean()) {

@@ -165,6 +165,9 @@ void Describe(const batching::BatchOptions& batching, HostedModel* hosted) {
     d.token_dim = encoder.token_output_dim();
     d.normalize_tokens = encoder.normalize_tokens();
     d.token_skips_first = encoder.token_projection_skips_first();
+    // BGE-M3's layout (its ColBERT projection skips CLS) scores by its
+    // outputs.
+    d.late_interaction = d.token_skips_first;
   }
   if (const model::SparseHead* sparse = encoder.sparse_head();
       sparse != nullptr) {

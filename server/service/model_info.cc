@@ -98,6 +98,7 @@ void FillModelInfo(const core::ModelReport& report, v1::ModelInfo* info) {
     info->set_token_embedding_dim(static_cast<int32_t>(model.token_dim));
     info->set_normalize_token_embeddings(model.normalize_tokens);
     info->set_token_embeddings_skip_first(model.token_skips_first);
+    info->set_late_interaction(model.late_interaction);
   }
   if (model.sparse.vocab > 0) {
     info->set_sparse_pooling(model.sparse.pooling);

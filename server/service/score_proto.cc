@@ -50,6 +50,11 @@ absl::StatusOr<core::ScoreQuery> ToScoreQuery(
   q.attention_heads.assign(attention.heads().begin(), attention.heads().end());
   q.average_heads = attention.average_heads();
   q.positional_probes = request.positional_probes();
+  if (request.has_weights()) {
+    q.late_weights = core::ScoreQuery::LateWeights{request.weights().dense(),
+                                                   request.weights().sparse(),
+                                                   request.weights().colbert()};
+  }
   q.items.reserve(request.documents_size());
   for (const std::string& document : request.documents()) {
     q.items.push_back({request.query(), document});

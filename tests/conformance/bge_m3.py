@@ -17,7 +17,11 @@ the sparse vector's token set equal and its weights within 1e-5; the
 three scores of query-document pairs computed from the served outputs
 against BGEM3FlagModel.compute_score on each pair alone (the dense,
 sparse, ColBERT and weighted combined scores, 1e-5); a model without a
-sparse head refusing return_sparse with FAILED_PRECONDITION.
+sparse head refusing return_sparse with FAILED_PRECONDITION. Rerank on
+the server (late interaction: ListModels' late_interaction) by gRPC with
+FlagEmbedding's default weights and with the call's, and by /v1/rerank,
+against compute_score's colbert+sparse+dense on each pair alone (1e-5);
+weights all 0 or negative, and attention asked of it, INVALID_ARGUMENT.
 """
 import numpy as np
 import torch
@@ -81,7 +85,8 @@ def _served_outputs(served, texts):
 def _check_listing(served, report):
     info = served.models()[NAME]
     tasks = list(info.tasks)
-    ok = (tasks == ["embed", "sparse", "multi_vector"] and
+    ok = (tasks == ["embed", "rerank", "sparse", "multi_vector"] and
+          info.late_interaction and
           info.sparse_kind == "token_weight" and
           info.token_embeddings_skip_first and
           info.normalize_token_embeddings and
@@ -180,26 +185,76 @@ def _compare_scores(served, reference, report):
     documents = corpus.SENTENCES[4:10]
     got_q = _served_outputs(served, queries)
     got_d = _served_outputs(served, documents)
-    worst = 0.0
+    worst = rerank = http = 0.0
     pairs = 0
     for qi, q in enumerate(queries):
+        # Rerank on the server: FlagEmbedding's default weights (1, 1, 1)
+        # and the call's own, by gRPC; the call's own by /v1/rerank.
+        default = {r["index"]: r["score"] for r in served.client.rerank(
+            q, documents, model=NAME, keep_order=True)}
+        weighted = {r["index"]: r["score"] for r in served.client.rerank(
+            q, documents, model=NAME, keep_order=True, weights=WEIGHTS)}
+        over_http = {r["index"]: r["relevance_score"]
+                     for r in _post_rerank(served, q, documents)}
         for di, d in enumerate(documents):
             # Each pair alone: compute_score pads a batch's documents with
             # zero vectors, which a MaxSim over negative products picks up.
             ref = reference.compute_score(
                 [(q, d)], max_query_length=512, max_passage_length=512,
                 weights_for_different_modes=WEIGHTS)
+            plain = reference.compute_score(
+                [(q, d)], max_query_length=512, max_passage_length=512)
             mine = _scores(got_q[qi], got_d[di])
             for key, value in mine.items():
-                want = ref[key]
-                want = want[0] if isinstance(want, list) else want
-                worst = max(worst, abs(value - float(want)))
+                worst = max(worst, abs(value - _first(ref[key])))
+            want = _first(ref["colbert+sparse+dense"])
+            rerank = max(rerank, abs(weighted[di] - want),
+                         abs(default[di] -
+                             _first(plain["colbert+sparse+dense"])))
+            http = max(http, abs(over_http[di] - want))
             pairs += 1
     report.add(NAME, "dense/sparse/ColBERT scores vs compute_score", worst,
                TOL, pairs, "weights 0.4/0.2/0.4")
-    if worst > TOL:
-        report.fail(f"{NAME}: scores from the served outputs differ from "
-                    f"compute_score by {worst:.3g}")
+    report.add(NAME, "Rerank (late interaction) vs compute_score", rerank,
+               TOL, pairs, "default and 0.4/0.2/0.4")
+    report.add(NAME, "/v1/rerank weights vs compute_score", http, TOL, pairs)
+    if max(worst, rerank, http) > TOL:
+        report.fail(f"{NAME}: scores differ from compute_score: from the "
+                    f"outputs {worst:.3g}, Rerank {rerank:.3g}, /v1/rerank "
+                    f"{http:.3g}")
+
+
+def _first(value):
+    return float(value[0] if isinstance(value, list) else value)
+
+
+def _post_rerank(served, query, documents):
+    import json
+    import urllib.request
+    body = {"model": NAME, "query": query, "documents": documents,
+            "weights": dict(zip(("dense", "sparse", "colbert"), WEIGHTS))}
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{served.http_port}/v1/rerank",
+        json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as response:
+        return json.load(response)["results"]
+
+
+def _check_refusals(served, report):
+    """Weights that are all 0, and attention asked of late
+    interaction: INVALID_ARGUMENT."""
+    import grpc
+    cases = [dict(weights=(0, 0, 0)), dict(weights=(1, -1, 1)),
+             dict(attention_layers=(0,))]
+    for options in cases:
+        try:
+            served.client.rerank("a query", ["a document"], model=NAME,
+                                 **options)
+            report.fail(f"{NAME}: rerank with {options} was accepted")
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.INVALID_ARGUMENT:
+                report.fail(f"{NAME}: rerank with {options} got {e.code()}")
+    report.add(NAME, "late-interaction rerank refusals", 0, 0, len(cases))
 
 
 def check(served, models, embedder, report):
@@ -215,6 +270,7 @@ def check(served, models, embedder, report):
             got = _compare_encode(served, reference, texts, report)
             _compare_http(served, texts[:4], got[:4], report)
             _compare_scores(served, reference, report)
+            _check_refusals(served, report)
         except Exception as e:  # one model's failure is reported
             report.fail(f"{name}: {type(e).__name__}: {e}")
     if embedder is None or not models:

@@ -10,6 +10,7 @@
 #ifndef ENCODER_TESTS_CORE_FAKE_MODEL_H_
 #define ENCODER_TESTS_CORE_FAKE_MODEL_H_
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <memory>
@@ -45,6 +46,12 @@ struct FakeModelOptions {
   // > 0: rotary positions scaled to reach this length (no table bounds
   // the input; positional/reach.h's scaled_length) instead of a table.
   int64_t scaled_length = 0;
+  // Ranks by late interaction, as a BGE-M3 model (ModelDescription::
+  // late_interaction): projected token vectors skipping the first token,
+  // and, with late_sparse, a token-weight sparse head (Compute says what
+  // they hold).
+  bool late_interaction = false;
+  bool late_sparse = true;
 };
 
 class FakeModel : public api::ServedModel {
@@ -86,6 +93,14 @@ class FakeModel : public api::ServedModel {
     d.default_prompt_name = options_.default_prompt_name;
     d.long_input = options_.long_input;
     d.batching.max_batch_cost_bytes = options_.max_batch_cost_bytes;
+    if (options_.late_interaction) {
+      d.late_interaction = d.token_skips_first = d.normalize_tokens = true;
+      d.token_dim = kWidth;
+      if (options_.late_sparse) {
+        d.sparse.vocab = options_.vocab_size;
+        d.sparse.kind = "token_weight";
+      }
+    }
     if (options_.tokenizer) {
       tokenizer_ =
           std::make_unique<tokenizer::ByteTokenizer>(options_.vocab_size);
@@ -191,6 +206,25 @@ class FakeModel : public api::ServedModel {
     r.num_tokens = static_cast<int64_t>(ids.size());
     r.dim = kWidth;
     r.pooled_dim = kWidth;
+    // Projected tokens (a late-interaction model's): one row per token
+    // after the first, {id % 7, id % 5 - 2, 1, -(id % 3)} / 8.
+    if (spec.want_tokens && spec.project_tokens) {
+      for (size_t i = 1; i < ids.size(); ++i) {
+        const int64_t id = ids[i];
+        r.tokens.insert(r.tokens.end(), {(id % 7) / 8.0f, (id % 5 - 2) / 8.0f,
+                                         1 / 8.0f, -(id % 3) / 8.0f});
+      }
+    }
+    // Sparse: each id after the first once, ascending, weighing id / 100.
+    if (spec.want_sparse) {
+      std::vector<int64_t> kept(ids.begin() + 1, ids.end());
+      std::sort(kept.begin(), kept.end());
+      kept.erase(std::unique(kept.begin(), kept.end()), kept.end());
+      for (int64_t id : kept) {
+        r.sparse_indices.push_back(static_cast<int32_t>(id));
+        r.sparse_values.push_back(id / 100.0f);
+      }
+    }
     return r;
   }
 

@@ -292,7 +292,8 @@ class AsyncClient:
             batch_size: Optional[int] = None,
             attention_layers: Sequence[int] = (),
             attention_heads: Sequence[int] = (), average_heads: bool = False,
-            positional_probes: bool = False) -> List[Dict[str, Any]]:
+            positional_probes: bool = False,
+            weights: Optional[Any] = None) -> List[Dict[str, Any]]:
         """As Client.rerank."""
         if isinstance(documents, str):
             raise TypeError("documents is a list of str")
@@ -305,7 +306,7 @@ class AsyncClient:
             truncation_side=truncation_side,
             attention_layers=attention_layers,
             attention_heads=attention_heads, average_heads=average_heads,
-            positional_probes=positional_probes)
+            positional_probes=positional_probes, weights=weights)
         batch_size = _common.check_batch_size(batch_size)
         if len(documents) > 1:
             await self._ask_limits()

@@ -292,7 +292,8 @@ class Client(EncoderClient):
             batch_size: Optional[int] = None,
             attention_layers: Sequence[int] = (),
             attention_heads: Sequence[int] = (), average_heads: bool = False,
-            positional_probes: bool = False) -> List[Dict[str, Any]]:
+            positional_probes: bool = False,
+            weights: Optional[Any] = None) -> List[Dict[str, Any]]:
         """A cross-encoder's relevance of each document to `query` (a model
         whose tasks include "rerank"): a list of dicts with "index" (the
         document's place in `documents`), "score", "tokens", "truncated",
@@ -301,7 +302,8 @@ class Client(EncoderClient):
         More documents than the server takes per request are scored in
         several requests and ranked together. attention_layers,
         attention_heads, average_heads and positional_probes: as in
-        EncoderClient.rerank."""
+        EncoderClient.rerank. weights: a late-interaction model's (dense,
+        sparse, colbert) weights (ModelInfo.late_interaction: BGE-M3)."""
         if isinstance(documents, str):
             raise TypeError("documents is a list of str")
         documents = list(documents)
@@ -313,7 +315,7 @@ class Client(EncoderClient):
             truncation_side=truncation_side,
             attention_layers=attention_layers,
             attention_heads=attention_heads, average_heads=average_heads,
-            positional_probes=positional_probes)
+            positional_probes=positional_probes, weights=weights)
         batch_size = _common.check_batch_size(batch_size)
         if len(documents) > 1:
             self._ask_limits()

@@ -154,7 +154,9 @@ def rerank_request(query, documents, *, model="", top_n=0, keep_order=False,
                    return_documents=False, raw_scores=False, truncate=None,
                    truncation_side=None, attention_layers=(),
                    attention_heads=(), average_heads=False,
-                   positional_probes=False):
+                   positional_probes=False, weights=None):
+    """weights: a late-interaction model's (dense, sparse, colbert)
+    weights, a tuple or a dict of those names (left out: 0)."""
     request = pb2.RerankRequest(
         model=model, query=query, documents=list(documents), top_n=top_n,
         keep_order=keep_order, return_documents=return_documents,
@@ -167,6 +169,15 @@ def rerank_request(query, documents, *, model="", top_n=0, keep_order=False,
         request.truncate = bool(truncate)
     if truncation_side is not None:
         request.truncation_side = side_enum(truncation_side)
+    if weights is not None:
+        if not isinstance(weights, dict):
+            weights = dict(zip(("dense", "sparse", "colbert"), weights))
+        unknown = set(weights) - {"dense", "sparse", "colbert"}
+        if unknown:
+            raise ValueError(f"weights has unknown parts {sorted(unknown)}")
+        request.weights.dense = float(weights.get("dense", 0))
+        request.weights.sparse = float(weights.get("sparse", 0))
+        request.weights.colbert = float(weights.get("colbert", 0))
     return request
 
 
