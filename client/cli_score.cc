@@ -33,8 +33,10 @@ struct ScoreOptions {
   std::string attention_heads;
   bool average_heads = false;
   bool positional_probes = false;  // rerank
-  std::string report;              // rerank: an HTML page written here
-  float threshold = 0;             // sparse
+  // rerank on a late-interaction model: dense, sparse, colbert weights
+  std::vector<float> weights;
+  std::string report;   // rerank: an HTML page written here
+  float threshold = 0;  // sparse
 };
 
 encoder::v1::TruncationSide Side(const std::string& side) {
@@ -98,6 +100,11 @@ int RunRerank(const ConnectionOptions& connection, const ScoreOptions& o) {
   attention->mutable_heads()->Add(heads.begin(), heads.end());
   attention->set_average_heads(o.average_heads);
   request.set_positional_probes(o.positional_probes);
+  if (!o.weights.empty()) {
+    request.mutable_weights()->set_dense(o.weights[0]);
+    request.mutable_weights()->set_sparse(o.weights[1]);
+    request.mutable_weights()->set_colbert(o.weights[2]);
+  }
   encoder::v1::RerankResponse response;
   grpc::ClientContext context;
   SetDeadline(connection.deadline_ms, &context);
@@ -214,6 +221,13 @@ Command AddRerank(CLI::App* app, ConnectionOptions* connection) {
   command->add_flag("--positional-probes", o->positional_probes,
                     "Also score each pair with the query and document "
                     "swapped, and with the document's tokens reversed");
+  command
+      ->add_option("--weights", o->weights,
+                   "A late-interaction model's (BGE-M3) weights of its "
+                   "dense, sparse and ColBERT scores, such as 0.4,0.2,0.4 "
+                   "(default: the server's 1,1,1)")
+      ->delimiter(',')
+      ->expected(3);
   AddShared(command, o.get());
   return {command, [=]() { return RunRerank(*connection, *o); }};
 }

@@ -1,6 +1,7 @@
 #include "client/report_rerank.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "client/html_writer.h"
@@ -63,11 +64,13 @@ std::string RerankReportHtml(const encoder::v1::RerankRequest& request,
       "<title>Rerank explained</title><style>";
   html += kStyle;
   html += "</style></head><body><main><h1>Rerank explained</h1>";
-  html += "<p class=\"meta\">model " + EscapeHtml(response.model()) +
-          " \u00b7 " + std::to_string(response.results_size()) +
-          " documents \u00b7 " +
-          (request.raw_scores() ? "raw logits" : "activated scores") +
-          "</p><p><b>Query:</b> " + EscapeHtml(request.query()) + "</p>";
+  html +=
+      "<p class=\"meta\">model " + EscapeHtml(response.model()) + " \u00b7 " +
+      std::to_string(response.results_size()) + " documents \u00b7 " +
+      (response.explanation() == "token_similarity" ? "late-interaction scores"
+       : request.raw_scores()                       ? "raw logits"
+                                                    : "activated scores") +
+      "</p><p><b>Query:</b> " + EscapeHtml(request.query()) + "</p>";
   if (request.positional_probes()) {
     html +=
         "<p class=\"meta\">Probes: <i>swapped</i> scores the document "
@@ -110,17 +113,32 @@ std::string RerankReportHtml(const encoder::v1::RerankRequest& request,
                              result.document_tokens().end());
       spec.row_labels.resize(rows);
       spec.col_labels.resize(cols);
-      const double top =
-          std::max(1e-9, *std::max_element(map.begin(), map.end()));
-      spec.scale = ColorScale::Sequential(0.0, top, 0.6);
       spec.cell_px = 14;
-      spec.title = "attention from query tokens (rows) to document tokens";
-      html +=
-          "<p class=\"meta\">Attention, query tokens (rows) to document "
-          "tokens (columns): " +
-          EscapeHtml(Selection(request.attention())) + "</p>";
-      html += "<div class=\"map\">" + HeatmapSvg(spec) +
-              LegendSvg(spec.scale, "attention") + "</div>";
+      if (response.explanation() == "token_similarity") {
+        // A late-interaction model's alignment: signed products.
+        double limit = 1e-9;
+        for (double v : map) limit = std::max(limit, std::abs(v));
+        spec.scale = ColorScale::Diverging(limit);
+        spec.title = "query token vectors (rows) by document token vectors";
+        html +=
+            "<p class=\"meta\">Token similarity (late interaction): the "
+            "product of each query token vector (rows) with each document "
+            "token vector (columns); each row's largest is the document "
+            "token that query token matched (MaxSim).</p>";
+        html += "<div class=\"map\">" + HeatmapSvg(spec) +
+                LegendSvg(spec.scale, "similarity") + "</div>";
+      } else {
+        const double top =
+            std::max(1e-9, *std::max_element(map.begin(), map.end()));
+        spec.scale = ColorScale::Sequential(0.0, top, 0.6);
+        spec.title = "attention from query tokens (rows) to document tokens";
+        html +=
+            "<p class=\"meta\">Attention, query tokens (rows) to document "
+            "tokens (columns): " +
+            EscapeHtml(Selection(request.attention())) + "</p>";
+        html += "<div class=\"map\">" + HeatmapSvg(spec) +
+                LegendSvg(spec.scale, "attention") + "</div>";
+      }
     }
     html += "</section>";
   }

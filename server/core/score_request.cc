@@ -90,6 +90,26 @@ void AskLateOutputs(const api::ModelDescription& d,
   spec->want_sparse = w.sparse > 0;
 }
 
+// The tokens an explanation names: a pair's two texts' positions and
+// tokens (special tokens left out), or for late interaction every token
+// after the first, as projected.
+void FillSides(const tokenizer::Encoding& e, bool late,
+               PreparedScore::Sides* sides) {
+  if (late) {
+    for (size_t k = 1; k < e.tokens.size(); ++k) {
+      sides->second_tokens.push_back(e.tokens[k]);
+    }
+    return;
+  }
+  for (size_t k = 0; k < e.sequence_ids.size(); ++k) {
+    if (e.sequence_ids[k] < 0) continue;
+    const bool first = e.sequence_ids[k] == 0;
+    (first ? sides->first : sides->second).push_back(static_cast<int64_t>(k));
+    (first ? sides->first_tokens : sides->second_tokens)
+        .push_back(k < e.tokens.size() ? e.tokens[k] : "");
+  }
+}
+
 // `item` (named `name` in messages) tokenized, cut to the model's length
 // when `truncate` (*dropped: the tokens the cut took), checked and priced;
 // its sides when `sides` is given, with the query's attention maps asked
@@ -142,16 +162,7 @@ absl::StatusOr<api::EmbedSpec> ItemSpec(
     }
   }
   api::EmbedSpec spec;
-  if (sides != nullptr) {
-    const tokenizer::Encoding& e = tokens->encoding;
-    for (size_t k = 0; k < e.sequence_ids.size(); ++k) {
-      if (e.sequence_ids[k] < 0) continue;
-      const bool first = e.sequence_ids[k] == 0;
-      (first ? sides->first : sides->second).push_back(static_cast<int64_t>(k));
-      (first ? sides->first_tokens : sides->second_tokens)
-          .push_back(k < e.tokens.size() ? e.tokens[k] : "");
-    }
-  }
+  if (sides != nullptr) FillSides(tokens->encoding, late != nullptr, sides);
   if (explain) {
     spec.attention_layers = query.attention_layers;
     spec.attention_heads = query.attention_heads;
@@ -196,6 +207,8 @@ absl::Status CheckItemCount(const ScoreQuery& query,
 // query.
 absl::Status PrepareLate(const ScoreQuery& query, bool truncate,
                          PreparedScore* p) {
+  const bool explain = !query.attention_layers.empty();
+  if (explain) p->sides.resize(query.items.size());
   for (size_t i = 0; i < query.items.size(); ++i) {
     const ScoreItem& item = query.items[i];
     const std::string name = absl::StrCat(query.item_field, "[", i, "]");
@@ -203,26 +216,34 @@ absl::Status PrepareLate(const ScoreQuery& query, bool truncate,
     ASSIGN_OR_RETURN(
         auto spec,
         ItemSpec(query, ScoreItem{item.pair.value_or(item.text), std::nullopt},
-                 name, *p->model, truncate, &dropped, nullptr, false,
-                 &p->weights));
+                 name, *p->model, truncate, &dropped,
+                 explain ? &p->sides[i] : nullptr, false, &p->weights));
     p->truncated_tokens[i] = dropped;
     p->total_tokens += static_cast<int64_t>(spec.token_ids.size());
     p->sequences.push_back(std::move(spec));
   }
   int64_t dropped = 0;
+  PreparedScore::Sides query_sides;
   ASSIGN_OR_RETURN(
       auto spec,
       ItemSpec(query, ScoreItem{query.items[0].text, std::nullopt}, "query",
-               *p->model, truncate, &dropped, nullptr, false, &p->weights));
+               *p->model, truncate, &dropped, explain ? &query_sides : nullptr,
+               false, &p->weights));
+  for (PreparedScore::Sides& sides : p->sides) {
+    sides.first_tokens = query_sides.second_tokens;
+  }
   p->total_tokens += static_cast<int64_t>(spec.token_ids.size());
   p->sequences.push_back(std::move(spec));
   return absl::OkStatus();
 }
 
 // FlagEmbedding's compute_score of a document `d` against the query `q`
-// from their outputs (ScoreQuery::LateWeights).
+// from their outputs (ScoreQuery::LateWeights); with `similarity`, also
+// every query token vector's product with every document token vector
+// [query rows, document rows].
 float LateScore(const api::EmbedResult& q, const api::EmbedResult& d,
-                const ScoreQuery::LateWeights& w) {
+                const ScoreQuery::LateWeights& w,
+                std::vector<float>* similarity = nullptr) {
   double dense = 0;
   for (size_t k = 0; k < q.pooled.size() && k < d.pooled.size(); ++k) {
     dense += double{q.pooled[k]} * d.pooled[k];
@@ -250,6 +271,7 @@ float LateScore(const api::EmbedResult& q, const api::EmbedResult& d,
         dot += double{q.tokens[i * dim + k]} * d.tokens[j * dim + k];
       }
       best = std::max(best, dot);
+      if (similarity != nullptr) similarity->push_back(static_cast<float>(dot));
     }
     if (d_rows > 0) colbert += best;
   }
@@ -282,12 +304,11 @@ absl::StatusOr<PreparedScore> PrepareScore(const ScoreQuery& query,
       ConfiguredLongInput(*p.model, limits) == LongInputPolicy::kTruncate);
   ASSIGN_OR_RETURN(const auto late, LateWeightsFor(query, *p.model));
   if (late.has_value()) {
-    if (explain || probe) {
+    if (probe) {
       return absl::InvalidArgumentError(absl::StrCat(
           "model \"", p.model->name(),
           "\" ranks by late interaction (the query and each document run "
-          "apart): it has no pair sequence for attention or positional "
-          "probes to explain"));
+          "apart): it has no pair sequence for positional probes"));
     }
     p.late = true;
     p.weights = *late;
@@ -350,6 +371,14 @@ int64_t EstimateScoreResponseBytes(const PreparedScore& prepared) {
   int64_t explained = 0;
   for (size_t i = 0; i < prepared.sides.size(); ++i) {
     const PreparedScore::Sides& s = prepared.sides[i];
+    if (prepared.late) {  // one similarity per query and document token
+      explained +=
+          static_cast<int64_t>(s.first_tokens.size() * s.second_tokens.size() *
+                               sizeof(float)) +
+          16 * static_cast<int64_t>(s.first_tokens.size() +
+                                    s.second_tokens.size());
+      continue;
+    }
     const api::EmbedSpec& spec = prepared.sequences[i];
     const int64_t heads =
         spec.average_heads ? 1
@@ -421,14 +450,28 @@ ScoreAnswer BuildScoreAnswer(std::string request_id,
     ScoredItem item;
     item.logits = std::move(r.scores);
     if (prepared.late && prepared.items < results.size()) {
-      item.logits = {LateScore(results[prepared.items], r, prepared.weights)};
+      const api::EmbedResult& q = results[prepared.items];
+      const bool explain = i < prepared.sides.size();
+      item.logits = {LateScore(q, r, prepared.weights,
+                               explain ? &item.pair_attention : nullptr)};
+      if (explain) {
+        const PreparedScore::Sides& sides = prepared.sides[i];
+        const int64_t dim = std::max<int64_t>(1, q.dim);
+        item.pair_attention_shape = {
+            1, static_cast<int64_t>(q.tokens.size()) / dim,
+            static_cast<int64_t>(r.tokens.size()) / dim};
+        item.first_tokens = sides.first_tokens;
+        item.second_tokens = sides.second_tokens;
+        answer.token_similarity = true;
+      }
     }
     item.tokens = r.num_tokens;
     item.truncated_tokens = prepared.truncated_tokens[i];
     item.truncated = item.truncated_tokens > 0;
     answer.truncated_tokens += item.truncated_tokens;
-    if (i < prepared.sides.size())
+    if (i < prepared.sides.size() && !prepared.late) {
       CutPairAttention(r, prepared.sides[i], &item);
+    }
     if (i < prepared.probes.size() && prepared.probes[i].swapped >= 0) {
       const PreparedScore::Probes& at = prepared.probes[i];
       item.probes = PairProbes{std::move(results[at.swapped].scores),

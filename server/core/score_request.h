@@ -61,7 +61,10 @@ struct ScoreQuery {
   // keep), colbert the mean over the query's token vectors of each one's
   // largest product with a document vector. Unset: 1, 1, 1 (FlagEmbedding's
   // default; sparse 0 on a model without a sparse head). Each finite and
-  // >= 0, their sum > 0; sparse > 0 needs a sparse head.
+  // >= 0, their sum > 0; sparse > 0 needs a sparse head. attention_layers
+  // set (any) asks for each document's token similarities instead of
+  // attention (ScoreAnswer::token_similarity); positional probes are
+  // refused (there is no pair sequence).
   struct LateWeights {
     float dense = 1, sparse = 1, colbert = 1;
   };
@@ -100,6 +103,10 @@ struct ScoreAnswer {
   std::vector<std::string> labels;
   model::ScoreActivation activation = model::ScoreActivation::kSigmoid;
   std::vector<ScoredItem> items;  // in the query's order
+  // The items' pair_attention holds a late-interaction model's token
+  // similarities (query token vectors by document token vectors), not
+  // attention.
+  bool token_similarity = false;
   int64_t total_tokens = 0;
   int64_t truncated_tokens = 0;  // summed over the items
   double tokenization_ms = 0;    // as EmbedAnswer's
@@ -130,6 +137,9 @@ struct PreparedScore {
   std::vector<Sides> sides;  // empty unless explained
   // Late interaction (ScoreQuery::late_weights): the documents' sequences
   // come first, one per item, then the query's; `weights` as resolved.
+  // Explained (ScoreQuery::attention_layers set), `sides` holds per item
+  // the query's tokens after the first (first_tokens) and the
+  // document's (second_tokens), whose similarities the answer carries.
   bool late = false;
   ScoreQuery::LateWeights weights;
 };

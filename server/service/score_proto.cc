@@ -84,6 +84,10 @@ void FillRerankResponse(const v1::RerankRequest& request,
                         const core::ScoreAnswer& answer,
                         v1::RerankResponse* response) {
   FillCommon(answer, response);
+  if (request.attention().layers_size() > 0) {
+    response->set_explanation(answer.token_similarity ? "token_similarity"
+                                                      : "attention");
+  }
   std::vector<core::RankedItem> ranked =
       core::RankItems(answer, request.raw_scores(), request.top_n());
   if (request.keep_order()) {

@@ -21,7 +21,9 @@ sparse head refusing return_sparse with FAILED_PRECONDITION. Rerank on
 the server (late interaction: ListModels' late_interaction) by gRPC with
 FlagEmbedding's default weights and with the call's, and by /v1/rerank,
 against compute_score's colbert+sparse+dense on each pair alone (1e-5);
-weights all 0 or negative, and attention asked of it, INVALID_ARGUMENT.
+weights all 0 or negative, and positional probes asked of it,
+INVALID_ARGUMENT; its explanation (attention asked of it) the products of
+the query's and each document's ColBERT vectors (1e-5).
 """
 import numpy as np
 import torch
@@ -240,12 +242,38 @@ def _post_rerank(served, query, documents):
         return json.load(response)["results"]
 
 
+def _check_alignment(served, reference, report):
+    """Rerank's explanation on a late-interaction model: each query token
+    vector's product with each document token vector, against the
+    products of BGEM3FlagModel.encode's ColBERT vectors."""
+    query, documents = corpus.SENTENCES[0], corpus.SENTENCES[4:7]
+    results = served.client.rerank(query, documents, model=NAME,
+                                   keep_order=True, attention_layers=(0,))
+    ref = reference.encode([query] + documents, return_dense=False,
+                           return_colbert_vecs=True)["colbert_vecs"]
+    worst = 0.0
+    for r in results:
+        want = (ref[0].astype(np.float64) @
+                ref[1 + r["index"]].astype(np.float64).T)[None]
+        got = r["attention"].astype(np.float64)
+        if got.shape != want.shape or \
+                len(r["query_tokens"]) != want.shape[1] or \
+                len(r["document_tokens"]) != want.shape[2]:
+            worst = float("inf")
+            continue
+        worst = max(worst, float(np.abs(got - want).max()))
+    report.add(NAME, "Rerank alignment vs encode's ColBERT products", worst,
+               TOL, len(results))
+    if worst > TOL:
+        report.fail(f"{NAME}: the alignment differs by {worst:.3g}")
+
+
 def _check_refusals(served, report):
-    """Weights that are all 0, and attention asked of late
-    interaction: INVALID_ARGUMENT."""
+    """Weights that are all 0 or negative, and positional probes asked
+    of late interaction: INVALID_ARGUMENT."""
     import grpc
     cases = [dict(weights=(0, 0, 0)), dict(weights=(1, -1, 1)),
-             dict(attention_layers=(0,))]
+             dict(positional_probes=True)]
     for options in cases:
         try:
             served.client.rerank("a query", ["a document"], model=NAME,
@@ -270,6 +298,7 @@ def check(served, models, embedder, report):
             got = _compare_encode(served, reference, texts, report)
             _compare_http(served, texts[:4], got[:4], report)
             _compare_scores(served, reference, report)
+            _check_alignment(served, reference, report)
             _check_refusals(served, report)
         except Exception as e:  # one model's failure is reported
             report.fail(f"{name}: {type(e).__name__}: {e}")

@@ -159,7 +159,7 @@ TEST(LateInteraction, WithoutASparseHeadTheDefaultLeavesSparseOut) {
       << refused.status();
 }
 
-TEST(LateInteraction, RefusesWeightsOutOfRangeAndExplanations) {
+TEST(LateInteraction, RefusesWeightsOutOfRangeAndProbes) {
   FakeCore fake({}, {Late()});
   const float nan = std::numeric_limits<float>::quiet_NaN();
   for (const core::ScoreQuery::LateWeights& w :
@@ -170,15 +170,49 @@ TEST(LateInteraction, RefusesWeightsOutOfRangeAndExplanations) {
     EXPECT_EQ(Score(fake.core, query).status().code(),
               absl::StatusCode::kInvalidArgument);
   }
-  core::ScoreQuery explain = RerankQuery("query", kDocuments);
-  explain.attention_layers = {0};
-  EXPECT_EQ(Score(fake.core, explain).status().code(),
-            absl::StatusCode::kInvalidArgument);
   core::ScoreQuery probes = RerankQuery("query", kDocuments);
   probes.positional_probes = true;
   EXPECT_EQ(Score(fake.core, probes).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(fake.model().ran().empty());
+}
+
+// An explanation is the alignment: every query token vector's product
+// with every document token vector, named by their tokens.
+TEST(LateInteraction, ExplainsByTokenSimilarity) {
+  FakeCore fake({}, {Late()});
+  core::ScoreQuery query = RerankQuery("query", kDocuments);
+  query.attention_layers = {0};
+  auto answer = Score(fake.core, query);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_TRUE(answer->token_similarity);
+  const std::vector<api::EmbedSpec> ran = fake.model().ran();
+  const api::EmbedResult q = FakeModel::Compute(ran.back());
+  const size_t w = FakeModel::kWidth;
+  const size_t qr = q.tokens.size() / w;
+  for (size_t i = 0; i < kDocuments.size(); ++i) {
+    SCOPED_TRACE(kDocuments[i]);
+    const api::EmbedResult d = FakeModel::Compute(ran[i]);
+    const size_t dr = d.tokens.size() / w;
+    const core::ScoredItem& item = answer->items[i];
+    ASSERT_EQ(item.pair_attention_shape,
+              (std::vector<int64_t>{1, static_cast<int64_t>(qr),
+                                    static_cast<int64_t>(dr)}));
+    ASSERT_EQ(item.pair_attention.size(), qr * dr);
+    // The byte tokenizer names each byte; the rows are the tokens after
+    // the first.
+    EXPECT_EQ(item.first_tokens.size(), qr);
+    EXPECT_EQ(item.second_tokens.size(), dr);
+    for (size_t a = 0; a < qr; ++a) {
+      for (size_t b = 0; b < dr; ++b) {
+        double dot = 0;
+        for (size_t k = 0; k < w; ++k) {
+          dot += q.tokens[a * w + k] * d.tokens[b * w + k];
+        }
+        EXPECT_NEAR(item.pair_attention[a * dr + b], dot, 1e-6);
+      }
+    }
+  }
 }
 
 TEST(LateInteraction, WeightsOnAModelThatDoesNotRankSoAreRefused) {
