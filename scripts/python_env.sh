@@ -18,7 +18,9 @@
 # tests/conformance/requirements-transformers4.txt, for config_keys_test.py
 # and older_generation.py (about 30 s the first time); its torch, scipy and
 # scikit-learn are .venv's, through a .pth file placed after its own
-# packages.
+# packages. The .pth names a folder of links to .venv's packages less
+# `datasets` (FlagEmbedding's dependency, built for a newer
+# huggingface_hub): sentence-transformers imports it when it finds it.
 # Usage: python_env.sh [VENV_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,8 +36,8 @@ want="$(cat "$requirements" scripts/libtorch-requirements.txt \
 older_env() {
   local stamp="$older_venv/.requirements.sha256" want site
   site="$(cd "$venv" && pwd)/lib/python3.11/site-packages"
-  want="$( (cat "$older_requirements"; echo "$site") | sha256sum |
-    cut -d' ' -f1)"
+  want="$( (cat "$older_requirements"; echo "$site less datasets") |
+    sha256sum | cut -d' ' -f1)"
   if [ -x "$older_venv/bin/python" ] &&
      [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
     return 0
@@ -46,9 +48,18 @@ older_env() {
     --no-deps --require-virtualenv -r "$older_requirements"
   # torch, scipy, scikit-learn: .venv's, after this venv's own packages
   # (pip check would weigh .venv's packages too: the imports are checked).
-  echo "$site" > "$older_venv/lib/python3.11/site-packages/zz-conformance-venv.pth"
+  local shared="$older_venv/conformance-venv-site" entry
+  mkdir -p "$shared"
+  for entry in "$site"/*; do
+    case "$(basename "$entry")" in datasets | datasets-*) continue ;; esac
+    ln -s "$entry" "$shared/"
+  done
+  echo "$(cd "$shared" && pwd)" \
+    > "$older_venv/lib/python3.11/site-packages/zz-conformance-venv.pth"
   "$older_venv/bin/python" -c "
+import importlib.util
 import scipy, sklearn, torch, tokenizers, transformers, sentence_transformers
+assert importlib.util.find_spec('datasets') is None
 assert transformers.__version__.startswith('4.'), transformers.__version__
 assert sentence_transformers.__version__.startswith('3.')"
   echo "$want" > "$stamp"
