@@ -3,6 +3,7 @@
 // EmbedSparse; the response as JSON on stdout, exit codes as in errors.h.
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,8 @@ struct ScoreOptions {
   bool positional_probes = false;  // rerank
   // rerank on a late-interaction model: dense, sparse, colbert weights
   std::vector<float> weights;
+  // rerank on a model with a rerank template (Qwen3-Reranker)
+  std::optional<std::string> instruction;
   std::string report;   // rerank: an HTML page written here
   float threshold = 0;  // sparse
 };
@@ -105,6 +108,7 @@ int RunRerank(const ConnectionOptions& connection, const ScoreOptions& o) {
     request.mutable_weights()->set_sparse(o.weights[1]);
     request.mutable_weights()->set_colbert(o.weights[2]);
   }
+  if (o.instruction.has_value()) request.set_instruction(*o.instruction);
   encoder::v1::RerankResponse response;
   grpc::ClientContext context;
   SetDeadline(connection.deadline_ms, &context);
@@ -228,6 +232,9 @@ Command AddRerank(CLI::App* app, ConnectionOptions* connection) {
                    "(default: the server's 1,1,1)")
       ->delimiter(',')
       ->expected(3);
+  command->add_option("--instruction", o->instruction,
+                      "The instruction of a model with a rerank template "
+                      "(Qwen3-Reranker; default: the template's own)");
   AddShared(command, o.get());
   return {command, [=]() { return RunRerank(*connection, *o); }};
 }

@@ -28,6 +28,7 @@
 #include "server/model/kernels/kernel_trace.h"
 #include "server/model/positional/description.h"
 #include "server/model/positional/reach.h"
+#include "server/model/rerank_template.h"
 #include "server/tokenizer/tokenizer.h"
 
 namespace encoder::api {
@@ -152,6 +153,10 @@ struct ModelDescription {
   // (BGE-M3's dense, sparse and ColBERT scores, as FlagEmbedding's
   // compute_score) instead of a cross-encoder's head.
   bool late_interaction = false;
+  // Rerank reads a query and a document through this prompt (an
+  // instruction-following reranker; ScoreQuery::instruction) instead of
+  // the tokenizer's pair template; unset: the pair template.
+  std::optional<model::RerankTemplate> rerank_template;
   // Rows of the token-type table (0: the model has none): a sentence
   // pair's type ids reach the model only where it has more than one.
   int64_t type_vocab_size = 0;

@@ -40,6 +40,36 @@ absl::Status ApplyRopeScalings(const std::vector<std::string>& flags,
   return absl::OkStatus();
 }
 
+// --rerank-template NAME=TEMPLATE onto the checkpoint served as NAME.
+absl::Status ApplyRerankTemplates(const std::vector<std::string>& flags,
+                                  model::Repository* repo) {
+  for (const std::string& flag : flags) {
+    const size_t eq = flag.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == flag.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--rerank-template \"", flag,
+                       "\": give NAME=TEMPLATE, e.g. reranker=qwen3-reranker"));
+    }
+    const std::string name = flag.substr(0, eq);
+    model::ModelSpec* target = nullptr;
+    for (model::ModelSpec& spec : repo->models) {
+      if (spec.name == name) target = &spec;
+    }
+    if (target == nullptr || target->model_dir.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--rerank-template ", name, ": no checkpoint is served as \"", name,
+          "\" (--model-id, --model-dir or a repository entry with a path)"));
+    }
+    auto parsed = model::ParseRerankTemplate(flag.substr(eq + 1));
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--rerank-template ", name, ": ", parsed.status().message()));
+    }
+    target->rerank_template = std::move(*parsed);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<model::Repository> BuildModels(const ServeFlags& f) {
   model::Repository repo;
   if (!f.models.empty()) {
@@ -48,6 +78,7 @@ absl::StatusOr<model::Repository> BuildModels(const ServeFlags& f) {
   } else if (f.model_dirs.empty()) {
     repo = model::BuiltinRepository();
     RETURN_IF_ERROR(ApplyRopeScalings(f.rope_scalings, &repo));
+    RETURN_IF_ERROR(ApplyRerankTemplates(f.rerank_templates, &repo));
     return repo;
   }
   std::optional<model::Pooling> pooling;
@@ -68,6 +99,7 @@ absl::StatusOr<model::Repository> BuildModels(const ServeFlags& f) {
     repo.models.push_back(std::move(spec));
   }
   RETURN_IF_ERROR(ApplyRopeScalings(f.rope_scalings, &repo));
+  RETURN_IF_ERROR(ApplyRerankTemplates(f.rerank_templates, &repo));
   if (f.builtin_models) {
     for (model::ModelSpec& spec : model::BuiltinRepository().models) {
       for (const auto& existing : repo.models) {
@@ -259,6 +291,15 @@ void DefineModelSourceFlags(CLI::App& app, ServeFlags& f) {
                  "removes one). Repeatable; name one directory twice "
                  "(--model-dir A=DIR --model-dir B=DIR) to serve it under "
                  "two scalings");
+  app.add_option("--rerank-template", f.rerank_templates,
+                 "NAME=TEMPLATE: rerank on the checkpoint named NAME through "
+                 "a prompt, as instruction-following rerankers read a query "
+                 "and a document: a built-in name (qwen3-reranker) or a JSON "
+                 "object {\"body\": \"... {query} ... {document}\", "
+                 "\"prefix\", \"suffix\", \"instruction\", \"yes\", "
+                 "\"no\", \"base\"}. A causal language model without a "
+                 "classification head is scored by its yes and no logits. "
+                 "Repeatable");
   app.add_flag("--strip-text,!--no-strip-text", f.strip_text,
                "strip every text's leading and trailing whitespace (Python's "
                "str.strip) before tokenizing, as sentence-transformers up to "

@@ -51,6 +51,7 @@ struct ServeFlags {
   // NAME=JSON: the rotary scaling NAME's checkpoint is served with
   // (ModelSpec.rope_scaling).
   std::vector<std::string> rope_scalings;
+  std::vector<std::string> rerank_templates;  // NAME=TEMPLATE
   bool strip_text = false;  // ModelSpec.strip_text for models that omit it
   // The built-in models beside the listed ones (alone when none is listed).
   bool builtin_models = false;

@@ -41,6 +41,28 @@ absl::Status CheckTask(const api::ServedModel& model, ScoreQuery::Task task) {
   return absl::OkStatus();
 }
 
+// INVALID_ARGUMENT for an instruction on a model or task without a rerank
+// template, and for positional probes on a templated rerank (its sequence
+// is not a pair of texts to swap).
+absl::Status CheckTemplate(const ScoreQuery& query,
+                           const api::ServedModel& model) {
+  const bool templated = query.task == ScoreQuery::Task::kRerank &&
+                         model.description().rerank_template.has_value();
+  if (query.instruction.has_value() && !templated) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model \"", model.name(),
+        "\" has no rerank template; an instruction is for rerank on a model "
+        "that has one (ModelInfo.rerank_template)"));
+  }
+  if (templated && query.positional_probes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model \"", model.name(),
+        "\" reranks through its rerank template, whose sequence is not a "
+        "pair of texts: positional probes are not served for it"));
+  }
+  return absl::OkStatus();
+}
+
 // The late-interaction weights a rerank on `d` scores with; unset
 // without late interaction.
 absl::StatusOr<std::optional<ScoreQuery::LateWeights>> LateWeightsFor(
@@ -110,6 +132,76 @@ void FillSides(const tokenizer::Encoding& e, bool late,
   }
 }
 
+// The document's tokens in a templated sequence, as an explanation names
+// them: the body's tokens (after `offset` prefix tokens) whose bytes
+// overlap the document's [begin, end) in the body, special tokens left
+// out; the rows are the last position's, which the answer is read from.
+void FillTemplateSides(const tokenizer::Encoding& body, size_t offset,
+                       int64_t begin, int64_t end, size_t total,
+                       const std::string& last_token,
+                       PreparedScore::Sides* sides) {
+  sides->first = {static_cast<int64_t>(total) - 1};
+  sides->first_tokens = {last_token};
+  for (size_t k = 0; k < body.size() && k < body.byte_offsets.size(); ++k) {
+    const tokenizer::Offsets& o = body.byte_offsets[k];
+    const bool special =
+        k < body.special_tokens_mask.size() && body.special_tokens_mask[k];
+    if (special || o.end <= begin || o.start >= end) continue;
+    sides->second.push_back(static_cast<int64_t>(offset + k));
+    sides->second_tokens.push_back(k < body.tokens.size() ? body.tokens[k]
+                                                          : "");
+  }
+}
+
+// A rerank pair through the model's rerank template: the prefix and
+// suffix without special tokens, the body with the tokenizer's own and
+// cut (on the request's side) so that the whole fits `max_len`. With
+// `sides`, the answer position and the document's tokens.
+absl::StatusOr<TokenizedText> TokenizeTemplate(const ScoreQuery& query,
+                                               const ScoreItem& item,
+                                               const api::ServedModel& model,
+                                               const TextOptions& options,
+                                               bool truncate, int64_t max_len,
+                                               PreparedScore::Sides* sides) {
+  const model::RerankTemplate& t = *model.description().rerank_template;
+  tokenizer::EncodeOptions plain;
+  plain.file_settings = false;
+  plain.add_special_tokens = false;
+  ASSIGN_OR_RETURN(auto prefix, model.tokenizer()->Encode(t.prefix, plain));
+  ASSIGN_OR_RETURN(auto suffix, model.tokenizer()->Encode(t.suffix, plain));
+  const int64_t frame = static_cast<int64_t>(prefix.size() + suffix.size());
+  const std::string instruction = query.instruction.value_or(t.instruction);
+  const std::string document = item.pair.value_or("");
+  const std::string body =
+      model::FormatRerankBody(t, instruction, item.text, document);
+  ASSIGN_OR_RETURN(auto out,
+                   TokenizeText(model, body, options, truncate,
+                                std::max<int64_t>(1, max_len - frame)));
+  tokenizer::Encoding joined;
+  for (const tokenizer::Encoding* e : {&prefix, &out.encoding, &suffix}) {
+    joined.ids.insert(joined.ids.end(), e->ids.begin(), e->ids.end());
+    joined.tokens.insert(joined.tokens.end(), e->tokens.begin(),
+                         e->tokens.end());
+    joined.special_tokens_mask.insert(joined.special_tokens_mask.end(),
+                                      e->special_tokens_mask.begin(),
+                                      e->special_tokens_mask.end());
+  }
+  joined.type_ids.assign(joined.ids.size(), 0);
+  if (sides != nullptr && !joined.tokens.empty()) {
+    // The document's bytes in the body: what the body formats to before
+    // its {document}.
+    model::RerankTemplate head;
+    head.body = t.body.substr(0, t.body.find("{document}"));
+    const int64_t begin = static_cast<int64_t>(
+        model::FormatRerankBody(head, instruction, item.text, document).size());
+    FillTemplateSides(out.encoding, prefix.size(), begin,
+                      begin + static_cast<int64_t>(document.size()),
+                      joined.ids.size(), joined.tokens.back(), sides);
+  }
+  out.encoding = std::move(joined);
+  return out;
+}
+
 // `item` (named `name` in messages) tokenized, cut to the model's length
 // when `truncate` (*dropped: the tokens the cut took), checked and priced;
 // its sides when `sides` is given, with the query's attention maps asked
@@ -126,8 +218,12 @@ absl::StatusOr<api::EmbedSpec> ItemSpec(
   TextOptions options;
   options.truncation_side = query.truncation_side;
   const int64_t max_len = d.max_length;
+  const bool templated = query.task == ScoreQuery::Task::kRerank &&
+                         d.rerank_template.has_value() && item.pair.has_value();
   auto tokens =
-      item.pair.has_value()
+      templated ? TokenizeTemplate(query, item, model, options, truncate,
+                                   max_len, sides)
+      : item.pair.has_value()
           ? TokenizePair(model, item.text, *item.pair, options, truncate,
                          max_len)
           : TokenizeText(model, item.text, options, truncate, max_len);
@@ -162,7 +258,9 @@ absl::StatusOr<api::EmbedSpec> ItemSpec(
     }
   }
   api::EmbedSpec spec;
-  if (sides != nullptr) FillSides(tokens->encoding, late != nullptr, sides);
+  if (sides != nullptr && !templated) {
+    FillSides(tokens->encoding, late != nullptr, sides);
+  }
   if (explain) {
     spec.attention_layers = query.attention_layers;
     spec.attention_heads = query.attention_heads;
@@ -171,7 +269,7 @@ absl::StatusOr<api::EmbedSpec> ItemSpec(
   spec.token_ids = std::move(tokens->encoding.ids);
   // Type ids reach only a model with a table of several types (BERT);
   // RoBERTa-style models take 0 for both texts, as transformers feeds them.
-  if (item.pair.has_value() && d.type_vocab_size > 1) {
+  if (item.pair.has_value() && !templated && d.type_vocab_size > 1) {
     spec.type_ids = std::move(tokens->encoding.type_ids);
     for (int64_t& t : spec.type_ids) {
       t = std::clamp<int64_t>(t, 0, d.type_vocab_size - 1);
@@ -293,6 +391,7 @@ absl::StatusOr<PreparedScore> PrepareScore(const ScoreQuery& query,
   }
   RETURN_IF_ERROR(CheckTask(*p.model, query.task));
   RETURN_IF_ERROR(CheckItemCount(query, limits));
+  RETURN_IF_ERROR(CheckTemplate(query, *p.model));
   RETURN_IF_ERROR(CheckAttentionSelection(query.attention_layers,
                                           query.attention_heads,
                                           query.average_heads, *p.model));

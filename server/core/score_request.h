@@ -69,6 +69,10 @@ struct ScoreQuery {
     float dense = 1, sparse = 1, colbert = 1;
   };
   std::optional<LateWeights> late_weights;
+  // Rerank on a model with a rerank template (ModelDescription::
+  // rerank_template: an instruction-following reranker): the template's
+  // {instruction}; unset: the template's own. Refused on other models.
+  std::optional<std::string> instruction;
 };
 
 // A pair's scores under the positional probes (ScoreQuery::

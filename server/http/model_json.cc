@@ -74,6 +74,10 @@ void AddHeads(const api::ModelDescription& d, json* out) {
       d.token_dim > 0 && d.token_skips_first;
   (*out)["sparse_kind"] = d.sparse.vocab > 0 ? d.sparse.kind : "";
   (*out)["late_interaction"] = d.late_interaction;
+  (*out)["rerank_template"] =
+      d.rerank_template.has_value() ? d.rerank_template->name : "";
+  (*out)["rerank_instruction"] =
+      d.rerank_template.has_value() ? d.rerank_template->instruction : "";
 }
 
 }  // namespace

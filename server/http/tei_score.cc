@@ -88,6 +88,11 @@ absl::Status ParseTeiRerankBody(const std::string& body,
         return TeiBodyError("return_text must be true or false");
       }
       rendering->return_text = value.get<bool>();
+    } else if (key == "instruction") {
+      if (!value.is_string()) {
+        return TeiBodyError("instruction must be a string");
+      }
+      query->instruction = value.get<std::string>();
     }
     // Other fields are ignored, as TEI's request types ignore them.
   }
@@ -235,6 +240,11 @@ absl::Status ParseRerankV1Body(const std::string& body, core::ScoreQuery* query,
                     "\"colbert\": z} (a part left out counts 0)");
       }
       query->late_weights = w;
+    } else if (key == "instruction") {
+      if (!value.is_string()) {
+        return fail("instruction", "instruction must be a string");
+      }
+      query->instruction = value.get<std::string>();
     } else if (key == "return_documents" || key == "raw_scores" ||
                key == "truncate") {
       if (!value.is_boolean()) {

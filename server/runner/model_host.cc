@@ -179,6 +179,7 @@ void Describe(const batching::BatchOptions& batching, HostedModel* hosted) {
                         ? "token_weight"
                         : "masked_lm";
   }
+  d.rerank_template = spec.rerank_template;
   d.type_vocab_size = spec.config.arch.token_type_embedding
                           ? spec.config.arch.type_vocab_size
                           : 0;

@@ -100,6 +100,10 @@ void FillModelInfo(const core::ModelReport& report, v1::ModelInfo* info) {
     info->set_token_embeddings_skip_first(model.token_skips_first);
     info->set_late_interaction(model.late_interaction);
   }
+  if (model.rerank_template.has_value()) {
+    info->set_rerank_template(model.rerank_template->name);
+    info->set_rerank_instruction(model.rerank_template->instruction);
+  }
   if (model.sparse.vocab > 0) {
     info->set_sparse_pooling(model.sparse.pooling);
     info->set_sparse_activation(model.sparse.activation);

@@ -55,6 +55,7 @@ absl::StatusOr<core::ScoreQuery> ToScoreQuery(
                                                    request.weights().sparse(),
                                                    request.weights().colbert()};
   }
+  if (request.has_instruction()) q.instruction = request.instruction();
   q.items.reserve(request.documents_size());
   for (const std::string& document : request.documents()) {
     q.items.push_back({request.query(), document});

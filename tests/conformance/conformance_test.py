@@ -97,6 +97,11 @@ colbert_linear.pt and sparse_linear.pt, its dense, sparse and ColBERT
 outputs from one Embed call against BGEM3FlagModel.encode, and the scores
 made from them against its compute_score; see there.
 
+LLM rerankers (llm_reranker.py): a Qwen3 causal LM served with the
+qwen3-reranker template (scored by its "yes" and "no" logits) and its
+sequence-classification form, against the Qwen3-Reranker model card's
+procedure run with transformers; see there.
+
 Saved formats (saved_formats.py): what transformers 5 and
 sentence-transformers 6 write when they save (6.x pooling_mode keys in
 every mode, ModernBERT's rope_parameters, do_lower_case, max_seq_length
@@ -141,6 +146,7 @@ import quantized  # noqa: E402
 import quality  # noqa: E402
 import real_models  # noqa: E402
 import bge_m3  # noqa: E402
+import llm_reranker  # noqa: E402
 import multivector  # noqa: E402
 import saved_formats  # noqa: E402
 import sparse  # noqa: E402
@@ -716,6 +722,7 @@ def main():
     sparse_models = []  # (name, path): masked-LM heads (sparse.py)
     multi_models = []  # (name, path): token projections (multivector.py)
     m3_models = []  # (name, path): BGE-M3's layout (bge_m3.py)
+    llm_rerankers = []  # (name, path): Qwen3-Reranker (llm_reranker.py)
     saved_models = []  # (name, path): libraries' saved files (saved_formats)
     if not args.skip_real:
         sparse_models += [m for m in real_models.real_sparse_models()
@@ -726,9 +733,12 @@ def main():
         multi_models = multivector.build(work / "multivector",
                                          args.only or None)
         m3_models = bge_m3.build(work / "bge-m3", args.only or None)
+        llm_rerankers = llm_reranker.build(work / "llm-reranker",
+                                           args.only or None)
         saved_models = saved_formats.build(work / "saved", args.only or None)
     if not entries and not head_models and not sparse_models and \
-            not multi_models and not saved_models and not m3_models:
+            not multi_models and not saved_models and not m3_models and \
+            not llm_rerankers:
         sys.exit("no models selected")
     # Copies of all-MiniLM-L6-v2 that pool without their prompts
     # (prompts.py), when the real models are checked.
@@ -743,11 +753,12 @@ def main():
     served = Served(args.binary,
                     [(e[0], e[2]) for e in entries] + prompted +
                     head_models + sparse_models + multi_models +
-                    m3_models + saved_models +
+                    m3_models + saved_models + llm_rerankers +
                     [(o[0], o[4]) for o in overrides],
                     work / "server",
                     extra=[f"--rope-scaling={o[0]}={json.dumps(o[2])}"
-                           for o in overrides])
+                           for o in overrides] +
+                    llm_reranker.server_flags(llm_rerankers))
     pooled = {}
     try:
         for name, family, path, max_length, texts in entries:
@@ -815,6 +826,10 @@ def main():
             embedder = next((e[0] for e in entries if e[0] == "tf-bert"),
                             None)
             bge_m3.check(served, m3_models, embedder, report)
+        if llm_rerankers:
+            other = next((m[0] for m in head_models if m[0] == "ce-bert"),
+                         None)
+            llm_reranker.check(served, llm_rerankers, other, report)
         if saved_models:
             try:
                 saved_formats.check(served, saved_models, report)

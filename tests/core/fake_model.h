@@ -14,6 +14,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -52,6 +53,9 @@ struct FakeModelOptions {
   // they hold).
   bool late_interaction = false;
   bool late_sparse = true;
+  // A one-logit head on the last token read through this rerank template
+  // (an LLM reranker); its logit is the sum of the ids / 1000.
+  std::optional<model::RerankTemplate> rerank_template = std::nullopt;
 };
 
 class FakeModel : public api::ServedModel {
@@ -100,6 +104,11 @@ class FakeModel : public api::ServedModel {
         d.sparse.vocab = options_.vocab_size;
         d.sparse.kind = "token_weight";
       }
+    }
+    if (options_.rerank_template.has_value()) {
+      d.rerank_template = options_.rerank_template;
+      d.head.labels = {"yes"};
+      d.head.pooling = model::Pooling::kLastToken;
     }
     if (options_.tokenizer) {
       tokenizer_ =
@@ -203,6 +212,7 @@ class FakeModel : public api::ServedModel {
           {static_cast<float>(end - begin), static_cast<float>(span_sum),
            static_cast<float>(ids[begin]), static_cast<float>(ids[end - 1])});
     }
+    if (spec.want_scores) r.scores = {static_cast<float>(sum) / 1000};
     r.num_tokens = static_cast<int64_t>(ids.size());
     r.dim = kWidth;
     r.pooled_dim = kWidth;

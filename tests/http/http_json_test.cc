@@ -162,6 +162,28 @@ TEST(TeiScoreBodies, RerankAndPredictReadTheirFields) {
   EXPECT_TRUE(r.return_text);
   EXPECT_EQ(rerank.truncation_side, TruncationSide::kLeft);
   EXPECT_EQ(rerank.truncate, true);
+  EXPECT_FALSE(rerank.instruction.has_value());
+
+  // An LLM reranker's instruction, on both rerank routes.
+  core::ScoreQuery with_instruction;
+  ASSERT_TRUE(ParseTeiRerankBody(
+                  R"({"query": "q", "texts": ["a"], "instruction": "Find"})",
+                  &with_instruction, &r)
+                  .ok());
+  EXPECT_EQ(with_instruction.instruction, "Find");
+  core::ScoreQuery v1;
+  ScoreRendering v1_rendering;
+  std::string param;
+  ASSERT_TRUE(ParseRerankV1Body(
+                  R"({"query": "q", "documents": ["a"], "instruction": ""})",
+                  &v1, &v1_rendering, &param)
+                  .ok());
+  EXPECT_EQ(v1.instruction, "");
+  core::ScoreQuery bad;
+  EXPECT_FALSE(
+      ParseTeiRerankBody(R"({"query": "q", "texts": ["a"], "instruction": 3})",
+                         &bad, &r)
+          .ok());
 
   core::ScoreQuery predict;
   ScoreRendering p;

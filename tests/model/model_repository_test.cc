@@ -133,6 +133,54 @@ TEST(Repository, StripTextPerModel) {
   }
 }
 
+TEST(Repository, RerankTemplateByNameOrObject) {
+  auto ok = ParseRepository(
+      R"({"models": [{"name": "a", "path": "p",
+                      "rerank_template": "qwen3-reranker"},
+                     {"name": "b", "path": "p",
+                      "rerank_template": {"base": "qwen3-reranker",
+                                          "instruction": "Find code"}},
+                     {"name": "c", "path": "p",
+                      "rerank_template": {"body": "{query} / {document}"}},
+                     {"name": "d", "path": "p"}]})",
+      "/base");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  const auto& m = ok->models;
+  ASSERT_TRUE(m[0].rerank_template.has_value());
+  EXPECT_EQ(m[0].rerank_template->name, "qwen3-reranker");
+  EXPECT_EQ(m[0].rerank_template->yes, "yes");
+  EXPECT_EQ(m[0].rerank_template->no, "no");
+  // A built-in base with one field replaced keeps the rest.
+  ASSERT_TRUE(m[1].rerank_template.has_value());
+  EXPECT_EQ(m[1].rerank_template->name, "custom");
+  EXPECT_EQ(m[1].rerank_template->instruction, "Find code");
+  EXPECT_EQ(m[1].rerank_template->prefix, m[0].rerank_template->prefix);
+  EXPECT_EQ(m[1].rerank_template->yes, "yes");
+  ASSERT_TRUE(m[2].rerank_template.has_value());
+  EXPECT_EQ(m[2].rerank_template->prefix, "");
+  EXPECT_EQ(m[2].rerank_template->yes, "");
+  EXPECT_FALSE(m[3].rerank_template.has_value());
+  for (const char* bad : {
+           R"({"models": [{"name": "x", "path": "p",
+                           "rerank_template": "qwen9"}]})",
+           R"({"models": [{"name": "x", "path": "p",
+                           "rerank_template": {"body": "{query} only"}}]})",
+           R"({"models": [{"name": "x", "path": "p",
+                           "rerank_template": {"body": "{query}{document}",
+                                               "yes": "y"}}]})",
+           R"({"models": [{"name": "x", "path": "p",
+                           "rerank_template": {"body": "{query}{document}",
+                                               "answer": "y"}}]})",
+           R"({"models": [{"name": "x", "path": "p",
+                           "rerank_template": 3}]})"}) {
+    auto r = ParseRepository(bad, "");
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(std::string(r.status().message()).find("rerank"),
+              std::string::npos)
+        << r.status();
+  }
+}
+
 TEST(Repository, RopeScalingPerCheckpoint) {
   auto ok = ParseRepository(
       R"({"models": [{"name": "c", "path": "ckpt",

@@ -293,7 +293,8 @@ class AsyncClient:
             attention_layers: Sequence[int] = (),
             attention_heads: Sequence[int] = (), average_heads: bool = False,
             positional_probes: bool = False,
-            weights: Optional[Any] = None) -> List[Dict[str, Any]]:
+            weights: Optional[Any] = None,
+            instruction: Optional[str] = None) -> List[Dict[str, Any]]:
         """As Client.rerank."""
         if isinstance(documents, str):
             raise TypeError("documents is a list of str")
@@ -306,7 +307,8 @@ class AsyncClient:
             truncation_side=truncation_side,
             attention_layers=attention_layers,
             attention_heads=attention_heads, average_heads=average_heads,
-            positional_probes=positional_probes, weights=weights)
+            positional_probes=positional_probes, weights=weights,
+            instruction=instruction)
         batch_size = _common.check_batch_size(batch_size)
         if len(documents) > 1:
             await self._ask_limits()

@@ -293,7 +293,8 @@ class Client(EncoderClient):
             attention_layers: Sequence[int] = (),
             attention_heads: Sequence[int] = (), average_heads: bool = False,
             positional_probes: bool = False,
-            weights: Optional[Any] = None) -> List[Dict[str, Any]]:
+            weights: Optional[Any] = None,
+            instruction: Optional[str] = None) -> List[Dict[str, Any]]:
         """A cross-encoder's relevance of each document to `query` (a model
         whose tasks include "rerank"): a list of dicts with "index" (the
         document's place in `documents`), "score", "tokens", "truncated",
@@ -303,7 +304,9 @@ class Client(EncoderClient):
         several requests and ranked together. attention_layers,
         attention_heads, average_heads and positional_probes: as in
         EncoderClient.rerank. weights: a late-interaction model's (dense,
-        sparse, colbert) weights (ModelInfo.late_interaction: BGE-M3)."""
+        sparse, colbert) weights (ModelInfo.late_interaction: BGE-M3).
+        instruction: a rerank template's instruction (ModelInfo.
+        rerank_template: Qwen3-Reranker); unset: the template's own."""
         if isinstance(documents, str):
             raise TypeError("documents is a list of str")
         documents = list(documents)
@@ -315,7 +318,8 @@ class Client(EncoderClient):
             truncation_side=truncation_side,
             attention_layers=attention_layers,
             attention_heads=attention_heads, average_heads=average_heads,
-            positional_probes=positional_probes, weights=weights)
+            positional_probes=positional_probes, weights=weights,
+            instruction=instruction)
         batch_size = _common.check_batch_size(batch_size)
         if len(documents) > 1:
             self._ask_limits()

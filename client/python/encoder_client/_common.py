@@ -123,7 +123,8 @@ def request_size(batch_size, limit):
 
 def rerank_options(*, model, return_documents, raw_scores, truncate,
                    truncation_side, attention_layers, attention_heads,
-                   average_heads, positional_probes, weights=None):
+                   average_heads, positional_probes, weights=None,
+                   instruction=None):
     """rerank's arguments as _requests.rerank_request's options and
     rerank_results' (Client and AsyncClient alike)."""
     options = dict(model=model, return_documents=return_documents,
@@ -132,7 +133,8 @@ def rerank_options(*, model, return_documents, raw_scores, truncate,
                    attention_layers=attention_layers,
                    attention_heads=attention_heads,
                    average_heads=average_heads,
-                   positional_probes=positional_probes, weights=weights)
+                   positional_probes=positional_probes, weights=weights,
+                   instruction=instruction)
     results_options = dict(return_documents=return_documents,
                            attention=bool(attention_layers),
                            positional_probes=positional_probes)

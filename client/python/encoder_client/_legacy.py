@@ -192,10 +192,11 @@ class EncoderClient:
                keep_order=False, return_documents=False, raw_scores=False,
                truncate=None, truncation_side=None, attention_layers=(),
                attention_heads=(), average_heads=False,
-               positional_probes=False, weights=None):
+               positional_probes=False, weights=None, instruction=None):
         """A cross-encoder's scores of `documents` against `query` (or a
         late-interaction model's, with its (dense, sparse, colbert)
-        `weights`, FlagEmbedding's compute_score): a list
+        `weights`, FlagEmbedding's compute_score; `instruction`: a rerank
+        template's, ModelInfo.rerank_template): a list
         of dicts (index, score, tokens, truncated, truncated_tokens, and
         document when return_documents), best first unless keep_order.
         truncate: True cuts, False refuses a pair past the model's length,
@@ -215,7 +216,8 @@ class EncoderClient:
             truncation_side=truncation_side,
             attention_layers=attention_layers,
             attention_heads=attention_heads, average_heads=average_heads,
-            positional_probes=positional_probes, weights=weights)
+            positional_probes=positional_probes, weights=weights,
+            instruction=instruction)
         return rq.rerank_results(
             self._call("Rerank", request), return_documents=return_documents,
             attention=bool(attention_layers),

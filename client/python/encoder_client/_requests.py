@@ -154,9 +154,10 @@ def rerank_request(query, documents, *, model="", top_n=0, keep_order=False,
                    return_documents=False, raw_scores=False, truncate=None,
                    truncation_side=None, attention_layers=(),
                    attention_heads=(), average_heads=False,
-                   positional_probes=False, weights=None):
+                   positional_probes=False, weights=None, instruction=None):
     """weights: a late-interaction model's (dense, sparse, colbert)
-    weights, a tuple or a dict of those names (left out: 0)."""
+    weights, a tuple or a dict of those names (left out: 0). instruction:
+    a rerank template's instruction (ModelInfo.rerank_template)."""
     request = pb2.RerankRequest(
         model=model, query=query, documents=list(documents), top_n=top_n,
         keep_order=keep_order, return_documents=return_documents,
@@ -178,6 +179,8 @@ def rerank_request(query, documents, *, model="", top_n=0, keep_order=False,
         request.weights.dense = float(weights.get("dense", 0))
         request.weights.sparse = float(weights.get("sparse", 0))
         request.weights.colbert = float(weights.get("colbert", 0))
+    if instruction is not None:
+        request.instruction = str(instruction)
     return request
 
 

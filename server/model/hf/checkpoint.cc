@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/common/status_macros.h"
+#include "server/model/hf/answer_head.h"
 #include "server/model/hf/config_keys.h"
 #include "server/model/hf/heads.h"
 #include "server/model/hf/importer.h"
@@ -346,6 +347,13 @@ absl::StatusOr<LoadedCheckpoint> Load(const std::string& dir,
     }
     if (head.has_value()) {
       ASSIGN_OR_RETURN(auto loaded, hf::LoadScoreHead(*head, *source, dtype));
+      score_head = std::move(loaded);
+    } else if (!overrides.answer_yes.empty()) {
+      ASSIGN_OR_RETURN(auto loaded,
+                       hf::LoadAnswerHead(
+                           dir, config, import.family, *source, embedding_name,
+                           import.config.d_model, import.config.vocab_size,
+                           overrides.answer_yes, overrides.answer_no, dtype));
       score_head = std::move(loaded);
     }
     if (sparse.has_value()) {

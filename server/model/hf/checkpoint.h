@@ -26,6 +26,11 @@ struct CheckpointOverrides {
   // A JSON object that replaces config.json's rotary scaling (ModelSpec's
   // rope_scaling); empty: the checkpoint's.
   std::string rope_scaling;
+  // A rerank template's answer tokens (RerankTemplate::yes / no): a
+  // causal language model without a classification head is scored by
+  // its language-model head's rows for them (hf/answer_head.h); a
+  // checkpoint with a head keeps it. Empty: none.
+  std::string answer_yes, answer_no;
 };
 
 struct LoadedCheckpoint {

@@ -58,10 +58,39 @@ std::string TokenText(const json& files, const std::string& key) {
   return "";
 }
 
+// The ids FlagEmbedding's sparse weights leave out: the tokenizer's cls,
+// eos, pad and unk tokens (those it has).
+absl::StatusOr<std::vector<int64_t>> DroppedIds(const std::string& dir) {
+  // transformers reads special_tokens_map.json over tokenizer_config.json.
+  ASSIGN_OR_RETURN(json map, ReadJsonFile(dir + "/special_tokens_map.json"));
+  ASSIGN_OR_RETURN(json config, ReadJsonFile(dir + "/tokenizer_config.json"));
+  const json files = json::array({map, config});
+  const std::string tokenizer_path = dir + "/tokenizer.json";
+  ASSIGN_OR_RETURN(json tokenizer, ReadJsonFile(tokenizer_path));
+  std::vector<int64_t> ids;
+  for (const char* key : {"cls_token", "eos_token", "pad_token", "unk_token"}) {
+    const std::string text = TokenText(files, key);
+    if (text.empty()) continue;
+    const int64_t id =
+        tokenizer.is_object() ? TokenizerJsonId(tokenizer, text) : -1;
+    if (id < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          dir, "/", kSparseHeadFile, ": the tokenizer's ", key, " \"", text,
+          "\" (whose weight FlagEmbedding drops) has no id in ",
+          tokenizer_path));
+    }
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+}  // namespace
+
 // `text`'s id in tokenizer.json: an added token's, else the model's
 // vocabulary entry (an object of text -> id, or Unigram's list of
 // [piece, score]); -1 when it has none.
-int64_t TokenId(const json& tokenizer, const std::string& text) {
+int64_t TokenizerJsonId(const nlohmann::json& tokenizer,
+                        const std::string& text) {
   if (tokenizer.contains("added_tokens") &&
       tokenizer["added_tokens"].is_array()) {
     for (const json& t : tokenizer["added_tokens"]) {
@@ -88,33 +117,6 @@ int64_t TokenId(const json& tokenizer, const std::string& text) {
   }
   return -1;
 }
-
-// The ids FlagEmbedding's sparse weights leave out: the tokenizer's cls,
-// eos, pad and unk tokens (those it has).
-absl::StatusOr<std::vector<int64_t>> DroppedIds(const std::string& dir) {
-  // transformers reads special_tokens_map.json over tokenizer_config.json.
-  ASSIGN_OR_RETURN(json map, ReadJsonFile(dir + "/special_tokens_map.json"));
-  ASSIGN_OR_RETURN(json config, ReadJsonFile(dir + "/tokenizer_config.json"));
-  const json files = json::array({map, config});
-  const std::string tokenizer_path = dir + "/tokenizer.json";
-  ASSIGN_OR_RETURN(json tokenizer, ReadJsonFile(tokenizer_path));
-  std::vector<int64_t> ids;
-  for (const char* key : {"cls_token", "eos_token", "pad_token", "unk_token"}) {
-    const std::string text = TokenText(files, key);
-    if (text.empty()) continue;
-    const int64_t id = tokenizer.is_object() ? TokenId(tokenizer, text) : -1;
-    if (id < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          dir, "/", kSparseHeadFile, ": the tokenizer's ", key, " \"", text,
-          "\" (whose weight FlagEmbedding drops) has no id in ",
-          tokenizer_path));
-    }
-    ids.push_back(id);
-  }
-  return ids;
-}
-
-}  // namespace
 
 absl::StatusOr<M3Heads> ReadM3Heads(const std::string& dir, int64_t d_model,
                                     int64_t vocab, at::ScalarType dtype) {

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/status/statusor.h"
 #include "server/model/encoder.h"
 
@@ -30,6 +32,13 @@ struct M3Heads {
 // tokenizer_config.json and tokenizer.json. InvalidArgument, naming the
 // file, for a head whose tensors do not fit `d_model`, or a special token
 // the tokenizer files do not resolve.
+// `text`'s id in a parsed tokenizer.json: an added token's, else the
+// model's vocabulary entry (an object of text -> id, or Unigram's list of
+// [piece, score]), as transformers' convert_tokens_to_ids finds it; -1
+// when it has none.
+int64_t TokenizerJsonId(const nlohmann::json& tokenizer,
+                        const std::string& text);
+
 absl::StatusOr<M3Heads> ReadM3Heads(const std::string& dir, int64_t d_model,
                                     int64_t vocab, at::ScalarType dtype);
 

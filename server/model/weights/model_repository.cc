@@ -1,6 +1,7 @@
 #include "server/model/weights/model_repository.h"
 
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -168,7 +169,8 @@ absl::StatusOr<ModelSpec> ParseCheckpointEntry(const json& m,
                                               "prompts",
                                               "default_prompt_name",
                                               "strip_text",
-                                              "rope_scaling"};
+                                              "rope_scaling",
+                                              "rerank_template"};
   for (const auto& item : m.items()) {
     if (kKeys.count(item.key()) == 0) {
       return ModelError(
@@ -178,7 +180,7 @@ absl::StatusOr<ModelSpec> ParseCheckpointEntry(const json& m,
                        "pooling, normalize, batching, "
                        "quantize, max_extrapolation_tokens, long_input, "
                        "prompts, default_prompt_name, strip_text, "
-                       "rope_scaling)"));
+                       "rope_scaling, rerank_template)"));
     }
   }
   if (!m["path"].is_string() || m["path"].get<std::string>().empty()) {
@@ -216,6 +218,20 @@ absl::StatusOr<ModelSpec> ParseCheckpointEntry(const json& m,
                         "{\"rope_type\": \"yarn\", \"factor\": 4}");
     }
     spec.rope_scaling = m["rope_scaling"].dump();
+  }
+  if (m.contains("rerank_template")) {
+    const json& t = m["rerank_template"];
+    if (!t.is_string() && !t.is_object()) {
+      return ModelError(spec.name,
+                        "rerank_template must be a built-in name "
+                        "(\"qwen3-reranker\") or an object");
+    }
+    auto parsed =
+        ParseRerankTemplate(t.is_string() ? t.get<std::string>() : t.dump());
+    if (!parsed.ok()) {
+      return ModelError(spec.name, std::string(parsed.status().message()));
+    }
+    spec.rerank_template = std::move(*parsed);
   }
   return spec;
 }
@@ -361,6 +377,48 @@ absl::StatusOr<Repository> ReadRepository(const std::string& path) {
       text, slash == std::string::npos ? "" : path.substr(0, slash));
 }
 
+absl::StatusOr<RerankTemplate> ParseRerankTemplate(const std::string& text) {
+  const std::string names = absl::StrJoin(BuiltinRerankTemplateNames(), ", ");
+  if (auto builtin = BuiltinRerankTemplate(text); builtin.has_value()) {
+    return *builtin;
+  }
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rerank template \"", text, "\" is neither a built-in name (", names,
+        ") nor a JSON object"));
+  }
+  RerankTemplate t;
+  t.name = "custom";
+  if (j.contains("base")) {
+    const std::string base =
+        j["base"].is_string() ? j["base"].get<std::string>() : "";
+    auto builtin = BuiltinRerankTemplate(base);
+    if (!builtin.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rerank template base must be a built-in name (", names, ")"));
+    }
+    t = *builtin;
+  }
+  const std::map<std::string, std::string*> fields = {
+      {"prefix", &t.prefix},           {"body", &t.body}, {"suffix", &t.suffix},
+      {"instruction", &t.instruction}, {"yes", &t.yes},   {"no", &t.no}};
+  for (const auto& [key, value] : j.items()) {
+    if (key == "base") continue;
+    auto it = fields.find(key);
+    if (it == fields.end() || !value.is_string()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rerank template key \"", key,
+          "\": the keys are base, prefix, body, suffix, instruction, yes and "
+          "no, each a string"));
+    }
+    *it->second = value.get<std::string>();
+    t.name = "custom";
+  }
+  RETURN_IF_ERROR(ValidateRerankTemplate(t));
+  return t;
+}
+
 absl::StatusOr<ModelSpec> ModelDirSpec(const std::string& flag) {
   ModelSpec spec;
   const size_t eq = flag.find('=');
@@ -414,11 +472,27 @@ absl::StatusOr<std::unique_ptr<Encoder>> LoadModel(const ModelSpec& spec,
   if (!spec.model_dir.empty()) {
     CheckpointOverrides overrides{spec.pooling, spec.normalize,
                                   spec.rope_scaling};
+    if (spec.rerank_template.has_value()) {
+      overrides.answer_yes = spec.rerank_template->yes;
+      overrides.answer_no = spec.rerank_template->no;
+    }
     auto loaded = LoadCheckpoint(spec.model_dir, overrides, device, dtype);
     if (!loaded.ok()) {
       return absl::Status(loaded.status().code(),
                           absl::StrCat("model \"", spec.name,
                                        "\": ", loaded.status().message()));
+    }
+    if (spec.rerank_template.has_value()) {
+      const ScoreHead* head = loaded->encoder->score_head();
+      if (head == nullptr || head->num_labels() != 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "model \"", spec.name,
+            "\": a rerank template needs a reranker: a checkpoint with a "
+            "one-logit classification head, or a causal language model "
+            "scored by the template's answer tokens (yes, no); this one has ",
+            head == nullptr ? "no head"
+                            : absl::StrCat(head->num_labels(), " labels")));
+      }
     }
     if (resolved != nullptr) {
       *resolved = spec;

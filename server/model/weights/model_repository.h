@@ -17,6 +17,7 @@
 #include "server/common/long_input_policy.h"
 #include "server/model/config.h"
 #include "server/model/encoder.h"
+#include "server/model/rerank_template.h"
 
 namespace encoder::model {
 
@@ -86,6 +87,11 @@ struct ModelSpec {
   // the entry's "rope_scaling" or --rope-scaling NAME=JSON; empty: the
   // checkpoint's own.
   std::string rope_scaling;
+  // How Rerank reads a query and a document on this model (an
+  // instruction-following reranker such as Qwen3-Reranker): the entry's
+  // "rerank_template" or --rerank-template NAME=TEMPLATE; unset: the
+  // tokenizer's pair template.
+  std::optional<RerankTemplate> rerank_template;
   bool prompts_set = false;  // the repository entry gave "prompts"
   // TEI's --default-prompt-name (a name among the checkpoint's prompts)
   // and --default-prompt (a text, added to the prompts as
@@ -139,6 +145,12 @@ Repository BuiltinRepository();
 absl::StatusOr<Repository> ParseRepository(const std::string& json_text,
                                            const std::string& base_dir);
 absl::StatusOr<Repository> ReadRepository(const std::string& path);
+
+// A rerank template from its text: a built-in name ("qwen3-reranker") or
+// a JSON object {"prefix", "body", "suffix", "instruction", "yes", "no"}
+// (body required; "base": a built-in name whose fields the others
+// replace). INVALID_ARGUMENT naming what is wrong.
+absl::StatusOr<RerankTemplate> ParseRerankTemplate(const std::string& text);
 
 // A spec for `--model-dir DIR` or `--model-dir NAME=DIR`: the name
 // defaults to the directory's base name.
