@@ -1,5 +1,6 @@
 #include "server/http/tei_score.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -47,6 +48,39 @@ std::optional<core::ScoreItem> Sequence(const json& v) {
     return core::ScoreItem{v[0].get<std::string>(), v[1].get<std::string>()};
   }
   return std::nullopt;
+}
+
+// /v1/rerank's "attention": {"layers": [int], "heads": [int],
+// "average_heads": bool}, as gRPC's AttentionSelection; false when `value`
+// is not that.
+bool ReadAttentionSelection(const json& value, core::ScoreQuery* query) {
+  if (!value.is_object()) return false;
+  for (const auto& [key, v] : value.items()) {
+    if (key == "layers" || key == "heads") {
+      if (!v.is_array()) return false;
+      std::vector<int64_t>& out =
+          key == "layers" ? query->attention_layers : query->attention_heads;
+      for (const json& n : v) {
+        if (!n.is_number_integer()) return false;
+        out.push_back(n.get<int64_t>());
+      }
+    } else if (key == "average_heads") {
+      if (!v.is_boolean()) return false;
+      query->average_heads = v.get<bool>();
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+// A result's explanation (ScoredItem::pair_attention), when it has one.
+void AddExplanation(const core::ScoredItem& item, out_json* result) {
+  if (item.pair_attention_shape.empty()) return;
+  (*result)["attention"] = {{"shape", item.pair_attention_shape},
+                            {"values", item.pair_attention}};
+  (*result)["query_tokens"] = item.first_tokens;
+  (*result)["document_tokens"] = item.second_tokens;
 }
 
 }  // namespace
@@ -245,6 +279,12 @@ absl::Status ParseRerankV1Body(const std::string& body, core::ScoreQuery* query,
         return fail("instruction", "instruction must be a string");
       }
       query->instruction = value.get<std::string>();
+    } else if (key == "attention") {
+      if (!ReadAttentionSelection(value, query)) {
+        return fail("attention",
+                    "attention must be {\"layers\": [int], \"heads\": "
+                    "[int], \"average_heads\": bool}");
+      }
     } else if (key == "return_documents" || key == "raw_scores" ||
                key == "truncate") {
       if (!value.is_boolean()) {
@@ -276,6 +316,7 @@ std::string RerankV1Json(const core::ScoreAnswer& answer,
       result["document"] = {
           {"text", rendering.texts[static_cast<size_t>(r.index)]}};
     }
+    AddExplanation(answer.items[static_cast<size_t>(r.index)], &result);
     results.push_back(std::move(result));
   }
   out_json out = {{"object", "rerank"},
@@ -285,6 +326,14 @@ std::string RerankV1Json(const core::ScoreAnswer& answer,
                   {"usage",
                    {{"prompt_tokens", answer.total_tokens},
                     {"total_tokens", answer.total_tokens}}}};
+  const bool explained = std::any_of(answer.items.begin(), answer.items.end(),
+                                     [](const core::ScoredItem& i) {
+                                       return !i.pair_attention_shape.empty();
+                                     });
+  if (explained) {
+    out["explanation"] =
+        answer.token_similarity ? "token_similarity" : "attention";
+  }
   return Dump(out);
 }
 

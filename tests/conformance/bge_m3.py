@@ -230,16 +230,18 @@ def _first(value):
     return float(value[0] if isinstance(value, list) else value)
 
 
-def _post_rerank(served, query, documents):
+def _post_rerank(served, query, documents, whole=False, **extra):
     import json
     import urllib.request
     body = {"model": NAME, "query": query, "documents": documents,
-            "weights": dict(zip(("dense", "sparse", "colbert"), WEIGHTS))}
+            "weights": dict(zip(("dense", "sparse", "colbert"), WEIGHTS)),
+            **extra}
     request = urllib.request.Request(
         f"http://127.0.0.1:{served.http_port}/v1/rerank",
         json.dumps(body).encode(), {"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=120) as response:
-        return json.load(response)["results"]
+        out = json.load(response)
+    return out if whole else out["results"]
 
 
 def _check_alignment(served, reference, report):
@@ -266,6 +268,24 @@ def _check_alignment(served, reference, report):
                TOL, len(results))
     if worst > TOL:
         report.fail(f"{NAME}: the alignment differs by {worst:.3g}")
+    # /v1/rerank's explanation: the same alignment in JSON.
+    body = _post_rerank(served, query, documents, whole=True,
+                        attention={"layers": [0]})
+    by_index = {r["index"]: r for r in results}
+    http_worst = 0.0 if body.get("explanation") == "token_similarity" \
+        else float("inf")
+    for r in body["results"]:
+        a = r.get("attention", {})
+        got = np.asarray(a.get("values", []), np.float64).reshape(
+            a.get("shape", [0]))
+        want = by_index[r["index"]]["attention"].astype(np.float64)
+        if got.shape != want.shape or r["document_tokens"] != \
+                list(by_index[r["index"]]["document_tokens"]):
+            http_worst = float("inf")
+            continue
+        http_worst = max(http_worst, float(np.abs(got - want).max()))
+    report.add(NAME, "/v1/rerank alignment vs gRPC", http_worst, TOL,
+               len(body["results"]))
 
 
 def _check_refusals(served, report):

@@ -301,6 +301,21 @@ def _check_model(name, path, served, report):
         worst = max(worst, float(np.abs(got - want).max()))
     report.add(name, "explanation: the answer position's attention to the "
                "document", worst, TOL, 3)
+    status, body = _post(served, "/v1/rerank", {
+        "query": queries[1], "documents": documents[:3], "model": name,
+        "attention": {"layers": layers}})
+    if status != 200 or body.get("explanation") != "attention":
+        report.fail(f"{name}: /v1/rerank with attention: {status} {body}")
+        return
+    worst = 0.0
+    by_index = dict(enumerate(explained))
+    for r in body["results"]:
+        got = np.asarray(r["attention"]["values"], np.float64).reshape(
+            r["attention"]["shape"])
+        want = np.asarray(by_index[r["index"]]["attention"], np.float64)
+        worst = max(worst, float(np.abs(got - want).max())
+                    if got.shape == want.shape else float("inf"))
+    report.add(name, "/v1/rerank explanation vs gRPC", worst, TOL, 3)
 
 
 def _check_http(name, served, query, documents, instruction, report):
