@@ -179,6 +179,26 @@ TEST(TeiScoreBodies, RerankAndPredictReadTheirFields) {
                   &v1, &v1_rendering, &param)
                   .ok());
   EXPECT_EQ(v1.instruction, "");
+  // /v1/rerank's explanation selection, as gRPC's AttentionSelection.
+  core::ScoreQuery explained;
+  ASSERT_TRUE(ParseRerankV1Body(
+                  R"({"query": "q", "documents": ["a"], "attention":
+                      {"layers": [0, 2], "heads": [1], "average_heads": true}})",
+                  &explained, &v1_rendering, &param)
+                  .ok());
+  EXPECT_EQ(explained.attention_layers, (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(explained.attention_heads, std::vector<int64_t>{1});
+  EXPECT_TRUE(explained.average_heads);
+  for (const char* body :
+       {R"({"query": "q", "documents": ["a"], "attention": [0]})",
+        R"({"query": "q", "documents": ["a"], "attention": {"layers": 0}})",
+        R"({"query": "q", "documents": ["a"], "attention": {"rows": [0]}})"}) {
+    core::ScoreQuery q;
+    param.clear();
+    EXPECT_FALSE(ParseRerankV1Body(body, &q, &v1_rendering, &param).ok())
+        << body;
+    EXPECT_EQ(param, "attention") << body;
+  }
   core::ScoreQuery bad;
   EXPECT_FALSE(
       ParseTeiRerankBody(R"({"query": "q", "texts": ["a"], "instruction": 3})",
