@@ -14,28 +14,40 @@ namespace encoder {
 
 namespace {
 
+// The checkpoint a per-model flag (`option` NAME=VALUE, e.g. `example`)
+// names, and its value.
+absl::StatusOr<std::pair<model::ModelSpec*, std::string>> CheckpointFlag(
+    const char* option, const char* example, const std::string& flag,
+    model::Repository* repo) {
+  const size_t eq = flag.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == flag.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(option, " \"", flag, "\": give ", example));
+  }
+  const std::string name = flag.substr(0, eq);
+  model::ModelSpec* target = nullptr;
+  for (model::ModelSpec& spec : repo->models) {
+    if (spec.name == name) target = &spec;
+  }
+  if (target == nullptr || target->model_dir.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        option, " ", name, ": no checkpoint is served as \"", name,
+        "\" (--model-id, --model-dir or a repository entry with a path)"));
+  }
+  return std::pair{target, flag.substr(eq + 1)};
+}
+
 // --rope-scaling NAME=JSON onto the checkpoint served as NAME.
 absl::Status ApplyRopeScalings(const std::vector<std::string>& flags,
                                model::Repository* repo) {
   for (const std::string& flag : flags) {
-    const size_t eq = flag.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == flag.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--rope-scaling \"", flag,
-                       "\": give NAME=JSON, e.g. "
-                       "long={\"rope_type\":\"yarn\",\"factor\":4}"));
-    }
-    const std::string name = flag.substr(0, eq);
-    model::ModelSpec* target = nullptr;
-    for (model::ModelSpec& spec : repo->models) {
-      if (spec.name == name) target = &spec;
-    }
-    if (target == nullptr || target->model_dir.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--rope-scaling ", name, ": no checkpoint is served as \"", name,
-          "\" (--model-id, --model-dir or a repository entry with a path)"));
-    }
-    target->rope_scaling = flag.substr(eq + 1);
+    ASSIGN_OR_RETURN(
+        auto target,
+        CheckpointFlag("--rope-scaling",
+                       "NAME=JSON, e.g. "
+                       "long={\"rope_type\":\"yarn\",\"factor\":4}",
+                       flag, repo));
+    target.first->rope_scaling = target.second;
   }
   return absl::OkStatus();
 }
@@ -44,28 +56,18 @@ absl::Status ApplyRopeScalings(const std::vector<std::string>& flags,
 absl::Status ApplyRerankTemplates(const std::vector<std::string>& flags,
                                   model::Repository* repo) {
   for (const std::string& flag : flags) {
-    const size_t eq = flag.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == flag.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--rerank-template \"", flag,
-                       "\": give NAME=TEMPLATE, e.g. reranker=qwen3-reranker"));
-    }
-    const std::string name = flag.substr(0, eq);
-    model::ModelSpec* target = nullptr;
-    for (model::ModelSpec& spec : repo->models) {
-      if (spec.name == name) target = &spec;
-    }
-    if (target == nullptr || target->model_dir.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--rerank-template ", name, ": no checkpoint is served as \"", name,
-          "\" (--model-id, --model-dir or a repository entry with a path)"));
-    }
-    auto parsed = model::ParseRerankTemplate(flag.substr(eq + 1));
+    ASSIGN_OR_RETURN(
+        auto target,
+        CheckpointFlag("--rerank-template",
+                       "NAME=TEMPLATE, e.g. reranker=qwen3-reranker", flag,
+                       repo));
+    auto parsed = model::ParseRerankTemplate(target.second);
     if (!parsed.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--rerank-template ", name, ": ", parsed.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--rerank-template ", target.first->name, ": ",
+                       parsed.status().message()));
     }
-    target->rerank_template = std::move(*parsed);
+    target.first->rerank_template = std::move(*parsed);
   }
   return absl::OkStatus();
 }
