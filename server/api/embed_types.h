@@ -21,6 +21,11 @@ struct EmbedSpec {
   // Token-type ids, one per token (a sentence pair's second text is 1 for
   // BERT-style models); empty: all 0.
   std::vector<int64_t> type_ids;
+  // Only the first attended_tokens tokens are attended to (0: all): the
+  // rest are computed, each attending to those, but no token attends to
+  // them (ColBERT's query expansion on a model that does not attend to its
+  // expansion tokens).
+  int64_t attended_tokens = 0;
   // Also run the model's classification head on the tokens pooled with
   // `pooling` (the head's), into EmbedResult::scores.
   bool want_scores = false;

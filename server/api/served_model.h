@@ -24,6 +24,7 @@
 #include "server/batching/batch_profile.h"
 #include "server/batching/types.h"
 #include "server/common/long_input_policy.h"
+#include "server/model/colbert_framing.h"
 #include "server/model/config.h"
 #include "server/model/kernels/kernel_trace.h"
 #include "server/model/positional/description.h"
@@ -153,6 +154,10 @@ struct ModelDescription {
   // (BGE-M3's dense, sparse and ColBERT scores, as FlagEmbedding's
   // compute_score) instead of a cross-encoder's head.
   bool late_interaction = false;
+  // A PyLate ColBERT model (late_interaction, token projection): how its
+  // queries and documents are framed, and its score the sum over the
+  // query's vectors of the largest product with a document vector.
+  std::optional<model::ColbertFraming> colbert;
   // Rerank reads a query and a document through this prompt (an
   // instruction-following reranker; ScoreQuery::instruction) instead of
   // the tokenizer's pair template; unset: the pair template.
@@ -164,7 +169,8 @@ struct ModelDescription {
   // What the model serves: kEmbed always; kClassify with a head; kRerank
   // with a one-logit head (a cross-encoder) or by late interaction;
   // kSparse with a sparse head;
-  // kMultiVector with a token projection.
+  // kMultiVector with a token projection (not a ColBERT model's, whose
+  // vectors are framed per query and document).
   bool serves(Task task) const {
     switch (task) {
       case Task::kEmbed:
@@ -175,8 +181,8 @@ struct ModelDescription {
         return head.labels.size() == 1 || late_interaction;
       case Task::kSparse:
         return sparse.vocab > 0;
-      case Task::kMultiVector:
-        return token_dim > 0;
+      case Task::kMultiVector:  // a ColBERT model's through Rerank only
+        return token_dim > 0 && !colbert.has_value();
     }
     return false;
   }

@@ -164,6 +164,13 @@ absl::Status CheckOutputTasks(const EmbedQuery& query,
   const std::string& name = model.name();
   if (query.project_tokens) {
     const api::ModelDescription& d = model.description();
+    if (d.colbert.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model \"", name,
+          "\" is a ColBERT model whose queries and documents are framed "
+          "apart (markers, query expansion, skiplist): Rerank scores with "
+          "its token vectors; Embed does not return them"));
+    }
     if (!d.serves(api::Task::kMultiVector)) {
       return MarkMissingTask(absl::FailedPreconditionError(absl::StrCat(
           "model \"", name, "\" has no token projection (it serves: ",

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/common/status_macros.h"
+#include "server/core/colbert_input.h"
 #include "server/core/long_input.h"
 #include "server/core/status.h"
 #include "server/core/text_input.h"
@@ -76,6 +77,15 @@ absl::StatusOr<std::optional<ScoreQuery::LateWeights>> LateWeightsFor(
           "that do (BGE-M3: ModelInfo.late_interaction)"));
     }
     return std::nullopt;
+  }
+  if (d.colbert.has_value()) {
+    if (query.late_weights.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model \"", model.name(),
+          "\" is a ColBERT model scored by its token vectors alone; weights "
+          "are for BGE-M3's dense, sparse and ColBERT scores"));
+    }
+    return ScoreQuery::LateWeights{0, 0, 1};
   }
   const bool sparse = d.serves(api::Task::kSparse);
   const ScoreQuery::LateWeights w = query.late_weights.value_or(
@@ -301,10 +311,70 @@ absl::Status CheckItemCount(const ScoreQuery& query,
   return absl::OkStatus();
 }
 
+// A ColBERT model's query or document (`name` in messages) framed as
+// PyLate frames it, checked and priced; its token names into `names` when
+// explained.
+absl::StatusOr<api::EmbedSpec> ColbertItemSpec(
+    const ScoreQuery& query, const std::string& text, bool is_query,
+    const std::string& name, PreparedScore* p,
+    std::vector<std::string>* names) {
+  const api::ServedModel& model = *p->model;
+  if (text.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " has empty text"));
+  }
+  auto framed = FrameColbertText(model, text, is_query, query.truncation_side);
+  if (!framed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": ", framed.status().message()));
+  }
+  api::EmbedSpec spec = std::move(framed->spec);
+  AskLateOutputs(model.description(), p->weights, &spec);
+  spec.cost = model.Price(spec);
+  RETURN_IF_ERROR(CheckCost(spec, model, name));
+  p->total_tokens += static_cast<int64_t>(spec.token_ids.size());
+  if (names != nullptr) {
+    for (size_t k = 0; k < framed->names.size(); ++k) {
+      if (framed->scored[k]) names->push_back(framed->names[k]);
+    }
+  }
+  if (!is_query) {
+    p->truncated_tokens[p->scored_rows.size()] = framed->dropped_tokens;
+    p->scored_rows.push_back(std::move(framed->scored));
+  }
+  return spec;
+}
+
+// A ColBERT model's rerank sequences: each document alone, then the query
+// (PreparedScore::colbert).
+absl::Status PrepareColbert(const ScoreQuery& query, PreparedScore* p) {
+  const bool explain = !query.attention_layers.empty();
+  if (explain) p->sides.resize(query.items.size());
+  p->colbert = true;
+  for (size_t i = 0; i < query.items.size(); ++i) {
+    const ScoreItem& item = query.items[i];
+    ASSIGN_OR_RETURN(
+        auto spec,
+        ColbertItemSpec(query, item.pair.value_or(item.text), false,
+                        absl::StrCat(query.item_field, "[", i, "]"), p,
+                        explain ? &p->sides[i].second_tokens : nullptr));
+    p->sequences.push_back(std::move(spec));
+  }
+  std::vector<std::string> query_names;
+  ASSIGN_OR_RETURN(auto spec,
+                   ColbertItemSpec(query, query.items[0].text, true, "query", p,
+                                   explain ? &query_names : nullptr));
+  for (PreparedScore::Sides& sides : p->sides) sides.first_tokens = query_names;
+  p->sequences.push_back(std::move(spec));
+  return absl::OkStatus();
+}
+
 // A late-interaction rerank's sequences: each document alone, then the
 // query.
 absl::Status PrepareLate(const ScoreQuery& query, bool truncate,
                          PreparedScore* p) {
+  if (p->model->description().colbert.has_value()) {
+    return PrepareColbert(query, p);
+  }
   const bool explain = !query.attention_layers.empty();
   if (explain) p->sides.resize(query.items.size());
   for (size_t i = 0; i < query.items.size(); ++i) {
@@ -340,7 +410,7 @@ absl::Status PrepareLate(const ScoreQuery& query, bool truncate,
 // every query token vector's product with every document token vector
 // [query rows, document rows].
 float LateScore(const api::EmbedResult& q, const api::EmbedResult& d,
-                const ScoreQuery::LateWeights& w,
+                const ScoreQuery::LateWeights& w, bool sum,
                 std::vector<float>* similarity = nullptr) {
   double dense = 0;
   for (size_t k = 0; k < q.pooled.size() && k < d.pooled.size(); ++k) {
@@ -373,7 +443,7 @@ float LateScore(const api::EmbedResult& q, const api::EmbedResult& d,
     }
     if (d_rows > 0) colbert += best;
   }
-  if (q_rows > 0) colbert /= static_cast<double>(q_rows);
+  if (q_rows > 0 && !sum) colbert /= static_cast<double>(q_rows);
   return static_cast<float>(
       (w.dense * dense + w.sparse * sparse + w.colbert * colbert) /
       (double{w.dense} + w.sparse + w.colbert));
@@ -551,7 +621,10 @@ ScoreAnswer BuildScoreAnswer(std::string request_id,
     if (prepared.late && prepared.items < results.size()) {
       const api::EmbedResult& q = results[prepared.items];
       const bool explain = i < prepared.sides.size();
-      item.logits = {LateScore(q, r, prepared.weights,
+      if (i < prepared.scored_rows.size()) {
+        KeepScoredRows(prepared.scored_rows[i], r.dim, &r.tokens);
+      }
+      item.logits = {LateScore(q, r, prepared.weights, prepared.colbert,
                                explain ? &item.pair_attention : nullptr)};
       if (explain) {
         const PreparedScore::Sides& sides = prepared.sides[i];

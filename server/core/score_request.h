@@ -146,6 +146,11 @@ struct PreparedScore {
   // document's (second_tokens), whose similarities the answer carries.
   bool late = false;
   ScoreQuery::LateWeights weights;
+  // A PyLate ColBERT model (ModelDescription::colbert): the score is the
+  // sum, not the mean, over the query's vectors, and per document which
+  // of its token vectors are scored (its skiplist tokens are not).
+  bool colbert = false;
+  std::vector<std::vector<bool>> scored_rows;
 };
 
 // NOT_FOUND for an unknown model; FAILED_PRECONDITION for a model without

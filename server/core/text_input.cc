@@ -119,7 +119,7 @@ absl::StatusOr<TokenizedText> Tokenize(const api::ServedModel& model,
   }
   // sentence-transformers up to 5.3 stripped every text's leading and
   // trailing whitespace before tokenizing (ModelDescription.strip_text).
-  const bool strip = model.description().strip_text;
+  const bool strip = options.strip || model.description().strip_text;
   const Stripped a = strip ? StripText(first) : Stripped{first};
   const std::string_view second_text =
       second == nullptr ? std::string_view() : *second;

@@ -22,6 +22,9 @@ struct TextOptions {
   // Used when truncating, for text and for token-id inputs alike (ids keep
   // the edge id when the model's tokenizer calls it special).
   tokenizer::TruncationSide truncation_side = tokenizer::TruncationSide::kRight;
+  // Strip leading and trailing whitespace (Python's str.strip) whatever the
+  // model's strip_text says.
+  bool strip = false;
 };
 
 struct TokenizedText {

@@ -108,7 +108,7 @@ absl::StatusOr<api::DiagnoseReport> Run(const model::Encoder& model,
       model::EncoderOutput out,
       model.Forward(
           {base.ids, base.mask, at::arange(s, base.ids.options()).view({1, s}),
-           /*types=*/at::Tensor()},
+           /*types=*/at::Tensor(), /*keys=*/at::Tensor()},
           forward_options));
   base.tokens = out.tokens;
 

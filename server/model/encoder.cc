@@ -334,6 +334,10 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
       input.mask.scalar_type() != at::kBool) {
     return absl::InvalidArgumentError("mask must be a bool tensor like ids");
   }
+  if (input.keys.defined() && (input.keys.sizes() != ids.sizes() ||
+                               input.keys.scalar_type() != at::kBool)) {
+    return absl::InvalidArgumentError("keys must be a bool tensor like ids");
+  }
   if (input.positions.defined() && input.positions.sizes() != ids.sizes()) {
     return absl::InvalidArgumentError("positions must have the shape of ids");
   }
@@ -370,6 +374,15 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
     }
     at::Tensor tokens = ids.to(device_);
     at::Tensor mask = input.mask.to(device_);
+    at::Tensor keys = input.keys.defined() ? input.keys.to(device_) : mask;
+    // Keys narrower than the real tokens: no prefix lengths to cut to, and
+    // the bias is never all zeros.
+    const bool narrow_keys = input.keys.defined() && !keys.equal(mask);
+    if (narrow_keys &&
+        keys.logical_and(mask.logical_not()).any().item<bool>()) {
+      return absl::InvalidArgumentError(
+          "keys must be false wherever mask is false");
+    }
     at::Tensor positions = input.positions.defined()
                                ? input.positions.to(device_, at::kLong)
                                : DefaultPositions(tokens, mask);
@@ -408,7 +421,7 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
     // One additive bias for every layer: scheme bias + key padding mask.
     at::Tensor bias =
         at::zeros({b, 1, 1, s}, x.options())
-            .masked_fill(mask.logical_not().view({b, 1, 1, s}),
+            .masked_fill(keys.logical_not().view({b, 1, 1, s}),
                          -std::numeric_limits<double>::infinity());
     at::Tensor scheme_bias =
         scheme_->AttentionBias(positions, positions, dtype_);
@@ -432,7 +445,7 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
     pass.seq = s;
     if (scheme_->depends_on_length()) pass.extents = Extents(positions, mask);
     const int64_t real = mask.sum().item<int64_t>();
-    pass.has_padding = real < b * s;
+    pass.has_padding = real < b * s || narrow_keys;
     pass.bias_only_padding =
         !scheme_bias.defined() && !config_.arch.causal &&
         !scheme_->has_content_bias() &&
@@ -450,7 +463,9 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
                           at::arange(pass.rows.numel(), pass.rows.options()));
       x = pass.Pack(x);
     }
-    pass.lengths = ExactLengths(mask, pass.int8, pass.packed());
+    if (!narrow_keys) {
+      pass.lengths = ExactLengths(mask, pass.int8, pass.packed());
+    }
     EncoderOutput out;
     if (keeps_hidden(0)) out.hidden[0] = pass.Unpack(x);
     for (int64_t i = 0; i < config_.num_layers; ++i) {

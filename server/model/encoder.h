@@ -130,6 +130,11 @@ struct EncoderInput {
   // [batch, seq] int64 rows of the token-type table (a sentence pair's
   // second text); undefined -> 0. Ignored by a model without the table.
   at::Tensor types;
+  // [batch, seq] bool: the real tokens others may attend to; undefined ->
+  // mask. A real token left out here is computed (its own output) but no
+  // position attends to it: ColBERT's query expansion tokens on a model
+  // that does not attend to them. Must be false wherever mask is.
+  at::Tensor keys;
 };
 
 // ForwardOptions::skip_padding_min_share by default: measured on the

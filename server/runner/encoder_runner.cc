@@ -152,9 +152,21 @@ PaddedBatch PadBatch(const std::vector<const api::EmbedSpec*>& batch,
     hidden_layers.insert(batch[i]->hidden_layers.begin(),
                          batch[i]->hidden_layers.end());
   }
+  // Tokens computed but never attended (EmbedSpec::attended_tokens).
+  for (int64_t i = 0; i < b; ++i) {
+    const int64_t n = static_cast<int64_t>(batch[i]->token_ids.size());
+    const int64_t attended = batch[i]->attended_tokens;
+    if (attended <= 0 || attended >= n) continue;
+    if (!input.keys.defined()) input.keys = input.mask.clone();
+    bool* keys = input.keys.data_ptr<bool>() + i * longest;
+    std::fill(keys + attended, keys + n, false);
+  }
   if (cuda) {
     input.ids = input.ids.to(model.device(), /*non_blocking=*/true);
     input.mask = input.mask.to(model.device(), /*non_blocking=*/true);
+    if (input.keys.defined()) {
+      input.keys = input.keys.to(model.device(), /*non_blocking=*/true);
+    }
     if (any_types) {
       input.types = input.types.to(model.device(), /*non_blocking=*/true);
     }

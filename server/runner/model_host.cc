@@ -165,9 +165,10 @@ void Describe(const batching::BatchOptions& batching, HostedModel* hosted) {
     d.token_dim = encoder.token_output_dim();
     d.normalize_tokens = encoder.normalize_tokens();
     d.token_skips_first = encoder.token_projection_skips_first();
-    // BGE-M3's layout (its ColBERT projection skips CLS) scores by its
-    // outputs.
-    d.late_interaction = d.token_skips_first;
+    // BGE-M3's layout (its ColBERT projection skips CLS) and PyLate's
+    // ColBERT models score by their outputs.
+    d.colbert = spec.colbert;
+    d.late_interaction = d.token_skips_first || d.colbert.has_value();
   }
   if (const model::SparseHead* sparse = encoder.sparse_head();
       sparse != nullptr) {

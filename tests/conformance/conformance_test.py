@@ -102,6 +102,11 @@ qwen3-reranker template (scored by its "yes" and "no" logits) and its
 sequence-classification form, against the Qwen3-Reranker model card's
 procedure run with transformers; see there.
 
+PyLate ColBERT (pylate_colbert.py): a BERT made a ColBERT and saved by
+pylate.models.ColBERT under three framings (query expansion attended or
+not, none), Rerank's server-side MaxSim against pylate's encode and
+rank.rerank, run in .venv-pylate (PyLate pins older libraries); see there.
+
 Saved formats (saved_formats.py): what transformers 5 and
 sentence-transformers 6 write when they save (6.x pooling_mode keys in
 every mode, ModernBERT's rope_parameters, do_lower_case, max_seq_length
@@ -147,6 +152,7 @@ import quality  # noqa: E402
 import real_models  # noqa: E402
 import bge_m3  # noqa: E402
 import llm_reranker  # noqa: E402
+import pylate_colbert  # noqa: E402
 import multivector  # noqa: E402
 import saved_formats  # noqa: E402
 import sparse  # noqa: E402
@@ -723,6 +729,7 @@ def main():
     multi_models = []  # (name, path): token projections (multivector.py)
     m3_models = []  # (name, path): BGE-M3's layout (bge_m3.py)
     llm_rerankers = []  # (name, path): Qwen3-Reranker (llm_reranker.py)
+    colbert_models = []  # (name, path): PyLate ColBERT (pylate_colbert.py)
     saved_models = []  # (name, path): libraries' saved files (saved_formats)
     if not args.skip_real:
         sparse_models += [m for m in real_models.real_sparse_models()
@@ -735,10 +742,12 @@ def main():
         m3_models = bge_m3.build(work / "bge-m3", args.only or None)
         llm_rerankers = llm_reranker.build(work / "llm-reranker",
                                            args.only or None)
+        colbert_models = pylate_colbert.build(work / "pylate",
+                                              args.only or None)
         saved_models = saved_formats.build(work / "saved", args.only or None)
     if not entries and not head_models and not sparse_models and \
             not multi_models and not saved_models and not m3_models and \
-            not llm_rerankers:
+            not llm_rerankers and not colbert_models:
         sys.exit("no models selected")
     # Copies of all-MiniLM-L6-v2 that pool without their prompts
     # (prompts.py), when the real models are checked.
@@ -754,6 +763,7 @@ def main():
                     [(e[0], e[2]) for e in entries] + prompted +
                     head_models + sparse_models + multi_models +
                     m3_models + saved_models + llm_rerankers +
+                    colbert_models +
                     [(o[0], o[4]) for o in overrides],
                     work / "server",
                     extra=[f"--rope-scaling={o[0]}={json.dumps(o[2])}"
@@ -830,6 +840,8 @@ def main():
             other = next((m[0] for m in head_models if m[0] == "ce-bert"),
                          None)
             llm_reranker.check(served, llm_rerankers, other, report)
+        if colbert_models:
+            pylate_colbert.check(served, colbert_models, report)
         if saved_models:
             try:
                 saved_formats.check(served, saved_models, report)

@@ -247,6 +247,76 @@ TEST(Encoder, PaddingDoesNotChangeResults) {
   }
 }
 
+// Keys narrower than the real tokens (ColBERT's query expansion): the
+// attended tokens' outputs are those of the attended tokens alone, each
+// unattended token's output does not depend on the other unattended
+// tokens (nothing attends to them), and a sequence's outputs do not depend
+// on what it is batched with; fused and explicit attention agree. Keys
+// outside the real tokens are refused.
+TEST(Encoder, UnattendedTokensAreComputedButNeverAttended) {
+  for (SchemeType type : kAllSchemes) {
+    auto enc = Make(SmallConfig(type));
+    const std::vector<int64_t> real = {1, 9, 8, 7, 2};
+    auto expanded = [&](int64_t fill, int64_t other) {
+      std::vector<int64_t> ids = real;
+      ids.insert(ids.end(), {fill, fill, other, fill});
+      EncoderInput in = Single(ids);
+      in.keys = in.mask.clone();
+      in.keys.narrow(1, 5, 4).fill_(false);
+      return in;
+    };
+    for (bool fused : {true, false}) {
+      ForwardOptions options;
+      options.fused_attention = fused;
+      auto a = enc->Forward(expanded(4, 4), options);
+      auto b = enc->Forward(expanded(4, 77), options);
+      auto alone = enc->Forward(Single(real), options);
+      ASSERT_TRUE(a.ok() && b.ok() && alone.ok()) << a.status();
+      EXPECT_LT(MaxAbs(a->tokens[0].narrow(0, 0, 5) - alone->tokens[0]), 1e-5)
+          << SchemeName(type);
+      // Row 7 took another id; rows 5, 6 and 8 did not change with it.
+      for (int64_t row : {5, 6, 8}) {
+        EXPECT_LT(MaxAbs(a->tokens[0][row] - b->tokens[0][row]), 1e-5)
+            << SchemeName(type) << " row " << row;
+      }
+      EXPECT_GT(MaxAbs(a->tokens[0][7] - b->tokens[0][7]), 1e-3);
+      // Attending to every token changes the expansion rows.
+      EncoderInput all = expanded(4, 4);
+      all.keys = at::Tensor();
+      auto attended = enc->Forward(all, options);
+      ASSERT_TRUE(attended.ok());
+      EXPECT_GT(MaxAbs(attended->tokens[0].narrow(0, 5, 4) -
+                       a->tokens[0].narrow(0, 5, 4)),
+                1e-3);
+      // Batched with a longer sequence (padded), the same outputs.
+      EncoderInput batch;
+      batch.ids = at::zeros({2, 12}, at::kLong);
+      batch.mask = at::zeros({2, 12}, at::kBool);
+      batch.ids[0].narrow(0, 0, 9).copy_(expanded(4, 4).ids[0]);
+      batch.mask[0].narrow(0, 0, 9).fill_(true);
+      batch.ids[1].narrow(0, 0, 12).fill_(11);
+      batch.mask[1].fill_(true);
+      batch.keys = batch.mask.clone();
+      batch.keys[0].narrow(0, 5, 4).fill_(false);
+      auto batched = enc->Forward(batch, options);
+      ASSERT_TRUE(batched.ok()) << batched.status();
+      EXPECT_LT(MaxAbs(batched->tokens[0].narrow(0, 0, 9) - a->tokens[0]), 1e-5)
+          << SchemeName(type);
+    }
+  }
+  auto enc = Make(SmallConfig(SchemeType::kRope));
+  EncoderInput bad;
+  bad.ids = at::ones({1, 4}, at::kLong);
+  bad.mask = at::ones({1, 4}, at::kBool);
+  bad.mask[0][3] = false;
+  bad.keys = at::ones({1, 4}, at::kBool);
+  auto refused = enc->Forward(bad, {});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  bad.keys = at::ones({1, 3}, at::kBool);
+  EXPECT_EQ(enc->Forward(bad, {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 // dynamic and longrope depend on each sequence's extent: served per
 // sequence, a text's outputs are the same alone and in any batch; past
 // the context they differ from the unscaled model's, up to it they equal

@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "server/common/status_macros.h"
 #include "server/model/hf/answer_head.h"
+#include "server/model/hf/colbert_files.h"
 #include "server/model/hf/config_keys.h"
 #include "server/model/hf/heads.h"
 #include "server/model/hf/importer.h"
@@ -207,6 +208,9 @@ absl::Status Settle(const std::string& dir, const CheckpointOverrides& o,
   *splade = st.splade;
   *token_dense = std::move(st.token_dense);
   *normalize_tokens = st.normalize_tokens;
+  ASSIGN_OR_RETURN(out->colbert, hf::ReadColbertFraming(dir, st.pylate));
+  // PyLate normalizes every token vector (encode's normalize_embeddings).
+  if (out->colbert.has_value()) *normalize_tokens = true;
   out->prompts = std::move(st.prompts);
   out->default_prompt_name = st.default_prompt_name;
   out->include_prompt = st.include_prompt;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/model/colbert_framing.h"
 #include "server/model/config.h"
 #include "server/model/encoder.h"
 
@@ -45,6 +46,8 @@ struct LoadedCheckpoint {
   // sentence_bert_config.json's do_lower_case: texts are lowercased before
   // the tokenizer's own normalizer.
   bool lowercase = false;
+  // A PyLate ColBERT model's query and document framing.
+  std::optional<ColbertFraming> colbert;
   // Keys of the directory's JSON files that no table classifies
   // (hf_config_keys.h), as "file: key": read by nothing here.
   std::vector<std::string> unread_keys;

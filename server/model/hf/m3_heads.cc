@@ -44,20 +44,6 @@ absl::StatusOr<DenseLayer> ReadLinear(const std::string& path, int64_t d_model,
   return layer;
 }
 
-// A special token's text as the tokenizer files write it: "<s>", or
-// {"content": "<s>", ...}; empty when absent.
-std::string TokenText(const json& files, const std::string& key) {
-  for (const json& file : files) {
-    if (!file.is_object() || !file.contains(key)) continue;
-    const json& v = file[key];
-    if (v.is_string()) return v.get<std::string>();
-    if (v.is_object() && v.contains("content") && v["content"].is_string()) {
-      return v["content"].get<std::string>();
-    }
-  }
-  return "";
-}
-
 // The ids FlagEmbedding's sparse weights leave out: the tokenizer's cls,
 // eos, pad and unk tokens (those it has).
 absl::StatusOr<std::vector<int64_t>> DroppedIds(const std::string& dir) {
@@ -85,6 +71,18 @@ absl::StatusOr<std::vector<int64_t>> DroppedIds(const std::string& dir) {
 }
 
 }  // namespace
+
+std::string TokenText(const json& files, const std::string& key) {
+  for (const json& file : files) {
+    if (!file.is_object() || !file.contains(key)) continue;
+    const json& v = file[key];
+    if (v.is_string()) return v.get<std::string>();
+    if (v.is_object() && v.contains("content") && v["content"].is_string()) {
+      return v["content"].get<std::string>();
+    }
+  }
+  return "";
+}
 
 // `text`'s id in tokenizer.json: an added token's, else the model's
 // vocabulary entry (an object of text -> id, or Unigram's list of

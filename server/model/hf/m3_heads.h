@@ -39,6 +39,11 @@ struct M3Heads {
 int64_t TokenizerJsonId(const nlohmann::json& tokenizer,
                         const std::string& text);
 
+// A special token's text (`key`: "mask_token", ...) as the tokenizer files
+// in `files` (a JSON array, the first that has it wins) write it: "<s>", or
+// {"content": "<s>", ...}; empty when absent.
+std::string TokenText(const nlohmann::json& files, const std::string& key);
+
 absl::StatusOr<M3Heads> ReadM3Heads(const std::string& dir, int64_t d_model,
                                     int64_t vocab, at::ScalarType dtype);
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/common/status_macros.h"
+#include "server/model/hf/colbert_files.h"
 #include "server/model/hf/config_keys.h"
 #include "server/model/weights/weight_source.h"
 
@@ -344,7 +345,9 @@ absl::StatusOr<SentenceTransformerFiles> ReadSentenceTransformers(
     if (absl::EndsWith(type, ".Pooling")) {
       RETURN_IF_ERROR(ReadPooling(path + "/config.json", hidden, &st));
     } else if (absl::EndsWith(type, ".Dense")) {
-      ASSIGN_OR_RETURN(const bool tokens, OnTokens(path, /*dense=*/true));
+      ASSIGN_OR_RETURN(bool tokens, OnTokens(path, /*dense=*/true));
+      // PyLate's Dense projects the token embeddings, naming no key.
+      if (hf::IsPylateModule(type)) st.pylate = tokens = true;
       int64_t& in = tokens ? token_width : width;
       ASSIGN_OR_RETURN(auto layer, ReadDense(path, in));
       in = layer.weight.size(0);

@@ -42,6 +42,8 @@ struct SentenceTransformerFiles {
   // "token_embeddings": a multi-vector, ColBERT-style model), in order.
   std::vector<DenseLayer> token_dense;  // CPU, float32
   bool normalize_tokens = false;
+  // modules.json names one of PyLate's modules (a ColBERT model).
+  bool pylate = false;
 };
 
 // Reads the files of `dir` (all absent: present = false). `hidden` is the

@@ -470,8 +470,10 @@ absl::StatusOr<std::unique_ptr<Encoder>> LoadModel(const ModelSpec& spec,
                                                    at::ScalarType dtype,
                                                    ModelSpec* resolved) {
   if (!spec.model_dir.empty()) {
-    CheckpointOverrides overrides{spec.pooling, spec.normalize,
-                                  spec.rope_scaling};
+    CheckpointOverrides overrides;
+    overrides.pooling = spec.pooling;
+    overrides.normalize = spec.normalize;
+    overrides.rope_scaling = spec.rope_scaling;
     if (spec.rerank_template.has_value()) {
       overrides.answer_yes = spec.rerank_template->yes;
       overrides.answer_no = spec.rerank_template->no;
@@ -500,6 +502,7 @@ absl::StatusOr<std::unique_ptr<Encoder>> LoadModel(const ModelSpec& spec,
       resolved->family = loaded->family;
       resolved->include_prompt = loaded->include_prompt;
       resolved->lowercase = loaded->lowercase;
+      resolved->colbert = loaded->colbert;
       resolved->unread_config_keys = loaded->unread_keys;
       if (!spec.prompts_set) {
         resolved->prompts = loaded->prompts;

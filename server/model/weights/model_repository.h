@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/common/long_input_policy.h"
+#include "server/model/colbert_framing.h"
 #include "server/model/config.h"
 #include "server/model/encoder.h"
 #include "server/model/rerank_template.h"
@@ -92,6 +93,9 @@ struct ModelSpec {
   // "rerank_template" or --rerank-template NAME=TEMPLATE; unset: the
   // tokenizer's pair template.
   std::optional<RerankTemplate> rerank_template;
+  // A PyLate ColBERT checkpoint's query and document framing (read at
+  // load; its config_sentence_transformers.json).
+  std::optional<ColbertFraming> colbert;
   bool prompts_set = false;  // the repository entry gave "prompts"
   // TEI's --default-prompt-name (a name among the checkpoint's prompts)
   // and --default-prompt (a text, added to the prompts as

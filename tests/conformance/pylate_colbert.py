@@ -1,0 +1,200 @@
+"""PyLate ColBERT models: server-side MaxSim against PyLate itself.
+
+PyLate pins sentence-transformers 5.3 and transformers <= 5.3, which the
+suite's .venv does not hold: scripts/python_env.sh makes .venv-pylate
+(tests/conformance/requirements-pylate.txt), and this file runs there as
+a script (`reference OUT_DIR`) to build the models and compute the
+references, then in the suite to check the server against them.
+
+Models: a transformers BertModel (family_models.py's config, seeded random
+weights) made a ColBERT by pylate.models.ColBERT (its Dense projection to
+24, its [Q] / [D] markers added to the tokenizer) and saved by it, under
+three framings: PyLate's defaults with short lengths (query 20, document
+40: the longer corpus texts are cut), attend_to_expansion_tokens true, and
+no query expansion with a skiplist of its own.
+
+Reference, per model: ColBERT.encode(is_query=True) of each query and
+encode(is_query=False) of the documents, and pylate.rank.rerank's scores
+(the sum over the query's vectors of the largest product with a document
+vector). Checks: ListModels (rerank, late_interaction, no multi_vector);
+Rerank's scores against rank.rerank's within 1e-5 and the same order;
+/v1/rerank's against gRPC's; the explanation's shape (query tokens by the
+document's scored tokens) and its products against the encoded vectors'
+within 1e-5; the refusals (weights: INVALID_ARGUMENT; Embed's projected
+tokens: INVALID_ARGUMENT).
+"""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+TOL = 1e-5
+WIDTH = 24
+REPO = pathlib.Path(__file__).resolve().parents[2]
+VENV_PYTHON = REPO / ".venv-pylate" / "bin" / "python"
+
+# name -> ColBERT keyword arguments
+MODELS = {
+    "colbert-pylate": dict(query_length=20, document_length=40),
+    "colbert-pylate-attend": dict(query_length=24, document_length=64,
+                                  attend_to_expansion_tokens=True),
+    "colbert-pylate-noexp": dict(query_length=16, document_length=48,
+                                 do_query_expansion=False,
+                                 skiplist_words=[",", ".", "the", "zzz"]),
+}
+
+
+def _texts():
+    import corpus
+    short = [t for t in corpus.SENTENCES if len(t) < 120]
+    return short[:3], short[3:15] + [corpus.SENTENCES[-1]]
+
+
+def _reference(out_dir):
+    """Runs in .venv-pylate: builds each model, writes refs.json."""
+    import numpy as np
+    import torch
+    import transformers
+    from pylate import models, rank
+
+    import family_models
+    out_dir = pathlib.Path(out_dir)
+    queries, documents = _texts()
+    refs = {"queries": queries, "documents": documents, "models": {}}
+    for i, (name, kwargs) in enumerate(MODELS.items()):
+        tok = family_models.tokenizer("wordpiece")
+        config = family_models.sized_config(family_models._bert, tok)
+        torch.manual_seed(6100 + i)
+        raw = out_dir / (name + "-hf")
+        transformers.BertModel(config).eval().save_pretrained(
+            raw, safe_serialization=True)
+        tok.save_pretrained(raw)
+        torch.manual_seed(6200 + i)
+        model = models.ColBERT(model_name_or_path=str(raw), device="cpu",
+                               embedding_size=WIDTH, **kwargs)
+        path = out_dir / name
+        model.save(str(path))
+        model = models.ColBERT(model_name_or_path=str(path), device="cpu")
+        q = model.encode(queries, is_query=True, batch_size=2)
+        d = model.encode(documents, is_query=False, batch_size=3)
+        scores = []
+        for k in range(len(queries)):
+            ranked = rank.rerank(
+                documents_ids=[list(range(len(documents)))],
+                queries_embeddings=[q[k]], documents_embeddings=[d])[0]
+            by_id = {r["id"]: float(r["score"]) for r in ranked}
+            scores.append([by_id[j] for j in range(len(documents))])
+        refs["models"][name] = {
+            "path": str(path), "scores": scores,
+            "query_vectors": [np.asarray(v).tolist() for v in q],
+            "document_vectors": [np.asarray(v).tolist() for v in d]}
+    (out_dir / "refs.json").write_text(json.dumps(refs))
+
+
+def build(out_dir, names=None):
+    """Builds the models and references in .venv-pylate; returns
+    [(name, path)] with the references kept for check()."""
+    if names and not any(n in MODELS for n in names):
+        return []
+    if not VENV_PYTHON.exists():
+        raise RuntimeError(f"{VENV_PYTHON} is missing: run "
+                           "scripts/python_env.sh")
+    out_dir = pathlib.Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, PYTHONPATH=str(pathlib.Path(__file__).parent),
+               HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    subprocess.run([str(VENV_PYTHON), __file__, "reference", str(out_dir)],
+                   check=True, env=env)
+    refs = json.loads((out_dir / "refs.json").read_text())
+    _REFS.update(refs)
+    return [(n, refs["models"][n]["path"]) for n in MODELS
+            if not names or n in names]
+
+
+_REFS = {}
+
+
+def _expect_invalid(report, label, call, text):
+    import grpc
+    try:
+        call()
+        report.fail(f"{label}: expected INVALID_ARGUMENT, got OK")
+    except grpc.RpcError as e:
+        if e.code() != grpc.StatusCode.INVALID_ARGUMENT or \
+                text not in e.details():
+            report.fail(f"{label}: expected INVALID_ARGUMENT with {text!r}, "
+                        f"got {e.code()} {e.details()!r}")
+
+
+def _check_model(name, served, report):
+    import numpy as np
+    import llm_reranker
+    ref = _REFS["models"][name]
+    queries, documents = _REFS["queries"], _REFS["documents"]
+    info = served.models()[name]
+    tasks = list(info.tasks)
+    if "rerank" not in tasks or "multi_vector" in tasks or \
+            not info.late_interaction:
+        report.fail(f"{name}: ListModels tasks {tasks} late_interaction "
+                    f"{info.late_interaction}")
+    worst, bad = 0.0, 0
+    for k, query in enumerate(queries):
+        got = llm_reranker._served_scores(served, name, query, documents)
+        want = np.asarray(ref["scores"][k])
+        worst = max(worst, float(np.max(np.abs(got - want))))
+        bad += llm_reranker._misordered(got, want)
+    report.add(name, "Rerank vs pylate rank.rerank", worst, TOL,
+               len(queries) * len(documents))
+    if bad:
+        report.fail(f"{name}: {bad} document pairs ranked the other way "
+                    "round than pylate's")
+    status, v1 = llm_reranker._post(served, "/v1/rerank", {
+        "query": queries[0], "documents": documents, "model": name,
+        "attention": {"layers": [0]}})
+    if status != 200:
+        report.fail(f"{name}: /v1/rerank {status} {v1}")
+        return
+    grpc_scores = llm_reranker._served_scores(served, name, queries[0],
+                                              documents)
+    report.add(name, "/v1/rerank vs gRPC",
+               max(abs(r["relevance_score"] - grpc_scores[r["index"]])
+                   for r in v1["results"]), TOL, len(documents))
+    q = np.asarray(ref["query_vectors"][0])
+    worst, shapes = 0.0, []
+    for r in v1["results"]:
+        d = np.asarray(ref["document_vectors"][r["index"]])
+        att = r["attention"]
+        shapes.append(att["shape"] == [1, len(q), len(d)] and
+                      len(r["query_tokens"]) == len(q) and
+                      len(r["document_tokens"]) == len(d))
+        if shapes[-1]:
+            got = np.asarray(att["values"]).reshape(len(q), len(d))
+            worst = max(worst, float(np.max(np.abs(got - q @ d.T))))
+    if not all(shapes):
+        report.fail(f"{name}: explanation shapes do not follow the encoded "
+                    "query and documents (query tokens x scored document "
+                    "tokens)")
+    report.add(name, "alignment vs encoded vectors", worst, TOL,
+               len(v1["results"]))
+
+
+def check(served, built, report):
+    for name, _ in built:
+        try:
+            _check_model(name, served, report)
+            _expect_invalid(report, f"{name}: weights", lambda: (
+                served.client.rerank("q", ["d"], model=name,
+                                     weights=[1, 0, 1])),
+                "weights are for BGE-M3")
+            _expect_invalid(report, f"{name}: Embed projected tokens",
+                            lambda: served.client.embed_response(
+                                ["q"], model=name, tokens=True,
+                                project_tokens=True),
+                            "Rerank scores with its token vectors")
+        except Exception as e:  # one model's failure is reported
+            report.fail(f"{name}: {type(e).__name__}: {e}")
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["reference"]:
+    _reference(sys.argv[2])
