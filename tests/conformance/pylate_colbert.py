@@ -11,7 +11,8 @@ weights) made a ColBERT by pylate.models.ColBERT (its Dense projection to
 24, its [Q] / [D] markers added to the tokenizer) and saved by it, under
 three framings: PyLate's defaults with short lengths (query 20, document
 40: the longer corpus texts are cut), attend_to_expansion_tokens true, and
-no query expansion with a skiplist of its own.
+no query expansion with a skiplist of its own; and a ModernBertModel
+(local and global attention) with the defaults.
 
 Reference, per model: ColBERT.encode(is_query=True) of each query and
 encode(is_query=False) of the documents, and pylate.rank.rerank's scores
@@ -34,14 +35,17 @@ WIDTH = 24
 REPO = pathlib.Path(__file__).resolve().parents[2]
 VENV_PYTHON = REPO / ".venv-pylate" / "bin" / "python"
 
-# name -> ColBERT keyword arguments
+# name -> (base family, ColBERT keyword arguments)
 MODELS = {
-    "colbert-pylate": dict(query_length=20, document_length=40),
-    "colbert-pylate-attend": dict(query_length=24, document_length=64,
-                                  attend_to_expansion_tokens=True),
-    "colbert-pylate-noexp": dict(query_length=16, document_length=48,
-                                 do_query_expansion=False,
-                                 skiplist_words=[",", ".", "the", "zzz"]),
+    "colbert-pylate": ("bert", dict(query_length=20, document_length=40)),
+    "colbert-pylate-attend": ("bert", dict(
+        query_length=24, document_length=64,
+        attend_to_expansion_tokens=True)),
+    "colbert-pylate-noexp": ("bert", dict(
+        query_length=16, document_length=48, do_query_expansion=False,
+        skiplist_words=[",", ".", "the", "zzz"])),
+    "colbert-pylate-modernbert": ("modernbert", dict(
+        query_length=20, document_length=40)),
 }
 
 
@@ -62,13 +66,16 @@ def _reference(out_dir):
     out_dir = pathlib.Path(out_dir)
     queries, documents = _texts()
     refs = {"queries": queries, "documents": documents, "models": {}}
-    for i, (name, kwargs) in enumerate(MODELS.items()):
+    bases = {"bert": (family_models._bert, transformers.BertModel),
+             "modernbert": (family_models._modernbert,
+                            transformers.ModernBertModel)}
+    for i, (name, (base, kwargs)) in enumerate(MODELS.items()):
+        make_config, cls = bases[base]
         tok = family_models.tokenizer("wordpiece")
-        config = family_models.sized_config(family_models._bert, tok)
+        config = family_models.sized_config(make_config, tok)
         torch.manual_seed(6100 + i)
         raw = out_dir / (name + "-hf")
-        transformers.BertModel(config).eval().save_pretrained(
-            raw, safe_serialization=True)
+        cls(config).eval().save_pretrained(raw, safe_serialization=True)
         tok.save_pretrained(raw)
         torch.manual_seed(6200 + i)
         model = models.ColBERT(model_name_or_path=str(raw), device="cpu",
