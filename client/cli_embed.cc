@@ -54,6 +54,11 @@ Command AddEmbed(CLI::App* app, ConnectionOptions* connection) {
   command->add_flag("--project-tokens", options->project_tokens,
                     "Token embeddings through a multi-vector model's token "
                     "projection (with --tokens)");
+  command
+      ->add_option("--input-type", options->input_type,
+                   "query or document: a ColBERT model's framing, which "
+                   "--project-tokens needs on one")
+      ->check(CLI::IsMember({"query", "document"}));
   command->add_option("--attention-layers", *layers,
                       "Return attention maps of these layers, e.g. 0,1");
   command->add_option("--attention-heads", *heads,

@@ -34,6 +34,7 @@ encoder::v1::EmbedRequest BuildEmbedRequest(const EmbedOptions& options) {
   }
   request.set_return_token_embeddings(options.token_embeddings);
   request.set_project_token_embeddings(options.project_tokens);
+  request.set_input_type(options.input_type);
   auto* attention = request.mutable_attention();
   for (int32_t layer : options.attention_layers) attention->add_layers(layer);
   for (int32_t head : options.attention_heads) attention->add_heads(head);

@@ -21,6 +21,7 @@ struct EmbedOptions {
   std::optional<bool> normalize;           // unset: the model's default
   bool token_embeddings = false;
   bool project_tokens = false;  // through the model's token projection
+  std::string input_type;       // "query" / "document": a ColBERT framing
   std::vector<int32_t> attention_layers;  // empty: no attention maps
   std::vector<int32_t> attention_heads;   // empty: all heads
   bool average_heads = false;

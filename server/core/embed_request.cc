@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "server/common/status_macros.h"
+#include "server/core/colbert_input.h"
 #include "server/core/long_input.h"
 #include "server/core/status.h"
 #include "server/core/text_input.h"
@@ -157,6 +158,44 @@ absl::Status CheckQuantizationRanges(const EmbedQuery& query,
   return absl::OkStatus();
 }
 
+// A ColBERT model's framing (EmbedQuery::input_type): "query" or
+// "document", on such a model only, and needed by its projected token
+// embeddings; framed inputs are cut at the framing's lengths, never
+// chunked or extrapolated.
+absl::Status CheckInputType(const EmbedQuery& query,
+                            const api::ServedModel& model) {
+  const api::ModelDescription& d = model.description();
+  const std::string& type = query.input_type;
+  if (type.empty()) {
+    if (d.colbert.has_value() && query.project_tokens) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model \"", model.name(),
+          "\" is a ColBERT model whose queries and documents are framed "
+          "apart: set input_type to \"query\" or \"document\" for its "
+          "projected token embeddings"));
+    }
+    return absl::OkStatus();
+  }
+  if (!d.colbert.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input_type is a ColBERT model's framing (ModelInfo.colbert); model "
+        "\"",
+        model.name(), "\" has none"));
+  }
+  if (type != "query" && type != "document") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input_type is \"query\" or \"document\"; got \"", type, "\""));
+  }
+  if ((query.long_input.has_value() &&
+       *query.long_input != LongInputPolicy::kTruncate) ||
+      query.chunk_tokens > 0 || query.return_chunks) {
+    return absl::InvalidArgumentError(
+        "inputs framed by input_type are cut at the model's query_length or "
+        "document_length: they are not chunked or extrapolated");
+  }
+  return absl::OkStatus();
+}
+
 // Projected token embeddings and sparse vectors: the model must serve
 // them, with valid options.
 absl::Status CheckOutputTasks(const EmbedQuery& query,
@@ -164,14 +203,8 @@ absl::Status CheckOutputTasks(const EmbedQuery& query,
   const std::string& name = model.name();
   if (query.project_tokens) {
     const api::ModelDescription& d = model.description();
-    if (d.colbert.has_value()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "model \"", name,
-          "\" is a ColBERT model whose queries and documents are framed "
-          "apart (markers, query expansion, skiplist): Rerank scores with "
-          "its token vectors; Embed does not return them"));
-    }
-    if (!d.serves(api::Task::kMultiVector)) {
+    // A ColBERT model's projected tokens need its framing (CheckInputType).
+    if (!d.serves(api::Task::kMultiVector) && !d.colbert.has_value()) {
       return MarkMissingTask(absl::FailedPreconditionError(absl::StrCat(
           "model \"", name, "\" has no token projection (it serves: ",
           absl::StrJoin(d.tasks(), ", "),
@@ -228,6 +261,7 @@ absl::Status CheckQueryOptions(const EmbedQuery& query,
                                           query.average_heads, model));
   RETURN_IF_ERROR(CheckQuantizationRanges(query, model));
   RETURN_IF_ERROR(CheckOutputTasks(query, model));
+  RETURN_IF_ERROR(CheckInputType(query, model));
   if (query.dimensions.has_value()) {
     const int64_t width = model.description().output_dim;
     const int64_t d = *query.dimensions;
@@ -498,9 +532,45 @@ absl::StatusOr<LongInputPolicy> InputTreatment(const EmbedQuery& query, int i,
 
 // Adds inputs[i]'s sequences (the input whole, or its windows), priced,
 // and its plan to `p`.
+// inputs[i] framed as a ColBERT model's query or document
+// (EmbedQuery::input_type): one sequence, cut by the framing.
+absl::Status PlanColbertInput(const EmbedQuery& query, int i,
+                              const CallPlan& plan, PreparedEmbed& p) {
+  const api::ServedModel& model = *p.model;
+  const EmbedInput& in = query.inputs[static_cast<size_t>(i)];
+  const std::string name = absl::StrCat("inputs[", i, "]");
+  if (in.kind != EmbedInput::Kind::kText || in.text.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " must be non-empty text: input_type frames text"));
+  }
+  auto framed = FrameColbertText(model, plan.prompt + in.text,
+                                 query.input_type == "query",
+                                 query.text_options.truncation_side);
+  if (!framed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": ", framed.status().message()));
+  }
+  PreparedEmbed::Input input;
+  input.first = p.sequences.size();
+  input.truncated = framed->dropped_tokens > 0;
+  input.truncated_tokens = framed->dropped_tokens;
+  input.normalize = plan.base.normalize;
+  if (query.input_type == "document") input.scored = std::move(framed->scored);
+  api::EmbedSpec spec = plan.base;
+  spec.token_ids = std::move(framed->spec.token_ids);
+  spec.attended_tokens = framed->spec.attended_tokens;
+  spec.cost = model.Price(spec);
+  RETURN_IF_ERROR(CheckCost(spec, model, name));
+  p.total_tokens += static_cast<int64_t>(spec.token_ids.size());
+  p.sequences.push_back(std::move(spec));
+  p.inputs.push_back(std::move(input));
+  return absl::OkStatus();
+}
+
 absl::Status PlanInput(const EmbedQuery& query, int i,
                        const ServiceLimits& limits, CallPlan& plan,
                        PreparedEmbed& p) {
+  if (!query.input_type.empty()) return PlanColbertInput(query, i, plan, p);
   const api::ServedModel& model = *p.model;
   int64_t dropped = 0;
   const bool truncate = plan.named == LongInputPolicy::kTruncate ||
@@ -740,6 +810,8 @@ EmbedAnswer BuildAnswer(std::string request_id, const PreparedEmbed& prepared,
       }
     }
     api::EmbedResult& r = out.result;
+    // A ColBERT document's skiplist tokens have no row.
+    if (!plan.scored.empty()) KeepScoredRows(plan.scored, r.dim, &r.tokens);
     out.truncated = plan.truncated;
     out.truncated_tokens = plan.truncated_tokens;
     answer.truncated_tokens += plan.truncated_tokens;

@@ -127,6 +127,11 @@ struct EmbedQuery {
   // multi-vector model's Dense and Normalize modules: tasks include
   // "multi_vector"; else FAILED_PRECONDITION).
   bool project_tokens = false;
+  // "query" or "document": a ColBERT model's framing of every text input
+  // (ModelDescription::colbert; FrameColbertText), which its projected
+  // token embeddings need; a document's skiplist tokens have no row.
+  // Empty: none; set on another model, INVALID_ARGUMENT.
+  std::string input_type;
   bool attention_stats = false;
   // Hidden states after these layers (0 .. layers; negative: from the
   // end), pooled with the call's pooling when pool_hidden.
@@ -218,6 +223,9 @@ struct PreparedEmbed {
     // Its windows' spans (chunked, late-chunked or return_chunks); empty
     // otherwise.
     std::vector<ChunkSpan> spans;
+    // A ColBERT document's tokens whose vectors are returned (its
+    // skiplist tokens are not); empty: all.
+    std::vector<bool> scored;
   };
   std::vector<Input> inputs;
   bool chunk_max = false;

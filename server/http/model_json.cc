@@ -78,6 +78,18 @@ void AddHeads(const api::ModelDescription& d, json* out) {
       d.rerank_template.has_value() ? d.rerank_template->name : "";
   (*out)["rerank_instruction"] =
       d.rerank_template.has_value() ? d.rerank_template->instruction : "";
+  json colbert = nullptr;
+  if (d.colbert.has_value()) {
+    const model::ColbertFraming& f = *d.colbert;
+    colbert = {{"query_prefix", f.query_prefix},
+               {"document_prefix", f.document_prefix},
+               {"query_length", f.query_length},
+               {"document_length", f.document_length},
+               {"query_expansion", f.query_expansion},
+               {"attend_to_expansion", f.attend_to_expansion},
+               {"skiplist_words", f.skiplist_words}};
+  }
+  (*out)["colbert"] = colbert;
 }
 
 }  // namespace

@@ -95,7 +95,8 @@ absl::Status ParseLongInput(const json& value, core::EmbedQuery* query,
 // "sparse": true or {"top_k": n, "threshold": x} (EmbedRequest's
 // return_sparse, sparse_top_k, sparse_threshold); "multi_vector": true
 // (return_token_embeddings with project_token_embeddings). Both come from
-// the forward pass that makes the dense vector.
+// the forward pass that makes the dense vector. "input_type": a ColBERT
+// model's framing.
 absl::Status ParseExtraOutputs(const json& j, core::EmbedQuery* query,
                                std::string* param) {
   if (auto it = j.find("sparse"); it != j.end() && !it->is_null()) {
@@ -127,6 +128,14 @@ absl::Status ParseExtraOutputs(const json& j, core::EmbedQuery* query,
                           "multi_vector");
     }
     query->token_embeddings = query->project_tokens = it->get<bool>();
+  }
+  // "input_type": "query" or "document" (EmbedRequest.input_type).
+  if (auto it = j.find("input_type"); it != j.end() && !it->is_null()) {
+    if (!it->is_string()) {
+      return InvalidParam("input_type must be \"query\" or \"document\"", param,
+                          "input_type");
+    }
+    query->input_type = it->get<std::string>();
   }
   return absl::OkStatus();
 }

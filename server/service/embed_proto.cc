@@ -149,6 +149,7 @@ absl::StatusOr<core::EmbedQuery> ToEmbedQuery(v1::EmbedRequest* request) {
   q.average_heads = attention.average_heads();
   q.token_embeddings = request->return_token_embeddings();
   q.project_tokens = request->project_token_embeddings();
+  q.input_type = request->input_type();
   if (request->return_sparse()) {
     q.sparse = core::EmbedQuery::Sparse{request->sparse_top_k(),
                                         request->sparse_threshold()};

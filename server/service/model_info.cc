@@ -100,6 +100,17 @@ void FillModelInfo(const core::ModelReport& report, v1::ModelInfo* info) {
     info->set_token_embeddings_skip_first(model.token_skips_first);
     info->set_late_interaction(model.late_interaction);
   }
+  if (model.colbert.has_value()) {
+    const model::ColbertFraming& f = *model.colbert;
+    v1::ColbertFraming* c = info->mutable_colbert();
+    c->set_query_prefix(f.query_prefix);
+    c->set_document_prefix(f.document_prefix);
+    c->set_query_length(static_cast<int32_t>(f.query_length));
+    c->set_document_length(static_cast<int32_t>(f.document_length));
+    c->set_query_expansion(f.query_expansion);
+    c->set_attend_to_expansion(f.attend_to_expansion);
+    for (const std::string& w : f.skiplist_words) c->add_skiplist_words(w);
+  }
   if (model.rerank_template.has_value()) {
     info->set_rerank_template(model.rerank_template->name);
     info->set_rerank_instruction(model.rerank_template->instruction);

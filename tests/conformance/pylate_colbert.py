@@ -17,16 +17,21 @@ no query expansion with a skiplist of its own; and a ModernBertModel
 Reference, per model: ColBERT.encode(is_query=True) of each query and
 encode(is_query=False) of the documents, and pylate.rank.rerank's scores
 (the sum over the query's vectors of the largest product with a document
-vector). Checks: ListModels (rerank, late_interaction, no multi_vector);
+vector). Checks: ListModels (rerank, late_interaction, no multi_vector, the
+framing as saved);
 Rerank's scores against rank.rerank's within 1e-5 and the same order;
 /v1/rerank's against gRPC's; the explanation's shape (query tokens by the
 document's scored tokens) and its products against the encoded vectors'
-within 1e-5; the refusals (weights: INVALID_ARGUMENT; Embed's projected
-tokens: INVALID_ARGUMENT).
+within 1e-5; Embed's projected tokens with input_type query and document
+against encode's vectors (the same rows: a document's skiplist tokens
+left out) within 1e-5, and /v1/embeddings' against gRPC's; the refusals
+(weights; projected tokens without input_type; input_type with chunking:
+INVALID_ARGUMENT).
 """
 import json
 import os
 import pathlib
+import string
 import subprocess
 import sys
 
@@ -145,6 +150,26 @@ def _check_model(name, served, report):
             not info.late_interaction:
         report.fail(f"{name}: ListModels tasks {tasks} late_interaction "
                     f"{info.late_interaction}")
+    framing = MODELS[name][1]
+    got = (info.colbert.query_length, info.colbert.document_length,
+           info.colbert.query_expansion, info.colbert.attend_to_expansion,
+           info.colbert.query_prefix, list(info.colbert.skiplist_words))
+    want = (framing["query_length"], framing["document_length"],
+            framing.get("do_query_expansion", True),
+            framing.get("attend_to_expansion_tokens", False), "[Q] ",
+            framing.get("skiplist_words", list(string.punctuation)))
+    if got != want:
+        report.fail(f"{name}: ListModels colbert {got}, PyLate saved {want}")
+    import urllib.request
+    with urllib.request.urlopen(
+            f"http://127.0.0.1:{served.http_port}/info", timeout=60) as r:
+        entry = {m["name"]: m for m in json.load(r)["models"]}[name]
+    info_colbert = entry["colbert"] or {}
+    http_got = tuple(info_colbert.get(k) for k in (
+        "query_length", "document_length", "query_expansion",
+        "attend_to_expansion", "query_prefix", "skiplist_words"))
+    if http_got != want:
+        report.fail(f"{name}: /info colbert {http_got}, PyLate saved {want}")
     worst, bad = 0.0, 0
     for k, query in enumerate(queries):
         got = llm_reranker._served_scores(served, name, query, documents)
@@ -186,6 +211,45 @@ def _check_model(name, served, report):
                len(v1["results"]))
 
 
+def _check_embed(name, served, report):
+    """Embed's projected tokens with input_type against encode(is_query),
+    and /v1/embeddings' against gRPC's."""
+    import numpy as np
+    from encoder_client import tensor_to_numpy
+    ref = _REFS["models"][name]
+    worst, n, shapes = 0.0, 0, True
+    http_worst = 0.0
+    for kind, texts, want_all in (
+            ("query", _REFS["queries"], ref["query_vectors"]),
+            ("document", _REFS["documents"], ref["document_vectors"])):
+        response = served.client.embed_response(
+            texts, model=name, tokens=True, project_tokens=True,
+            input_type=kind)
+        got_all = [tensor_to_numpy(r.token_embeddings).astype(np.float64)
+                   for r in response.results]
+        for got, want in zip(got_all, want_all):
+            want = np.asarray(want)
+            n += 1
+            if got.shape != want.shape:
+                shapes = False
+                continue
+            worst = max(worst, float(np.max(np.abs(got - want))))
+        body = served.post_embeddings({"model": name, "input": texts,
+                                       "multi_vector": True,
+                                       "input_type": kind})
+        for item in body["data"]:
+            mv = item["multi_vector"]
+            http = np.asarray(mv["data"], np.float64).reshape(mv["shape"])
+            got = got_all[item["index"]]
+            http_worst = max(http_worst, float("inf") if http.shape !=
+                             got.shape else float(np.max(np.abs(http - got))))
+    if not shapes:
+        report.fail(f"{name}: Embed's token rows differ from "
+                    "encode(is_query)'s")
+    report.add(name, "Embed input_type vs encode", worst, TOL, n)
+    report.add(name, "/v1/embeddings input_type vs gRPC", http_worst, TOL, n)
+
+
 def check(served, built, report):
     for name, _ in built:
         try:
@@ -194,11 +258,17 @@ def check(served, built, report):
                 served.client.rerank("q", ["d"], model=name,
                                      weights=[1, 0, 1])),
                 "weights are for BGE-M3")
-            _expect_invalid(report, f"{name}: Embed projected tokens",
+            _check_embed(name, served, report)
+            _expect_invalid(report, f"{name}: Embed without input_type",
                             lambda: served.client.embed_response(
                                 ["q"], model=name, tokens=True,
                                 project_tokens=True),
-                            "Rerank scores with its token vectors")
+                            "set input_type")
+            _expect_invalid(report, f"{name}: input_type chunked",
+                            lambda: served.client.embed_response(
+                                ["q"], model=name, input_type="query",
+                                chunk=True),
+                            "not chunked")
         except Exception as e:  # one model's failure is reported
             report.fail(f"{name}: {type(e).__name__}: {e}")
 

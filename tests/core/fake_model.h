@@ -56,6 +56,9 @@ struct FakeModelOptions {
   // A one-logit head on the last token read through this rerank template
   // (an LLM reranker); its logit is the sum of the ids / 1000.
   std::optional<model::RerankTemplate> rerank_template = std::nullopt;
+  // A PyLate ColBERT model with this framing (ModelDescription::colbert):
+  // late interaction, every token projected (none skipped), normalized.
+  std::optional<model::ColbertFraming> colbert = std::nullopt;
 };
 
 class FakeModel : public api::ServedModel {
@@ -104,6 +107,11 @@ class FakeModel : public api::ServedModel {
         d.sparse.vocab = options_.vocab_size;
         d.sparse.kind = "token_weight";
       }
+    }
+    if (options_.colbert.has_value()) {
+      d.late_interaction = d.normalize_tokens = true;
+      d.token_dim = kWidth;
+      d.colbert = options_.colbert;
     }
     if (options_.rerank_template.has_value()) {
       d.rerank_template = options_.rerank_template;
@@ -195,8 +203,10 @@ class FakeModel : public api::ServedModel {
     return mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
   }
 
-  // What the fake computes for one sequence.
-  static api::EmbedResult Compute(const api::EmbedSpec& spec) {
+  // What the fake computes for one sequence; projected tokens skip the
+  // first unless `skip_first` is false (a ColBERT model's).
+  static api::EmbedResult Compute(const api::EmbedSpec& spec,
+                                  bool skip_first = true) {
     api::EmbedResult r;
     const std::vector<int64_t>& ids = spec.token_ids;
     int64_t sum = 0;
@@ -217,9 +227,10 @@ class FakeModel : public api::ServedModel {
     r.dim = kWidth;
     r.pooled_dim = kWidth;
     // Projected tokens (a late-interaction model's): one row per token
-    // after the first, {id % 7, id % 5 - 2, 1, -(id % 3)} / 8.
+    // after the first (or from the first), {id % 7, id % 5 - 2, 1,
+    // -(id % 3)} / 8.
     if (spec.want_tokens && spec.project_tokens) {
-      for (size_t i = 1; i < ids.size(); ++i) {
+      for (size_t i = skip_first ? 1 : 0; i < ids.size(); ++i) {
         const int64_t id = ids[i];
         r.tokens.insert(r.tokens.end(), {(id % 7) / 8.0f, (id % 5 - 2) / 8.0f,
                                          1 / 8.0f, -(id % 3) / 8.0f});
@@ -261,7 +272,7 @@ class FakeModel : public api::ServedModel {
         status = absl::DeadlineExceededError("deadline passed in the queue");
       } else {
         for (const api::EmbedSpec& spec : work.sequences) {
-          results.push_back(Compute(spec));
+          results.push_back(Compute(spec, !options_.colbert.has_value()));
         }
       }
       {

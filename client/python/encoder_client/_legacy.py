@@ -69,7 +69,7 @@ class EncoderClient:
                        embedding_type="float", quantization_ranges=None,
                        project_tokens=False, dimensions=None,
                        truncation_side=None, sparse=False, sparse_top_k=0,
-                       sparse_threshold=0.0):
+                       sparse_threshold=0.0, input_type=""):
         """The raw EmbedResponse of one Embed call. `project_tokens`:
         the token embeddings (`tokens`) through a multi-vector model's
         token projection. `prompt_name` names one
@@ -96,7 +96,8 @@ class EncoderClient:
         (result.sparse: its `sparse_top_k` largest weights above
         `sparse_threshold`) from the same forward pass; with `tokens` and
         `project_tokens` on a BGE-M3 model, its three outputs in one
-        call."""
+        call. `input_type` "query" or "document": a ColBERT model's
+        framing (ModelInfo.colbert), which its projected tokens need."""
         if isinstance(inputs, (str, bytes)):
             raise TypeError("inputs is a list of texts or id lists")
         request = rq.embed_request(
@@ -112,7 +113,8 @@ class EncoderClient:
             quantization_ranges=quantization_ranges,
             project_tokens=project_tokens, dimensions=dimensions,
             truncation_side=truncation_side, sparse=sparse,
-            sparse_top_k=sparse_top_k, sparse_threshold=sparse_threshold)
+            sparse_top_k=sparse_top_k, sparse_threshold=sparse_threshold,
+            input_type=input_type)
         return self._call("Embed", request)
 
     def embed(self, inputs, *, model="", pooling=None, normalize=None,

@@ -71,7 +71,7 @@ def embed_request(inputs, *, model="", pooling=None, normalize=None,
                   return_chunks=False, embedding_type="float",
                   quantization_ranges=None, project_tokens=False,
                   dimensions=None, truncation_side=None, sparse=False,
-                  sparse_top_k=0, sparse_threshold=0.0):
+                  sparse_top_k=0, sparse_threshold=0.0, input_type=""):
     """The EmbedRequest of EncoderClient.embed_response's arguments."""
     if pooling not in _POOLING:
         raise ValueError(f"pooling must be one of {sorted(_POOLING, key=str)}")
@@ -88,6 +88,8 @@ def embed_request(inputs, *, model="", pooling=None, normalize=None,
         request.return_sparse = True
         request.sparse_top_k = int(sparse_top_k)
         request.sparse_threshold = float(sparse_threshold)
+    if input_type:
+        request.input_type = input_type
     if normalize is not None:
         request.normalize = bool(normalize)
     if truncate is not None:
