@@ -127,18 +127,6 @@ def build(out_dir, names=None):
 _REFS = {}
 
 
-def _expect_invalid(report, label, call, text):
-    import grpc
-    try:
-        call()
-        report.fail(f"{label}: expected INVALID_ARGUMENT, got OK")
-    except grpc.RpcError as e:
-        if e.code() != grpc.StatusCode.INVALID_ARGUMENT or \
-                text not in e.details():
-            report.fail(f"{label}: expected INVALID_ARGUMENT with {text!r}, "
-                        f"got {e.code()} {e.details()!r}")
-
-
 def _check_model(name, served, report):
     import numpy as np
     import llm_reranker
@@ -251,6 +239,7 @@ def _check_embed(name, served, report):
 
 
 def check(served, built, report):
+    from llm_reranker import _expect_invalid
     for name, _ in built:
         try:
             _check_model(name, served, report)
