@@ -462,7 +462,26 @@ OVERRIDES = {
         "original_max_position_embeddings": 64}),
     "tf-qwen2-as-dynamic": ("tf-qwen2", {"rope_type": "dynamic",
                                          "factor": 3.0}),
+    # Both layer types, each on its own base.
+    "tf-modernbert-as-yarn": ("tf-modernbert-bf16", {
+        "rope_type": "yarn", "factor": 4.0,
+        "original_max_position_embeddings": 64}),
 }
+
+
+def overridden_rope(config, scaling):
+    """config.json's rotary parameters with `scaling` in place of its own:
+    one entry, or one per layer type (ModernBERT) on each type's base."""
+    params = config.get("rope_parameters") or {}
+    if config.get("model_type") == "modernbert":
+        bases = {"full_attention": config.get("global_rope_theta", 160000.0),
+                 "sliding_attention": config.get("local_rope_theta",
+                                                 10000.0)}
+        return {t: {"rope_theta": (params.get(t) or {}).get("rope_theta",
+                                                            base),
+                    **scaling} for t, base in bases.items()}
+    theta = params.get("rope_theta", config.get("rope_theta", 10000.0))
+    return {"rope_theta": theta, **scaling}
 
 
 def check_override(name, base, scaling, family, path, served, report):
@@ -477,10 +496,8 @@ def check_override(name, base, scaling, family, path, served, report):
     for f in pathlib.Path(path).iterdir():
         (work / f.name).symlink_to(f)
     config = json.loads((pathlib.Path(path) / "config.json").read_text())
-    theta = (config.get("rope_parameters") or {}).get(
-        "rope_theta", config.get("rope_theta", 10000.0))
+    config["rope_parameters"] = overridden_rope(config, scaling)
     config.pop("rope_scaling", None)
-    config["rope_parameters"] = {"rope_theta": theta, **scaling}
     (work / "config.json").unlink()
     (work / "config.json").write_text(json.dumps(config))
     ref = Reference(str(work), family)

@@ -188,6 +188,28 @@ def _modernbert():
         eos_token_id=3, cls_token_id=2, sep_token_id=3)
 
 
+def _modernbert_scaled():
+    # Every layer type scaled: yarn on the global layers over an original
+    # context of 32 (so the corpus runs past it), linear by 2 on the
+    # sliding ones, each on its own base; 4.x spells one rope_scaling,
+    # which scales both types alike.
+    yarn = {"rope_type": "yarn", "factor": 300 / 32,
+            "original_max_position_embeddings": 32}
+    if int(transformers.__version__.split(".")[0]) >= 5:
+        rope = {"rope_parameters": {
+            "full_attention": {"rope_theta": 40000.0, **yarn},
+            "sliding_attention": {"rope_type": "linear", "factor": 2.0,
+                                  "rope_theta": 5000.0}}}
+    else:
+        rope = {"global_rope_theta": 40000.0, "local_rope_theta": 5000.0,
+                "rope_scaling": yarn}
+    config = _modernbert().to_dict()
+    for key in ("rope_parameters", "rope_scaling", "global_rope_theta",
+                "local_rope_theta"):
+        config.pop(key, None)
+    return transformers.ModernBertConfig(**{**config, **rope})
+
+
 def _t5(gated):
     return transformers.T5Config(
         vocab_size=VOCAB, d_model=40, d_kv=12, num_heads=3, num_layers=3,
@@ -532,6 +554,9 @@ FAMILIES = {
     "tf-modernbert-bf16": ("modernbert", _modernbert,
                            transformers.ModernBertModel, "wordpiece",
                            "bfloat16"),
+    "tf-modernbert-scaled": ("modernbert", _modernbert_scaled,
+                             transformers.ModernBertModel, "wordpiece",
+                             "float32"),
     "tf-t5-gated": ("t5", lambda: _t5(True), transformers.T5EncoderModel,
                     "unigram", "float32"),
     "tf-t5-tied": ("t5", lambda: _t5(False),

@@ -93,6 +93,7 @@ WRAPPERS = {
     "tf-electra-disc": dict(pooling="max", dense="Identity"),
     "tf-roformer": dict(pooling="mean"),
     "tf-modernbert-bf16": dict(pooling="mean", max_seq_length=64),
+    "tf-modernbert-scaled": dict(pooling="mean"),
     # sentence-t5's layout: mean, a bias-free projection, normalize.
     "tf-t5-gated": dict(pooling="mean", dense="Identity", dense_bias=False,
                         normalize=True),

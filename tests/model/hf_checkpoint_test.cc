@@ -264,8 +264,10 @@ TEST_F(HfCheckpointTest, SentenceTransformersPoolingAndLength) {
   EXPECT_TRUE(loaded->config.normalize);
   EXPECT_EQ(loaded->config.max_length(), 10);
   // An explicit choice wins over the files.
-  auto overridden =
-      LoadCheckpoint(dir_, {Pooling::kMax, false}, at::kCPU, at::kFloat);
+  CheckpointOverrides choice;
+  choice.pooling = Pooling::kMax;
+  choice.normalize = false;
+  auto overridden = LoadCheckpoint(dir_, choice, at::kCPU, at::kFloat);
   ASSERT_TRUE(overridden.ok()) << overridden.status();
   EXPECT_EQ(overridden->config.pooling, Pooling::kMax);
   EXPECT_FALSE(overridden->config.normalize);
@@ -1048,11 +1050,6 @@ TEST_F(HfCheckpointTest, ModernBertRopeBasesAndLayerTypes) {
   EXPECT_EQ(loaded->config.arch.layer_window, (std::vector<int64_t>{2, 0, 2}));
 
   const std::pair<std::string, std::string> refused[] = {
-      {R"(, "rope_parameters": {"full_attention": {"rope_type": "yarn",
-                                "rope_theta": 1e4, "factor": 2}})",
-       "rope_parameters.full_attention rope_type \"yarn\" is not supported"},
-      {R"(, "rope_scaling": {"type": "linear", "factor": 2.0})",
-       "rope_scaling type \"linear\" is not supported"},
       {R"(, "rope_parameters": {"rope_type": "default", "rope_theta": 1e4})",
        "rope_parameters has \"rope_theta\""},
       {R"(, "layer_types": ["full_attention", "chunked_attention",
@@ -1060,6 +1057,80 @@ TEST_F(HfCheckpointTest, ModernBertRopeBasesAndLayerTypes) {
        "layer_types has \"chunked_attention\""},
       {R"(, "layer_types": ["full_attention"])",
        "layer_types must list one type per layer (3)"},
+  };
+  for (const auto& [extra, want] : refused) {
+    ExpectRefused(ModernBertTensors(), ModernBertConfig(extra), want);
+  }
+}
+
+// A scaling per layer type (transformers 5's rope_parameters entries), or
+// one rope_scaling for both types on their own bases (what 4.x reads and
+// 5.x merges into both); both at once are refused. An override replaces
+// both types' scalings and keeps their bases.
+TEST_F(HfCheckpointTest, ModernBertRopeScalingPerLayerType) {
+  auto load = [&](const std::string& extra, const CheckpointOverrides& o) {
+    Write(ModernBertTensors(), ModernBertConfig(extra));
+    return LoadCheckpoint(dir_, o, at::kCPU, at::kFloat);
+  };
+  auto types = [](const LoadedCheckpoint& c) {
+    std::vector<RopeScalingType> out;
+    for (const RopeScaling& s : c.config.arch.layer_rope_scaling) {
+      out.push_back(s.type);
+    }
+    return out;
+  };
+  using T = RopeScalingType;
+  auto per_type = load(R"(, "rope_parameters": {
+      "full_attention": {"rope_type": "yarn", "rope_theta": 40000,
+                         "factor": 4, "original_max_position_embeddings": 16},
+      "sliding_attention": {"rope_type": "linear", "factor": 2.5,
+                            "rope_theta": 5000}})",
+                       {});
+  ASSERT_TRUE(per_type.ok()) << per_type.status();
+  EXPECT_EQ(types(*per_type),
+            (std::vector<T>{T::kYarn, T::kLinear, T::kLinear}));
+  EXPECT_EQ(per_type->config.arch.layer_rope_base,
+            (std::vector<double>{40000, 5000, 5000}));
+  const RopeScaling& yarn = per_type->config.arch.layer_rope_scaling[0];
+  EXPECT_EQ(yarn.factor, 4.0);
+  EXPECT_EQ(yarn.original_max_positions, 16);
+  EXPECT_EQ(per_type->config.arch.layer_rope_scaling[1].factor, 2.5);
+  // The model's own scaling, as reported, is the global layers'.
+  EXPECT_EQ(per_type->config.positional.rope_scaling.type, T::kYarn);
+
+  auto both = load(R"(, "global_rope_theta": 40000,
+                       "rope_scaling": {"type": "dynamic", "factor": 2.0})",
+                   {});
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(types(*both),
+            (std::vector<T>{T::kDynamic, T::kDynamic, T::kDynamic}));
+  EXPECT_EQ(both->config.arch.layer_rope_base,
+            (std::vector<double>{40000, 10000, 10000}));
+
+  CheckpointOverrides o;
+  o.rope_scaling = R"({"type": "linear", "factor": 3})";
+  auto overridden = load(R"(, "rope_parameters": {
+      "full_attention": {"rope_type": "yarn", "rope_theta": 40000,
+                         "factor": 4, "beta_fast": 8},
+      "sliding_attention": {"rope_theta": 5000}})",
+                         o);
+  ASSERT_TRUE(overridden.ok()) << overridden.status();
+  EXPECT_EQ(types(*overridden),
+            (std::vector<T>{T::kLinear, T::kLinear, T::kLinear}));
+  EXPECT_EQ(overridden->config.arch.layer_rope_base,
+            (std::vector<double>{40000, 5000, 5000}));
+  EXPECT_EQ(overridden->config.arch.layer_rope_scaling[1].factor, 3.0);
+  EXPECT_TRUE(overridden->config.positional.rope_scaling.overridden);
+
+  const std::pair<std::string, std::string> refused[] = {
+      {R"(, "rope_scaling": {"type": "linear", "factor": 2.0},
+            "rope_parameters": {"sliding_attention": {"rope_type": "yarn",
+                                                      "factor": 2}})",
+       "in both rope_scaling and rope_parameters"},
+      {R"(, "rope_parameters": {"sliding_attention": {"rope_type": "ntk",
+                                                      "factor": 2}})",
+       "type \"ntk\" is not supported"},
+      {R"(, "rope_scaling": [2])", "\"rope_scaling\" must be an object"},
   };
   for (const auto& [extra, want] : refused) {
     ExpectRefused(ModernBertTensors(), ModernBertConfig(extra), want);

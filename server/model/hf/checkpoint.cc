@@ -56,12 +56,15 @@ const std::map<std::string, Importer>& Importers() {
 absl::Status OverrideRopeScaling(const std::string& model_type,
                                  const std::string& scaling, json* config) {
   static const std::set<std::string> kScaled = {"qwen2", "qwen3", "llama",
-                                                "mistral"};
+                                                "mistral", "modernbert"};
   if (kScaled.count(model_type) == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "a rope_scaling override needs a family whose rotary scaling "
         "config.json sets (",
         absl::StrJoin(kScaled, ", "), "); model_type is \"", model_type, "\""));
+  }
+  if (model_type == "modernbert") {
+    return hf::OverrideModernBertRope(scaling, config);
   }
   return hf::OverrideRope(scaling, config);
 }

@@ -440,12 +440,21 @@ KeyTable ModernBert() {
           {"head_dim", kRead,
            "transformers 5 rotates head_dim dimensions of each head; only the "
            "whole head (hidden_size / num_attention_heads) is served"},
+          {"original_max_position_embeddings", kRead,
+           "yarn, longrope, llama3: the unscaled context"},
+          {"partial_rotary_factor", kRead,
+           "must be 1 with a scaled rotary type (refused otherwise)"},
           {"global_rope_theta", kRead, "the global layers' rotary base (4.x)"},
           {"local_rope_theta", kRead, "the sliding layers' rotary base (4.x)"},
-          {"rope_scaling", kRead, "only an unscaled type is served", {}, true},
+          {"rope_scaling",
+           kRead,
+           "the rotary scaling of both layer types, each on its own base: "
+           "every type of transformers' table",
+           {},
+           true},
           {"rope_parameters",
            kRead,
-           "rotary parameters per layer type (5.x)",
+           "rotary base and scaling per layer type (5.x)",
            {},
            true},
           {"rope_parameters.full_attention",
@@ -476,9 +485,9 @@ KeyTable ModernBert() {
           {"position_embedding_type", kNoEffect,
            "not read by modeling_modernbert (rotary always)"},
       });
-  AddRopeKeys(&t, "rope_scaling.");
-  AddRopeKeys(&t, "rope_parameters.full_attention.");
-  AddRopeKeys(&t, "rope_parameters.sliding_attention.");
+  AddRopeKeys(&t, "rope_scaling.", /*scaled=*/true);
+  AddRopeKeys(&t, "rope_parameters.full_attention.", /*scaled=*/true);
+  AddRopeKeys(&t, "rope_parameters.sliding_attention.", /*scaled=*/true);
   return t;
 }
 

@@ -104,6 +104,12 @@ absl::StatusOr<Import> ImportRoformer(const nlohmann::json& config,
                                       const WeightSource& source);
 absl::StatusOr<Import> ImportModernBert(const nlohmann::json& config,
                                         const WeightSource& source);
+// A rotary scaling override (hf/rope_config.h's OverrideRope) on a
+// ModernBERT config: `scaling` applies to both layer types, each keeping
+// its own base unless `scaling` gives rope_theta, as a config.json
+// rope_scaling would (modernbert.cc).
+absl::Status OverrideModernBertRope(const std::string& scaling,
+                                    nlohmann::json* config);
 absl::StatusOr<Import> ImportT5(const nlohmann::json& config,
                                 const WeightSource& source);
 absl::StatusOr<Import> ImportMarian(const nlohmann::json& config,

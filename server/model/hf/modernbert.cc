@@ -4,79 +4,109 @@
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
 #include "server/model/hf/importer.h"
+#include "server/model/hf/rope_config.h"
 #include "server/model/positional/schemes.h"
 
 namespace encoder::model::hf {
 namespace {
 
-struct RopeBases {
-  double global = 160000.0;  // full_attention layers
-  double local = 10000.0;    // sliding_attention layers
+struct LayerRope {
+  PositionalConfig full;     // full_attention layers
+  PositionalConfig sliding;  // sliding_attention layers
 };
 
-// The rotary bases, as ModernBertConfig reads them: transformers 5 writes
-// rope_parameters {"full_attention": {"rope_type", "rope_theta"},
-// "sliding_attention": {...}}, whose rope_theta wins over the older
-// global_rope_theta / local_rope_theta (the defaults 160000 / 10000 when
-// neither says). Only unscaled codes are served: a rope_type other than
-// "default", here or in a legacy rope_scaling, is refused by name.
-absl::StatusOr<RopeBases> ReadRopeBases(const nlohmann::json& config,
-                                        const ConfigReader& r) {
-  RopeBases bases;
-  bases.global = r.NumberOr("global_rope_theta", bases.global);
-  bases.local = r.NumberOr("local_rope_theta", bases.local);
-  auto check_type = [](const nlohmann::json& p,
-                       const std::string& where) -> absl::Status {
-    for (const char* name : {"rope_type", "type"}) {
-      if (!p.contains(name)) continue;
-      if (!p[name].is_string() || p[name].get<std::string>() != "default") {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "config.json ", where, " ", name, " ", p[name].dump(),
-            " is not supported: only unscaled rotary codes (\"default\") "
-            "are served"));
-      }
+// One layer type's rotary code, read as the rotary decoders read theirs
+// (hf/rope_config.h) from {"rope_theta": base, "rope_parameters": params}
+// and the top-level keys the scaled types read.
+absl::Status ReadTypeRope(const nlohmann::json& config,
+                          const nlohmann::json& params, double base,
+                          int64_t max_positions, PositionalConfig* out) {
+  nlohmann::json sub = {{"rope_theta", base}};
+  for (const char* copied :
+       {"partial_rotary_factor", "original_max_position_embeddings"}) {
+    if (config.contains(copied)) sub[copied] = config[copied];
+  }
+  if (!params.is_null()) sub["rope_parameters"] = params;
+  return ReadRope(sub, ConfigReader(sub), max_positions, out);
+}
+
+// The rotary codes of both layer types, as ModernBertConfig reads them.
+// The bases: transformers 5's rope_parameters {"full_attention":
+// {"rope_type", "rope_theta", the type's keys}, "sliding_attention":
+// {...}}, whose rope_theta wins over the older global_rope_theta /
+// local_rope_theta (defaults 160000 / 10000). The scaling: each layer
+// type's own entry; a rope_scaling object (what 4.x reads, and 5.x merges
+// into both entries) scales both types alike, each on its own base. Both
+// at once are refused by name: the two generations would read them
+// differently.
+absl::StatusOr<LayerRope> ReadLayerRope(const nlohmann::json& config,
+                                        const ConfigReader& r,
+                                        int64_t max_positions) {
+  double global = r.NumberOr("global_rope_theta", 160000.0);
+  double local = r.NumberOr("local_rope_theta", 10000.0);
+  nlohmann::json full_params, sliding_params;  // null: unscaled
+  if (r.Has("rope_parameters") && !config["rope_parameters"].is_null()) {
+    const nlohmann::json& params = config["rope_parameters"];
+    if (!params.is_object()) {
+      return absl::InvalidArgumentError(
+          "config.json \"rope_parameters\" must be an object");
     }
-    return absl::OkStatus();
-  };
+    for (const auto& [key, p] : params.items()) {
+      if (key != "full_attention" && key != "sliding_attention") {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "config.json rope_parameters has \"", key,
+            "\"; ModernBERT's are per layer type: full_attention and "
+            "sliding_attention"));
+      }
+      if (p.is_null()) continue;
+      if (!p.is_object()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "config.json rope_parameters.", key, " must be an object"));
+      }
+      const bool is_full = key == "full_attention";
+      if (p.contains("rope_theta")) {
+        if (!p["rope_theta"].is_number() ||
+            p["rope_theta"].get<double>() <= 0) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("config.json rope_parameters.", key,
+                           ".rope_theta must be a positive number"));
+        }
+        (is_full ? global : local) = p["rope_theta"].get<double>();
+      }
+      nlohmann::json scaling = p;
+      scaling.erase("rope_theta");
+      (is_full ? full_params : sliding_params) = scaling;
+    }
+  }
   if (r.Has("rope_scaling") && !config["rope_scaling"].is_null()) {
-    if (!config["rope_scaling"].is_object()) {
+    const nlohmann::json& s = config["rope_scaling"];
+    if (!s.is_object()) {
       return absl::InvalidArgumentError(
           "config.json \"rope_scaling\" must be an object");
     }
-    RETURN_IF_ERROR(check_type(config["rope_scaling"], "rope_scaling"));
-  }
-  if (!r.Has("rope_parameters") || config["rope_parameters"].is_null()) {
-    return bases;
-  }
-  const nlohmann::json& params = config["rope_parameters"];
-  if (!params.is_object()) {
-    return absl::InvalidArgumentError(
-        "config.json \"rope_parameters\" must be an object");
-  }
-  for (const auto& [key, p] : params.items()) {
-    if (key != "full_attention" && key != "sliding_attention") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "config.json rope_parameters has \"", key,
-          "\"; ModernBERT's are per layer type: full_attention and "
-          "sliding_attention"));
-    }
-    if (p.is_null()) continue;
-    if (!p.is_object()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "config.json rope_parameters.", key, " must be an object"));
-    }
-    RETURN_IF_ERROR(check_type(p, "rope_parameters." + key));
-    if (p.contains("rope_theta")) {
-      if (!p["rope_theta"].is_number() || p["rope_theta"].get<double>() <= 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("config.json rope_parameters.", key,
-                         ".rope_theta must be a positive number"));
+    auto scaled = [](const nlohmann::json& p) {
+      for (const char* name : {"rope_type", "type"}) {
+        if (p.is_object() && p.contains(name) &&
+            p[name] != nlohmann::json("default")) {
+          return true;
+        }
       }
-      (key == "full_attention" ? bases.global : bases.local) =
-          p["rope_theta"].get<double>();
+      return false;
+    };
+    if (scaled(full_params) || scaled(sliding_params)) {
+      return absl::InvalidArgumentError(
+          "config.json scales the rotary codes in both rope_scaling and "
+          "rope_parameters (transformers 4.x reads only the first, 5.x "
+          "merges them); give one");
     }
+    full_params = sliding_params = s;
   }
-  return bases;
+  LayerRope out;
+  RETURN_IF_ERROR(
+      ReadTypeRope(config, full_params, global, max_positions, &out.full));
+  RETURN_IF_ERROR(
+      ReadTypeRope(config, sliding_params, local, max_positions, &out.sliding));
+  return out;
 }
 
 // Which layers attend globally: transformers 5's layer_types
@@ -115,6 +145,36 @@ absl::StatusOr<std::vector<bool>> GlobalLayers(const nlohmann::json& config,
 
 }  // namespace
 
+absl::Status OverrideModernBertRope(const std::string& scaling,
+                                    nlohmann::json* config) {
+  nlohmann::json p = nlohmann::json::parse(scaling, nullptr, false);
+  if (!p.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rope_scaling override ", scaling, " is not a JSON object"));
+  }
+  if (p.contains("type") && !p.contains("rope_type")) {
+    p["rope_type"] = p["type"];
+    p.erase("type");
+  }
+  if (!p.contains("rope_type") || !p["rope_type"].is_string()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rope_scaling override ", scaling, " needs a \"rope_type\""));
+  }
+  const ConfigReader r(*config);
+  // The bases as the checkpoint gives them (its own scaling is replaced).
+  ASSIGN_OR_RETURN(
+      const LayerRope old,
+      ReadLayerRope(*config, r, r.IntOr("max_position_embeddings", 8192)));
+  nlohmann::json full = {{"rope_theta", old.full.base}};
+  nlohmann::json sliding = {{"rope_theta", old.sliding.base}};
+  full.update(p);
+  sliding.update(p);
+  config->erase("rope_scaling");
+  (*config)["rope_parameters"] = {{"full_attention", full},
+                                  {"sliding_attention", sliding}};
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Import> ImportModernBert(const nlohmann::json& config,
                                         const WeightSource& source) {
   ConfigReader r(config);
@@ -141,8 +201,10 @@ absl::StatusOr<Import> ImportModernBert(const nlohmann::json& config,
   a.gated_ffn = true;
   a.embedding_norm = true;
   a.first_layer_attention_norm = false;
-  ASSIGN_OR_RETURN(const RopeBases bases, ReadRopeBases(config, r));
-  c.positional = RopeConfig(RopeLayout::kHalf, bases.global);
+  ASSIGN_OR_RETURN(const LayerRope rope,
+                   ReadLayerRope(config, r, c.max_positions));
+  c.positional = RopeConfig(RopeLayout::kHalf, rope.full.base);
+  c.positional.rope_scaling = rope.full.rope_scaling;
   ASSIGN_OR_RETURN(const std::vector<bool> global,
                    GlobalLayers(config, r, c.num_layers));
   const int64_t local_attention = r.IntOr("local_attention", 128);
@@ -169,7 +231,9 @@ absl::StatusOr<Import> ImportModernBert(const nlohmann::json& config,
         c.d_model / c.num_heads, ") is served"));
   }
   for (int64_t i = 0; i < c.num_layers; ++i) {
-    a.layer_rope_base.push_back(global[i] ? bases.global : bases.local);
+    const PositionalConfig& p = global[i] ? rope.full : rope.sliding;
+    a.layer_rope_base.push_back(p.base);
+    a.layer_rope_scaling.push_back(p.rope_scaling);
     a.layer_window.push_back(global[i] ? 0 : local_attention / 2);
   }
 
