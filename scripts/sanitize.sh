@@ -17,7 +17,7 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -gline-tables-only -DNDEBUG" \
   -DCMAKE_CXX_COMPILER=clang++-14 -DENCODER_SANITIZE=thread \
   -DENCODER_TORCH_WHEEL="$(bash scripts/libtorch.sh)" \
-  ${TSAN_CMAKE_ARGS:-}
+  -DENCODER_CTEST_PER_CASE=OFF ${TSAN_CMAKE_ARGS:-}
 cmake --build "$build" -j "$jobs" \
   --target batcher_test batcher_responder_test batcher_alone_test \
     batcher_executions_test \
@@ -28,4 +28,4 @@ cmake --build "$build" -j "$jobs" \
 OMP_NUM_THREADS=1 \
 TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/sanitizers/tsan.supp" \
   ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 600 \
-    -R "^(BatcherTest|DecideBatchTest|BatchCostTest|FairShareTest|MemoryBudgetTest|SequenceCostTest|BatchProfileTest|SequenceCapAtTest|ComputeClassTest)\\."
+    -R "^(batcher_test|batcher_responder_test|batcher_alone_test|batcher_executions_test|batch_policy_test|cost_and_fairness_test|batch_profile_test|compute_class_test)$"
