@@ -1,5 +1,6 @@
 #include "server/app/flag_units.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <utility>
@@ -10,9 +11,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
-#include "server/app/serve_flags.h"
 
 namespace encoder {
+
+std::string EnvironmentName(const std::string& long_name) {
+  std::string env = "ENCODER_";
+  for (char c : long_name) {
+    env.push_back(c == '-' ? '_' : static_cast<char>(std::toupper(c)));
+  }
+  return env;
+}
 
 namespace {
 

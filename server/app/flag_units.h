@@ -54,6 +54,11 @@ struct DurationOption {
   bool whole;
 };
 
+// The environment variable an option of encoder-server can also come from:
+// the long name upper-cased with '-' as '_', after ENCODER_
+// ("max-batch-tokens" -> "ENCODER_MAX_BATCH_TOKENS").
+std::string EnvironmentName(const std::string& long_name);
+
 // The duration options of encoder-server, by their new names.
 const std::vector<DurationOption>& DurationOptions();
 

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "server/app/accept_reserve.h"
+#include "server/common/thread_name.h"
 
 namespace encoder {
 namespace {
@@ -83,7 +84,10 @@ ListenerWatch::ListenerWatch(std::vector<Listener> listeners,
                    l.name, l.port);
     }
   }
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    NameThisThread("listener-watch");
+    Run();
+  });
 }
 
 ListenerWatch::~ListenerWatch() {

@@ -1,12 +1,12 @@
 #include "server/app/serve_flags.h"
 
-#include <cctype>
 #include <optional>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "server/app/flag_units.h"
 #include "server/app/tei_flags.h"
 #include "server/common/status_macros.h"
 
@@ -643,17 +643,8 @@ void AddConfigFile(CLI::App& app) {
   app.allow_config_extras(CLI::config_extras_mode::error);
 }
 
-// Every option can also come from ENCODER_<NAME>, the long name upper-cased
-// with '-' as '_' (--max-batch-tokens: ENCODER_MAX_BATCH_TOKENS). CLI11
+// Every option can also come from ENCODER_<NAME> (EnvironmentName). CLI11
 // reads the variable only when the option is not on the command line.
-std::string EnvironmentName(const std::string& long_name) {
-  std::string env = "ENCODER_";
-  for (char c : long_name) {
-    env.push_back(c == '-' ? '_' : static_cast<char>(std::toupper(c)));
-  }
-  return env;
-}
-
 void AddEnvironmentNames(CLI::App& app) {
   for (CLI::Option* option : app.get_options()) {
     const std::string& name = option->get_single_name();

@@ -115,10 +115,6 @@ void AddConfigFile(CLI::App& app);
 // upper-cased with '-' as '_'; the command line and --config win.
 void AddEnvironmentNames(CLI::App& app);
 
-// That variable's name for a long option name: "max-batch-tokens" ->
-// "ENCODER_MAX_BATCH_TOKENS".
-std::string EnvironmentName(const std::string& long_name);
-
 // The HTTP port's address from --http-listen: "" (no HTTP port) for "off"
 // or an empty value; for "auto", port 8080 on --http-address, or port 0 (a
 // free port, reported in --ready-file) when --listen asks for port 0, so

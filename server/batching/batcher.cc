@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "server/batching/memory_budget.h"
+#include "server/common/thread_name.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -135,6 +136,7 @@ int64_t Batcher::queued_sequences() const {
 }
 
 void Batcher::WorkerLoop() {
+  NameThisThread("batch-plan");
   // Once draining, nothing new can arrive, so a batch never waits for one.
   BatchOptions serve_options = options_;
   if (options_.memory_budget != nullptr) {
@@ -315,6 +317,7 @@ void Batcher::StartBatch(std::vector<Pending> batch,
 }
 
 void Batcher::ExecutorLoop() {
+  NameThisThread("batch-run");
   mu_.Lock();
   for (;;) {
     while (jobs_.empty() && !executors_stop_) job_cv_.Wait(&mu_);
@@ -425,6 +428,7 @@ void Batcher::HandOver(std::vector<Completion> completions) {
 }
 
 void Batcher::ResponderLoop() {
+  NameThisThread("batch-reply");
   for (;;) {
     std::vector<Completion> round;
     {

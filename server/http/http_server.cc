@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/common/thread_name.h"
 #include "server/http/http_internal.h"
 
 namespace encoder::http {
@@ -331,7 +332,10 @@ class HttpServer::Impl {
     asio::post(accept_strand_, [this] { Accept(); });
     const int n = core_.options.io_threads;
     for (int i = 0; i < n; ++i) {
-      threads_.emplace_back([this] { io_.run(); });
+      threads_.emplace_back([this] {
+        NameThisThread("http-io");
+        io_.run();
+      });
     }
   }
 

@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "server/common/thread_name.h"
 
 namespace encoder::runner {
 namespace {
@@ -149,6 +150,7 @@ class WideLane {
   };
 
   void Loop() {
+    NameThisThread("intra-op-lane");
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
       work_.wait(lock, [this] { return task_ != nullptr; });

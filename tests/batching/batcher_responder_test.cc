@@ -1,7 +1,11 @@
 // The batcher's responder thread: large completions are packed off the
 // worker, small ones on it, in order, with a bounded number waiting.
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -154,6 +158,38 @@ TEST(BatcherTest, SmallResultsCompleteOnTheWorkerLargeOnesOnTheResponder) {
   const Echo* echo = EchoOf(big_results[0]);
   ASSERT_NE(echo, nullptr);
   EXPECT_EQ(echo->tokens.size(), 32768u);
+}
+
+// The batcher's threads carry names (top -H, perf, /proc/PID/task/*/comm):
+// one planner, one responder, one runner per execution.
+TEST(BatcherTest, ItsThreadsCarryTheirNames) {
+  FakeRunner runner;
+  BatchOptions options = Options();
+  options.executions = 2;
+  Batcher batcher(&runner, options);
+  auto count = [] {
+    std::map<std::string, int> names;
+    for (const auto& task :
+         std::filesystem::directory_iterator("/proc/self/task")) {
+      std::ifstream comm(task.path() / "comm");
+      std::string name;
+      if (std::getline(comm, name)) ++names[name];
+    }
+    return names;
+  };
+  const std::map<std::string, int> want = {
+      {"batch-plan", 1}, {"batch-reply", 1}, {"batch-run", 2}};
+  std::map<std::string, int> seen;
+  // The threads name themselves as they start.
+  for (const absl::Time end = absl::Now() + kPatience; absl::Now() < end;
+       absl::SleepFor(absl::Milliseconds(5))) {
+    seen.clear();
+    for (const auto& [name, n] : count()) {
+      if (want.count(name) > 0) seen[name] = n;
+    }
+    if (seen == want) break;
+  }
+  EXPECT_EQ(seen, want);
 }
 
 }  // namespace

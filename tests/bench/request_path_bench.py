@@ -1,0 +1,184 @@
+#!/usr/bin/python3
+"""The per-request path: how many requests a second the server answers
+when the model costs next to nothing, what CPU each request costs the
+server, and which of its threads spends it.
+
+A model of one layer of width 32 (or --model-dir) is served under each
+variant (--variant NAME=VAR=VALUE[,VAR=VALUE...]: environment the server
+starts with; the first variant, "default" unless named, is the baseline),
+round by round. Each run: `encoder-client bench` at --concurrency callers,
+one input of --length token ids per request, for --seconds; meanwhile the
+server's CPU time (utime + stime of /proc/PID/stat) and each thread's
+(/proc/PID/task/*/stat, by the names the server gives its threads:
+batch-plan, batch-run, batch-reply, intra-op-lane, http-io; gRPC's own
+are nexting_thread and default-executor) over the middle of the run.
+Prints lscpu's model name, then per variant the medians over rounds:
+requests/s, p50 / p99, server CPU microseconds per request, the busiest
+threads (percent of one core), and the ratio to the baseline.
+
+Usage: request_path_bench.py --build build
+           [--variant spin3000=GOMP_SPINCOUNT=3000] [--rounds 3]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run_bench  # noqa: E402  (wait_ready, stop_server, client_bench)
+
+TICK = os.sysconf("SC_CLK_TCK")
+TINY = {"models": [{"name": "tiny", "seed": 1, "config": {
+    "vocab_size": 300, "d_model": 32, "num_heads": 4, "num_layers": 1,
+    "d_ff": 64, "positional": {"type": "sinusoidal"}}}]}
+
+
+def cpu_model():
+    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        if line.startswith("Model name:"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+def process_ticks(pid):
+    fields = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def thread_ticks(pid):
+    """{tid: (name, utime + stime)} of every thread of `pid`."""
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            stat = open("/proc/%d/task/%s/stat" % (pid, tid)).read()
+        except OSError:
+            continue  # the thread ended
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        out[tid] = (name, int(fields[11]) + int(fields[12]))
+    return out
+
+
+def busiest_threads(pid, seconds):
+    """[(percent of a core, name)] of each thread over `seconds`, busiest
+    first."""
+    before = thread_ticks(pid)
+    t0 = time.monotonic()
+    time.sleep(seconds)
+    after = thread_ticks(pid)
+    elapsed = time.monotonic() - t0
+    rows = []
+    for tid, (name, ticks) in after.items():
+        spent = ticks - before.get(tid, (name, 0))[1]
+        rows.append((100.0 * spent / TICK / elapsed, name))
+    return sorted(rows, reverse=True)
+
+
+def start(build, model_args, env):
+    tmp = tempfile.mkdtemp(prefix="request-path-")
+    ready = os.path.join(tmp, "ready.json")
+    log = open(os.path.join(tmp, "server.log"), "w")
+    proc = subprocess.Popen(
+        [os.path.join(build, "encoder-server"), "--listen=127.0.0.1:0",
+         "--http-listen=off", "--ready-file=" + ready, "--log-level=warn"] +
+        model_args, stdout=log, stderr=subprocess.STDOUT,
+        env={**os.environ, **env})
+    return proc, run_bench.wait_ready(proc, ready, log.name, "server")
+
+
+def one_run(a, model_args, model, env):
+    proc, port = start(a.build, model_args, env)
+    try:
+        # Warm: the first batches of each size.
+        run_bench.client_bench(a.build, port, model, a.concurrency,
+                               a.length, 1)
+        threads = {}
+        sampler = threading.Timer(
+            a.seconds / 4, lambda: threads.update(
+                rows=busiest_threads(proc.pid, a.seconds / 2)))
+        ticks0 = process_ticks(proc.pid)
+        sampler.start()
+        report = run_bench.client_bench(a.build, port, model, a.concurrency,
+                                        a.length, a.seconds)
+        sampler.join()
+        spent = (process_ticks(proc.pid) - ticks0) / TICK
+    finally:
+        run_bench.stop_server(proc)
+    # The client's warm-up requests (2 x concurrency) count in the CPU.
+    requests = report["requests"] + 2 * a.concurrency
+    return {"requests/s": report["throughput"]["requests_per_s"],
+            "p50 ms": report["latency_ms"]["p50"],
+            "p99 ms": report["latency_ms"]["p99"],
+            "server CPU us/request": 1e6 * spent / requests,
+            "threads": threads.get("rows", [])}
+
+
+def parse_variant(text):
+    name, _, assignments = text.partition("=")
+    env = {}
+    for item in filter(None, assignments.split(",")):
+        var, sep, value = item.partition("=")
+        if not sep:
+            sys.exit("--variant %r: want NAME=VAR=VALUE[,VAR=VALUE]" % text)
+        env[var] = value
+    return name, env
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--build", default="build")
+    p.add_argument("--model-dir", help="a checkpoint instead of the tiny "
+                   "model (served as 'model')")
+    p.add_argument("--variant", action="append", default=[],
+                   help="NAME=VAR=VALUE[,VAR=VALUE]: the server's "
+                   "environment; the first is the baseline")
+    p.add_argument("--concurrency", type=int, default=32)
+    p.add_argument("--length", type=int, default=1)
+    p.add_argument("--seconds", type=float, default=5)
+    p.add_argument("--rounds", type=int, default=3)
+    a = p.parse_args()
+    variants = [parse_variant(v) for v in a.variant]
+    if not variants or variants[0][1]:
+        variants.insert(0, ("default", {}))
+    if a.model_dir:
+        model_args, model = ["--model-dir", "model=" + a.model_dir], "model"
+    else:
+        path = os.path.join(tempfile.mkdtemp(prefix="request-path-"),
+                            "tiny.json")
+        with open(path, "w") as f:
+            json.dump(TINY, f)
+        model_args, model = ["--models", path], "tiny"
+    print("CPU: %s, %d cores; %s, %d callers, %d token(s), %g s x %d rounds"
+          % (cpu_model(), os.cpu_count(), model, a.concurrency, a.length,
+             a.seconds, a.rounds), flush=True)
+    runs = {name: [] for name, _ in variants}
+    for r in range(a.rounds):
+        for name, env in variants:
+            runs[name].append(one_run(a, model_args, model, env))
+            m = runs[name][-1]
+            print("round %d %-12s %8.0f req/s  %6.1f us/request" %
+                  (r + 1, name, m["requests/s"],
+                   m["server CPU us/request"]), flush=True)
+    base = None
+    for name, env in variants:
+        med = {k: run_bench.median([m[k] for m in runs[name]])
+               for k in ("requests/s", "p50 ms", "p99 ms",
+                         "server CPU us/request")}
+        base = base or med
+        print("\n%s %s" % (name, " ".join("%s=%s" % kv for kv in
+                                          env.items()) or "(as started)"))
+        for k, v in med.items():
+            print("  %-22s %10.2f  (%.2fx %s)" % (k, v, v / base[k],
+                                                    variants[0][0]))
+        last = runs[name][-1]["threads"][:6]
+        print("  busiest threads (last round, % of a core): " +
+              ", ".join("%s %.0f%%" % (n, c) for c, n in last))
+
+
+if __name__ == "__main__":
+    main()
