@@ -147,19 +147,7 @@ absl::StatusOr<std::vector<bool>> GlobalLayers(const nlohmann::json& config,
 
 absl::Status OverrideModernBertRope(const std::string& scaling,
                                     nlohmann::json* config) {
-  nlohmann::json p = nlohmann::json::parse(scaling, nullptr, false);
-  if (!p.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rope_scaling override ", scaling, " is not a JSON object"));
-  }
-  if (p.contains("type") && !p.contains("rope_type")) {
-    p["rope_type"] = p["type"];
-    p.erase("type");
-  }
-  if (!p.contains("rope_type") || !p["rope_type"].is_string()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rope_scaling override ", scaling, " needs a \"rope_type\""));
-  }
+  ASSIGN_OR_RETURN(const nlohmann::json p, ParseRopeOverride(scaling));
   const ConfigReader r(*config);
   // The bases as the checkpoint gives them (its own scaling is replaced).
   ASSIGN_OR_RETURN(

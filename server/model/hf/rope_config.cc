@@ -238,7 +238,7 @@ absl::Status ReadLongrope(const nlohmann::json& p, const char* where,
 
 }  // namespace
 
-absl::Status OverrideRope(const std::string& scaling, nlohmann::json* config) {
+absl::StatusOr<nlohmann::json> ParseRopeOverride(const std::string& scaling) {
   nlohmann::json p = nlohmann::json::parse(scaling, nullptr, false);
   if (!p.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -252,6 +252,11 @@ absl::Status OverrideRope(const std::string& scaling, nlohmann::json* config) {
     return absl::InvalidArgumentError(absl::StrCat(
         "rope_scaling override ", scaling, " needs a \"rope_type\""));
   }
+  return p;
+}
+
+absl::Status OverrideRope(const std::string& scaling, nlohmann::json* config) {
+  ASSIGN_OR_RETURN(nlohmann::json p, ParseRopeOverride(scaling));
   nlohmann::json& c = *config;
   if (!p.contains("rope_theta")) {
     const ConfigReader r(c);

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "server/model/config.h"
 #include "server/model/hf/importer.h"
 
@@ -33,6 +34,10 @@ absl::Status ReadRope(const nlohmann::json& config, const ConfigReader& r,
 // when it gives none): rope_scaling is removed and rope_parameters set, so
 // that ReadRope reads the override alone. {"rope_type": "default"}
 // removes a scaling.
+// A rope_scaling override as given: a JSON object with a string rope_type
+// (an older "type" renamed to it); refused by name otherwise.
+absl::StatusOr<nlohmann::json> ParseRopeOverride(const std::string& scaling);
+
 absl::Status OverrideRope(const std::string& scaling, nlohmann::json* config);
 
 }  // namespace encoder::model::hf
