@@ -611,6 +611,43 @@ class Float32Check:
         assert self.worst < CONTRACT_TOLERANCE, (self.case["name"], errors)
 
 
+# The reduced precisions reference_test also runs in, by the names of
+# ENCODER_REFERENCE_DTYPE.
+REDUCED_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def reduced_precision_error(model32, case, expected, dtype):
+    """PyTorch's own error at a reduced precision, which bounds ours there:
+    the float32 weights cast to `dtype`, the same forward pass
+    (encoder_forward) run in it on the CPU, and the worst relative error
+    against the float64 results in `expected` over the tensors
+    reference_test compares (each input alone, the padded batch, the
+    shifted positions)."""
+    model = copy.deepcopy(model32).to(dtype)
+    errors = []
+    for k in range(len(case["lengths"])):
+        tokens, attention = run_alone(model, case, expected[f"ids_{k}"])
+        reference = expected[f"tokens_{k}"]
+        errors += [relative_error(tokens, reference),
+                   relative_error(tokens.mean(dim=0), reference.mean(dim=0)),
+                   relative_error(tokens[0], reference[0]),
+                   relative_error(attention, expected[f"attention_{k}"])]
+    batch_ids, lengths = expected["batch_ids"], expected["batch_lengths"]
+    key_mask = torch.arange(batch_ids.shape[1])[None, :] < lengths[:, None]
+    positions = torch.arange(batch_ids.shape[1]).expand_as(batch_ids)
+    tokens, maps = encoder_forward(model, case, batch_ids, positions, key_mask)
+    for b, length in enumerate(lengths.tolist()):
+        errors.append(relative_error(tokens[b, :length],
+                                     expected[f"batch_tokens_{b}"]))
+        attention = torch.stack([m[b, :, :length, :length] for m in maps])
+        errors.append(relative_error(attention,
+                                     expected[f"batch_attention_{b}"]))
+    shift_positions = torch.arange(SHIFT_LENGTH) + SHIFT_OFFSET
+    tokens, _ = run_alone(model, case, expected["shift_ids"], shift_positions)
+    errors.append(relative_error(tokens, expected["shift_tokens"]))
+    return max(errors)
+
+
 def run_alone(model, case, ids, positions=None):
     """One sequence [S] -> (tokens [S, D], attention [L, H, S, S])."""
     ids = ids[None, :]
@@ -737,7 +774,10 @@ def build_case(case, out_dir):
     return {"name": case["name"], "scheme": case["scheme"],
             "lengths": case["lengths"], "batch_lengths": BATCH_LENGTHS,
             "shift_offset": SHIFT_OFFSET,
-            "float32_relative_error": check32.worst}
+            "float32_relative_error": check32.worst,
+            "torch_relative_error": {
+                name: reduced_precision_error(model32, case, expected, dtype)
+                for name, dtype in REDUCED_DTYPES.items()}}
 
 
 def main(argv):
@@ -764,8 +804,11 @@ def main(argv):
     with torch.no_grad():
         for case in all_cases():
             entries.append(build_case(case, out_dir))
+            reduced = entries[-1]["torch_relative_error"]
             print(f"{case['name']}: float32 relative error "
-                  f"{entries[-1]['float32_relative_error']:.2e}")
+                  f"{entries[-1]['float32_relative_error']:.2e}; PyTorch's "
+                  f"own at float16 {reduced['float16']:.2e}, at bfloat16 "
+                  f"{reduced['bfloat16']:.2e}")
     manifest = {"contract_tolerance": CONTRACT_TOLERANCE, "cases": entries}
     with open(manifest_path, "w") as f:
         json.dump(manifest, f, indent=2)
