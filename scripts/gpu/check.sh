@@ -42,19 +42,25 @@
 #                        override the grid ("float32 bfloat16", "16 128 512",
 #                        "1,32,128")
 #   CHECK_BENCH_SECONDS  per measurement (default 1)
+#   CHECK_REQUEST_PATH_SECONDS
+#                        per variant of the request_path step (default 3)
 #   CHECK_CUDA_ARCH      CMAKE_CUDA_ARCHITECTURES (default 90: H100/H200)
 #   CHECK_CXX_FLAGS      CMAKE_CXX_FLAGS (default "-include cstdint":
 #                        bookworm's headers under a newer GCC)
 #   CHECK_ONLY           run only the steps matching these glob patterns,
 #                        e.g. "e2e_* oom" against an existing --build-dir
 #                        and --prefix (the others are recorded as skipped)
+#   CHECK_BUILD_TARGETS  what the build step builds (default: encoder-server
+#                        encoder-client encoder-bench-forward
+#                        encoder-bench-echo reference_test)
 #   CHECK_DEVICE         cuda (default); cpu runs the server steps on the
 #                        CPU to try the script's plumbing where no GPU is
 #                        (the out-of-memory step is then skipped unless
 #                        CHECK_OOM_BUDGET_BYTES, default 2^50, is under
 #                        1 GiB: then admission refuses it)
 #   CHECK_PARITY_REGEX   ctest -R of the parity step (default ^reference:
-#                        reference_data, the CPU cases reference.*, and
+#                        reference_data, reference_test, the CPU's
+#                        reference_cpu_{bfloat16,float16} and
 #                        reference_cuda_{float32,float16,bfloat16})
 # Writes OUTDIR/check.log (everything printed) and OUTDIR/check.json (each
 # step's name, rc, seconds; the GPU's name; the measurements), rewritten
@@ -65,7 +71,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 t_start=$(date +%s)
 
-usage() { sed -n '2,62p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,68p' "$0" | sed 's/^# \{0,1\}//'; }
 configure_only=0
 torch_wheel=""
 prefix=/tmp/encoder-prefix
@@ -592,7 +598,8 @@ do_verify_prefix() {
   [ "$strict" = 1 ]
 }
 
-build_targets=(encoder-server encoder-client encoder-bench-forward reference_test)
+# shellcheck disable=SC2206
+build_targets=(${CHECK_BUILD_TARGETS:-encoder-server encoder-client encoder-bench-forward encoder-bench-echo reference_test})
 do_build() {
   local limit=$(( $(remaining) - 150 ))
   [ "$limit" -lt 180 ] && limit=180
@@ -609,12 +616,33 @@ do_build() {
 do_parity() {
   local rc log_file="$out/parity.log"
   [ -x "$build/tests/reference/reference_test" ] || { note "no tests/reference/reference_test"; return 1; }
-  (cd "$build" && run 240 ctest -R "${CHECK_PARITY_REGEX:-^reference}" -j 8 --timeout 200 --output-on-failure) > "$log_file" 2>&1
+  (cd "$build" && run 240 ctest -R "${CHECK_PARITY_REGEX:-^reference}" -j 8 --timeout 200 -V) > "$log_file" 2>&1
   rc=$?
-  grep -E 'Test +#|tests passed|tests failed|Failed|\*\*\*' "$log_file" | grep -vE 'reference\.[A-Za-z]+.*Passed' | tail -n 40
+  grep -E 'Test +#|tests passed|tests failed|\*\*\*Failed' "$log_file" | tail -n 40
+  # Per test: the worst relative error of any case, and in float16 /
+  # bfloat16 the largest ratio to PyTorch's own error (the bound's basis).
+  "$json_python" - "$log_file" <<'EOF'
+import re, sys
+names, worst, ratio = {}, {}, {}
+for line in open(sys.argv[1], errors="replace"):
+    m = re.search(r"Test +#(\d+): (\S+)", line)
+    if m:
+        names[m.group(1)] = m.group(2)
+    m = re.match(r"(\d+): \[reference\] .*worst relative error (\S+)", line)
+    if m:
+        worst[m.group(1)] = max(worst.get(m.group(1), 0.0), float(m.group(2)))
+        r = re.search(r"ratio (\S+),", line)
+        if r:
+            ratio[m.group(1)] = max(ratio.get(m.group(1), 0.0), float(r.group(1)))
+for k in sorted(worst, key=int):
+    print("   %-26s worst relative error %.3g%s" % (
+        names.get(k, "test " + k), worst[k],
+        ", at most %.2fx PyTorch's own" % ratio[k] if k in ratio else ""))
+EOF
   metric parity_tests "$(grep -cE 'Test +#[0-9]+: ' "$log_file")"
   metric parity_failed "$(grep -cE 'Test +#[0-9]+: .*(Failed|\*\*\*)' "$log_file")"
   metric parity_cuda_tests "$(grep -cE 'Test +#[0-9]+: reference_cuda_.*Passed' "$log_file")"
+  metric parity_cpu_reduced_tests "$(grep -cE 'Test +#[0-9]+: reference_cpu_.*Passed' "$log_file")"
   local dt
   [ "$device" = cuda ] || return $rc
   for dt in float32 float16 bfloat16; do
@@ -823,6 +851,45 @@ do_matmul_rate() {
     --dtype bfloat16 --json "$out/matmul_bf16.json"
 }
 
+# The per-request path (tests/bench/request_path_bench.py): a model of one
+# layer of width 32 at 32 callers, one token per request, so that the GPU
+# does next to nothing: requests/s, the server's CPU microseconds per
+# request and its busiest threads; on the GPU with 1, 2 and 4 batches of
+# the model running at once (--executions-per-model), then on the CPU;
+# and gRPC's own echo server under the same load (encoder-bench-echo), the
+# transport's ceiling on this host.
+do_request_path() {
+  local variants=()
+  if [ "$device" = cuda ]; then
+    variants=(--variant cuda=ENCODER_DEVICE=cuda
+      --variant cuda_x2=ENCODER_DEVICE=cuda,ENCODER_EXECUTIONS_PER_MODEL=2
+      --variant cuda_x4=ENCODER_DEVICE=cuda,ENCODER_EXECUTIONS_PER_MODEL=4
+      --variant cpu=ENCODER_DEVICE=cpu)
+  else
+    variants=(--variant cpu=ENCODER_DEVICE=cpu
+      --variant cpu_x1=ENCODER_DEVICE=cpu,ENCODER_EXECUTIONS_PER_MODEL=1)
+  fi
+  run 150 "$python" "$repo/tests/bench/request_path_bench.py" --build "$build" \
+    --rounds 1 --seconds "${CHECK_REQUEST_PATH_SECONDS:-3}" "${variants[@]}" --echo \
+    --json "$out/request_path.json" || return 1
+  local line
+  while IFS= read -r line; do
+    metric "${line%%=*}" "${line#*=}"
+  done < <("$json_python" - "$out/request_path.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for v in d["variants"]:
+    n = "request_path_" + v["name"]
+    print("%s_requests_per_s=%.0f" % (n, v["requests/s"]))
+    print("%s_server_cpu_us_per_request=%.1f" % (n, v["server CPU us/request"]))
+    print("%s_p99_ms=%.2f" % (n, v["p99 ms"]))
+    print("%s_busiest_threads=%s" % (n, ", ".join(
+        "%s %.0f%%" % (t["name"], t["percent_of_core"])
+        for t in v["busiest_threads"][:4])))
+EOF
+)
+}
+
 # ------------------------------------------------------------------- main
 if [ "$configure_only" = 1 ]; then mode=configure-only; else mode=gpu; fi
 json_python="$(command -v python3 || command -v "$python")"
@@ -852,6 +919,7 @@ if [ "$configure_only" = 0 ]; then
   step e2e_stop 0 do_e2e_stop
   step oom 30 do_oom
   step matmul_rate 20 do_matmul_rate
+  step request_path 40 do_request_path
 
   case "${CHECK_BENCH:-reduced}" in
     full) lengths_default="16 128 512" ;;

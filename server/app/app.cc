@@ -312,6 +312,11 @@ absl::Status ConfigureCompute(Process& p) {
                                " usable cores; --share-intra-op-threads=auto "
                                "shares with 2 or 3)");
   }
+  if (!p.device.is_cuda()) {
+    share = absl::StrCat(share, "; ",
+                         encoder::runner::SetOneThreadBelowFlops(
+                             flags.one_thread_below_mflop * 1e6));
+  }
   const encoder::runner::IdleTrimOptions trim_options = flags.trim;
   p.trimmer = encoder::runner::IdleMallocTrimmer::Start(trim_options);
   spdlog::info("{}", p.trimmer

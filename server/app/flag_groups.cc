@@ -57,10 +57,10 @@ const GroupList& Groups() {
         "tokenization-workers", "uds-path", "disable-spans", "prometheus-port",
         "otlp-endpoint", "otlp-service-name", "cors-allow-origin", "dense-path",
         // threads and memory
-        "share-intra-op-threads", "blas-threads", "cpu-buffer-cache-bytes",
-        "malloc-trim-idle", "batch-memory-budget-bytes",
-        "grpc-memory-quota-bytes", "max-unread-response-bytes",
-        "max-unread-response-bytes-per-connection",
+        "share-intra-op-threads", "one-thread-below-mflop", "blas-threads",
+        "cpu-buffer-cache-bytes", "malloc-trim-idle",
+        "batch-memory-budget-bytes", "grpc-memory-quota-bytes",
+        "max-unread-response-bytes", "max-unread-response-bytes-per-connection",
         // batching
         "max-batch-time", "fair-share", "skip-padding-min-share",
         "batch-profile-time", "max-chunks-per-input",

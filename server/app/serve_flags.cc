@@ -346,6 +346,14 @@ void DefineComputeFlags(CLI::App& app, ServeFlags& f) {
           "", ""))
       ->check(CLI::IsMember({"auto", "true", "false"}))
       ->capture_default_str();
+  app.add_option("--one-thread-below-mflop", f.one_thread_below_mflop,
+                 "a CPU batch of fewer million floating-point operations "
+                 "than this (estimated from the model's shape and the "
+                 "batch's tokens) runs on one thread: waking the intra-op "
+                 "threads for it, and their spinning after it, cost more "
+                 "than they save; 0: every batch uses its intra-op threads")
+      ->check(CLI::Range(0.0, 1e9))
+      ->capture_default_str();
   app.add_option("--blas-threads", f.blas_threads,
                  "OpenBLAS's thread pool when LibTorch uses OpenBLAS; 0: "
                  "every usable core (CPU affinity and the cgroup's CPU "

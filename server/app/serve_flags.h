@@ -23,6 +23,7 @@
 #include "server/runner/cpu_buffer_cache.h"
 #include "server/runner/idle_trim.h"
 #include "server/runner/model_host.h"
+#include "server/runner/thread_policy.h"
 #include "server/service/server.h"
 
 namespace encoder {
@@ -85,6 +86,8 @@ struct ServeFlags {
   // ShareIntraOpByDefault).
   std::string share_intra_op = "auto";
   int blas_threads = 0;  // 0: every usable core (thread_policy.h)
+  // runner::SetOneThreadBelowFlops, in millions; 0: off.
+  double one_thread_below_mflop = runner::kDefaultOneThreadBelowMflop;
   // 0: runner::DefaultExecutionsPerModel.
   int executions_per_model = 0;
   int64_t cpu_buffer_cache_bytes = runner::kDefaultCpuBufferCacheBytes;

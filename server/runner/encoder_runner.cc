@@ -88,8 +88,16 @@ absl::Status EncoderRunner::RunEmbed(
     std::optional<c10::cuda::CUDAStreamGuard> guard;
     if (device_state_->stream) guard.emplace(*device_state_->stream);
 #endif
-    // Batches running side by side split the intra-op and OpenBLAS threads.
-    const ThreadShare share(/*counts=*/!model_->device().is_cuda());
+    // Batches running side by side split the intra-op and OpenBLAS threads;
+    // a small one runs on one thread.
+    int64_t work = 0;
+    for (const api::EmbedSpec* spec : batch) {
+      work = batching::AddSaturating(
+          work,
+          Compute(*spec).At(static_cast<int64_t>(spec->token_ids.size())));
+    }
+    const ThreadShare share(/*counts=*/!model_->device().is_cuda(),
+                            static_cast<double>(work));
     status = share.Run([&] { return RunImpl(batch, results, context); });
   } catch (const c10::Error& e) {
     status = model::StatusFromTorchError(

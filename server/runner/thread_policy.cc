@@ -76,6 +76,8 @@ struct BlasPool {
   // The intra-op share (EnableIntraOpShare): the cores divided, 0 when off,
   // and the OpenMP and MKL calls that set the calling thread's count.
   int intra_cores = 0;
+  // SetOneThreadBelowFlops: passes with less arithmetic run on one thread.
+  double one_thread_below_flops = 0;
   SetThreads omp_set = nullptr;
   GetThreads omp_get = nullptr;
   SetLocalThreads mkl_local = nullptr;
@@ -259,7 +261,7 @@ int DefaultIntraOpThreads(const UsableCores& cores, int executions) {
   return std::max(1, cores.cores / std::max(1, executions));
 }
 
-ThreadShare::ThreadShare(bool counts) : counts_(counts) {
+ThreadShare::ThreadShare(bool counts, double flops) : counts_(counts) {
   if (!counts_) return;
   BlasPool& pool = Pool();
   int intra = 0;
@@ -267,7 +269,10 @@ ThreadShare::ThreadShare(bool counts) : counts_(counts) {
     std::lock_guard<std::mutex> lock(pool.mu);
     ++pool.running;
     pool.ShareLocked();
-    if (pool.intra_cores > 1) {
+    if (flops >= 0 && flops < pool.one_thread_below_flops) {
+      one_thread_ = true;
+      intra = 1;
+    } else if (pool.intra_cores > 1) {
       intra = ShareOf(pool.intra_cores, pool.running);
       // Every core: the pass runs on the wide thread (Run).
       if (intra == pool.intra_cores) wide_threads_ = intra;
@@ -295,22 +300,47 @@ absl::Status ThreadShare::Run(absl::FunctionRef<absl::Status()> fn) const {
   return WideLane::Get().Run(wide_threads_, fn);
 }
 
-std::string EnableIntraOpShare(int cores) {
-  BlasPool& pool = Pool();
-  std::lock_guard<std::mutex> lock(pool.mu);
-  pool.intra_cores = 0;
+// Finds the calls that set the calling thread's OpenMP and MKL counts;
+// false without an OpenMP runtime. Looked up at run time, as OpenBLAS's:
+// the OpenMP runtime and MKL are the ones LibTorch loaded. MKL's C entry
+// point is the mixed-case name (mkl_service.h maps mkl_set_num_threads_local
+// onto it); the lowercase symbol is the Fortran one, which takes a pointer.
+bool LookUpOpenMpLocked(BlasPool& pool) {
 #if AT_PARALLEL_OPENMP
-  // Looked up at run time, as OpenBLAS's: the OpenMP runtime and MKL are
-  // the ones LibTorch loaded. MKL's C entry point is the mixed-case name
-  // (mkl_service.h maps mkl_set_num_threads_local onto it); the lowercase
-  // symbol is the Fortran one, which takes a pointer.
   pool.omp_set =
       reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
   pool.omp_get =
       reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
   pool.mkl_local = reinterpret_cast<SetLocalThreads>(
       dlsym(RTLD_DEFAULT, "MKL_Set_Num_Threads_Local"));
-  if (pool.omp_set == nullptr || pool.omp_get == nullptr) {
+  return pool.omp_set != nullptr && pool.omp_get != nullptr;
+#else
+  (void)pool;
+  return false;
+#endif
+}
+
+std::string SetOneThreadBelowFlops(double flops) {
+  BlasPool& pool = Pool();
+  std::lock_guard<std::mutex> lock(pool.mu);
+  pool.one_thread_below_flops = 0;
+  if (flops <= 0) return "every pass uses its intra-op threads";
+  if (!LookUpOpenMpLocked(pool)) {
+    return "every pass uses its intra-op threads (LibTorch's pool is not "
+           "OpenMP)";
+  }
+  pool.one_thread_below_flops = flops;
+  return absl::StrFormat(
+      "a pass of under %.3g million multiply-adds runs on one thread",
+      flops / 2e6);
+}
+
+std::string EnableIntraOpShare(int cores) {
+  BlasPool& pool = Pool();
+  std::lock_guard<std::mutex> lock(pool.mu);
+  pool.intra_cores = 0;
+#if AT_PARALLEL_OPENMP
+  if (!LookUpOpenMpLocked(pool)) {
     return "intra-op threads fixed (no OpenMP runtime found)";
   }
   if (cores <= 1) return "intra-op threads fixed (one usable core)";

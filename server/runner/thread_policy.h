@@ -37,6 +37,15 @@ std::string ApplyThreadPolicy(int intra_op_threads, int blas_threads);
 
 // The most batches of one model that run at once by default on a CPU.
 inline constexpr int kMaxDefaultExecutions = 2;
+
+// --one-thread-below-mflop's default: a CPU pass of fewer than this many
+// million floating-point operations (BatchItem::compute's estimate) runs
+// on one thread. Measured on AMD EPYC Zen 4 (encoder-bench-forward, batch
+// 1, one thread against two): under about 3 MFLOP two threads gained at
+// most 1.13x back to back and lost up to 0.68x with 200 us between passes;
+// from about 6 MFLOP they gained 1.03-1.64x. All-MiniLM-L6-v2 does 21 per
+// token, so only models far smaller than it are affected.
+inline constexpr double kDefaultOneThreadBelowMflop = 4;
 // --executions-per-model when it is 0: on a GPU 1 (the model's batches share
 // one stream); on a CPU the usable cores, at most kMaxDefaultExecutions.
 int DefaultExecutionsPerModel(bool cuda, const UsableCores& cores);
@@ -84,9 +93,14 @@ void RunOnTransientThread(absl::FunctionRef<void()> fn);
 // nothing where the pools are not OpenBLAS or OpenMP, or not configured,
 // and for a pass that does not count (`counts` false: a GPU model's, whose
 // work runs on the device). Thread-safe.
+//
+// A pass whose arithmetic (`flops`, estimated by the caller; negative:
+// unknown) is below SetOneThreadBelowFlops's threshold runs here on one
+// thread (`one_thread()`): waking the intra-op threads for it, and their
+// spinning after it, cost more than they save. It still counts as running.
 class ThreadShare {
  public:
-  explicit ThreadShare(bool counts = true);
+  explicit ThreadShare(bool counts = true, double flops = -1);
   ~ThreadShare();
   ThreadShare(const ThreadShare&) = delete;
   ThreadShare& operator=(const ThreadShare&) = delete;
@@ -96,6 +110,8 @@ class ThreadShare {
   absl::Status Run(absl::FunctionRef<absl::Status()> fn) const;
   // Whether Run hands the work to the wide thread.
   bool wide() const { return wide_threads_ > 0; }
+  // Whether the pass runs here on one thread for its small arithmetic.
+  bool one_thread() const { return one_thread_; }
 
   // OpenBLAS's threads per product now (0: not OpenBLAS), and the passes
   // counted (tests and the log).
@@ -105,6 +121,7 @@ class ThreadShare {
  private:
   const bool counts_;
   int wide_threads_ = 0;  // the wide thread's count for this pass; 0: here
+  bool one_thread_ = false;
   int previous_omp_ = 0;  // the thread's OpenMP count before; 0: unchanged
   int previous_mkl_ = 0;  // MKL's thread-local count before
 };
@@ -126,6 +143,11 @@ bool ShareIntraOpByDefault(const UsableCores& cores);
 // OpenMP threads beside it would only contend for the cores; call it after
 // ApplyThreadPolicy, which finds OpenBLAS. `cores` <= 1 turns it off.
 std::string EnableIntraOpShare(int cores);
+
+// Passes (ThreadShare) with less estimated arithmetic than `flops` run on
+// one thread; 0 turns it off. Needs LibTorch on OpenMP. Returns what it
+// did, for the log.
+std::string SetOneThreadBelowFlops(double flops);
 // The intra-op threads a pass starting now on this thread would get (0:
 // the share is off); for tests.
 int IntraOpShareCores();

@@ -421,6 +421,18 @@ TEST(ServeFlags, ShareIntraOpThreadsIsAutoTrueOrFalse) {
   EXPECT_THROW(Parse({"--share-intra-op-threads=yes"}), CLI::ValidationError);
 }
 
+// --one-thread-below-mflop: the measured default, any non-negative number
+// (0: off), nothing negative.
+TEST(ServeFlags, OneThreadBelowMflopIsANonNegativeNumber) {
+  EXPECT_EQ(Parse({}).one_thread_below_mflop,
+            runner::kDefaultOneThreadBelowMflop);
+  EXPECT_EQ(Parse({"--one-thread-below-mflop=0"}).one_thread_below_mflop, 0);
+  EXPECT_EQ(Parse({"--one-thread-below-mflop=12.5"}).one_thread_below_mflop,
+            12.5);
+  EXPECT_THROW(Parse({"--one-thread-below-mflop=-1"}), CLI::ValidationError);
+  EXPECT_THROW(Parse({"--one-thread-below-mflop=many"}), CLI::ParseError);
+}
+
 TEST(ServeFlags, OutOfRangeValuesAreRefused) {
   EXPECT_THROW(Parse({"--max-queue-delay=-1us"}), CLI::ValidationError);
   EXPECT_THROW(Parse({"--max-queue-delay-us=-1"}), CLI::ValidationError);

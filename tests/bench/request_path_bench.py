@@ -16,8 +16,18 @@ Prints lscpu's model name, then per variant the medians over rounds:
 requests/s, p50 / p99, server CPU microseconds per request, the busiest
 threads (percent of one core), and the ratio to the baseline.
 
+--echo measures the transport's own ceiling the same way, round by round
+beside the variants: encoder-bench-echo, gRPC's callback API answering one
+unary method with its request (--payload-bytes each way), under the same
+load shape (one thread per caller, blocking unary calls, one channel).
+Each variant is then also given as a ratio to it. --server-cpus and
+--client-cpus pin the two sides with taskset (e.g. 0 and 1: the server on
+one core, the client on the other).
+
 Usage: request_path_bench.py --build build
            [--variant spin3000=GOMP_SPINCOUNT=3000] [--rounds 3]
+           [--echo] [--server-cpus 0] [--client-cpus 1]
+           [--json FILE]   (the medians and busiest threads per variant)
 """
 import argparse
 import json
@@ -79,36 +89,57 @@ def busiest_threads(pid, seconds):
     return sorted(rows, reverse=True)
 
 
-def start(build, model_args, env):
+def pinned(cpus):
+    """The taskset prefix that pins a command to `cpus` ("" : none)."""
+    return ["taskset", "-c", cpus] if cpus else []
+
+
+def start(a, command, env):
+    """Starts `command` (a server taking --ready-file) on --server-cpus;
+    returns (process, gRPC port)."""
     tmp = tempfile.mkdtemp(prefix="request-path-")
     ready = os.path.join(tmp, "ready.json")
     log = open(os.path.join(tmp, "server.log"), "w")
     proc = subprocess.Popen(
-        [os.path.join(build, "encoder-server"), "--listen=127.0.0.1:0",
-         "--http-listen=off", "--ready-file=" + ready, "--log-level=warn"] +
-        model_args, stdout=log, stderr=subprocess.STDOUT,
-        env={**os.environ, **env})
-    return proc, run_bench.wait_ready(proc, ready, log.name, "server")
+        pinned(a.server_cpus) + command + ["--ready-file=" + ready],
+        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env})
+    return proc, run_bench.wait_ready(proc, ready, log.name, command[0])
 
 
-def one_run(a, model_args, model, env):
-    proc, port = start(a.build, model_args, env)
+def echo_bench(a, port, seconds):
+    """encoder-bench-echo bench's report (encoder-client bench's fields)."""
+    out = subprocess.run(
+        pinned(a.client_cpus) +
+        [os.path.join(a.build, "encoder-bench-echo"), "bench",
+         "--target", "127.0.0.1:%d" % port,
+         "--concurrency", str(a.concurrency), "--duration-s", str(seconds),
+         "--payload-bytes", str(a.payload_bytes),
+         "--warmup-requests", str(2 * a.concurrency)],
+        check=True, capture_output=True, text=True, timeout=seconds + 120)
+    return json.loads(out.stdout)
+
+
+def one_run(a, server, env):
+    """One measured run of `server` ({"command": [...], "bench":
+    f(port, seconds) -> report}) started with `env`."""
+    proc, port = start(a, server["command"], env)
     try:
         # Warm: the first batches of each size.
-        run_bench.client_bench(a.build, port, model, a.concurrency,
-                               a.length, 1)
+        server["bench"](port, 1)
         threads = {}
         sampler = threading.Timer(
             a.seconds / 4, lambda: threads.update(
                 rows=busiest_threads(proc.pid, a.seconds / 2)))
         ticks0 = process_ticks(proc.pid)
         sampler.start()
-        report = run_bench.client_bench(a.build, port, model, a.concurrency,
-                                        a.length, a.seconds)
+        report = server["bench"](port, a.seconds)
         sampler.join()
         spent = (process_ticks(proc.pid) - ticks0) / TICK
     finally:
         run_bench.stop_server(proc)
+    if report.get("failed_requests"):
+        sys.exit("%d requests failed: %s" % (report["failed_requests"],
+                                             json.dumps(report)[:400]))
     # The client's warm-up requests (2 x concurrency) count in the CPU.
     requests = report["requests"] + 2 * a.concurrency
     return {"requests/s": report["throughput"]["requests_per_s"],
@@ -141,6 +172,16 @@ def main():
     p.add_argument("--length", type=int, default=1)
     p.add_argument("--seconds", type=float, default=5)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--echo", action="store_true",
+                   help="measure encoder-bench-echo too, the transport's "
+                   "ceiling, and give each variant as a ratio to it")
+    p.add_argument("--payload-bytes", type=int, default=64,
+                   help="the echo's request and reply size")
+    p.add_argument("--server-cpus", default="",
+                   help="taskset -c list for the server (and the echo)")
+    p.add_argument("--client-cpus", default="",
+                   help="taskset -c list for the load client")
+    p.add_argument("--json", help="write the medians per variant here")
     a = p.parse_args()
     variants = [parse_variant(v) for v in a.variant]
     if not variants or variants[0][1]:
@@ -153,31 +194,64 @@ def main():
         with open(path, "w") as f:
             json.dump(TINY, f)
         model_args, model = ["--models", path], "tiny"
-    print("CPU: %s, %d cores; %s, %d callers, %d token(s), %g s x %d rounds"
+
+    def encoder_bench(port, seconds):
+        return run_bench.client_bench(
+            a.build, port, model, a.concurrency, a.length, seconds,
+            prefix=pinned(a.client_cpus))
+    ours = {"command": [os.path.join(a.build, "encoder-server"),
+                        "--listen=127.0.0.1:0", "--http-listen=off",
+                        "--log-level=warn"] + model_args,
+            "bench": encoder_bench}
+    echo = {"command": [os.path.join(a.build, "encoder-bench-echo"), "serve",
+                        "--listen=127.0.0.1:0"],
+            "bench": lambda port, seconds: echo_bench(a, port, seconds)}
+    print("CPU: %s, %d cores; %s, %d callers, %d token(s), %g s x %d rounds;"
+          " server on CPUs %s, client on %s"
           % (cpu_model(), os.cpu_count(), model, a.concurrency, a.length,
-             a.seconds, a.rounds), flush=True)
+             a.seconds, a.rounds, a.server_cpus or "any",
+             a.client_cpus or "any"), flush=True)
+    servers = {name: ours for name, _ in variants}
+    if a.echo:
+        variants.append(("grpc-echo", {}))
+        servers["grpc-echo"] = echo
     runs = {name: [] for name, _ in variants}
     for r in range(a.rounds):
         for name, env in variants:
-            runs[name].append(one_run(a, model_args, model, env))
+            runs[name].append(one_run(a, servers[name], env))
             m = runs[name][-1]
             print("round %d %-12s %8.0f req/s  %6.1f us/request" %
                   (r + 1, name, m["requests/s"],
                    m["server CPU us/request"]), flush=True)
     base = None
+    summary = {"cpu": cpu_model(), "cores": os.cpu_count(), "model": model,
+               "concurrency": a.concurrency, "length": a.length,
+               "seconds": a.seconds, "rounds": a.rounds,
+               "server_cpus": a.server_cpus, "client_cpus": a.client_cpus,
+               "variants": []}
+    keys = ("requests/s", "p50 ms", "p99 ms", "server CPU us/request")
+    medians = {name: {k: run_bench.median([m[k] for m in runs[name]])
+                      for k in keys} for name, _ in variants}
     for name, env in variants:
-        med = {k: run_bench.median([m[k] for m in runs[name]])
-               for k in ("requests/s", "p50 ms", "p99 ms",
-                         "server CPU us/request")}
+        med = medians[name]
         base = base or med
         print("\n%s %s" % (name, " ".join("%s=%s" % kv for kv in
                                           env.items()) or "(as started)"))
         for k, v in med.items():
-            print("  %-22s %10.2f  (%.2fx %s)" % (k, v, v / base[k],
-                                                    variants[0][0]))
+            ceiling = ("" if not a.echo or name == "grpc-echo" else
+                       ", %.2fx grpc-echo" % (v / medians["grpc-echo"][k]))
+            print("  %-22s %10.2f  (%.2fx %s%s)" % (
+                k, v, v / base[k], variants[0][0], ceiling))
         last = runs[name][-1]["threads"][:6]
         print("  busiest threads (last round, % of a core): " +
               ", ".join("%s %.0f%%" % (n, c) for c, n in last))
+        summary["variants"].append(
+            {"name": name, "env": env, **med,
+             "busiest_threads": [{"name": n, "percent_of_core": round(c, 1)}
+                                 for c, n in last]})
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(summary, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -54,14 +54,15 @@ def stop_server(proc):
 
 
 def client_bench(build, port, model, concurrency, length, duration,
-                 extra=()):
-    """encoder-client bench's JSON report; `extra`: more bench flags.
+                 extra=(), prefix=()):
+    """encoder-client bench's JSON report; `extra`: more bench flags;
+    `prefix`: a command the client runs under (taskset -c 1).
     `length`: tokens per input, or "MIN-MAX" for lengths drawn uniformly."""
     lo, _, hi = str(length).partition("-")
     lengths = (["--min-length", lo, "--max-length", hi] if hi
                else ["--length", lo])
     out = subprocess.run(
-        [os.path.join(build, "encoder-client"), "bench",
+        [*prefix, os.path.join(build, "encoder-client"), "bench",
          "--target", "127.0.0.1:%d" % port, "--model", model,
          "--concurrency", str(concurrency), *lengths,
          "--duration-s", str(duration), "--warmup-requests",

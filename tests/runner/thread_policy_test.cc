@@ -328,6 +328,56 @@ TEST(ThreadShare, PassesSplitTheIntraOpThreads) {
   EXPECT_EQ(IntraOpShareCores(), 0);
 }
 
+// A pass with less arithmetic than the threshold runs here on one thread,
+// shared or fixed, and counts as running; a larger one, or one of unknown
+// size, takes its threads as before; at 0 the threshold is off.
+TEST(ThreadShare, SmallPassesRunOnOneThread) {
+  ApplyThreadPolicy(1, 0);
+  const std::string enabled = EnableIntraOpShare(2);
+  if (IntraOpShareCores() == 0) GTEST_SKIP() << enabled;
+  const std::string set = SetOneThreadBelowFlops(1e6);
+  EXPECT_NE(set.find("one thread"), std::string::npos) << set;
+  {
+    ThreadShare small(/*counts=*/true, /*flops=*/5e5);
+    EXPECT_TRUE(small.one_thread());
+    EXPECT_FALSE(small.wide());
+    EXPECT_EQ(ThreadShare::running(), 1);
+    const Seen here = RunAndSee(small);
+    EXPECT_EQ(here.threads, 1);
+    EXPECT_EQ(here.on, std::this_thread::get_id());
+  }
+  for (const double flops : {2e6, -1.0}) {
+    ThreadShare large(/*counts=*/true, flops);
+    EXPECT_FALSE(large.one_thread()) << flops;
+    ASSERT_TRUE(large.wide()) << flops;
+    EXPECT_EQ(RunAndSee(large).threads, 2) << flops;
+  }
+  // Fixed intra-op threads: the small pass sets one here and gives the
+  // thread its count back.
+  EnableIntraOpShare(0);
+  ApplyThreadPolicy(2, 0);
+  ASSERT_EQ(at::get_num_threads(), 2);
+  {
+    ThreadShare small(/*counts=*/true, /*flops=*/5e5);
+    EXPECT_TRUE(small.one_thread());
+    EXPECT_EQ(at::get_num_threads(), 1);
+  }
+  EXPECT_EQ(at::get_num_threads(), 2);
+  {
+    ThreadShare large(/*counts=*/true, /*flops=*/2e6);
+    EXPECT_FALSE(large.one_thread());
+    EXPECT_EQ(at::get_num_threads(), 2);
+  }
+  SetOneThreadBelowFlops(0);
+  {
+    ThreadShare small(/*counts=*/true, /*flops=*/5e5);
+    EXPECT_FALSE(small.one_thread());
+    EXPECT_EQ(at::get_num_threads(), 2);
+  }
+  ApplyThreadPolicy(1, 0);
+  EXPECT_EQ(ThreadShare::running(), 0);
+}
+
 // What a pass run on the wide thread returns or throws reaches its caller,
 // and passes from many threads, one wide at a time, each get their own
 // result.
