@@ -330,9 +330,8 @@ std::string SetOneThreadBelowFlops(double flops) {
            "OpenMP)";
   }
   pool.one_thread_below_flops = flops;
-  return absl::StrFormat(
-      "a pass of under %.3g million multiply-adds runs on one thread",
-      flops / 2e6);
+  return absl::StrFormat("a pass of under %g MFLOP runs on one thread",
+                         flops / 1e6);
 }
 
 std::string EnableIntraOpShare(int cores) {

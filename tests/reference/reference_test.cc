@@ -43,7 +43,7 @@ struct Target {
   at::Device device = at::kCPU;
   at::ScalarType dtype = at::kFloat;
   std::string dtype_name = "float32";
-  double tolerance = 1e-5;  // float32; reduced: see ReducedBound
+  double tolerance = 1e-5;  // float32; reduced: see ReadReducedBound
   std::string error;        // a bad environment, reported by every test
 };
 
@@ -142,17 +142,29 @@ std::vector<int64_t> AllLayers(const ModelConfig& config) {
   return layers;
 }
 
+// The manifest's case entries (make_reference.py); a test failure and an
+// empty array when it cannot be read or lacks them.
+nlohmann::json ManifestCases(const std::string& dir) {
+  std::string text;
+  if (!ReadFile(dir + "/manifest.json", &text)) {
+    ADD_FAILURE() << "cannot read " << dir << "/manifest.json";
+    return nlohmann::json::array();
+  }
+  nlohmann::json manifest = nlohmann::json::parse(text, nullptr, false);
+  if (!manifest.is_object() || !manifest.contains("cases") ||
+      !manifest["cases"].is_array()) {
+    ADD_FAILURE() << dir << "/manifest.json is not an object with cases";
+    return nlohmann::json::array();
+  }
+  return std::move(manifest["cases"]);
+}
+
 TEST(ReferenceManifest, ListsExactlyTheseCases) {
   const std::string dir = ReferenceDir();
   ASSERT_FALSE(dir.empty()) << "ENCODER_REFERENCE_DIR is not set";
-  std::string text;
-  ASSERT_TRUE(ReadFile(dir + "/manifest.json", &text))
-      << "cannot read " << dir << "/manifest.json";
-  const nlohmann::json manifest = nlohmann::json::parse(text, nullptr, false);
-  ASSERT_TRUE(manifest.is_object()) << "manifest.json is not a JSON object";
-  ASSERT_TRUE(manifest.contains("cases") && manifest["cases"].is_array());
+  const nlohmann::json cases = ManifestCases(dir);
   std::vector<std::string> listed;
-  for (const auto& entry : manifest["cases"]) {
+  for (const auto& entry : cases) {
     listed.push_back(entry.at("name").get<std::string>());
   }
   const std::vector<std::string> expected(std::begin(kCases), std::end(kCases));
@@ -195,13 +207,9 @@ class ReferenceTest : public ::testing::TestWithParam<const char*> {
   // The bound in float16 / bfloat16: kReducedMultiple times PyTorch's own
   // error in that dtype, from the manifest's entry of this case.
   void ReadReducedBound(const std::string& dir) {
-    std::string text;
-    ASSERT_TRUE(ReadFile(dir + "/manifest.json", &text));
-    const nlohmann::json manifest = nlohmann::json::parse(text, nullptr, false);
-    ASSERT_TRUE(manifest.is_object() && manifest.contains("cases"));
-    for (const auto& entry : manifest["cases"]) {
+    for (const auto& entry : ManifestCases(dir)) {
       if (entry.value("name", "") != GetParam()) continue;
-      const nlohmann::json& torch_error =
+      const nlohmann::json torch_error =
           entry.value("torch_relative_error", nlohmann::json::object());
       ASSERT_TRUE(torch_error.contains(GetTarget().dtype_name))
           << GetParam() << ": the manifest has no torch_relative_error."
