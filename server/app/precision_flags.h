@@ -32,7 +32,9 @@ void DefinePrecisionFlags(CLI::App& app, PrecisionFlags& flags);
 // packed_max_rows, int8_float_channels, int8_row_outliers and
 // int8_attention (--int8-attention=bfloat16 needs AVX-512 BF16).
 // --pack-weights=auto packs where the CPU makes oneDNN's packed product the
-// faster at every size (CpuFeatures::packed_float32_wins), and then every
+// faster at every size for a model's products (float32:
+// CpuFeatures::packed_float32_wins; bfloat16: packed_bfloat16_wins, and
+// bfloat16 only where it is native), and then every
 // product; --packed-max-rows -1 means every product (0) there and 256
 // elsewhere. On the CPU,
 // bfloat16 needs native bfloat16 (AVX-512 BF16 or AMX BF16) unless

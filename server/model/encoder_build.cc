@@ -501,9 +501,10 @@ absl::Status Encoder::QuantizeInt8(int64_t float_channels,
 }
 
 absl::Status Encoder::PrepackWeights(int64_t max_rows) {
-  if (!device_.is_cpu() || dtype_ != at::kFloat) {
+  if (!device_.is_cpu() || (dtype_ != at::kFloat && dtype_ != at::kBFloat16)) {
     return absl::FailedPreconditionError(
-        absl::StrCat("packed weights are for the CPU in float32, not ",
+        absl::StrCat("packed weights are for the CPU in float32 or bfloat16, "
+                     "not ",
                      device_.str(), " in ", c10::toString(dtype_)));
   }
   if (prepacked_) return absl::OkStatus();

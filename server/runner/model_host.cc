@@ -313,17 +313,24 @@ absl::StatusOr<std::unique_ptr<model::Encoder>> LoadPrecision(
   // Packed after int8 (which reads the plain weights), and before the
   // automatic choice times float32 against its candidates (built afresh).
   auto pack = [&]() -> absl::Status {
-    if (!options.pack_weights || !cpu || dtype != at::kFloat ||
-        !model::PackedLinearSupported()) {
-      return absl::OkStatus();
+    if (!cpu || !model::PackedLinearSupported()) return absl::OkStatus();
+    if (dtype == at::kFloat && options.pack_weights) {
+      return encoder->PrepackWeights(options.packed_max_rows);
     }
-    return encoder->PrepackWeights(options.packed_max_rows);
+    if (dtype == at::kBFloat16 && options.pack_bfloat16) {
+      return encoder->PrepackWeights(options.packed_max_rows_bfloat16);
+    }
+    return absl::OkStatus();
   };
   if (options.auto_precision && cpu) {
     if (absl::Status s = pack(); !s.ok()) return named(s);
+    std::optional<int64_t> bf16_rows;
+    if (options.pack_bfloat16 && model::PackedLinearSupported()) {
+      bf16_rows = options.packed_max_rows_bfloat16;
+    }
     auto choice = ChoosePrecision(
         hosted->spec, std::move(encoder), options.int8_float_channels,
-        options.int8_row_outliers, options.int8_attention);
+        options.int8_row_outliers, options.int8_attention, bf16_rows);
     if (!choice.ok()) return named(choice.status());
     hosted->precision_trials = std::move(choice->trials);
     return std::move(choice->encoder);
@@ -382,8 +389,10 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Load(
     hosted->desc.linear_kernel = hosted->encoder->prepacked()
                                      ? api::LinearKernel::kPacked
                                      : api::LinearKernel::kPlain;
-    hosted->desc.packed_max_rows =
-        hosted->encoder->prepacked() ? options.packed_max_rows : 0;
+    hosted->desc.packed_max_rows = !hosted->encoder->prepacked() ? 0
+                                   : hosted->encoder->dtype() == at::kBFloat16
+                                       ? options.packed_max_rows_bfloat16
+                                       : options.packed_max_rows;
     if (options.warm_up) {
       // The warm-up and one 8 x 128-token batch run under the libraries'
       // traces: what they ran is the model's kernels in /info.

@@ -56,9 +56,14 @@ absl::StatusOr<double> TimeForward(const model::Encoder& enc,
 absl::StatusOr<std::unique_ptr<model::Encoder>> Build(
     const model::ModelSpec& spec, const std::string& precision,
     int64_t int8_float_channels, int64_t int8_row_outliers,
-    const std::string& int8_attention) {
+    const std::string& int8_attention,
+    std::optional<int64_t> pack_bfloat16_rows) {
   if (precision == "bfloat16") {
-    return model::LoadModel(spec, at::kCPU, at::kBFloat16);
+    ASSIGN_OR_RETURN(auto enc, model::LoadModel(spec, at::kCPU, at::kBFloat16));
+    if (pack_bfloat16_rows.has_value()) {
+      RETURN_IF_ERROR(enc->PrepackWeights(*pack_bfloat16_rows));
+    }
+    return enc;
   }
   ASSIGN_OR_RETURN(auto enc, model::LoadModel(spec, at::kCPU, at::kFloat));
   RETURN_IF_ERROR(enc->QuantizeInt8(int8_float_channels, int8_row_outliers));
@@ -83,7 +88,8 @@ std::string PrecisionName(const model::Encoder& encoder) {
 absl::StatusOr<PrecisionChoice> ChoosePrecision(
     const model::ModelSpec& spec, std::unique_ptr<model::Encoder> float32,
     int64_t int8_float_channels, int64_t int8_row_outliers,
-    const std::string& int8_attention) {
+    const std::string& int8_attention,
+    std::optional<int64_t> pack_bfloat16_rows) {
   c10::InferenceMode guard;
   const model::ModelConfig& c = float32->config();
   const int64_t length = std::min<int64_t>(128, c.max_length());
@@ -104,8 +110,9 @@ absl::StatusOr<PrecisionChoice> ChoosePrecision(
     candidates.push_back({"bfloat16", kBfloat16MinCosine});
   }
   for (const auto& [precision, min_cosine] : candidates) {
-    ASSIGN_OR_RETURN(auto enc, Build(spec, precision, int8_float_channels,
-                                     int8_row_outliers, int8_attention));
+    ASSIGN_OR_RETURN(
+        auto enc, Build(spec, precision, int8_float_channels, int8_row_outliers,
+                        int8_attention, pack_bfloat16_rows));
     ASSIGN_OR_RETURN(auto pooled, Pooled(*enc, gate));
     const at::Tensor cos = at::cosine_similarity(pooled, reference, 1);
     PrecisionTrial trial{precision, 0, 8, length};

@@ -7,6 +7,7 @@
 #define ENCODER_SERVER_RUNNER_PRECISION_CHOICE_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,11 +42,14 @@ struct PrecisionChoice {
 // int8 keeps `int8_float_channels` per projection and each token's
 // `int8_row_outliers` largest |x| in float32
 // (model::Encoder::QuantizeInt8), and runs its attention as
-// `int8_attention` says (model::Encoder::SetInt8Attention).
+// `int8_attention` says (model::Encoder::SetInt8Attention). The bfloat16
+// candidate packs its weights (model::Encoder::PrepackWeights) with
+// `pack_bfloat16_rows` as max_rows where given.
 absl::StatusOr<PrecisionChoice> ChoosePrecision(
     const model::ModelSpec& spec, std::unique_ptr<model::Encoder> float32,
     int64_t int8_float_channels = model::kDefaultInt8FloatChannels,
-    int64_t int8_row_outliers = 0, const std::string& int8_attention = "auto");
+    int64_t int8_row_outliers = 0, const std::string& int8_attention = "auto",
+    std::optional<int64_t> pack_bfloat16_rows = std::nullopt);
 
 // The precision an encoder runs in: "int8" when quantized, else its dtype.
 std::string PrecisionName(const model::Encoder& encoder);

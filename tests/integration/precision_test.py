@@ -213,6 +213,52 @@ class PrecisionTest(unittest.TestCase):
             self.assertIn(kernels["true"]["f"], ("packed", "plain"))
             self.assertEqual(kernels["true"]["q"], kernels["true"]["f"])
 
+    def test_bfloat16_models_are_packed_where_native(self):
+        """--dtype=bfloat16: --pack-weights=auto packs every product where
+        the CPU multiplies bfloat16 natively (/info says so), false leaves
+        them plain; the two give the same vector within bfloat16 rounding.
+        Emulated bfloat16 (--force-dtype) is never packed."""
+        client = load_client()
+        flags = kernel_cpu()[1]
+        native = "avx512_bf16" in flags or "amx_bf16" in flags
+        ids = list(range(5, 70))
+        with tempfile.TemporaryDirectory() as tmp:
+            pb2, pb2_grpc = client.load_stubs(tmp)
+            repo = write_repo(tmp)
+            got, kernels, rows = {}, {}, {}
+            for mode in ("auto", "false"):
+                server = ServerProcess(
+                    ARGS.server, directory=tmp,
+                    extra_args=["--models=" + repo, "--dtype=bfloat16",
+                                "--force-dtype", "--pack-weights=" + mode,
+                                "--http-listen=127.0.0.1:0"])
+                try:
+                    server.wait_ready(120)
+                    models = {m["name"]: m for m in
+                              http_info(server)["models"]}
+                    kernels[mode] = models["q"]["linear_kernel"]
+                    rows[mode] = models["q"]["packed_max_rows"]
+                    stub = pb2_grpc.EncoderServiceStub(
+                        grpc.insecure_channel(f"127.0.0.1:{server.port}"))
+                    r = stub.Embed(pb2.EmbedRequest(
+                        model="q", inputs=[pb2.Input(
+                            token_ids=pb2.TokenIds(ids=ids))]), timeout=30)
+                    got[mode] = client.decode_tensor(pb2, r.results[0].pooled)
+                finally:
+                    server.stop()
+            print(f"bfloat16 linear kernels: {kernels}, max rows {rows}")
+            self.assertEqual(kernels["false"], "plain")
+            self.assertEqual(kernels["auto"], "packed" if native else "plain")
+            if native:
+                self.assertEqual(rows["auto"], 0)  # every product
+
+            def cosine(a, b):
+                return sum(x * y for x, y in zip(a, b)) / (
+                    sum(x * x for x in a) * sum(y * y for y in b)) ** 0.5
+            c = cosine(got["auto"], got["false"])
+            print(f"bfloat16 pooled cosine, packed vs plain: {c:.7f}")
+            self.assertGreater(c, 0.999)
+
     def test_int8_attention_follows_the_flag(self):
         """--int8-attention: /info names the kernel, bfloat16 attention
         stays within rounding of float32 attention, and a CPU or head size

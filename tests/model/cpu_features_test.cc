@@ -106,6 +106,27 @@ TEST(CpuFeatures, CapIsaLowersToEachLevel) {
   EXPECT_EQ(unchanged.Joined(), all.Joined());
 }
 
+// Packing every float32 product wins wherever oneDNN runs AVX-512, whoever
+// made the CPU (measured on a Zen 4 EPYC and a Xeon with AMX), and is not
+// assumed below it (an AVX2 EPYC: the BLAS won above 256 rows), including
+// on a stronger CPU capped to AVX2.
+TEST(CpuFeatures, PackedFloat32WinsFollowsAvx512NotTheVendor) {
+  for (const char* vendor : {"AuthenticAMD", "GenuineIntel", "HygonGenuine"}) {
+    CpuFeatures avx512;
+    avx512.vendor = vendor;
+    avx512.avx2 = avx512.fma = avx512.avx512f = true;
+    EXPECT_TRUE(avx512.packed_float32_wins()) << vendor;
+    CpuFeatures capped = avx512;
+    capped.amx_bf16 = capped.amx_int8 = true;
+    ASSERT_TRUE(CapIsa("AVX2", &capped));
+    EXPECT_FALSE(capped.packed_float32_wins()) << vendor;
+    CpuFeatures avx2_only;
+    avx2_only.vendor = vendor;
+    avx2_only.avx2 = avx2_only.fma = true;
+    EXPECT_FALSE(avx2_only.packed_float32_wins()) << vendor;
+  }
+}
+
 // The model is CPUID's brand string, read now. The kernel's "model name" is
 // the same string read once at boot: they differ only on a virtual machine
 // resumed on another host, where CPUID tells the processor it runs on now

@@ -5,10 +5,12 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "server/model/encoder.h"
+#include "server/model/kernels/cpu_features.h"
 #include "server/model/kernels/int8_linear.h"
 
 namespace encoder::model {
@@ -59,6 +61,42 @@ TEST(PackedLinear, MatchesTheLayerForEveryInputShape) {
     EXPECT_LT(MaxRelative(without->Forward(x), Reference(x, w, at::Tensor())),
               1e-5)
         << x.sizes();
+  }
+}
+
+// bfloat16 weights and inputs: the product sums in float32 and rounds each
+// output once to bfloat16 (the activation, in the epilogue, before that
+// rounding). Against float64 from the same bfloat16 values, every element
+// is within one bfloat16 unit of its value (2^-8 of it; rounding alone
+// takes at most half) plus 2^-16 of the largest, for the float32 sums.
+TEST(PackedLinear, BFloat16RoundsEachOutputOnce) {
+  if (!PackedLinearSupported()) GTEST_SKIP() << "no packed oneDNN linear";
+  if (!DetectCpuFeatures().native_bf16()) {
+    GTEST_SKIP() << "no native bfloat16 on this CPU";
+  }
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(8);
+  const at::Tensor w = at::normal(0.0, 0.05, {96, 80}, gen).to(at::kBFloat16);
+  // A float32 bias is taken in the weight's type.
+  const at::Tensor b = at::normal(0.0, 0.1, {96}, gen).to(at::kBFloat16);
+  auto layer =
+      PackedLinear::Create(w, b.to(at::kFloat), PackedLinear::kEveryProduct);
+  ASSERT_TRUE(layer.ok()) << layer.status();
+  for (int64_t rows : {1, 7, 300}) {
+    const at::Tensor x = at::randn({rows, 80}, gen).to(at::kBFloat16);
+    const at::Tensor y = Reference(x, w, b);
+    const at::Tensor gelu = y * 0.5 * (1 + at::erf(y / std::sqrt(2.0)));
+    for (const auto& [got, want, name] :
+         {std::tuple(layer->Forward(x), y, "none"),
+          std::tuple(layer->Forward(x, Activation::kGelu), gelu, "gelu")}) {
+      EXPECT_EQ(got.scalar_type(), at::kBFloat16) << name;
+      ASSERT_EQ(got.sizes(), want.sizes()) << name;
+      const at::Tensor bound = want.abs() * std::ldexp(1.0, -8) +
+                               want.abs().max() * std::ldexp(1.0, -16);
+      const at::Tensor over = (got.to(at::kDouble) - want).abs() > bound;
+      EXPECT_EQ(over.sum().item<int64_t>(), 0)
+          << name << " rows " << rows << ": largest error "
+          << (got.to(at::kDouble) - want).abs().max().item<double>();
+    }
   }
 }
 
@@ -158,8 +196,8 @@ TEST(PackedLinear, RefusesNegativeMaxRows) {
 }
 
 TEST(PackedLinear, RefusesWhatItCannotPack) {
-  const at::Tensor bf16 = at::ones({4, 4}, at::kBFloat16);
-  auto p = PackedLinear::Create(bf16, at::Tensor());
+  const at::Tensor half = at::ones({4, 4}, at::kHalf);
+  auto p = PackedLinear::Create(half, at::Tensor());
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), PackedLinearSupported()
                                    ? absl::StatusCode::kInvalidArgument
@@ -305,11 +343,33 @@ TEST(PackedLinear, Int8BesidePackedWeightsIsTheSame) {
   ExpectInt8BesidePacked(*packed);
 }
 
-TEST(PackedLinear, EncoderPacksOnlyFloat32) {
-  auto bf16 = Make(at::kBFloat16);
-  const absl::Status s = bf16->PrepackWeights();
+// A bfloat16 model packs too (where the CPU multiplies bfloat16
+// natively: the server packs nowhere else), and its tokens stay as close
+// to the float32 model's as the plain bfloat16 model's do: within twice
+// that model's largest error (each packed product rounds once, its
+// activation before the rounding, where the plain one rounds twice).
+TEST(PackedLinear, EncoderPacksBFloat16) {
+  if (!PackedLinearSupported()) GTEST_SKIP() << "no packed oneDNN linear";
+  if (!DetectCpuFeatures().native_bf16()) {
+    GTEST_SKIP() << "no native bfloat16 on this CPU";
+  }
+  auto plain = Make(at::kBFloat16);
+  auto packed = Make(at::kBFloat16);
+  ASSERT_TRUE(packed->PrepackWeights(PackedLinear::kEveryProduct).ok());
+  EXPECT_TRUE(packed->prepacked());
+  const at::Tensor want = Tokens(*Make(at::kFloat)).to(at::kDouble);
+  const double plain_error = MaxRelative(Tokens(*plain), want);
+  const double packed_error = MaxRelative(Tokens(*packed), want);
+  EXPECT_GT(plain_error, 0);
+  EXPECT_LE(packed_error, 2 * plain_error)
+      << "plain bfloat16 " << plain_error << ", packed " << packed_error;
+}
+
+TEST(PackedLinear, EncoderPacksNoFloat16) {
+  auto half = Make(at::kHalf);
+  const absl::Status s = half->PrepackWeights();
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
-  EXPECT_FALSE(bf16->prepacked());
+  EXPECT_FALSE(half->prepacked());
 }
 
 }  // namespace

@@ -28,16 +28,24 @@ struct CpuFeatures {
   // Native int8 dot products (AVX-512 VNNI or AMX INT8).
   bool native_int8() const { return avx512_vnni || amx_int8; }
   // Whether oneDNN's float32 product on weights packed once at load beats
-  // the BLAS at every number of rows: an AMD CPU with AVX-512, where
-  // oneDNN runs AVX-512 and LibTorch's MKL its AVX2 kernel for AMD
-  // (mkl_blas_def_sgemm_kernel_0_zen). Measured on a Zen 4 EPYC: 1.11-1.5x
-  // the MiniLM forward at 1 and 32 x 16-512 tokens
-  // (docs/benchmarks-history.md, "Every product on oneDNN"). Where MKL runs
-  // AVX-512 (Intel) or oneDNN has no AVX-512 (AVX2 CPUs, where MKL was the
-  // faster above 256 rows) it is not assumed.
-  bool packed_float32_wins() const {
-    return avx512f && vendor == "AuthenticAMD";
-  }
+  // the BLAS at every number of rows: wherever oneDNN runs AVX-512. Measured
+  // per CPU kind on the MiniLM forward at 1 and 32 x 16-512 tokens
+  // (docs/benchmarks-history.md, "Every product on oneDNN" and "Packed
+  // weights on an Intel Xeon with AMX"): 1.11-1.52x on a Zen 4
+  // EPYC (where MKL runs its AVX2 kernel), 1.05-1.14x on a Xeon with AMX
+  // (where MKL runs AVX-512; packing saves the repacking of the weight on
+  // every call). On an AVX2-only EPYC MKL was the faster above 256 rows, so
+  // it is not assumed without AVX-512. Capped features (ONEDNN_MAX_CPU_ISA,
+  // ENCODER_CPU_ISA) decide as the CPU they name would.
+  bool packed_float32_wins() const { return avx512f; }
+  // The same for bfloat16 products: wherever the CPU multiplies bfloat16
+  // natively. On a Xeon with AMX the packed product with the feed-forward's
+  // GELU in its epilogue ran MiniLM's projections 1.29-1.74x as fast as
+  // the plain bfloat16 linear at 16-4096 rows, and 1.06-1.32x with oneDNN
+  // capped to AVX512_CORE_BF16, the path of a Zen 4 EPYC
+  // (docs/benchmarks-history.md, "Packed weights on an Intel Xeon with
+  // AMX").
+  bool packed_bfloat16_wins() const { return native_bf16(); }
   // The names of the features present, in the order above
   // ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16",
   // "amx_int8").

@@ -56,9 +56,11 @@ absl::StatusOr<PackedLinear> PackedLinear::Create(const at::Tensor& weight,
         "packed max rows must be 0 (every product) or more, not ", max_rows));
   }
   if (weight.dim() != 2 || !weight.device().is_cpu() ||
-      weight.scalar_type() != at::kFloat) {
+      (weight.scalar_type() != at::kFloat &&
+       weight.scalar_type() != at::kBFloat16)) {
     return absl::InvalidArgumentError(
-        "a packed linear needs a float32 [out, in] weight on the CPU");
+        "a packed linear needs a float32 or bfloat16 [out, in] weight on the "
+        "CPU");
   }
   try {
     c10::InferenceMode guard;
@@ -71,7 +73,9 @@ absl::StatusOr<PackedLinear> PackedLinear::Create(const at::Tensor& weight,
     FindOp(kReorder)->callBoxed(&stack);
     out.packed_ = stack.at(0).toTensor();
     if (max_rows != kEveryProduct) out.plain_ = weight;
-    if (bias.defined()) out.bias_ = bias.to(at::kFloat).contiguous();
+    if (bias.defined()) {
+      out.bias_ = bias.to(weight.scalar_type()).contiguous();
+    }
     return out;
   } catch (const c10::Error& e) {
     return absl::InternalError(

@@ -16,8 +16,8 @@
 // product; so the plain weight can be kept beside the packed one, and
 // inputs of more than `max_rows` rows (tokens) are multiplied by the BLAS
 // on it, at the cost of a second copy of the weight
-// (docs/benchmarks-history.md, "Packed weights"). On an AMD CPU with
-// AVX-512 oneDNN was the faster at every size
+// (docs/benchmarks-history.md, "Packed weights"). On CPUs with AVX-512
+// (a Zen 4 EPYC, a Xeon with AMX) oneDNN was the faster at every size
 // (CpuFeatures::packed_float32_wins); with max_rows 0 every product is
 // packed and the plain weight is not kept.
 #ifndef ENCODER_SERVER_MODEL_KERNELS_PACKED_LINEAR_H_
