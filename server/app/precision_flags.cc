@@ -83,13 +83,11 @@ absl::Status ApplyPrecisionFlags(const PrecisionFlags& flags,
         absl::StrCat("--quantize must be none or int8, got ", flags.quantize));
   }
   options->quantize = flags.quantize;
-  const model::PackingPlan packing = model::PlanPacking(
-      flags.pack_weights, flags.packed_max_rows, cpu.packed_float32_wins());
-  // bfloat16 models: where the CPU multiplies bfloat16 natively (emulated
-  // bfloat16, --force-dtype, stays on LibTorch's own products).
-  const model::PackingPlan bf16_packing = model::PlanPacking(
-      flags.pack_weights, flags.packed_max_rows, cpu.packed_bfloat16_wins());
-  options->pack_bfloat16 = bf16_packing.pack && cpu.native_bf16();
+  const model::PackingPlan packing = model::PlanPackingFor(
+      flags.pack_weights, flags.packed_max_rows, at::kFloat, cpu);
+  const model::PackingPlan bf16_packing = model::PlanPackingFor(
+      flags.pack_weights, flags.packed_max_rows, at::kBFloat16, cpu);
+  options->pack_bfloat16 = bf16_packing.pack;
   options->packed_max_rows_bfloat16 = bf16_packing.max_rows;
   options->pack_weights = packing.pack;
   options->pack_int8_models = packing.pack_int8;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -297,6 +298,26 @@ absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> LoadModelTokenizer(
   return std::unique_ptr<tokenizer::Tokenizer>();
 }
 
+namespace {
+
+// The max_rows a model whose products run in `dtype` is packed with
+// (model::Encoder::PrepackWeights), or none where it is not packed.
+std::optional<int64_t> PackedMaxRows(const HostOptions& options,
+                                     at::ScalarType dtype) {
+  if (!options.device.is_cpu() || !model::PackedLinearSupported()) {
+    return std::nullopt;
+  }
+  if (dtype == at::kFloat && options.pack_weights) {
+    return options.packed_max_rows;
+  }
+  if (dtype == at::kBFloat16 && options.pack_bfloat16) {
+    return options.packed_max_rows_bfloat16;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 // Loads the model in the precision the options and its entry ask for.
 absl::StatusOr<std::unique_ptr<model::Encoder>> LoadPrecision(
     const model::ModelSpec& spec, const HostOptions& options,
@@ -313,24 +334,15 @@ absl::StatusOr<std::unique_ptr<model::Encoder>> LoadPrecision(
   // Packed after int8 (which reads the plain weights), and before the
   // automatic choice times float32 against its candidates (built afresh).
   auto pack = [&]() -> absl::Status {
-    if (!cpu || !model::PackedLinearSupported()) return absl::OkStatus();
-    if (dtype == at::kFloat && options.pack_weights) {
-      return encoder->PrepackWeights(options.packed_max_rows);
-    }
-    if (dtype == at::kBFloat16 && options.pack_bfloat16) {
-      return encoder->PrepackWeights(options.packed_max_rows_bfloat16);
-    }
-    return absl::OkStatus();
+    const std::optional<int64_t> rows = PackedMaxRows(options, dtype);
+    return rows.has_value() ? encoder->PrepackWeights(*rows) : absl::OkStatus();
   };
   if (options.auto_precision && cpu) {
     if (absl::Status s = pack(); !s.ok()) return named(s);
-    std::optional<int64_t> bf16_rows;
-    if (options.pack_bfloat16 && model::PackedLinearSupported()) {
-      bf16_rows = options.packed_max_rows_bfloat16;
-    }
     auto choice = ChoosePrecision(
         hosted->spec, std::move(encoder), options.int8_float_channels,
-        options.int8_row_outliers, options.int8_attention, bf16_rows);
+        options.int8_row_outliers, options.int8_attention,
+        PackedMaxRows(options, at::kBFloat16));
     if (!choice.ok()) return named(choice.status());
     hosted->precision_trials = std::move(choice->trials);
     return std::move(choice->encoder);
@@ -389,10 +401,10 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Load(
     hosted->desc.linear_kernel = hosted->encoder->prepacked()
                                      ? api::LinearKernel::kPacked
                                      : api::LinearKernel::kPlain;
-    hosted->desc.packed_max_rows = !hosted->encoder->prepacked() ? 0
-                                   : hosted->encoder->dtype() == at::kBFloat16
-                                       ? options.packed_max_rows_bfloat16
-                                       : options.packed_max_rows;
+    hosted->desc.packed_max_rows =
+        hosted->encoder->prepacked()
+            ? PackedMaxRows(options, hosted->encoder->dtype()).value_or(0)
+            : 0;
     if (options.warm_up) {
       // The warm-up and one 8 x 128-token batch run under the libraries'
       // traces: what they ran is the model's kernels in /info.

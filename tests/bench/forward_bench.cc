@@ -75,16 +75,21 @@ double Now() {
 // Seconds one forward's linear layers take alone on `tokens` rows: every
 // layer's four products (q/k/v, output, the feed-forward pair) with the
 // model's shapes, in `dtype`, on random weights, timed over ~`seconds`.
+// A layer's projections as {rows of the weight, its input width}, as
+// x [tokens, in] -> [tokens, rows].
+std::vector<std::pair<int64_t, int64_t>> LinearShapes(
+    const encoder::model::ModelConfig& config) {
+  const int64_t d = config.d_model, a = config.num_heads * config.head_dim();
+  const int64_t f = config.d_ff, f_in = config.arch.gated_ffn ? 2 * f : f;
+  return {{3 * a, d}, {d, a}, {f_in, d}, {d, f}};
+}
+
 double LinearSeconds(const encoder::model::ModelConfig& config, int64_t tokens,
                      at::ScalarType dtype, const at::Device& device,
                      double seconds) {
   c10::InferenceMode guard;
   const auto opts = at::TensorOptions().dtype(dtype).device(device);
-  const int64_t d = config.d_model, a = config.num_heads * config.head_dim();
-  const int64_t f = config.d_ff, f_in = config.arch.gated_ffn ? 2 * f : f;
-  // {rows of the weight, its input width}, as x [tokens, in] -> [tokens, rows].
-  const std::vector<std::pair<int64_t, int64_t>> shapes = {
-      {3 * a, d}, {d, a}, {f_in, d}, {d, f}};
+  const std::vector<std::pair<int64_t, int64_t>> shapes = LinearShapes(config);
   std::vector<at::Tensor> weights, inputs;
   // The same products on weights packed once (oneDNN's blocked layout, no
   // repacking per call), where the CPU build has them: the faster of the
@@ -131,11 +136,12 @@ double LinearSeconds(const encoder::model::ModelConfig& config, int64_t tokens,
 // Multiply-adds x 2 of the products LinearSeconds times, per sequence of
 // `tokens` tokens.
 double LinearFlops(const encoder::model::ModelConfig& config, int64_t tokens) {
-  const double d = config.d_model, a = config.num_heads * config.head_dim();
-  const double f = config.d_ff, f_in = config.arch.gated_ffn ? 2 * f : f;
-  return 2.0 * static_cast<double>(tokens) *
-         static_cast<double>(config.num_layers) *
-         (3 * a * d + d * a + f_in * d + d * f);
+  double per_token = 0;
+  for (const auto& [rows, in] : LinearShapes(config)) {
+    per_token += 2.0 * static_cast<double>(rows) * static_cast<double>(in);
+  }
+  return per_token * static_cast<double>(tokens) *
+         static_cast<double>(config.num_layers);
 }
 
 }  // namespace
@@ -202,9 +208,8 @@ int main(int argc, char** argv) {
                  "int8: auto | float32 | bfloat16, as the server's flag")
       ->capture_default_str();
   app.add_option("--pack-weights", o.pack_weights,
-                 "auto | true | false: float32 and bfloat16 CPU weights packed "
-                 "at load, "
-                 "as the server's flag")
+                 "auto | true | false: float32 and bfloat16 CPU weights "
+                 "packed at load, as the server's flag")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "true", "false"}));
   app.add_option("--packed-max-rows", o.packed_max_rows,
@@ -278,15 +283,11 @@ int main(int argc, char** argv) {
     }
   }
   // As the server decides (ApplyPrecisionFlags, LoadPrecision).
-  const encoder::model::CpuFeatures& cpu = encoder::model::DetectCpuFeatures();
-  const encoder::model::PackingPlan packing = encoder::model::PlanPacking(
-      o.pack_weights, o.packed_max_rows,
-      dtype == at::kBFloat16 ? cpu.packed_bfloat16_wins()
-                             : cpu.packed_float32_wins());
-  const bool packed =
-      packing.pack && device.is_cpu() &&
-      (dtype == at::kFloat || (dtype == at::kBFloat16 && cpu.native_bf16())) &&
-      encoder::model::PackedLinearSupported();
+  const encoder::model::PackingPlan packing =
+      encoder::model::PlanPackingFor(o.pack_weights, o.packed_max_rows, dtype,
+                                     encoder::model::DetectCpuFeatures());
+  const bool packed = packing.pack && device.is_cpu() &&
+                      encoder::model::PackedLinearSupported();
   if (packed) {
     if (absl::Status s = (*encoder)->PrepackWeights(packing.max_rows);
         !s.ok()) {

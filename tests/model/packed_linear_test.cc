@@ -187,6 +187,33 @@ TEST(PackedLinear, PlanPackingFollowsTheCpu) {
             PackedLinear::kEveryProduct);
 }
 
+// The same rule per dtype, as the server and the forward benchmark apply
+// it: each dtype by its own measurement, bfloat16 only where native,
+// nothing else packed.
+TEST(PackedLinear, PlanPackingForFollowsTheDtype) {
+  CpuFeatures avx512;
+  avx512.avx2 = avx512.fma = avx512.avx512f = true;
+  CpuFeatures amx = avx512;
+  amx.avx512_bf16 = amx.amx_bf16 = true;
+  const PackingPlan f32 = PlanPackingFor("auto", -1, at::kFloat, avx512);
+  EXPECT_TRUE(f32.pack);
+  EXPECT_EQ(f32.max_rows, PackedLinear::kEveryProduct);
+  EXPECT_FALSE(PlanPackingFor("auto", -1, at::kBFloat16, avx512).pack);
+  const PackingPlan bf16 = PlanPackingFor("auto", -1, at::kBFloat16, amx);
+  EXPECT_TRUE(bf16.pack);
+  EXPECT_EQ(bf16.max_rows, PackedLinear::kEveryProduct);
+  // Forced: bfloat16 still needs it native; float16 never packs.
+  EXPECT_FALSE(PlanPackingFor("true", -1, at::kBFloat16, avx512).pack);
+  EXPECT_FALSE(PlanPackingFor("true", -1, at::kBFloat16, avx512).pack_int8);
+  EXPECT_TRUE(PlanPackingFor("true", -1, at::kBFloat16, amx).pack);
+  EXPECT_FALSE(PlanPackingFor("true", -1, at::kHalf, amx).pack);
+  EXPECT_FALSE(PlanPackingFor("false", -1, at::kBFloat16, amx).pack);
+  CpuFeatures avx2;
+  avx2.avx2 = avx2.fma = true;
+  EXPECT_FALSE(PlanPackingFor("auto", -1, at::kFloat, avx2).pack);
+  EXPECT_TRUE(PlanPackingFor("true", -1, at::kFloat, avx2).pack);
+}
+
 TEST(PackedLinear, RefusesNegativeMaxRows) {
   auto p = PackedLinear::Create(at::ones({4, 4}), at::Tensor(), -1);
   ASSERT_FALSE(p.ok());

@@ -43,6 +43,18 @@ PackingPlan PlanPacking(const std::string& mode, int64_t max_rows,
   return plan;
 }
 
+PackingPlan PlanPackingFor(const std::string& mode, int64_t max_rows,
+                           at::ScalarType dtype, const CpuFeatures& cpu) {
+  const bool bf16 = dtype == at::kBFloat16;
+  PackingPlan plan = PlanPacking(
+      mode, max_rows,
+      bf16 ? cpu.packed_bfloat16_wins() : cpu.packed_float32_wins());
+  if ((bf16 && !cpu.native_bf16()) || (!bf16 && dtype != at::kFloat)) {
+    plan.pack = plan.pack_int8 = false;
+  }
+  return plan;
+}
+
 absl::StatusOr<PackedLinear> PackedLinear::Create(const at::Tensor& weight,
                                                   const at::Tensor& bias,
                                                   int64_t max_rows) {

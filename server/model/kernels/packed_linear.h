@@ -29,6 +29,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/model/config.h"
+#include "server/model/kernels/cpu_features.h"
 
 namespace encoder::model {
 
@@ -100,6 +101,13 @@ struct PackingPlan {
 };
 PackingPlan PlanPacking(const std::string& mode, int64_t max_rows,
                         bool packed_wins);
+// PlanPacking for a model whose products run in `dtype` on `cpu`: float32
+// where CpuFeatures::packed_float32_wins, bfloat16 where
+// packed_bfloat16_wins, and bfloat16 only where the CPU has it natively
+// (emulated bfloat16 stays on LibTorch's own products, whatever `mode`
+// says); no other dtype is packed.
+PackingPlan PlanPackingFor(const std::string& mode, int64_t max_rows,
+                           at::ScalarType dtype, const CpuFeatures& cpu);
 
 // Whether this LibTorch has the packed linear (oneDNN built in and its
 // mkldnn::_linear_pointwise operator registered: the pinned wheel does, a
