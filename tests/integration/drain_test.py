@@ -142,7 +142,7 @@ class DrainTest(unittest.TestCase):
         for i in range(2):
             directory = tempfile.mkdtemp(dir=tmp.name)
             server = ServerProcess(ARGS.server, directory,
-                                   ["--drain-grace=20s", "--drain-unready=4s",
+                                   ["--drain-grace=20s", "--drain-unready=8s",
                                     "--http-listen=off"])
             self.addCleanup(server.stop)
             servers.append(server)
@@ -167,10 +167,13 @@ class DrainTest(unittest.TestCase):
             stub.Embed(request, timeout=60)
         drained = servers[0]
         drained.process.send_signal(signal.SIGTERM)
-        # Calls while the first replica refuses (its unready window).
+        # Calls while the first replica refuses (its unready window, 8 s;
+        # the loop stops 2 s short of it). Round robin sends every other
+        # call to the draining replica, so ten calls reach it about five
+        # times; a sanitizer build makes about 7 calls a second.
         failures, calls = [], 0
-        deadline = time.monotonic() + 3
-        while time.monotonic() < deadline:
+        deadline = time.monotonic() + 6
+        while time.monotonic() < deadline and calls < 200:
             try:
                 stub.Embed(request, timeout=60)
             except grpc.RpcError as e:
@@ -179,7 +182,7 @@ class DrainTest(unittest.TestCase):
         with open(drained.log_path) as f:
             log = f.read()
         self.assertIn("draining", log)
-        self.assertGreater(calls, 20)
+        self.assertGreaterEqual(calls, 10)
         self.assertEqual(failures, [], f"of {calls} calls")
         print("%d calls while a replica drained: all OK" % calls)
 
