@@ -91,6 +91,31 @@ TEST(TorchPickle, RefusesWhatIsNotADictionaryOfTensors) {
   EXPECT_EQ(checked, 3);
 }
 
+// A dict set as an item of itself (EMPTY_DICT, BINPUT, BINGETs, SETITEM,
+// ...: what the fuzzer found) is refused, and the cycle it made is freed
+// with the parser (the AddressSanitizer build checks that nothing leaks).
+TEST(TorchPickle, ADictInsideItselfIsRefusedAndFreed) {
+  std::string pickle = "\x80\x02}qh";
+  pickle += std::string(4, 'h') + "s" + std::string(60, 'h');
+  pickle += std::string(
+      "\x00X\x01\x00\x00\x00"
+      "e",
+      7);
+  auto got = ParseTorchPickle(
+      pickle,
+      [](const std::string&, at::ScalarType,
+         int64_t) -> absl::StatusOr<at::Tensor> { return at::Tensor(); });
+  EXPECT_FALSE(got.ok());
+  // The same cycle in a pickle that ends well: a dict holding itself.
+  const std::string complete("\x80\x02}q\x00h\x00h\x00s.", 11);
+  auto whole = ParseTorchPickle(
+      complete,
+      [](const std::string&, at::ScalarType,
+         int64_t) -> absl::StatusOr<at::Tensor> { return at::Tensor(); });
+  ASSERT_FALSE(whole.ok());
+  EXPECT_THAT(whole.status().message(), HasSubstr("text -> tensor"));
+}
+
 TEST(TorchPickle, RefusesAMissingFileAndATruncatedOne) {
   EXPECT_FALSE(ReadTorchStateDict(FixtureDir() + "/absent.pt").ok());
   std::ifstream in(FixtureDir() + "/state_dict.pt", std::ios::binary);

@@ -79,6 +79,16 @@ class PickleMachine {
  public:
   PickleMachine(std::string_view pickle, TorchStorageLoader load)
       : in_(pickle), load_(std::move(load)) {}
+  // A pickle may put a container into itself (SETITEM of a memo get of
+  // the dict, ...): every value made is emptied here, so that such cycles
+  // of shared pointers are freed with the machine.
+  ~PickleMachine() {
+    for (const std::weak_ptr<Value>& made : made_) {
+      if (ValuePtr v = made.lock()) v->items.clear();
+    }
+  }
+  PickleMachine(const PickleMachine&) = delete;
+  PickleMachine& operator=(const PickleMachine&) = delete;
 
   absl::StatusOr<ValuePtr> Run() {
     while (true) {
@@ -94,6 +104,12 @@ class PickleMachine {
   }
 
  private:
+  // A value of `kind`, remembered so that the destructor can empty it.
+  ValuePtr New(Value::Kind kind) {
+    ValuePtr v = Make(kind);
+    made_.push_back(v);
+    return v;
+  }
   static absl::Status Bad(const std::string& why) {
     return absl::InvalidArgumentError(why);
   }
@@ -153,12 +169,12 @@ class PickleMachine {
   }
   void Push(ValuePtr v) { stack_.push_back(std::move(v)); }
   void PushInt(int64_t n) {
-    ValuePtr v = Make(Value::Kind::kInt);
+    ValuePtr v = New(Value::Kind::kInt);
     v->number = n;
     Push(std::move(v));
   }
   void PushTuple(std::vector<ValuePtr> items) {
-    ValuePtr v = Make(Value::Kind::kTuple);
+    ValuePtr v = New(Value::Kind::kTuple);
     v->items = std::move(items);
     Push(std::move(v));
   }
@@ -166,7 +182,7 @@ class PickleMachine {
     ASSIGN_OR_RETURN(const uint64_t n, Unsigned(length_bytes));
     std::string_view s;
     if (!Read(n, &s)) return Bad("the pickle ends inside a text");
-    ValuePtr v = Make(Value::Kind::kText);
+    ValuePtr v = New(Value::Kind::kText);
     v->text = std::string(s);
     Push(std::move(v));
     return absl::OkStatus();
@@ -180,7 +196,7 @@ class PickleMachine {
           "collections.OrderedDict, torch._utils._rebuild_tensor_v2, "
           "torch._utils._rebuild_parameter and torch.*Storage are read)"));
     }
-    ValuePtr v = Make(Value::Kind::kGlobal);
+    ValuePtr v = New(Value::Kind::kGlobal);
     v->text = std::move(global);
     Push(std::move(v));
     return absl::OkStatus();
@@ -224,7 +240,7 @@ class PickleMachine {
     }
     ASSIGN_OR_RETURN(at::Tensor storage,
                      load_(pid->items[2]->text, dtype, pid->items[4]->number));
-    ValuePtr v = Make(Value::Kind::kStorage);
+    ValuePtr v = New(Value::Kind::kStorage);
     v->tensor = std::move(storage);
     Push(std::move(v));
     return absl::OkStatus();
@@ -283,7 +299,7 @@ class PickleMachine {
       return Bad(absl::StrCat("a tensor of more values than its storage's ",
                               storage.numel(), " (an expanded view)"));
     }
-    ValuePtr v = Make(Value::Kind::kTensor);
+    ValuePtr v = Make(Value::Kind::kTensor);  // holds no items
     if (empty) {
       v->tensor = at::empty(size, storage.options());
     } else if (last >= storage.numel()) {
@@ -304,7 +320,7 @@ class PickleMachine {
     }
     const std::string& f = callable->text;
     if (f == "collections.OrderedDict" && args->items.empty()) {
-      Push(Make(Value::Kind::kDict));
+      Push(New(Value::Kind::kDict));
     } else if (f == "torch._utils._rebuild_tensor_v2") {
       ASSIGN_OR_RETURN(ValuePtr t, RebuildTensor(args));
       Push(std::move(t));
@@ -343,10 +359,10 @@ class PickleMachine {
         marks_.push_back(stack_.size());
         return absl::OkStatus();
       case '}':
-        Push(Make(Value::Kind::kDict));
+        Push(New(Value::Kind::kDict));
         return absl::OkStatus();
       case ']':
-        Push(Make(Value::Kind::kList));
+        Push(New(Value::Kind::kList));
         return absl::OkStatus();
       case ')':
         PushTuple({});
@@ -367,11 +383,11 @@ class PickleMachine {
         return absl::OkStatus();
       }
       case 'N':
-        Push(Make(Value::Kind::kNone));
+        Push(New(Value::Kind::kNone));
         return absl::OkStatus();
       case 0x88:
       case 0x89: {  // NEWTRUE, NEWFALSE
-        ValuePtr v = Make(Value::Kind::kBool);
+        ValuePtr v = New(Value::Kind::kBool);
         v->number = op == 0x88 ? 1 : 0;
         Push(std::move(v));
         return absl::OkStatus();
@@ -402,7 +418,7 @@ class PickleMachine {
       case 'G': {  // BINFLOAT, big-endian
         ASSIGN_OR_RETURN(const uint64_t le, Unsigned(8));
         const uint64_t be = __builtin_bswap64(le);
-        ValuePtr v = Make(Value::Kind::kFloat);
+        ValuePtr v = New(Value::Kind::kFloat);
         std::memcpy(&v->real, &be, sizeof(double));
         Push(std::move(v));
         return absl::OkStatus();
@@ -481,6 +497,7 @@ class PickleMachine {
   std::vector<ValuePtr> stack_;
   std::vector<size_t> marks_;
   std::map<uint64_t, ValuePtr> memo_;
+  std::vector<std::weak_ptr<Value>> made_;  // every value New made
 };
 
 absl::StatusOr<std::map<std::string, at::Tensor>> ReadArchive(
