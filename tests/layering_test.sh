@@ -2,7 +2,7 @@
 # Fails when a layer includes what the layering rules (docs/ARCHITECTURE.md,
 # Layout) forbid:
 # common/model/batching/diagnostics/runner/tokenizer: no gRPC, no protobuf;
-# the HTTP server (http/http_*, gzip): HTTP only, none of the project's
+# the HTTP transport (server/transport): HTTP only, none of the project's
 # layers; the core (server/core): no gRPC, protobuf or LibTorch; the HTTP
 # front: the core only, no gRPC, protobuf or gRPC front (server/service);
 # common, batching, tokenizer, the model handle (server/api) and the model
@@ -44,10 +44,8 @@ server/model/positional/traits.h server/model/positional/reach.h
 server/model/positional/description.h server/model/kernels/cpu_features.h
 server/model/kernels/cpu_features.cc server/model/kernels/kernel_trace.h" \
   "torch|ATen|c10" "LibTorch"
-check "server/http/http_server.h server/http/http_server.cc
-server/http/http_session.cc server/http/http_internal.h server/http/gzip.h
-server/http/gzip.cc server/http/request_body.h server/http/request_body.cc" "grpc|grpcpp|google/protobuf|encoder/v1|torch|ATen|c10|server/(service|runner|model|batching|metrics)/" \
-  "project or RPC (the HTTP server knows HTTP only)"
+check "server/transport/*.h server/transport/*.cc" "grpc|grpcpp|google/protobuf|encoder/v1|torch|ATen|c10|server/(service|http|core|api|auth|runner|model|batching|metrics|diagnostics|app)/" \
+  "project or RPC (the HTTP transport knows HTTP only)"
 # The core and the fronts reach the models through the handle (server/api)
 # only; the fronts include no model/ header at all.
 check "server/service/*.h server/service/*.cc server/http/*.h server/http/*.cc server/core/*.h server/core/*.cc" \
@@ -58,12 +56,12 @@ check "server/service/*.h server/service/*.cc server/http/*.h server/http/*.cc" 
 # Metrics renders; the HTTP layer serves /metrics: metrics includes no
 # front, transport, auth or model layer.
 check "server/metrics/*.h server/metrics/*.cc" \
-  "server/(http|auth|core|service|runner|model|diagnostics|app)/" \
+  "server/(http|transport|auth|core|service|runner|model|diagnostics|app)/" \
   "upward (metrics is below every front that reports to it)"
 # Every layer below the composition root.
 check "$core server/core/*.h server/core/*.cc server/service/*.h server/service/*.cc
-server/http/*.h server/http/*.cc server/metrics/*.h server/metrics/*.cc
-server/logging/*.h server/logging/*.cc server/auth/*.h server/auth/*.cc
+server/http/*.h server/http/*.cc server/transport/*.h server/transport/*.cc
+server/metrics/*.h server/metrics/*.cc server/logging/*.h server/logging/*.cc server/auth/*.h server/auth/*.cc
 server/hub/*.h server/hub/*.cc" "server/app/" "composition root (server/app is the top layer)"
 hits=$(cd "$root" && grep -nE "make_unique<core::Inference>|new core::Inference|core::Inference [a-z_]+\(" \
   server/service/*.cc server/service/*.h server/http/*.cc server/http/*.h 2>/dev/null)

@@ -52,9 +52,10 @@ inline constexpr std::array<std::pair<AttentionKernel, std::string_view>, 3>
     kAttentionKernelNames = {{{AttentionKernel::kExplicit, "explicit"},
                               {AttentionKernel::kFused, "fused"},
                               {AttentionKernel::kBfloat16, "bfloat16"}}};
-// How the layers' float32 projections run: kPacked (weights laid out once
-// at load for oneDNN, --pack-weights) or kPlain (the BLAS on the weights as
-// loaded; also every non-float32 or GPU model).
+// How the layers' projections run: kPacked (weights laid out once at load
+// for oneDNN, --pack-weights; float32, and bfloat16 where the CPU has it
+// natively) or kPlain (the BLAS on the weights as loaded; also every
+// float16, int8 or GPU model).
 enum class LinearKernel { kPlain, kPacked };
 inline constexpr std::array<std::pair<LinearKernel, std::string_view>, 2>
     kLinearKernelNames = {
@@ -107,9 +108,10 @@ struct ModelDescription {
   int64_t max_length = 0;
   int64_t output_dim = 0;  // pooled width
   int64_t parameter_count = 0;
-  std::string device;     // "cpu", "cuda:0"
-  std::string dtype;      // the weights' dtype: "float32", "bfloat16", ...
-  std::string precision;  // "int8" when quantized, else dtype
+  std::string device;                           // "cpu", "cuda:0"
+  model::Dtype dtype = model::Dtype::kFloat32;  // the weights' dtype
+  // What the products run in: int8 when quantized, else the dtype.
+  model::Precision precision = model::Precision::kFloat32;
   // Where the weights came from, for display: a checkpoint directory's or
   // file's base name, or "seed:N" for random weights.
   std::string weights;

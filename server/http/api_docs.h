@@ -16,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-#include "server/http/http_server.h"
+#include "server/transport/http_server.h"
 
 namespace encoder::http {
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/http/http_server.h"
+#include "server/transport/http_server.h"
 
 namespace encoder::http {
 

@@ -42,7 +42,7 @@ json TeiInfoFields(const core::ModelReport& report,
   return {
       {"model_id", d.name},
       {"served_model_name", d.name},
-      {"model_dtype", d.dtype},
+      {"model_dtype", model::DtypeName(d.dtype)},
       {"model_type", model_type},
       {"max_concurrent_requests", d.batching.max_queued_sequences},
       {"max_input_length", report.max_input_tokens},

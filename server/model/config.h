@@ -31,6 +31,12 @@ enum class Activation {
   kQuickGelu,
   kMish
 };
+// The floating-point types a model's weights are held in (--dtype), and
+// what its layers' products run in: the dtype, or int8 (--quantize=int8 on
+// a float32 model). Flags, metrics and every front spell them with
+// DtypeName / PrecisionName below.
+enum class Dtype { kFloat32, kFloat16, kBfloat16 };
+enum class Precision { kFloat32, kFloat16, kBfloat16, kInt8 };
 // kFirst is the first token ([CLS]); kLastToken the last real token;
 // kWeightedMean weighs token t (from 1) by t (sentence-transformers);
 // kMeanSqrtLen is the sum over the n tokens divided by sqrt(n)
@@ -177,6 +183,15 @@ std::string PoolingName(Pooling p);
 // "identity", "sigmoid", "softmax".
 std::string ScoreActivationName(ScoreActivation a);
 absl::StatusOr<Pooling> ParsePoolingName(const std::string& name);
+// "float32", "float16", "bfloat16" (and "int8" for a precision): the one
+// table of their names.
+std::string DtypeName(Dtype dtype);
+std::string PrecisionName(Precision precision);
+// InvalidArgument "must be float32, float16 or bfloat16, got NAME" for any
+// other name (callers prefix the flag or variable that held it).
+absl::StatusOr<Dtype> ParseDtypeName(const std::string& name);
+// What a model held in `dtype` runs in, quantized to int8 or not.
+Precision PrecisionOf(Dtype dtype, bool int8);
 
 }  // namespace encoder::model
 

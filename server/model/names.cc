@@ -1,6 +1,7 @@
 // The names of the model vocabulary's enums (config.h), in a library of
 // their own without LibTorch: the core and the fronts render them.
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -91,6 +92,55 @@ absl::StatusOr<Pooling> ParsePoolingName(const std::string& name) {
       "pooling \"", name,
       "\" must be mean, first (or cls), max, last_token, weighted_mean or "
       "mean_sqrt_len"));
+}
+
+namespace {
+
+constexpr std::pair<Dtype, const char*> kDtypeNames[] = {
+    {Dtype::kFloat32, "float32"},
+    {Dtype::kFloat16, "float16"},
+    {Dtype::kBfloat16, "bfloat16"}};
+constexpr std::pair<Precision, const char*> kPrecisionNames[] = {
+    {Precision::kFloat32, "float32"},
+    {Precision::kFloat16, "float16"},
+    {Precision::kBfloat16, "bfloat16"},
+    {Precision::kInt8, "int8"}};
+
+}  // namespace
+
+std::string DtypeName(Dtype dtype) {
+  for (const auto& [d, name] : kDtypeNames) {
+    if (d == dtype) return name;
+  }
+  return "unknown";
+}
+
+std::string PrecisionName(Precision precision) {
+  for (const auto& [p, name] : kPrecisionNames) {
+    if (p == precision) return name;
+  }
+  return "unknown";
+}
+
+absl::StatusOr<Dtype> ParseDtypeName(const std::string& name) {
+  for (const auto& [d, known] : kDtypeNames) {
+    if (name == known) return d;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("must be float32, float16 or bfloat16, got ", name));
+}
+
+Precision PrecisionOf(Dtype dtype, bool int8) {
+  if (int8) return Precision::kInt8;
+  switch (dtype) {
+    case Dtype::kFloat16:
+      return Precision::kFloat16;
+    case Dtype::kBfloat16:
+      return Precision::kBfloat16;
+    case Dtype::kFloat32:
+      break;
+  }
+  return Precision::kFloat32;
 }
 
 }  // namespace encoder::model

@@ -173,14 +173,6 @@ class ModelHost final : public api::ModelCatalog {
 // The share of free memory the derived batch budget takes; the rest is
 // headroom for responses in flight, allocator slack and the unexpected.
 inline constexpr double kBudgetFraction = 0.5;
-// The tokenizer of a spec: the one it names (tokenizer.json or a
-// directory), else its checkpoint directory's, else the byte tokenizer.
-// Fails when a named tokenizer cannot be loaded or its ids do not fit the
-// model's vocabulary; for a checkpoint's own tokenizer that is no error:
-// the result is null and `why_none` says why text is refused.
-absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> LoadModelTokenizer(
-    const model::ModelSpec& spec, std::string* why_none);
-
 // Applies a repository entry's batching overrides to the defaults.
 batching::BatchOptions MergeBatchOptions(
     const batching::BatchOptions& defaults,

@@ -54,11 +54,11 @@ absl::StatusOr<double> TimeForward(const model::Encoder& enc,
 }
 
 absl::StatusOr<std::unique_ptr<model::Encoder>> Build(
-    const model::ModelSpec& spec, const std::string& precision,
+    const model::ModelSpec& spec, model::Precision precision,
     int64_t int8_float_channels, int64_t int8_row_outliers,
     const std::string& int8_attention,
     std::optional<int64_t> pack_bfloat16_rows) {
-  if (precision == "bfloat16") {
+  if (precision == model::Precision::kBfloat16) {
     ASSIGN_OR_RETURN(auto enc, model::LoadModel(spec, at::kCPU, at::kBFloat16));
     if (pack_bfloat16_rows.has_value()) {
       RETURN_IF_ERROR(enc->PrepackWeights(*pack_bfloat16_rows));
@@ -76,13 +76,13 @@ absl::StatusOr<std::unique_ptr<model::Encoder>> Build(
 std::string DescribeTrial(const PrecisionTrial& t) {
   return absl::StrFormat(
       "%s %.4f s (%d x %d), cosine to float32 mean %.5f worst %.5f, %s",
-      t.precision, t.seconds, t.batch, t.length, t.mean_cosine, t.worst_cosine,
-      t.passed ? "passed" : "failed");
+      model::PrecisionName(t.precision), t.seconds, t.batch, t.length,
+      t.mean_cosine, t.worst_cosine, t.passed ? "passed" : "failed");
 }
 
-std::string PrecisionName(const model::Encoder& encoder) {
-  return encoder.quantization() == "int8" ? "int8"
-                                          : model::DtypeName(encoder.dtype());
+model::Precision EncoderPrecision(const model::Encoder& encoder) {
+  return model::PrecisionOf(model::DtypeOf(encoder.dtype()),
+                            encoder.quantization() == "int8");
 }
 
 absl::StatusOr<PrecisionChoice> ChoosePrecision(
@@ -98,16 +98,18 @@ absl::StatusOr<PrecisionChoice> ChoosePrecision(
   const model::EncoderInput timed = GateInputs(c, 8, length);
   ASSIGN_OR_RETURN(auto reference, Pooled(*float32, gate));
   PrecisionChoice choice;
-  PrecisionTrial base{"float32", 0, 8, length};
+  PrecisionTrial base{model::Precision::kFloat32, 0, 8, length};
   ASSIGN_OR_RETURN(auto t, TimeForward(*float32, timed));
   base.seconds = t;
   choice.trials.push_back(base);
   choice.encoder = std::move(float32);
   double best = base.seconds;
-  std::vector<std::pair<std::string, double>> candidates;
-  if (model::Int8Supported()) candidates.push_back({"int8", kInt8MinCosine});
+  std::vector<std::pair<model::Precision, double>> candidates;
+  if (model::Int8Supported()) {
+    candidates.push_back({model::Precision::kInt8, kInt8MinCosine});
+  }
   if (model::DetectCpuFeatures().native_bf16()) {
-    candidates.push_back({"bfloat16", kBfloat16MinCosine});
+    candidates.push_back({model::Precision::kBfloat16, kBfloat16MinCosine});
   }
   for (const auto& [precision, min_cosine] : candidates) {
     ASSIGN_OR_RETURN(

@@ -22,7 +22,7 @@ inline constexpr double kInt8MinCosine = 0.99;
 inline constexpr double kBfloat16MinCosine = 0.999;
 
 struct PrecisionTrial {
-  std::string precision;          // "float32", "int8" or "bfloat16"
+  model::Precision precision = model::Precision::kFloat32;
   double seconds = 0;             // best of the timed forwards
   int64_t batch = 0, length = 0;  // the timed shape
   double mean_cosine = 1, worst_cosine = 1;
@@ -51,8 +51,8 @@ absl::StatusOr<PrecisionChoice> ChoosePrecision(
     int64_t int8_row_outliers = 0, const std::string& int8_attention = "auto",
     std::optional<int64_t> pack_bfloat16_rows = std::nullopt);
 
-// The precision an encoder runs in: "int8" when quantized, else its dtype.
-std::string PrecisionName(const model::Encoder& encoder);
+// The precision an encoder runs in: int8 when quantized, else its dtype.
+model::Precision EncoderPrecision(const model::Encoder& encoder);
 
 }  // namespace encoder::runner
 

@@ -2,12 +2,16 @@
 
 namespace encoder::service {
 
-v1::DType ToProtoDType(const std::string& dtype) {
-  if (dtype == "float32") return v1::DTYPE_FLOAT32;
-  if (dtype == "float16") return v1::DTYPE_FLOAT16;
-  if (dtype == "bfloat16") return v1::DTYPE_BFLOAT16;
-  if (dtype == "float64") return v1::DTYPE_FLOAT64;
-  return v1::DTYPE_UNSPECIFIED;
+v1::DType ToProtoDType(model::Dtype dtype) {
+  switch (dtype) {
+    case model::Dtype::kFloat16:
+      return v1::DTYPE_FLOAT16;
+    case model::Dtype::kBfloat16:
+      return v1::DTYPE_BFLOAT16;
+    case model::Dtype::kFloat32:
+      break;
+  }
+  return v1::DTYPE_FLOAT32;
 }
 
 void FillModelInfo(const core::ModelReport& report, v1::ModelInfo* info) {
@@ -45,7 +49,7 @@ void FillModelInfo(const core::ModelReport& report, v1::ModelInfo* info) {
   info->set_device(model.device);
   info->set_dtype(ToProtoDType(model.dtype));
   info->set_parameter_count(model.parameter_count);
-  info->set_precision(model.precision);
+  info->set_precision(model::PrecisionName(model.precision));
   info->set_cpu_model(report.cpu_model);
   for (const std::string& f : report.cpu_features) info->add_cpu_features(f);
   for (const auto& [name, text] : model.prompts) {

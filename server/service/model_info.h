@@ -12,8 +12,8 @@ namespace encoder::service {
 
 void FillModelInfo(const core::ModelReport& report, v1::ModelInfo* info);
 
-// A dtype name as ModelDescription spells it ("float32", ...).
-v1::DType ToProtoDType(const std::string& dtype);
+// A model's dtype as the proto's enum.
+v1::DType ToProtoDType(model::Dtype dtype);
 
 }  // namespace encoder::service
 

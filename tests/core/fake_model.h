@@ -95,7 +95,6 @@ class FakeModel : public api::ServedModel {
     }
     d.output_dim = kWidth;
     d.device = "cpu";
-    d.dtype = d.precision = "float32";
     d.prompts = options_.prompts;
     d.default_prompt_name = options_.default_prompt_name;
     d.long_input = options_.long_input;

@@ -1,5 +1,5 @@
 // libFuzzer target: arbitrary bytes sent to a real HTTP server
-// (server/http/http_server.h) over a loopback connection, what comes back
+// (server/transport/http_server.h) over a loopback connection, what comes back
 // read until it pauses for 30 ms, then the connection closed. Exercises the
 // session's whole state machine on hostile input: Beast's parser fed by hand,
 // framing and limit checks, 100-continue, pipelining (several requests in one
@@ -19,7 +19,7 @@
 #include <string>
 #include <thread>
 
-#include "server/http/http_server.h"
+#include "server/transport/http_server.h"
 
 namespace {
 

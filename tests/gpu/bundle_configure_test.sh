@@ -81,7 +81,7 @@ echo "== the HTTP server's Boost headers, from the prefix"
 inside=0
 for unit in http_session http_server; do
   cmd="$(cd "$tmp/build" && ninja -t commands \
-    "server/http/CMakeFiles/encoder_http_server.dir/$unit.cc.o" | tail -n1)"
+    "server/transport/CMakeFiles/encoder_http_server.dir/$unit.cc.o" | tail -n1)"
   [ -n "$cmd" ] || fail "no compile command for $unit.cc"
   cmd="$(sed -E 's/ -MD -MT [^ ]+ -MF [^ ]+//; s/ -o [^ ]+ -c / -M /' <<< "$cmd")"
   deps="$(cd "$tmp/build" && eval "$cmd" 2> "$tmp/deps.err")" ||

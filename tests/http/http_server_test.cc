@@ -2,7 +2,7 @@
 // framing (RFC 9112), body and header limits while reading, pipelining,
 // cancellation when a client leaves, request timeouts, keep-alive and
 // connection limits, HEAD, 100-continue and gzip.
-#include "server/http/http_server.h"
+#include "server/transport/http_server.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -24,7 +24,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "server/http/gzip.h"
+#include "server/transport/gzip.h"
 
 namespace encoder::http {
 namespace {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 
 #include "server/model/dtype.h"
 
@@ -97,6 +98,26 @@ TEST(Dtype, NamesRoundTripAndOthersAreRefused) {
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(bad.status().message(),
             "must be float32, float16 or bfloat16, got float64");
+}
+
+// The enum, LibTorch's type and the name describe one dtype each way; the
+// precision is the dtype's name unless quantized.
+TEST(Dtype, EnumScalarTypeAndPrecisionAgree) {
+  const std::pair<Dtype, at::ScalarType> dtypes[] = {
+      {Dtype::kFloat32, at::kFloat},
+      {Dtype::kFloat16, at::kHalf},
+      {Dtype::kBfloat16, at::kBFloat16}};
+  for (const auto& [dtype, scalar] : dtypes) {
+    EXPECT_EQ(ScalarTypeOf(dtype), scalar);
+    EXPECT_EQ(DtypeOf(scalar), dtype);
+    EXPECT_EQ(DtypeName(dtype), DtypeName(scalar));
+    EXPECT_EQ(*ParseDtypeName(DtypeName(dtype)), dtype);
+    EXPECT_EQ(PrecisionName(PrecisionOf(dtype, false)), DtypeName(dtype));
+    EXPECT_EQ(PrecisionOf(dtype, true), Precision::kInt8);
+  }
+  EXPECT_EQ(PrecisionName(Precision::kInt8), "int8");
+  EXPECT_EQ(DtypeName(at::kDouble), "float64");
+  EXPECT_THROW(DtypeOf(at::kDouble), c10::Error);
 }
 
 }  // namespace

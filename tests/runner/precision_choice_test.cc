@@ -31,26 +31,28 @@ TEST(PrecisionChoice, TriesWhatTheCpuRunsAndKeepsTheFastestThatPasses) {
   ASSERT_TRUE(choice.ok()) << choice.status();
   const auto& trials = choice->trials;
   ASSERT_FALSE(trials.empty());
-  EXPECT_EQ(trials[0].precision, "float32");
+  EXPECT_EQ(trials[0].precision, model::Precision::kFloat32);
   size_t expected = 1;
   if (model::Int8Supported()) ++expected;
   if (model::DetectCpuFeatures().native_bf16()) ++expected;
   ASSERT_EQ(trials.size(), expected);
-  std::string fastest;
+  model::Precision fastest = model::Precision::kFloat32;
   double best = std::numeric_limits<double>::infinity();
   for (const PrecisionTrial& t : trials) {
     std::printf("%s\n", DescribeTrial(t).c_str());
-    EXPECT_GT(t.seconds, 0) << t.precision;
+    EXPECT_GT(t.seconds, 0) << model::PrecisionName(t.precision);
     if (!model::DetectCpuFeatures().native_bf16()) {
-      EXPECT_NE(t.precision, "bfloat16") << "emulated bfloat16 is tried";
+      EXPECT_NE(t.precision, model::Precision::kBfloat16)
+          << "emulated bfloat16 is tried";
     }
-    if (t.precision == "int8") EXPECT_TRUE(t.passed) << DescribeTrial(t);
+    if (t.precision == model::Precision::kInt8)
+      EXPECT_TRUE(t.passed) << DescribeTrial(t);
     if (t.passed && t.seconds < best) {
       best = t.seconds;
       fastest = t.precision;
     }
   }
-  EXPECT_EQ(PrecisionName(*choice->encoder), fastest);
+  EXPECT_EQ(EncoderPrecision(*choice->encoder), fastest);
 }
 
 }  // namespace

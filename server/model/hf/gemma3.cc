@@ -26,28 +26,6 @@ struct LayerRope {
   PositionalConfig full, sliding;
 };
 
-// One layer type's rotary code: transformers 5's nested rope_parameters
-// entry, read as the rotary decoders read theirs, with the type's default
-// base (Gemma3TextConfig: 1e6 full, 1e4 sliding) when it gives none.
-absl::Status ReadTypeRope(const nlohmann::json& config, const char* key,
-                          const nlohmann::json& params, double default_base,
-                          int64_t max_positions, PositionalConfig* out) {
-  nlohmann::json sub = {{"rope_theta", default_base}};
-  for (const char* copied :
-       {"partial_rotary_factor", "original_max_position_embeddings"}) {
-    if (config.contains(copied)) sub[copied] = config[copied];
-  }
-  if (!params.is_null()) {
-    if (!params.is_object()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "config.json rope_parameters.", key, " must be an object"));
-    }
-    sub["rope_parameters"] = params;
-  }
-  RETURN_IF_ERROR(ReadRope(sub, ConfigReader(sub), max_positions, out));
-  return absl::OkStatus();
-}
-
 // The rotary code of each layer type. transformers 5: rope_parameters
 // {"full_attention": {...}, "sliding_attention": {...}}; 4.x: rope_theta
 // and rope_scaling for the full layers, rope_local_base_freq (unscaled)
@@ -76,12 +54,14 @@ absl::StatusOr<LayerRope> ReadLayerRope(const nlohmann::json& config,
     auto entry = [&](const char* key) -> const nlohmann::json& {
       return nested->contains(key) ? (*nested)[key] : none;
     };
-    RETURN_IF_ERROR(ReadTypeRope(config, "full_attention",
-                                 entry("full_attention"), 1e6, max_positions,
-                                 &out.full));
-    RETURN_IF_ERROR(ReadTypeRope(config, "sliding_attention",
-                                 entry("sliding_attention"), 1e4, max_positions,
-                                 &out.sliding));
+    // Each entry on its type's default base (Gemma3TextConfig: 1e6 full,
+    // 1e4 sliding) when it gives no rope_theta.
+    RETURN_IF_ERROR(ReadLayerTypeRope(config, "full_attention",
+                                      entry("full_attention"), 1e6,
+                                      max_positions, &out.full));
+    RETURN_IF_ERROR(ReadLayerTypeRope(config, "sliding_attention",
+                                      entry("sliding_attention"), 1e4,
+                                      max_positions, &out.sliding));
     return out;
   }
   nlohmann::json global = config;

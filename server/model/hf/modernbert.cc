@@ -15,21 +15,6 @@ struct LayerRope {
   PositionalConfig sliding;  // sliding_attention layers
 };
 
-// One layer type's rotary code, read as the rotary decoders read theirs
-// (hf/rope_config.h) from {"rope_theta": base, "rope_parameters": params}
-// and the top-level keys the scaled types read.
-absl::Status ReadTypeRope(const nlohmann::json& config,
-                          const nlohmann::json& params, double base,
-                          int64_t max_positions, PositionalConfig* out) {
-  nlohmann::json sub = {{"rope_theta", base}};
-  for (const char* copied :
-       {"partial_rotary_factor", "original_max_position_embeddings"}) {
-    if (config.contains(copied)) sub[copied] = config[copied];
-  }
-  if (!params.is_null()) sub["rope_parameters"] = params;
-  return ReadRope(sub, ConfigReader(sub), max_positions, out);
-}
-
 // The rotary codes of both layer types, as ModernBertConfig reads them.
 // The bases: transformers 5's rope_parameters {"full_attention":
 // {"rope_type", "rope_theta", the type's keys}, "sliding_attention":
@@ -102,10 +87,10 @@ absl::StatusOr<LayerRope> ReadLayerRope(const nlohmann::json& config,
     full_params = sliding_params = s;
   }
   LayerRope out;
-  RETURN_IF_ERROR(
-      ReadTypeRope(config, full_params, global, max_positions, &out.full));
-  RETURN_IF_ERROR(
-      ReadTypeRope(config, sliding_params, local, max_positions, &out.sliding));
+  RETURN_IF_ERROR(ReadLayerTypeRope(config, "full_attention", full_params,
+                                    global, max_positions, &out.full));
+  RETURN_IF_ERROR(ReadLayerTypeRope(config, "sliding_attention", sliding_params,
+                                    local, max_positions, &out.sliding));
   return out;
 }
 

@@ -314,4 +314,22 @@ absl::Status ReadRope(const nlohmann::json& config, const ConfigReader& r,
   }
 }
 
+absl::Status ReadLayerTypeRope(const nlohmann::json& config, const char* key,
+                               const nlohmann::json& params, double base,
+                               int64_t max_positions, PositionalConfig* out) {
+  nlohmann::json sub = {{"rope_theta", base}};
+  for (const char* copied :
+       {"partial_rotary_factor", "original_max_position_embeddings"}) {
+    if (config.contains(copied)) sub[copied] = config[copied];
+  }
+  if (!params.is_null()) {
+    if (!params.is_object()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "config.json rope_parameters.", key, " must be an object"));
+    }
+    sub["rope_parameters"] = params;
+  }
+  return ReadRope(sub, ConfigReader(sub), max_positions, out);
+}
+
 }  // namespace encoder::model::hf

@@ -28,16 +28,27 @@ namespace encoder::model::hf {
 absl::Status ReadRope(const nlohmann::json& config, const ConfigReader& r,
                       int64_t max_positions, PositionalConfig* out);
 
+// One layer type's rotary code (ModernBERT's and Gemma 3's full and
+// sliding layers), read as ReadRope reads a rotary decoder's from
+// {"rope_theta": base, "rope_parameters": params} and the top-level keys
+// the scaled types read (partial_rotary_factor,
+// original_max_position_embeddings). Null params: unscaled on `base`;
+// params that are not an object are refused, naming
+// rope_parameters.`key`.
+absl::Status ReadLayerTypeRope(const nlohmann::json& config, const char* key,
+                               const nlohmann::json& params, double base,
+                               int64_t max_positions, PositionalConfig* out);
+
+// A rope_scaling override as given: a JSON object with a string rope_type
+// (an older "type" renamed to it); refused by name otherwise.
+absl::StatusOr<nlohmann::json> ParseRopeOverride(const std::string& scaling);
+
 // Replaces config.json's rotary scaling with `scaling`, a JSON object as
 // rope_parameters holds it (its rope_type or type, the type's keys; the
 // checkpoint's rope_theta and top-level original_max_position_embeddings
 // when it gives none): rope_scaling is removed and rope_parameters set, so
 // that ReadRope reads the override alone. {"rope_type": "default"}
 // removes a scaling.
-// A rope_scaling override as given: a JSON object with a string rope_type
-// (an older "type" renamed to it); refused by name otherwise.
-absl::StatusOr<nlohmann::json> ParseRopeOverride(const std::string& scaling);
-
 absl::Status OverrideRope(const std::string& scaling, nlohmann::json* config);
 
 }  // namespace encoder::model::hf

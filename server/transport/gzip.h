@@ -1,7 +1,7 @@
 // gzip for HTTP responses (zlib), and the Accept-Encoding test that decides
 // when to use it.
-#ifndef ENCODER_SERVER_HTTP_GZIP_H_
-#define ENCODER_SERVER_HTTP_GZIP_H_
+#ifndef ENCODER_SERVER_TRANSPORT_GZIP_H_
+#define ENCODER_SERVER_TRANSPORT_GZIP_H_
 
 #include <string>
 #include <string_view>
@@ -19,4 +19,4 @@ std::string Gzip(std::string_view data);
 
 }  // namespace encoder::http
 
-#endif  // ENCODER_SERVER_HTTP_GZIP_H_
+#endif  // ENCODER_SERVER_TRANSPORT_GZIP_H_

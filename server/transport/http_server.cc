@@ -1,4 +1,4 @@
-#include "server/http/http_server.h"
+#include "server/transport/http_server.h"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/common/thread_name.h"
-#include "server/http/http_internal.h"
+#include "server/transport/http_internal.h"
 
 namespace encoder::http {
 

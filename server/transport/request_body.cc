@@ -1,4 +1,4 @@
-#include "server/http/request_body.h"
+#include "server/transport/request_body.h"
 
 #include <sys/mman.h>
 

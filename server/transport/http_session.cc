@@ -28,9 +28,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "server/http/gzip.h"
-#include "server/http/http_internal.h"
-#include "server/http/request_body.h"
+#include "server/transport/gzip.h"
+#include "server/transport/http_internal.h"
+#include "server/transport/request_body.h"
 
 namespace encoder::http::detail {
 namespace {

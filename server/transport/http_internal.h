@@ -1,8 +1,8 @@
 // What http_server.cc and http_session.cc share: the server's state that
 // outlives a connection, the link an Exchange answers through, and the
 // session factory. Not for other files.
-#ifndef ENCODER_SERVER_HTTP_HTTP_INTERNAL_H_
-#define ENCODER_SERVER_HTTP_HTTP_INTERNAL_H_
+#ifndef ENCODER_SERVER_TRANSPORT_HTTP_INTERNAL_H_
+#define ENCODER_SERVER_TRANSPORT_HTTP_INTERNAL_H_
 
 #include <atomic>
 #include <boost/asio/io_context.hpp>
@@ -13,7 +13,7 @@
 #include <optional>
 
 #include "absl/synchronization/mutex.h"
-#include "server/http/http_server.h"
+#include "server/transport/http_server.h"
 
 namespace encoder::http::detail {
 
@@ -76,4 +76,4 @@ void StartSession(Core* core, asio::ip::tcp::socket socket);
 
 }  // namespace encoder::http::detail
 
-#endif  // ENCODER_SERVER_HTTP_HTTP_INTERNAL_H_
+#endif  // ENCODER_SERVER_TRANSPORT_HTTP_INTERNAL_H_

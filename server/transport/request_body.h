@@ -6,8 +6,8 @@
 // its old and new buffers at once (1.5x the limit at the last doubling),
 // and freed heap memory need not go back to the system. Here a body of N
 // bytes costs at most N plus one block of resident memory.
-#ifndef ENCODER_SERVER_HTTP_REQUEST_BODY_H_
-#define ENCODER_SERVER_HTTP_REQUEST_BODY_H_
+#ifndef ENCODER_SERVER_TRANSPORT_REQUEST_BODY_H_
+#define ENCODER_SERVER_TRANSPORT_REQUEST_BODY_H_
 
 #include <boost/beast/core/buffer_traits.hpp>
 #include <boost/beast/core/buffers_range.hpp>
@@ -101,4 +101,4 @@ struct RequestBody {
 
 }  // namespace encoder::http::detail
 
-#endif  // ENCODER_SERVER_HTTP_REQUEST_BODY_H_
+#endif  // ENCODER_SERVER_TRANSPORT_REQUEST_BODY_H_

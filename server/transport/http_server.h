@@ -22,8 +22,8 @@
 //     listen queue.
 // No thread waits per connection or per request: `io_threads` threads run
 // every connection; handlers answer from any thread (Exchange::Respond).
-#ifndef ENCODER_SERVER_HTTP_HTTP_SERVER_H_
-#define ENCODER_SERVER_HTTP_HTTP_SERVER_H_
+#ifndef ENCODER_SERVER_TRANSPORT_HTTP_SERVER_H_
+#define ENCODER_SERVER_TRANSPORT_HTTP_SERVER_H_
 
 #include <atomic>
 #include <cstdint>
@@ -229,4 +229,4 @@ bool SplitHostPort(const std::string& address, std::string* host, int* port);
 
 }  // namespace encoder::http
 
-#endif  // ENCODER_SERVER_HTTP_HTTP_SERVER_H_
+#endif  // ENCODER_SERVER_TRANSPORT_HTTP_SERVER_H_

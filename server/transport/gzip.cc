@@ -1,4 +1,4 @@
-#include "server/http/gzip.h"
+#include "server/transport/gzip.h"
 
 #include <zlib.h>
 
