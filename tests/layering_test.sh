@@ -58,6 +58,16 @@ check "server/service/*.h server/service/*.cc server/http/*.h server/http/*.cc" 
 check "server/metrics/*.h server/metrics/*.cc" \
   "server/(http|transport|auth|core|service|runner|model|diagnostics|app)/" \
   "upward (metrics is below every front that reports to it)"
+# Tracing: the trace context and the tracer know no RPC (the OTLP
+# exporter alone speaks gRPC and protobuf), and no layer but the fronts,
+# the app and the tracer's own tests reaches the exporter.
+check "server/tracing/trace_context.h server/tracing/trace_context.cc
+server/tracing/call_trace.h server/tracing/tracer.h server/tracing/tracer.cc" \
+  "grpc|grpcpp|google/protobuf|encoder/v1|opentelemetry/|torch|ATen|c10|server/(service|http|transport|core|api|runner|model|app)/" \
+  "RPC or upward (the tracer is below the fronts; only otlp_exporter.cc speaks OTLP)"
+check "$core server/core/*.h server/core/*.cc server/service/*.h server/service/*.cc
+server/http/*.h server/http/*.cc server/logging/*.h server/logging/*.cc" \
+  "server/tracing/otlp_exporter.h" "OTLP exporter (the app builds it)"
 # Every layer below the composition root.
 check "$core server/core/*.h server/core/*.cc server/service/*.h server/service/*.cc
 server/http/*.h server/http/*.cc server/transport/*.h server/transport/*.cc

@@ -210,6 +210,8 @@ struct EmbedWork {
   // model's batcher threads: one result per sequence, in order, when OK;
   // none otherwise.
   std::function<void(absl::Status, std::vector<EmbedResult>)> done;
+  // The call is traced (batching::Request::traced).
+  bool traced = false;
 };
 
 // One Diagnose call, validated and priced by the caller.

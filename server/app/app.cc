@@ -47,6 +47,7 @@ std::optional<int> ParseFlags(int argc, char** argv, Process& p) {
   encoder::DefineServeFlags(app, p.flags);
   encoder::DefineSecurityFlags(app, p.security);
   encoder::DefinePrecisionFlags(app, p.precision);
+  encoder::DefineTracingFlags(app, p.tracing);
   app.set_version_flag("--version", encoder::VersionText(),
                        "print the version, git commit, build type, compiler "
                        "and LibTorch version, and exit");
@@ -82,6 +83,14 @@ std::optional<int> ParseFlags(int argc, char** argv, Process& p) {
     return 2;
   }
   p.flag_notes = *std::move(tei_env);
+  absl::StatusOr<std::vector<std::string>> otel_env =
+      encoder::ApplyOtelEnvironment(app);
+  if (!otel_env.ok()) {
+    std::fprintf(stderr, "%s\n",
+                 std::string(otel_env.status().message()).c_str());
+    return 2;
+  }
+  p.flag_notes.insert(p.flag_notes.end(), otel_env->begin(), otel_env->end());
   if (absl::Status s = encoder::FinishServeFlags(p.flags, &p.flag_notes);
       !s.ok()) {
     std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
@@ -151,6 +160,10 @@ void Drain(Process& p, int signal_number) {
   p.http.reset();
   p.server.reset();
   p.host.reset();
+  // What the fronts and batches traced is exported (bounded by
+  // --otlp-export-timeout) before the process exits.
+  encoder::tracing::Install(nullptr);
+  p.tracer.reset();
 }
 
 }  // namespace
@@ -166,6 +179,7 @@ int Main(int argc, char** argv) {
   RaiseDescriptorLimits();
   if (absl::Status s = ConfigureCompute(p); !s.ok()) return Fail(s);
   CreateMetrics(p);
+  if (absl::Status s = StartTracing(p); !s.ok()) return Fail(s);
   if (absl::Status s = ConfigureServer(p); !s.ok()) return Fail(s);
   BuildCore(p);
   if (absl::Status s = StartGrpc(p); !s.ok()) return Fail(s);

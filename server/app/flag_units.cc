@@ -210,6 +210,8 @@ const std::vector<DurationOption>& DurationOptions() {
        true},
       {"http-request-timeout", nullptr, absl::Seconds(1), "s", false},
       {"http-keep-alive", nullptr, absl::Seconds(1), "s", false},
+      {"otlp-schedule-delay", nullptr, absl::Milliseconds(1), "ms", true},
+      {"otlp-export-timeout", nullptr, absl::Milliseconds(1), "ms", true},
   };
   return *options;
 }

@@ -17,6 +17,7 @@
 #include "server/app/precision_flags.h"
 #include "server/app/security_flags.h"
 #include "server/app/serve_flags.h"
+#include "server/app/tracing_flags.h"
 #include "server/core/edge_auth.h"
 #include "server/core/inference.h"
 #include "server/http/http_front.h"
@@ -37,6 +38,7 @@ struct Process {
   std::vector<std::string> flag_notes;
   encoder::SecurityFlags security;
   encoder::PrecisionFlags precision;
+  encoder::TracingFlags tracing;
   sigset_t signals{};
   at::Device device = at::kCPU;
   std::unique_ptr<encoder::runner::IdleMallocTrimmer> trimmer;
@@ -45,6 +47,8 @@ struct Process {
   encoder::metrics::NoopMetrics noop;
   std::unique_ptr<encoder::metrics::PrometheusMetrics> prometheus;
   encoder::metrics::Metrics* metrics = &noop;  // prometheus when it exists
+  // Installed for the fronts (tracing::Installed) while they serve.
+  std::unique_ptr<encoder::tracing::Tracer> tracer;
   encoder::service::ServerOptions server_options;
   int64_t memory_limit = 0;
   int64_t grpc_quota = 0;
@@ -73,6 +77,10 @@ void CreateMetrics(Process& p);
 // Fills the server options: the memory limit and the gRPC memory quota and
 // unread-response bounds derived from it, then the security flags.
 absl::Status ConfigureServer(Process& p);
+
+// The tracer --otlp-endpoint asks for, installed for the fronts; none when
+// it is off.
+absl::Status StartTracing(Process& p);
 
 // The core every front calls: calls are UNAVAILABLE until it has models.
 void BuildCore(Process& p);

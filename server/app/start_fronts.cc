@@ -89,6 +89,17 @@ void CreateMetrics(Process& p) {
                        build.compiler);
 }
 
+absl::Status StartTracing(Process& p) {
+  auto tracer = encoder::BuildTracer(p.tracing, encoder::GetBuildInfo().version,
+                                     p.metrics);
+  if (!tracer.ok()) return tracer.status();
+  p.tracer = *std::move(tracer);
+  if (p.tracer == nullptr) return absl::OkStatus();
+  encoder::tracing::Install(p.tracer.get());
+  spdlog::info("traces: {}", p.tracer->Describe());
+  return absl::OkStatus();
+}
+
 absl::Status ConfigureServer(Process& p) {
   const encoder::ServeFlags& flags = p.flags;
   const bool grpc = !flags.server.listen.empty();

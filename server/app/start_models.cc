@@ -147,23 +147,25 @@ void ConfigureModelHost(Process& p) {
   p.host_options.memory_limit_bytes = p.memory_limit;
   p.host_options.reserved_bytes =
       p.grpc_quota + p.flags.limits.unread.total_bytes;
-  p.host_options.make_observer = [metrics =
-                                      p.metrics](const std::string& model) {
-    encoder::batching::BatcherObserver o;
-    o.on_batch = [metrics, model](const encoder::batching::BatchStats& b) {
-      metrics->Batch(model, b.batch_size, b.padded_tokens, b.real_tokens);
-    };
-    o.on_dropped = [metrics, model](const char* reason, int64_t n) {
-      metrics->Dropped(model, reason, n);
-    };
-    o.on_queue_depth = [metrics, model](int64_t depth) {
-      metrics->QueueDepth(model, depth);
-    };
-    o.on_running = [metrics, model](int64_t batches) {
-      metrics->RunningBatches(model, batches);
-    };
-    return o;
-  };
+  p.host_options.make_observer =
+      [metrics = p.metrics, tracer = p.tracer.get()](const std::string& model) {
+        encoder::batching::BatcherObserver o;
+        o.on_batch = [metrics, tracer,
+                      model](const encoder::batching::BatchStats& b) {
+          metrics->Batch(model, b.batch_size, b.padded_tokens, b.real_tokens);
+          if (tracer != nullptr) tracer->RecordBatch(model, b);
+        };
+        o.on_dropped = [metrics, model](const char* reason, int64_t n) {
+          metrics->Dropped(model, reason, n);
+        };
+        o.on_queue_depth = [metrics, model](int64_t depth) {
+          metrics->QueueDepth(model, depth);
+        };
+        o.on_running = [metrics, model](int64_t batches) {
+          metrics->RunningBatches(model, batches);
+        };
+        return o;
+      };
 }
 
 void AddResourceReaders(Process& p) {

@@ -68,8 +68,6 @@ void DefineTeiFlags(CLI::App& app, ServeFlags& f) {
         ->expected(0, 1);
   }
   static constexpr Ignored kRefused[] = {
-      {"--otlp-endpoint", "OpenTelemetry export is not built in"},
-      {"--otlp-service-name", "OpenTelemetry export is not built in"},
       {"--cors-allow-origin", "the HTTP port sends no CORS headers"},
       {"--dense-path",
        "Dense modules are those modules.json lists; serve another as its "

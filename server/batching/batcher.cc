@@ -1,6 +1,7 @@
 #include "server/batching/batcher.h"
 
 #include <algorithm>
+#include <atomic>
 #include <exception>
 #include <iterator>
 #include <string>
@@ -14,6 +15,12 @@
 
 namespace encoder::batching {
 namespace {
+
+// BatchStats::id: batches are numbered across every batcher of the process.
+uint64_t NextBatchId() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
 
 constexpr char kDeadline[] = "deadline";
 constexpr char kCancelled[] = "cancelled";
@@ -278,7 +285,9 @@ void Batcher::StartBatch(std::vector<Pending> batch,
       const int64_t length = job.items.back()->length;
       longest = std::max(longest, length);
       job.stats.real_tokens += length;
+      if (pending.state->request->traced) ++job.stats.traced;
     }
+    job.stats.id = NextBatchId();
     job.stats.batch_size = static_cast<int64_t>(run.size());
     job.stats.padded_tokens = longest * job.stats.batch_size;
     // The batch's memory, held from before the forward pass until its
@@ -564,6 +573,7 @@ void Batcher::FinishJob(Job job) {
     oldest = std::min(oldest, pending.state->submitted);
   }
   stats.queue_seconds = absl::ToDoubleSeconds(job.start - oldest);
+  stats.start = job.start;
   if (observer_.on_batch) observer_.on_batch(stats);
 
   std::vector<Completion> completions;

@@ -76,6 +76,8 @@ struct Request {
   // Submit fails. Must not block for long, must not throw, must neither
   // call Drain nor destroy the batcher.
   std::function<void(absl::Status, std::vector<ItemResult>)> done;
+  // The call is traced: its batches count it in BatchStats::traced.
+  bool traced = false;
 };
 
 class Batcher {

@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 
 namespace encoder::batching {
 
@@ -66,11 +67,16 @@ struct BatchItem {
 
 // Which batch an item ran in and how long it took.
 struct BatchStats {
+  uint64_t id = 0;            // unique in the process, from 1
+  absl::Time start;           // when the forward pass began
   int64_t batch_size = 0;     // items in the forward pass
   int64_t padded_tokens = 0;  // longest x batch_size
   int64_t real_tokens = 0;    // sum of lengths
   double queue_seconds = 0;   // from submission to the start of the batch
   double inference_seconds = 0;
+  // Items of requests whose calls are traced (Request::traced): the
+  // batch's own span is recorded when there is one.
+  int64_t traced = 0;
 };
 
 struct ItemResult {

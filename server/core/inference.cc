@@ -16,6 +16,53 @@ namespace {
 constexpr char kDrainingMessage[] = "server is shutting down; retry elsewhere";
 constexpr char kLoadingMessage[] = "models are still loading; retry shortly";
 
+// The call's trace when it records spans; else null.
+tracing::CallTrace* TraceOf(logging::AccessRecord* access) {
+  return access != nullptr && access->trace.sampled ? &access->trace : nullptr;
+}
+
+// Fills the access record's request (when the front keeps one) and stamps
+// the core's start on a traced call; the call's trace, else null.
+tracing::CallTrace* OpenRecord(logging::AccessRecord* access,
+                               const std::string& requested, int64_t inputs,
+                               absl::Time start) {
+  if (access == nullptr) return nullptr;
+  access->model = requested;
+  access->inputs = inputs;
+  tracing::CallTrace* trace = TraceOf(access);
+  if (trace != nullptr) trace->core_start = start;
+  return trace;
+}
+
+// The call's sequences are queued on `model` now.
+void StampQueued(const api::ServedModel& model,
+                 const std::vector<api::EmbedSpec>& sequences,
+                 tracing::CallTrace* trace) {
+  trace->queued = absl::Now();
+  const api::ModelDescription& d = model.description();
+  trace->scheme = d.scheme.name;
+  trace->precision = model::PrecisionName(d.precision);
+  trace->sequences = static_cast<int64_t>(sequences.size());
+}
+
+// When the batches of `results` ran, and which they were.
+void StampBatches(const std::vector<api::EmbedResult>& results,
+                  tracing::CallTrace* trace) {
+  for (const api::EmbedResult& r : results) {
+    const absl::Time end =
+        r.batch.start + absl::Seconds(r.batch.inference_seconds);
+    if (trace->first_batch == absl::InfinitePast() ||
+        r.batch.start < trace->first_batch) {
+      trace->first_batch = r.batch.start;
+    }
+    trace->last_batch_end = std::max(trace->last_batch_end, end);
+    if (std::find(trace->batches.begin(), trace->batches.end(), r.batch.id) ==
+        trace->batches.end()) {
+      trace->batches.push_back(r.batch.id);
+    }
+  }
+}
+
 double MillisSince(absl::Time start) {
   return absl::ToDoubleMilliseconds(absl::Now() - start);
 }
@@ -140,10 +187,7 @@ void Inference::Run(
   const char* rpc = call.rpc;
   logging::AccessRecord* access = call.access;
   BeginCall(rpc);
-  if (access != nullptr) {
-    access->model = requested;
-    access->inputs = inputs;
-  }
+  tracing::CallTrace* trace = OpenRecord(access, requested, inputs, start);
   // Records the call under `model` and hands its outcome to the front.
   auto finish = [this, rpc, start, access](
                     const std::string& model, absl::StatusOr<Answer> outcome,
@@ -172,7 +216,9 @@ void Inference::Run(
   const std::string model = shared->model->name();
   const double tokenization_ms = MillisSince(start);
   RecordPrepared(model, shared->sequences, tokenization_ms, access);
+  if (trace != nullptr) StampQueued(*shared->model, shared->sequences, trace);
   api::EmbedWork work;
+  work.traced = trace != nullptr;
   work.sequences = shared->sequences;
   work.deadline = call.deadline;
   work.is_cancelled = std::move(call.is_cancelled);
@@ -180,12 +226,13 @@ void Inference::Run(
       std::make_shared<std::function<void(absl::StatusOr<Answer>)>>(
           std::move(done));
   work.done = [this, shared, request_id = std::move(request_id), start, model,
-               finish, reservation, access, shared_done,
+               finish, reservation, access, trace, shared_done,
                build = std::move(build), tokenization_ms](
                   absl::Status status, std::vector<api::EmbedResult> results) {
     // The front counts what it serializes instead.
     reservation->Reset();
     if (!status.ok()) return finish(model, status, *shared_done);
+    if (trace != nullptr) StampBatches(results, trace);
     for (const auto& r : results) {
       metrics_->SequenceTimes(model, r.batch.queue_seconds,
                               r.batch.inference_seconds);
@@ -193,6 +240,7 @@ void Inference::Run(
     Answer answer =
         build(request_id, *shared, std::move(results), MillisSince(start));
     answer.tokenization_ms = tokenization_ms;
+    if (trace != nullptr) trace->answered = absl::Now();
     if (access != nullptr) {
       access->queue_ms = answer.queue_ms;
       access->inference_ms = answer.inference_ms;

@@ -24,6 +24,7 @@
 #include "server/http/tei_score.h"
 #include "server/http/tei_tokens.h"
 #include "server/logging/access_log.h"
+#include "server/tracing/tracer.h"
 
 namespace encoder::http {
 namespace {
@@ -228,6 +229,8 @@ class HttpFront::Handlers {
     log->access = logging::BeginAccessRecord(
         "http", method, absl::StrCat(q.remote_address, ":", q.remote_port),
         q.HeaderValue("X-Request-Id"), q.HeaderValue("traceparent"));
+    tracing::BeginCall(q.HeaderValue("traceparent"),
+                       q.HeaderValue("tracestate"), &log->access);
     log->echo.push_back(
         {"X-Request-Id", logging::EnsureRequestId(&log->access)});
     if (!log->access.traceparent.empty()) {
@@ -503,6 +506,7 @@ class HttpFront::Handlers {
             : response.status;
     access.total_ms = absl::ToDoubleMilliseconds(absl::Now() - log->start);
     logging::LogAccess(access);
+    tracing::EndCall(access);
     x->Respond(std::move(response));
   }
 

@@ -10,17 +10,6 @@
 namespace encoder::logging {
 namespace {
 
-bool IsLowerHex(std::string_view s) {
-  for (char c : s) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return true;
-}
-
-bool AllZero(std::string_view s) {
-  return s.find_first_not_of('0') == std::string_view::npos;
-}
-
 // A caller-supplied string cut for the log (the full one may be large).
 std::string Clip(const std::string& s, size_t max_bytes = 256) {
   if (s.size() <= max_bytes) return s;
@@ -93,22 +82,7 @@ bool IsUsableRequestId(std::string_view id) {
 }
 
 bool IsValidTraceparent(std::string_view v) {
-  // version "-" trace-id "-" parent-id "-" flags: 2 + 1 + 32 + 1 + 16 + 1 + 2.
-  constexpr size_t kLength = 55;
-  if (v.size() < kLength) return false;
-  if (v[2] != '-' || v[35] != '-' || v[52] != '-') return false;
-  const std::string_view version = v.substr(0, 2);
-  const std::string_view trace_id = v.substr(3, 32);
-  const std::string_view parent_id = v.substr(36, 16);
-  const std::string_view flags = v.substr(53, 2);
-  if (!IsLowerHex(version) || !IsLowerHex(trace_id) || !IsLowerHex(parent_id) ||
-      !IsLowerHex(flags)) {
-    return false;
-  }
-  if (version == "ff" || AllZero(trace_id) || AllZero(parent_id)) return false;
-  if (v.size() == kLength) return true;
-  // Version 00 has exactly these fields; later versions may add more.
-  return version != "00" && v[kLength] == '-';
+  return tracing::ParseTraceparent(v).has_value();
 }
 
 AccessRecord BeginAccessRecord(std::string protocol, std::string method,

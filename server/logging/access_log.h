@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include "server/tracing/call_trace.h"
+
 namespace encoder::logging {
 
 // What one call did. Times in milliseconds; queue and inference are the
@@ -29,6 +31,8 @@ struct AccessRecord {
   std::string request_id;
   std::string peer;         // the client's address
   std::string traceparent;  // a valid W3C traceparent, else empty
+  // The call's spans, when tracing records them (tracing::BeginCall).
+  tracing::CallTrace trace;
 };
 
 // Logs the record: level info for OK; warn for codes a client or load

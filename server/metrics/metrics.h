@@ -67,6 +67,15 @@ class Metrics {
   // A call refused for its bearer token. reason: missing | invalid.
   virtual void AuthFailure(const std::string& reason) { (void)reason; }
 
+  // Spans the tracer handled. outcome: exported | queue_full (dropped:
+  // the export queue was full) | export_failed (dropped: the collector
+  // refused them or did not answer in time) | shutdown (dropped: still
+  // queued when the drain's export time ran out).
+  virtual void TraceSpans(const std::string& outcome, int64_t spans) {
+    (void)outcome;
+    (void)spans;
+  }
+
   // Bytes of responses produced and not yet read by their clients.
   virtual void UnreadResponseBytes(int64_t bytes) { (void)bytes; }
 

@@ -351,6 +351,16 @@ PrometheusMetrics::PrometheusMetrics()
                    .Register(r);
   auth_missing_ = &auth.Add({{"reason", "missing"}});
   auth_invalid_ = &auth.Add({{"reason", "invalid"}});
+  auto& spans = prometheus::BuildCounter()
+                    .Name("encoder_trace_spans_total")
+                    .Help(
+                        "Spans the tracer exported (outcome exported) or "
+                        "dropped: queue_full, export_failed, shutdown.")
+                    .Register(r);
+  for (const char* outcome :
+       {"exported", "queue_full", "export_failed", "shutdown"}) {
+    trace_spans_[outcome] = &spans.Add({{"outcome", outcome}});
+  }
   model_info_ = &prometheus::BuildGauge()
                      .Name("encoder_model_info")
                      .Help("A hosted model; always 1.")
@@ -662,6 +672,13 @@ void PrometheusMetrics::InFlight(const std::string& rpc, int delta) {
 
 void PrometheusMetrics::AuthFailure(const std::string& reason) {
   (reason == "missing" ? auth_missing_ : auth_invalid_)->Increment();
+}
+
+void PrometheusMetrics::TraceSpans(const std::string& outcome, int64_t spans) {
+  auto it = trace_spans_.find(outcome);
+  if (it != trace_spans_.end()) {
+    it->second->Increment(static_cast<double>(spans));
+  }
 }
 
 void PrometheusMetrics::UnreadResponseBytes(int64_t bytes) {

@@ -22,6 +22,8 @@
 //   encoder_in_flight_requests{rpc}                          gauge
 //   encoder_auth_failures_total{reason}                      counter,
 //       calls refused for their bearer token; reason: missing | invalid
+//   encoder_trace_spans_total{outcome}                       counter, spans
+//       the tracer exported or dropped (Metrics::TraceSpans)
 //   encoder_model_info{model,scheme,device,dtype,d_model,num_heads,
 //                      num_layers}                           gauge, always 1
 //   encoder_build_info{version,commit,libtorch,compiler}     gauge, always 1
@@ -175,6 +177,7 @@ class PrometheusMetrics : public Metrics {
   void RunningBatches(const std::string& model, int64_t batches) override;
   void InFlight(const std::string& rpc, int delta) override;
   void AuthFailure(const std::string& reason) override;
+  void TraceSpans(const std::string& outcome, int64_t spans) override;
   void UnreadResponseBytes(int64_t bytes) override;
   void CpuInfo(const std::string& cpu_model,
                const std::string& features) override;
@@ -259,6 +262,8 @@ class PrometheusMetrics : public Metrics {
   prometheus::Gauge* unread_response_bytes_ = nullptr;
   prometheus::Counter* auth_missing_;
   prometheus::Counter* auth_invalid_;
+  // encoder_trace_spans_total by outcome.
+  std::map<std::string, prometheus::Counter*> trace_spans_;
   prometheus::Family<prometheus::Gauge>* model_info_;
   prometheus::Family<prometheus::Gauge>* cpu_info_;
   prometheus::Family<prometheus::Gauge>* build_info_;

@@ -211,6 +211,7 @@ absl::Status HostedModel::Embed(api::EmbedWork work) const {
   }
   request->deadline = work.deadline;
   request->is_cancelled = std::move(work.is_cancelled);
+  request->traced = work.traced;
   request->done = [done = std::move(work.done)](
                       absl::Status status,
                       std::vector<batching::ItemResult> items) {

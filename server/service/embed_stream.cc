@@ -16,6 +16,7 @@
 #include "server/service/encoder_service.h"
 #include "server/service/request_parser.h"
 #include "server/service/status_util.h"
+#include "server/tracing/tracer.h"
 
 namespace encoder::service {
 namespace {
@@ -52,6 +53,7 @@ class EmbedStreamReactor
     read_buffer_.Clear();
     if (parsed.ok()) request_id = item->request.request_id();
     item->access = access_;
+    tracing::BeginStreamRequest(&item->access);
     ++read_count_;
     item->access.request_id =
         IsUsableRequestId(request_id)

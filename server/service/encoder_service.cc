@@ -15,6 +15,7 @@
 #include "server/service/request_parser.h"
 #include "server/service/score_proto.h"
 #include "server/service/status_util.h"
+#include "server/tracing/tracer.h"
 
 namespace encoder::service {
 namespace {
@@ -114,9 +115,12 @@ HoldingReactor::HoldingReactor(grpc::CallbackServerContext* context,
 
 AccessRecord EncoderServiceImpl::BeginAccess(
     const char* rpc, const grpc::CallbackServerContext* context) {
-  return logging::BeginAccessRecord("grpc", rpc, context->peer(),
-                                    MetadataValue(context, "x-request-id"),
-                                    MetadataValue(context, "traceparent"));
+  AccessRecord record = logging::BeginAccessRecord(
+      "grpc", rpc, context->peer(), MetadataValue(context, "x-request-id"),
+      MetadataValue(context, "traceparent"));
+  tracing::BeginCall(MetadataValue(context, "traceparent"),
+                     MetadataValue(context, "tracestate"), &record);
+  return record;
 }
 
 void EncoderServiceImpl::EchoCallMetadata(grpc::CallbackServerContext* context,
@@ -141,6 +145,7 @@ void EncoderServiceImpl::LogCall(AccessRecord* access,
   access->error = status.error_message();
   access->total_ms = MillisSince(start);
   LogAccess(*access);
+  tracing::EndCall(*access);
 }
 
 core::Call EncoderServiceImpl::CallOf(const char* rpc,

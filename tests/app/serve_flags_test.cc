@@ -206,7 +206,6 @@ TEST(ServeFlags, TextEmbeddingsInferenceFlags) {
            {{"--port=9000", "--http-listen=:9001"}, "both set the HTTP port"},
            {{"--pooling=splade"}, "SpladePooling"},
            {{"--pooling=cls", "--model-dir-pooling=mean"}, "give one"},
-           {{"--otlp-endpoint", "http://collector:4317"}, "--otlp-endpoint"},
            {{"--cors-allow-origin=*"}, "--cors-allow-origin"},
            {{"--default-prompt-name=q", "--default-prompt=p: "}, "give one"},
            {{"--auto-truncate=maybe"}, "true or false"}}) {

@@ -23,8 +23,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run_bench  # noqa: E402  (start_server, client_bench, median)
 
 
-def measure(binary, client_dir, a):
-    proc, port = run_bench.start_server(os.path.dirname(binary), [])
+def measure(binary, client_dir, a, flags=()):
+    """One server start of `binary` (with `flags`): one caller's and
+    a.concurrency callers' latency and throughput on a.model."""
+    proc, port = run_bench.start_server(os.path.dirname(binary), list(flags))
     try:
         one = run_bench.client_bench(client_dir, port, a.model, 1, a.length,
                                      a.duration)
