@@ -229,8 +229,7 @@ class HttpFront::Handlers {
     log->access = logging::BeginAccessRecord(
         "http", method, absl::StrCat(q.remote_address, ":", q.remote_port),
         q.HeaderValue("X-Request-Id"), q.HeaderValue("traceparent"));
-    tracing::BeginCall(q.HeaderValue("traceparent"),
-                       q.HeaderValue("tracestate"), &log->access);
+    tracing::BeginCall(q.HeaderValue("tracestate"), &log->access);
     log->echo.push_back(
         {"X-Request-Id", logging::EnsureRequestId(&log->access)});
     if (!log->access.traceparent.empty()) {

@@ -118,8 +118,7 @@ AccessRecord EncoderServiceImpl::BeginAccess(
   AccessRecord record = logging::BeginAccessRecord(
       "grpc", rpc, context->peer(), MetadataValue(context, "x-request-id"),
       MetadataValue(context, "traceparent"));
-  tracing::BeginCall(MetadataValue(context, "traceparent"),
-                     MetadataValue(context, "tracestate"), &record);
+  tracing::BeginCall(MetadataValue(context, "tracestate"), &record);
   return record;
 }
 

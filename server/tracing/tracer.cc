@@ -273,10 +273,9 @@ void Install(Tracer* tracer) { g_tracer.store(tracer); }
 
 Tracer* Installed() { return g_tracer.load(); }
 
-void BeginCall(std::string_view traceparent, std::string_view tracestate,
-               logging::AccessRecord* access) {
+void BeginCall(std::string_view tracestate, logging::AccessRecord* access) {
   if (Tracer* t = Installed(); t != nullptr) {
-    t->Begin(traceparent, tracestate, access);
+    t->Begin(access->traceparent, tracestate, access);
   }
 }
 

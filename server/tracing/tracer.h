@@ -140,10 +140,10 @@ class Tracer {
 void Install(Tracer* tracer);
 Tracer* Installed();
 
-// The fronts' two calls: Tracer::Begin and Tracer::End (at now) on the
-// installed tracer; nothing when none is.
-void BeginCall(std::string_view traceparent, std::string_view tracestate,
-               logging::AccessRecord* access);
+// The fronts' two calls: Tracer::Begin, on the traceparent the access
+// record kept (logging::BeginAccessRecord keeps a valid one), and
+// Tracer::End at now, on the installed tracer; nothing when none is.
+void BeginCall(std::string_view tracestate, logging::AccessRecord* access);
 void EndCall(const logging::AccessRecord& access);
 // One request of a stream, whose record is a copy of the stream's: a span
 // of its own (the stream's trace and parent) from now.
