@@ -53,6 +53,29 @@ std::string ReachHtml(const encoder::v1::ExtrapolationProbe& e) {
   return out.empty() ? "no positional parameters" : EscapeHtml(out);
 }
 
+// What the server measured at load for its long-input policy auto
+// (ModelInfo.measured_reach), as HTML.
+std::string MeasuredHtml(const encoder::v1::ModelInfo& info) {
+  if (!info.has_measured_reach()) return "not measured";
+  const encoder::v1::MeasuredReach& m = info.measured_reach();
+  const std::string broke = m.breaks_at() > 0 && m.drifts_size() > 0
+                                ? FormatNumber(m.drifts(m.drifts_size() - 1)) +
+                                      " at " + std::to_string(m.breaks_at())
+                                : "";
+  std::string out;
+  if (m.holds_up_to() > m.reference_length()) {
+    out = "whole up to " + std::to_string(m.holds_up_to()) +
+          " tokens (pooled drift \u2264 " + FormatNumber(m.max_drift()) +
+          " of its " + std::to_string(m.reference_length()) + "-token value)" +
+          (broke.empty() ? "" : "; " + broke);
+  } else {
+    out = "windows past " + std::to_string(m.reference_length()) +
+          " tokens (pooled drift " + broke + ", over " +
+          FormatNumber(m.max_drift()) + ")";
+  }
+  return EscapeHtml(out);
+}
+
 std::string ReachRow(const ModelDiagnosis& m) {
   const encoder::v1::ExtrapolationProbe& e = *m.extrapolation;
   std::vector<int> ran, skipped;
@@ -63,7 +86,7 @@ std::string ReachRow(const ModelDiagnosis& m) {
          EscapeHtml(m.info.positional().scheme()) + "</td><td class=\"num\">" +
          std::to_string(e.trained_length()) + "</td><td class=\"num\">" +
          Join(ran) + "</td><td class=\"num\">" + Join(skipped) + "</td><td>" +
-         ReachHtml(e) + "</td></tr>";
+         ReachHtml(e) + "</td><td>" + MeasuredHtml(m.info) + "</td></tr>";
 }
 
 }  // namespace
@@ -133,7 +156,8 @@ std::string ExtrapolationSectionHtml(
   html +=
       "</div><table class=\"summary\"><thead><tr><th>Model</th>"
       "<th>Scheme</th><th>Trained length</th><th>Lengths run</th>"
-      "<th>Not run</th><th>What the parameters allow</th></tr></thead>"
+      "<th>Not run</th><th>What the parameters allow</th>"
+      "<th>Measured at load (long input auto)</th></tr></thead>"
       "<tbody>";
   for (const ModelDiagnosis* m : probed) html += ReachRow(*m);
   return html + "</tbody></table></section>";

@@ -96,6 +96,31 @@ struct SparseDescription {
   std::string activation;  // "relu" or "log1p_relu" (before the log1p)
 };
 
+// How far the model's pooled vector holds past its length, measured at
+// load for the long-input policy auto
+// (docs/long-inputs.md#the-default-policy): one
+// seeded random period of n = max(1, T / 4) tokens (T the model's length)
+// repeated to each length of a grid, run whole as served, and the pooled
+// vector (its pooling and dense layers, before normalization) compared
+// with the one at the reference length 4n <= T.
+struct MeasuredReach {
+  // The pooled drift up to which an input runs whole (--long-input-drift).
+  double max_drift = 0;
+  int64_t reference_length = 0;
+  // The extrapolation limit the grid stops at.
+  int64_t limit = 0;
+  std::vector<int64_t> source;   // one period
+  std::vector<int64_t> lengths;  // as run, increasing; stops at the first
+                                 // length that breaks
+  // |p_L - p_ref| / |p_ref| at each length.
+  std::vector<double> drifts;
+  // The longest length up to which every length held (reference_length
+  // when none past it did), and the first that broke (0: none did).
+  int64_t holds_up_to = 0;
+  int64_t breaks_at = 0;
+  double seconds = 0;  // what the measurement took
+};
+
 // A model as loaded: plain data, fixed once the model is served.
 struct ModelDescription {
   std::string name;
@@ -131,6 +156,9 @@ struct ModelDescription {
   int64_t max_extrapolation_tokens = 0;  // 0: the server's default
   // The repository entry's long-input policy; unset: the server's.
   std::optional<LongInputPolicy> long_input;
+  // Measured when the long-input policy is auto and the scheme can run
+  // past the model's length (runner::MeasureLongInputReach).
+  std::optional<MeasuredReach> measured_reach;
   // Padding share from which the token-wise work skips padded positions.
   double skip_padding_min_share = 0;
   AttentionKernel attention_kernel = AttentionKernel::kExplicit;

@@ -28,7 +28,7 @@ const GroupList& Groups() {
         "hub-offline", "model-dir", "models", "builtin-models",
         "served-model-name", "model-alias", "strict-model-names",
         "model-dir-pooling", "rope-scaling", "rerank-template", "strip-text",
-        "long-input", "device"}},
+        "long-input", "long-input-drift", "device"}},
       {"gRPC",
        {"listen", "health-listen", "reflection", "max-receive-message-bytes",
         "max-send-message-bytes"}},

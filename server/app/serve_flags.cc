@@ -238,12 +238,21 @@ void DefineLimitFlags(CLI::App& app, ServeFlags& f) {
          "repository entry none: truncate (as text-embeddings-"
          "inference's --auto-truncate; responses count the dropped "
          "tokens), refuse, chunk, late_chunk, extrapolate, or auto "
-         "(extrapolate for ALiBi and relative buckets within the "
-         "extrapolation limit, and for a scaled rotary code up to the "
-         "length its scaling reaches, else chunk; ListModels says "
-         "which and why). A request's truncate false refuses")
+         "(each model's reach measured at load: inputs run whole up to "
+         "the longest length at which its pooled vector moves at most "
+         "--long-input-drift, in windows beyond; ListModels says which "
+         "and why). A request's truncate false refuses")
       ->check(CLI::IsMember(LongInputPolicyNames()))
       ->default_str(std::string(LongInputPolicyName(f.limits.long_input)));
+  app.add_option("--long-input-drift", f.host.long_input_drift,
+                 "--long-input auto: the relative change of a model's pooled "
+                 "vector, on a repeated input past its length against the "
+                 "same input within it, up to which inputs run whole; 0: "
+                 "not measured, auto decides by the scheme's parameters "
+                 "(extrapolate for ALiBi and relative buckets, and for a "
+                 "scaled rotary code up to the length its scaling reaches)")
+      ->check(CLI::Range(0.0, 10.0))
+      ->capture_default_str();
   app.add_option("--memory-limit-bytes", f.host.memory_limit_bytes,
                  "memory the process may use; 0: the cgroup limit, else the "
                  "machine's RAM. The defaults below derive from it")

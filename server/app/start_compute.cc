@@ -120,6 +120,9 @@ absl::Status ConfigureCompute(Process& p) {
                threads, share);
   p.host_options = flags.host;
   p.host_options.device = p.device;
+  p.host_options.long_input = flags.limits.long_input;
+  p.host_options.max_extrapolation_tokens =
+      flags.diagnose.max_extrapolation_tokens;
   p.host_options.batching.executions = executions;
   spdlog::info(
       "up to {} batches per model run at once{}",

@@ -22,6 +22,10 @@ enum class LongInputPolicy {
   kAuto,         // a default only: extrapolate or chunk by the scheme
 };
 
+// The pooled drift past a model's length up to which the policy auto runs
+// inputs whole, as measured at load (--long-input-drift).
+inline constexpr double kDefaultLongInputDrift = 0.05;
+
 inline constexpr std::array<std::pair<LongInputPolicy, std::string_view>, 6>
     kLongInputPolicyNames = {{{LongInputPolicy::kRefuse, "refuse"},
                               {LongInputPolicy::kTruncate, "truncate"},

@@ -47,6 +47,49 @@ absl::StatusOr<Framing> FrameInput(const EmbedQuery& query, int i,
       "special tokens; truncate it instead"));
 }
 
+// auto decided by the drift measured at load (api::MeasuredReach): whole
+// up to the longest length that held, in windows beyond; the reason names
+// the numbers that decided.
+LongInputDefault MeasuredDefault(const api::MeasuredReach& m,
+                                 const std::string& from) {
+  LongInputDefault out;
+  const std::string head =
+      absl::StrCat("auto (", from, "), measured at load on a repeated ",
+                   m.source.size(), "-token input: its pooled vector");
+  const std::string against =
+      absl::StrCat(" of its ", m.reference_length, "-token value");
+  const std::string bound =
+      absl::StrCat("--long-input-drift ", absl::SixDigits(m.max_drift));
+  const std::string broke =
+      m.breaks_at > 0
+          ? absl::StrCat(" and ", absl::SixDigits(m.drifts.back()), " at ",
+                         m.breaks_at, " tokens (over ", bound, ")")
+          : absl::StrCat(" (within ", bound, "; the extrapolation limit is ",
+                         m.limit, ")");
+  if (m.holds_up_to <= m.reference_length || m.drifts.empty()) {
+    out.policy = LongInputPolicy::kChunk;
+    out.reason = absl::StrCat(
+        head, " moves ", absl::SixDigits(m.drifts.empty() ? 0 : m.drifts[0]),
+        against, " at ", m.lengths.empty() ? 0 : m.lengths[0], " tokens (over ",
+        bound,
+        "): inputs past the model's length run in "
+        "windows of it");
+    return out;
+  }
+  double held = 0;
+  for (size_t k = 0; k < m.drifts.size(); ++k) {
+    if (m.lengths[k] <= m.holds_up_to) held = std::max(held, m.drifts[k]);
+  }
+  out.policy = LongInputPolicy::kExtrapolate;
+  out.chunk_past_limit = true;
+  out.whole_up_to = m.holds_up_to;
+  out.reason = absl::StrCat(head, " moves at most ", absl::SixDigits(held),
+                            against, " up to ", m.holds_up_to, " tokens", broke,
+                            ": inputs run whole up to ", m.holds_up_to,
+                            " tokens, in windows beyond");
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<Window>> Windows(const EmbedQuery& query, int i,
@@ -223,6 +266,7 @@ LongInputDefault DefaultLongInput(const api::ServedModel& model,
   // model, or up to the length a rotary scaling was made to reach; else
   // windows of the model's length, in which every position was seen in
   // training.
+  if (d.measured_reach) return MeasuredDefault(*d.measured_reach, from);
   const int64_t max_len = d.max_length;
   const model::SchemeReach& reach = d.reach;
   const int64_t limit =

@@ -92,6 +92,21 @@ void AddHeads(const api::ModelDescription& d, json* out) {
   (*out)["colbert"] = colbert;
 }
 
+// auto's measured reach (ModelInfo.measured_reach); null when not taken.
+json MeasuredReachJson(const api::ModelDescription& d) {
+  if (!d.measured_reach) return nullptr;
+  const api::MeasuredReach& m = *d.measured_reach;
+  return {{"max_drift", m.max_drift},
+          {"reference_length", m.reference_length},
+          {"limit", m.limit},
+          {"source_ids", m.source},
+          {"lengths", m.lengths},
+          {"drifts", m.drifts},
+          {"holds_up_to", m.holds_up_to},
+          {"breaks_at", m.breaks_at},
+          {"seconds", m.seconds}};
+}
+
 }  // namespace
 
 json ModelReportJson(const core::ModelReport& r) {
@@ -118,6 +133,7 @@ json ModelReportJson(const core::ModelReport& r) {
       {"max_extrapolation_tokens", r.max_extrapolation_tokens},
       {"long_input_policy", LongInputPolicyName(r.long_input.policy)},
       {"long_input_reason", r.long_input.reason},
+      {"measured_reach", MeasuredReachJson(d)},
       {"pooling", model::PoolingName(c.pooling)},
       {"normalize", c.normalize},
       {"accepts_text", r.accepts_text},

@@ -15,6 +15,7 @@
 #include "server/model/kernels/kernel_trace.h"
 #include "server/model/kernels/packed_linear.h"
 #include "server/model/torch_compat.h"
+#include "server/runner/long_input_reach.h"
 #include "server/runner/model_load.h"
 #include "server/runner/thread_policy.h"
 #include "server/tokenizer/byte_tokenizer.h"
@@ -186,6 +187,28 @@ void Describe(const batching::BatchOptions& batching, HostedModel* hosted) {
   d.type_vocab_size = spec.config.arch.token_type_embedding
                           ? spec.config.arch.type_vocab_size
                           : 0;
+}
+
+// The long-input policy auto's measured reach, where the model's policy
+// is auto and its scheme can run past its length.
+absl::Status MeasureReach(const HostOptions& options, HostedModel* hosted) {
+  api::ModelDescription& d = hosted->desc;
+  const std::optional<int64_t> limit =
+      ReachLimit(d, options.long_input, options.max_extrapolation_tokens,
+                 options.long_input_drift);
+  if (!limit) return absl::OkStatus();
+  absl::StatusOr<api::MeasuredReach> reach = MeasureLongInputReach(
+      *hosted->runner, d, *limit, options.long_input_drift);
+  if (!reach.ok()) {
+    return absl::Status(
+        reach.status().code(),
+        absl::StrCat("measuring how far model \"", d.name,
+                     "\" holds past its length (--long-input auto; "
+                     "--long-input-drift 0 skips it): ",
+                     reach.status().message()));
+  }
+  d.measured_reach = *std::move(reach);
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -378,6 +401,7 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Load(
       o.length_caps = known->second.caps;
     }
     Describe(o, hosted.get());
+    RETURN_IF_ERROR(MeasureReach(options, hosted.get()));
     hosted->batcher = std::make_unique<batching::Batcher>(
         hosted->runner.get(), o,
         options.make_observer ? options.make_observer(hosted->spec.name)

@@ -85,6 +85,14 @@ struct HostOptions {
   // Memory kept out of the derived budget for the transport's buffers and
   // for responses waiting for their clients to read them.
   int64_t reserved_bytes = 0;
+  // The long-input policy auto's measured reach (MeasureLongInputReach):
+  // taken at load for each model whose policy (its repository entry's,
+  // else `long_input`) is auto, up to its extrapolation limit (its
+  // entry's, else `max_extrapolation_tokens`). long_input_drift 0: not
+  // measured; auto then decides by the scheme's parameters.
+  LongInputPolicy long_input = LongInputPolicy::kTruncate;
+  int64_t max_extrapolation_tokens = 2048;
+  double long_input_drift = kDefaultLongInputDrift;
   // Observer for a model's batcher (metrics); may be empty.
   std::function<batching::BatcherObserver(const std::string& model)>
       make_observer;

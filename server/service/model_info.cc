@@ -46,6 +46,18 @@ void FillModelInfo(const core::ModelReport& report, v1::ModelInfo* info) {
   info->set_long_input_policy(
       std::string(LongInputPolicyName(report.long_input.policy)));
   info->set_long_input_reason(report.long_input.reason);
+  if (const auto& m = model.measured_reach; m.has_value()) {
+    v1::MeasuredReach* out = info->mutable_measured_reach();
+    out->set_max_drift(m->max_drift);
+    out->set_reference_length(static_cast<int32_t>(m->reference_length));
+    out->set_limit(static_cast<int32_t>(m->limit));
+    for (int64_t id : m->source) out->add_source_ids(static_cast<int32_t>(id));
+    for (int64_t l : m->lengths) out->add_lengths(static_cast<int32_t>(l));
+    for (double d : m->drifts) out->add_drifts(d);
+    out->set_holds_up_to(static_cast<int32_t>(m->holds_up_to));
+    out->set_breaks_at(static_cast<int32_t>(m->breaks_at));
+    out->set_seconds(m->seconds);
+  }
   info->set_device(model.device);
   info->set_dtype(ToProtoDType(model.dtype));
   info->set_parameter_count(model.parameter_count);

@@ -149,5 +149,62 @@ TEST(CoreLongInput, AutoRunsAScaledRotaryCodeWholeUpToItsReach) {
   EXPECT_GT(chunked->inputs[0].chunks, 1);
 }
 
+// Measured at load: the period held up to 32 tokens (2x the model's 16)
+// and broke at 48. auto runs whole up to 32 whatever the scaling's own
+// reach says, windows past it, and the reason names the numbers.
+TEST(CoreLongInput, AutoRunsWholeUpToTheMeasuredReach) {
+  core::ServiceLimits limits;
+  limits.long_input = LongInputPolicy::kAuto;
+  FakeModelOptions measured;
+  measured.scaled_length = 64;
+  api::MeasuredReach m;
+  m.max_drift = 0.05;
+  m.reference_length = 16;
+  m.limit = 64;
+  m.source = {5, 6, 7, 8};
+  m.lengths = {20, 24, 32, 48};
+  m.drifts = {0.01, 0.03, 0.02, 0.4};
+  m.holds_up_to = 32;
+  m.breaks_at = 48;
+  measured.measured_reach = m;
+  FakeCore f(limits, {measured});
+  const core::LongInputDefault d =
+      core::DefaultLongInput(*f.catalog.Find(""), limits);
+  EXPECT_EQ(d.policy, LongInputPolicy::kExtrapolate);
+  EXPECT_EQ(d.whole_up_to, 32);
+  for (const char* says :
+       {"measured at load on a repeated 4-token input",
+        "moves at most 0.03 of its 16-token value up to 32 tokens",
+        "0.4 at 48 tokens (over --long-input-drift 0.05)",
+        "run whole up to 32 tokens, in windows beyond"}) {
+    EXPECT_TRUE(absl::StrContains(d.reason, says)) << d.reason;
+  }
+  auto whole = Embed(f.core, IdsQuery({Ids(32)}));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->inputs[0].chunks, 1);
+  auto windows = Embed(f.core, IdsQuery({Ids(33)}));
+  ASSERT_TRUE(windows.ok()) << windows.status();
+  EXPECT_GT(windows->inputs[0].chunks, 1);
+
+  // Broken at the first length past the model's: windows, and why.
+  m.lengths = {20};
+  m.drifts = {0.2};
+  m.holds_up_to = 16;
+  m.breaks_at = 20;
+  measured.measured_reach = m;
+  FakeCore broken(limits, {measured});
+  const core::LongInputDefault b =
+      core::DefaultLongInput(*broken.catalog.Find(""), limits);
+  EXPECT_EQ(b.policy, LongInputPolicy::kChunk);
+  EXPECT_TRUE(
+      absl::StrContains(b.reason,
+                        "moves 0.2 of its 16-token value at 20 tokens (over "
+                        "--long-input-drift 0.05)"))
+      << b.reason;
+  auto chunked = Embed(broken.core, IdsQuery({Ids(20)}));
+  ASSERT_TRUE(chunked.ok()) << chunked.status();
+  EXPECT_GT(chunked->inputs[0].chunks, 1);
+}
+
 }  // namespace
 }  // namespace encoder::testing

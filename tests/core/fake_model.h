@@ -47,6 +47,9 @@ struct FakeModelOptions {
   // > 0: rotary positions scaled to reach this length (no table bounds
   // the input; positional/reach.h's scaled_length) instead of a table.
   int64_t scaled_length = 0;
+  // As measured at load for the long-input policy auto (with
+  // scaled_length: no table bounds the input).
+  std::optional<api::MeasuredReach> measured_reach;
   // Ranks by late interaction, as a BGE-M3 model (ModelDescription::
   // late_interaction): projected token vectors skipping the first token,
   // and, with late_sparse, a token-weight sparse head (Compute says what
@@ -98,6 +101,7 @@ class FakeModel : public api::ServedModel {
     d.prompts = options_.prompts;
     d.default_prompt_name = options_.default_prompt_name;
     d.long_input = options_.long_input;
+    d.measured_reach = options_.measured_reach;
     d.batching.max_batch_cost_bytes = options_.max_batch_cost_bytes;
     if (options_.late_interaction) {
       d.late_interaction = d.token_skips_first = d.normalize_tokens = true;

@@ -172,7 +172,12 @@ class ReportTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.TemporaryDirectory(prefix="encoder-report-")
-        cls.server = ServerProcess(ARGS.server, cls.dir.name)
+        # auto: each model's reach past its 2048 tokens is measured at
+        # load, at 2560 (the extrapolation report's last column).
+        cls.server = ServerProcess(
+            ARGS.server, cls.dir.name,
+            extra_args=["--long-input=auto",
+                        "--max-extrapolation-tokens=2560"])
         try:
             cls.server.wait_ready(READY_TIMEOUT_S)
             cls.target = f"127.0.0.1:{cls.server.port}"
@@ -290,6 +295,18 @@ class ReportTest(unittest.TestCase):
             else:
                 self.assertEqual(skipped, "none")
                 self.assertEqual(ran.split(", ")[-1], "768")
+        # What the server measured at load for --long-input=auto: nothing
+        # for the learned table; for the others the period held at 2560
+        # (whole up to it) or broke there (windows past 2048).
+        measured = dict(re.findall(
+            r"<tr><td>(\w+)</td>.*?<td>([^<]*)</td></tr>", section))
+        self.assertEqual(measured["learned"], "not measured")
+        for name in ("rope", "alibi"):
+            self.assertRegex(
+                measured[name],
+                r"^(whole up to 2560 tokens \(pooled drift \u2264 0\.05 of "
+                r"its 2048-token value\)|windows past 2048 tokens \(pooled "
+                r"drift [\d.e-]+ at 2560, over 0\.05\))$")
         self.assertIn('<div class="side">', text)
 
     def test_unknown_model_is_a_usage_error(self):

@@ -367,9 +367,10 @@ TEST_F(LongInputTest, LateChunkingRefusals) {
 }
 
 // A request that names no policy gets the model's default for the inputs
-// past its length only; with --long-input auto that is extrapolation for
-// ALiBi and relative buckets (windows past the extrapolation limit) and
-// windows for the rest. ListModels says which and why.
+// past its length only; with --long-input auto and --long-input-drift 0
+// (decided by the scheme's parameters) that is extrapolation for ALiBi and
+// relative buckets (windows past the extrapolation limit) and windows for
+// the rest. ListModels says which and why.
 class LongInputDefaultTest : public LongInputTest {
  protected:
   void SetUp() override {
@@ -377,6 +378,7 @@ class LongInputDefaultTest : public LongInputTest {
     options.limits.max_chunks_per_input = 4;
     options.diagnose.max_extrapolation_tokens = 500;
     options.limits.long_input = LongInputPolicy::kAuto;
+    options.long_input_drift = 0;
     server_ = std::make_unique<TestServer>(options);
   }
   v1::EmbedResponse Embed(v1::EmbedRequest r) {
@@ -388,6 +390,14 @@ class LongInputDefaultTest : public LongInputTest {
 };
 
 TEST_F(LongInputDefaultTest, AutoPicksByTheSchemeAndSaysWhy) {
+  {
+    grpc::ClientContext context;
+    v1::ListModelsResponse models;
+    ASSERT_TRUE(server_->stub().ListModels(&context, {}, &models).ok());
+    for (const v1::ModelInfo& m : models.models()) {
+      EXPECT_FALSE(m.has_measured_reach()) << m.name();
+    }
+  }
   grpc::ClientContext context;
   v1::ListModelsResponse models;
   ASSERT_TRUE(server_->stub().ListModels(&context, {}, &models).ok());
@@ -451,6 +461,147 @@ TEST_F(LongInputDefaultTest, TheDefaultAppliesToLongInputsAsIfNamed) {
       << s.error_message();
   EXPECT_NE(s.error_message().find("pooled embeddings only"), std::string::npos)
       << s.error_message();
+}
+
+// --long-input auto as measured at load (the default --long-input-drift):
+// each model whose scheme can run past its 200 tokens runs the repeated
+// period at 250 .. 500 tokens; whole up to the longest that held.
+class LongInputMeasuredTest : public LongInputTest {
+ protected:
+  void SetUp() override { server_ = Start(kDefaultLongInputDrift); }
+  static std::unique_ptr<TestServer> Start(double drift) {
+    TestServerOptions options;
+    options.limits.max_chunks_per_input = 4;
+    options.diagnose.max_extrapolation_tokens = 500;
+    options.limits.long_input = LongInputPolicy::kAuto;
+    options.long_input_drift = drift;
+    return std::make_unique<TestServer>(options);
+  }
+  static std::map<std::string, v1::ModelInfo> Models(TestServer& server) {
+    grpc::ClientContext context;
+    v1::ListModelsResponse models;
+    EXPECT_TRUE(server.stub().ListModels(&context, {}, &models).ok());
+    std::map<std::string, v1::ModelInfo> out;
+    for (const v1::ModelInfo& m : models.models()) out[m.name()] = m;
+    return out;
+  }
+  // The model's pooled vector of `length` tokens of the period, run whole,
+  // as the measurement runs it (not normalized).
+  std::vector<double> Whole(const std::string& model,
+                            const v1::MeasuredReach& m, int64_t length) {
+    std::vector<int64_t> ids;
+    for (int64_t i = 0; i < length; ++i) {
+      ids.push_back(m.source_ids(static_cast<int>(i % m.source_ids_size())));
+    }
+    v1::EmbedRequest r = IdsRequest(model, {ids});
+    r.set_normalize(false);
+    r.mutable_long_input()->set_policy(v1::LongInput::POLICY_EXTRAPOLATE);
+    v1::EmbedResponse out;
+    const grpc::Status s = Call(server_->stub(), r, &out);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    if (!s.ok()) return {};
+    const std::vector<float> f = Floats(out.results(0).pooled());
+    return std::vector<double>(f.begin(), f.end());
+  }
+};
+
+double RelativeDrift(const std::vector<double>& now,
+                     const std::vector<double>& ref) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    diff += (now[i] - ref[i]) * (now[i] - ref[i]);
+    scale += ref[i] * ref[i];
+  }
+  return std::sqrt(diff / scale);
+}
+
+TEST_F(LongInputMeasuredTest, TheDriftDecidesAndTheReasonSaysIt) {
+  std::map<std::string, v1::ModelInfo> models = Models(*server_);
+  // A learned table cannot run past its rows: nothing to measure.
+  EXPECT_FALSE(models["learned"].has_measured_reach());
+  EXPECT_EQ(models["learned"].long_input_policy(), "chunk");
+  for (const char* name : {"alibi", "relative", "rope", "sinusoidal", "none"}) {
+    SCOPED_TRACE(name);
+    const v1::ModelInfo& info = models[name];
+    ASSERT_TRUE(info.has_measured_reach());
+    const v1::MeasuredReach& m = info.measured_reach();
+    EXPECT_EQ(m.max_drift(), kDefaultLongInputDrift);
+    EXPECT_EQ(m.reference_length(), 200);
+    EXPECT_EQ(m.limit(), 500);
+    EXPECT_EQ(m.source_ids_size(), 50);
+    ASSERT_GT(m.lengths_size(), 0);
+    ASSERT_EQ(m.lengths_size(), m.drifts_size());
+    // The grid: 1.25, 1.5, 2 times the reference, then the limit; it stops
+    // at the first length that breaks.
+    const int32_t grid[] = {250, 300, 400, 500};
+    for (int k = 0; k < m.lengths_size(); ++k) {
+      EXPECT_EQ(m.lengths(k), grid[k]);
+    }
+    // Each drift, recomputed here from the model's own vectors.
+    const std::vector<double> ref = Whole(name, m, 200);
+    for (int k = 0; k < m.lengths_size(); ++k) {
+      const double drift = RelativeDrift(Whole(name, m, m.lengths(k)), ref);
+      EXPECT_NEAR(m.drifts(k), drift, 1e-4 + 1e-3 * drift) << m.lengths(k);
+    }
+    // The lengths up to holds_up_to held; breaks_at (if any) is the last
+    // one run and over the bound.
+    for (int k = 0; k < m.lengths_size(); ++k) {
+      if (m.lengths(k) <= m.holds_up_to()) {
+        EXPECT_LE(m.drifts(k), m.max_drift());
+      }
+    }
+    if (m.breaks_at() > 0) {
+      EXPECT_EQ(m.breaks_at(), m.lengths(m.lengths_size() - 1));
+      EXPECT_GT(m.drifts(m.lengths_size() - 1), m.max_drift());
+    } else {
+      EXPECT_EQ(m.holds_up_to(), 500);
+    }
+    const bool whole = m.holds_up_to() > 200;
+    EXPECT_EQ(info.long_input_policy(), whole ? "extrapolate" : "chunk");
+    EXPECT_NE(info.long_input_reason().find("measured at load"),
+              std::string::npos)
+        << info.long_input_reason();
+    EXPECT_NE(info.long_input_reason().find("--long-input-drift 0.05"),
+              std::string::npos)
+        << info.long_input_reason();
+    if (whole) {
+      EXPECT_NE(info.long_input_reason().find(absl::StrCat(
+                    "run whole up to ", m.holds_up_to(), " tokens")),
+                std::string::npos)
+          << info.long_input_reason();
+    }
+    // The default as served: whole up to holds_up_to, windows past it.
+    v1::EmbedResponse out;
+    ASSERT_TRUE(Call(server_->stub(),
+                     IdsRequest(name, {Ids(std::max(m.holds_up_to(), 201))}),
+                     &out)
+                    .ok());
+    EXPECT_EQ(out.results(0).chunks(), whole ? 1 : 2);
+    if (whole && m.holds_up_to() < 500) {
+      ASSERT_TRUE(Call(server_->stub(),
+                       IdsRequest(name, {Ids(m.holds_up_to() + 1)}), &out)
+                      .ok());
+      EXPECT_GT(out.results(0).chunks(), 1);
+    }
+  }
+  // Without positions, attention over k copies of the period is attention
+  // over one: every token's state, and so the mean, is the same at every
+  // length (up to float32 rounding).
+  const v1::MeasuredReach& none = models["none"].measured_reach();
+  for (double drift : none.drifts()) EXPECT_LT(drift, 1e-5);
+}
+
+// The bound is the user's: at the range's top every measured model runs
+// whole up to the limit.
+TEST_F(LongInputMeasuredTest, ALooserBoundRunsWholeFurther) {
+  std::unique_ptr<TestServer> loose = Start(10);
+  for (auto& [name, info] : Models(*loose)) {
+    if (name == "learned") continue;
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(info.has_measured_reach());
+    EXPECT_EQ(info.measured_reach().holds_up_to(), 500);
+    EXPECT_EQ(info.long_input_policy(), "extrapolate");
+  }
 }
 
 }  // namespace

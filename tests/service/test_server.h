@@ -63,6 +63,8 @@ struct TestServerOptions {
   model::Repository repository = SmallRepository();
   bool set_models = true;
   int64_t batch_memory_budget_bytes = 0;  // 0: derived from the machine
+  // --long-input-drift: auto's measured reach (0: not measured).
+  double long_input_drift = kDefaultLongInputDrift;
   // Null: metrics are dropped. Must outlive the server.
   metrics::Metrics* metrics = nullptr;
 };
@@ -74,6 +76,10 @@ class TestServer {
     runner::HostOptions host_options;
     host_options.batching = options.batching;
     host_options.batch_memory_budget_bytes = options.batch_memory_budget_bytes;
+    host_options.long_input = options.limits.long_input;
+    host_options.max_extrapolation_tokens =
+        options.diagnose.max_extrapolation_tokens;
+    host_options.long_input_drift = options.long_input_drift;
     auto host = runner::ModelHost::Create(options.repository, host_options);
     EXPECT_TRUE(host.ok()) << host.status();
     host_ = std::move(host).value();
