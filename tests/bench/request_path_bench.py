@@ -28,6 +28,7 @@ Usage: request_path_bench.py --build build
            [--variant spin3000=GOMP_SPINCOUNT=3000] [--rounds 3]
            [--echo] [--server-cpus 0] [--client-cpus 1]
            [--json FILE]   (the medians and busiest threads per variant)
+           [--baseline-binary OTHER/encoder-server]
 """
 import argparse
 import json
@@ -182,6 +183,9 @@ def main():
     p.add_argument("--client-cpus", default="",
                    help="taskset -c list for the load client")
     p.add_argument("--json", help="write the medians per variant here")
+    p.add_argument("--baseline-binary",
+                   help="another encoder-server, run first as the variant "
+                        "\"baseline\" (the same flags, no environment)")
     a = p.parse_args()
     variants = [parse_variant(v) for v in a.variant]
     if not variants or variants[0][1]:
@@ -212,6 +216,10 @@ def main():
              a.seconds, a.rounds, a.server_cpus or "any",
              a.client_cpus or "any"), flush=True)
     servers = {name: ours for name, _ in variants}
+    if a.baseline_binary:
+        variants.insert(0, ("baseline", {}))
+        servers["baseline"] = dict(
+            ours, command=[a.baseline_binary] + ours["command"][1:])
     if a.echo:
         variants.append(("grpc-echo", {}))
         servers["grpc-echo"] = echo
