@@ -57,6 +57,20 @@ absl::Status Read(const json& obj, const char* key, T* out) {
   return absl::OkStatus();
 }
 
+// "layer_window": one integer >= 0 per layer (0: global).
+absl::Status ReadLayerWindows(const json& obj, std::vector<int64_t>* out) {
+  auto it = obj.find("layer_window");
+  if (it == obj.end()) return absl::OkStatus();
+  if (!it->is_array()) return Invalid("layer_window must be an array");
+  for (const json& w : *it) {
+    if (!w.is_number_integer() || w.get<int64_t>() < 0) {
+      return Invalid("layer_window entries must be integers >= 0");
+    }
+    out->push_back(w.get<int64_t>());
+  }
+  return absl::OkStatus();
+}
+
 // The config's "layout", as the scheme's traits take it.
 absl::Status SetLayout(const std::string& layout, const std::string& type,
                        PositionalConfig* pc) {
@@ -205,7 +219,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text) {
                 {"vocab_size", "d_model", "num_heads", "num_layers", "d_ff",
                  "activation", "norm_first", "layer_norm_eps", "max_positions",
                  "max_input_tokens", "pooling", "normalize", "embedding_scale",
-                 "causal", "num_kv_heads", "positional"},
+                 "causal", "num_kv_heads", "layer_window", "positional"},
                 "config"));
   ModelConfig c;
   RETURN_IF_ERROR(Read(obj, "vocab_size", &c.vocab_size));
@@ -221,6 +235,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text) {
   RETURN_IF_ERROR(Read(obj, "embedding_scale", &c.embedding_scale));
   RETURN_IF_ERROR(Read(obj, "causal", &c.arch.causal));
   RETURN_IF_ERROR(Read(obj, "num_kv_heads", &c.arch.num_kv_heads));
+  RETURN_IF_ERROR(ReadLayerWindows(obj, &c.arch.layer_window));
   std::string activation = ActivationName(c.activation);
   RETURN_IF_ERROR(Read(obj, "activation", &activation));
   if (activation == "relu") {

@@ -167,6 +167,7 @@ absl::Status ValidateConfig(const ModelConfig& config);
 //  "max_positions", "max_input_tokens", "pooling": "mean"|"first",
 //  "normalize": bool, "embedding_scale": bool, "causal": bool,
 //  "num_kv_heads" (0: num_heads),
+//  "layer_window": [per layer: attend to keys with |i - j| <= w; 0: all],
 //  "positional": {"type": "none"|"sinusoidal"|"learned"|"rope"|"alibi"|
 //                         "relative"|"learned_relative",
 //                 "base", "layout": "interleaved"|"concat"|"half",

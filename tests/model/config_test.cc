@@ -16,7 +16,7 @@ TEST(Config, ParsesEveryField) {
     "d_ff": 128, "activation": "gelu", "norm_first": true,
     "layer_norm_eps": 1e-6, "max_positions": 77, "max_input_tokens": 99,
     "pooling": "first", "normalize": true, "embedding_scale": true,
-    "causal": true, "num_kv_heads": 2,
+    "causal": true, "num_kv_heads": 2, "layer_window": [4, 0, 2],
     "positional": {"type": "sinusoidal", "base": 500, "layout": "concat",
                    "denominator": "half_minus_one", "offset": 2}})");
   ASSERT_TRUE(c.ok()) << c.status();
@@ -31,6 +31,7 @@ TEST(Config, ParsesEveryField) {
   EXPECT_TRUE(c->arch.causal);
   EXPECT_EQ(c->kv_heads(), 2);
   EXPECT_EQ(c->kv_dim(), 32);
+  EXPECT_EQ(c->arch.layer_window, (std::vector<int64_t>{4, 0, 2}));
   EXPECT_EQ(c->positional.sinusoidal_layout, SinusoidalLayout::kConcat);
   EXPECT_EQ(c->positional.sinusoidal_denominator,
             SinusoidalDenominator::kHalfMinusOne);
@@ -76,6 +77,11 @@ TEST(Config, ErrorsNameTheField) {
       {R"({"num_heads": 8, "num_kv_heads": 3})",
        "num_kv_heads 3 must divide num_heads 8"},
       {R"({"causal": 1})", "causal must be bool"},
+      {R"({"layer_window": 3})", "layer_window must be an array"},
+      {R"({"num_layers": 2, "layer_window": [3, -1]})",
+       "layer_window entries must be integers >= 0"},
+      {R"({"num_layers": 2, "layer_window": [3]})",
+       "layer_window needs one entry per layer"},
   };
   for (const auto& [json, needle] : cases) {
     auto c = ParseModelConfig(json);

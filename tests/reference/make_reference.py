@@ -129,6 +129,12 @@ def all_cases():
         make_case("relative_buckets16_pre_gelu", "relative", 32, 4, 128, pre,
                   positional={"num_buckets": 16, "max_distance": 64},
                   lengths=INPUT_LENGTHS + [70]),
+        # Sliding windows (#the-base-encoder): a local layer beside a
+        # global one, on a rotary and on a bias scheme.
+        make_case("rope_window3_pre_gelu", "rope", 32, 4, 96, pre,
+                  layer_window=[3, 0]),
+        make_case("alibi_window4_post_relu", "alibi", 32, 4, 64, post,
+                  layer_window=[0, 4]),
     ]
 
 
@@ -149,6 +155,8 @@ def config_json(case):
         "normalize": False,
         "embedding_scale": case["embedding_scale"],
         "positional": dict(case["positional"]),
+        **({"layer_window": case["layer_window"]}
+           if "layer_window" in case else {}),
     }
 
 
@@ -414,10 +422,28 @@ class Hooks:
         return None
 
 
-def self_attention(layer, x, hooks, positions, bias, key_mask):
+def layer_windows(case):
+    """Each layer's window w: it attends to keys with |i - j| <= w (0:
+    every key)."""
+    return case.get("layer_window", [0] * NUM_LAYERS)
+
+
+def window_far(seq, window):
+    """[S, S] bool: true for keys past the window (|i - j| > window); None
+    for window 0 (every key). Scores there take the lowest finite value of
+    their dtype, so a padded query whose window holds padding only stays
+    finite (as with a causal mask)."""
+    if window == 0:
+        return None
+    i = torch.arange(seq)
+    return (i[:, None] - i[None, :]).abs() > window
+
+
+def self_attention(layer, x, hooks, positions, bias, key_mask, window=0):
     """#the-base-encoder, attention with the layer's weights:
     [q; k; v] = x W_in^T + b_in (rows [W_q; W_k; W_v]), per head q and k
-    rotated, scores = q k^T / sqrt(d) + bias, padded keys excluded, softmax
+    rotated, scores = q k^T / sqrt(d) + bias, keys past the layer's window
+    and padded keys excluded, softmax
     over keys, times v, heads concatenated, then the output projection.
     Returns (output [B, S, D], probabilities [B, H, S, S])."""
     attn = layer.self_attn
@@ -431,6 +457,9 @@ def self_attention(layer, x, hooks, positions, bias, key_mask):
     scores = q @ k.transpose(-1, -2) / math.sqrt(head_dim)
     if bias is not None:
         scores = scores + bias
+    far = window_far(seq, window)
+    if far is not None:
+        scores = scores.masked_fill(far, torch.finfo(scores.dtype).min)
     if key_mask is not None:
         scores = scores.masked_fill(~key_mask[:, None, None, :], -math.inf)
     probs = scores.softmax(dim=-1)
@@ -456,15 +485,15 @@ def encoder_forward(model, case, ids, positions, key_mask=None):
     x = hooks.add_to_input(x, positions)
     bias = hooks.attention_bias(positions)
     maps = []
-    for layer in model.encoder.layers:
+    for layer, window in zip(model.encoder.layers, layer_windows(case)):
         if case["norm_first"]:
             attended, probs = self_attention(layer, layer.norm1(x), hooks,
-                                             positions, bias, key_mask)
+                                             positions, bias, key_mask, window)
             x = x + attended
             x = x + feed_forward(layer, layer.norm2(x), case["activation"])
         else:
             attended, probs = self_attention(layer, x, hooks, positions, bias,
-                                             key_mask)
+                                             key_mask, window)
             x = layer.norm1(x + attended)
             x = layer.norm2(x + feed_forward(layer, x, case["activation"]))
         maps.append(probs)
@@ -475,8 +504,8 @@ def encoder_forward(model, case, ids, positions, key_mask=None):
 
 def torch_layers_forward(model, case, ids, positions):
     """The same forward pass through PyTorch's own nn.TransformerEncoder
-    layers and nn.MultiheadAttention, the bias passed as a float mask
-    [B*H, S, S]. Only for schemes that do not rotate q and k; unpadded.
+    layers and nn.MultiheadAttention, the bias and each layer's window
+    passed as a float mask ([B*H, S, S] or [S, S]). Only for schemes that do not rotate q and k; unpadded.
     Returns (tokens, [probabilities per layer])."""
     assert case["scheme"] != "rope"
     hooks = Hooks(model, case)
@@ -485,9 +514,14 @@ def torch_layers_forward(model, case, ids, positions):
         x = x * math.sqrt(case["d_model"])
     x = hooks.add_to_input(x, positions)
     bias = hooks.attention_bias(positions)
-    mask = None if bias is None else bias.flatten(0, 1)
     maps = []
-    for layer in model.encoder.layers:
+    for layer, window in zip(model.encoder.layers, layer_windows(case)):
+        mask = None if bias is None else bias.flatten(0, 1)
+        far = window_far(x.shape[1], window)
+        if far is not None:
+            local = torch.zeros(far.shape, dtype=x.dtype).masked_fill(
+                far, torch.finfo(x.dtype).min)
+            mask = local if mask is None else mask + local
         attn_in = layer.norm1(x) if case["norm_first"] else x
         _, probs = layer.self_attn(attn_in, attn_in, attn_in, attn_mask=mask,
                                    need_weights=True,

@@ -102,6 +102,8 @@ constexpr const char* kCases[] = {
     "rope_base500_post_relu",
     "alibi_h12_post_relu",
     "relative_buckets16_pre_gelu",
+    "rope_window3_pre_gelu",
+    "alibi_window4_post_relu",
 };
 
 // The reference directory, or "" when the environment does not name one.
