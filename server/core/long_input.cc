@@ -295,9 +295,13 @@ LongInputDefault DefaultLongInput(const api::ServedModel& model,
   out.policy = LongInputPolicy::kChunk;
   out.reason = absl::StrCat(
       "auto (", from, "): ",
-      reach.max_length > 0
-          ? absl::StrCat("its learned position table ends at ",
-                         reach.max_length)
+      reach.max_length > 0 ? absl::StrCat("its learned position table ends at ",
+                                          reach.max_length)
+      : limit <= max_len
+          ? absl::StrCat("its extrapolation limit, ", limit,
+                         " tokens (max_extrapolation_tokens or "
+                         "--max-extrapolation-tokens), is not past its ",
+                         max_len)
           : absl::StrCat(d.scheme.name, " positions past ", max_len,
                          " tokens were not seen in training"),
       ": inputs past ", max_len,

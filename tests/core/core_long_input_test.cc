@@ -206,5 +206,26 @@ TEST(CoreLongInput, AutoRunsWholeUpToTheMeasuredReach) {
   EXPECT_GT(chunked->inputs[0].chunks, 1);
 }
 
+// An extrapolation limit that is not past the model's length leaves auto
+// nothing to run whole, and the reason says that, not the scheme.
+TEST(CoreLongInput, AutoSaysWhenTheLimitIsNotPastTheLength) {
+  core::ServiceLimits limits;
+  limits.long_input = LongInputPolicy::kAuto;
+  limits.max_extrapolation_tokens = 16;
+  core::DiagnoseLimits diagnose;
+  diagnose.max_extrapolation_tokens = 16;
+  FakeModelOptions scaled;
+  scaled.scaled_length = 48;
+  FakeCore f(limits, {scaled}, diagnose);
+  const core::LongInputDefault d =
+      core::DefaultLongInput(*f.catalog.Find(""), limits);
+  EXPECT_EQ(d.policy, LongInputPolicy::kChunk);
+  EXPECT_TRUE(absl::StrContains(
+      d.reason,
+      "its extrapolation limit, 16 tokens (max_extrapolation_tokens "
+      "or --max-extrapolation-tokens), is not past its 16"))
+      << d.reason;
+}
+
 }  // namespace
 }  // namespace encoder::testing
