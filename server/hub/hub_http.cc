@@ -4,22 +4,16 @@
 #include <strings.h>
 
 #include <memory>
-#include <mutex>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "server/common/curl_global.h"
 
 namespace encoder::hub {
 namespace {
-
-// curl_global_init is not thread-safe: once per process, before any handle.
-void GlobalInit() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
 
 // State shared with curl's callbacks for one transfer.
 struct Transfer {
@@ -154,7 +148,7 @@ std::string HttpResponse::Header(const std::string& name) const {
 }
 
 HttpClient::HttpClient(HttpLimits limits) : limits_(limits) {
-  GlobalInit();
+  CurlGlobalInit();
   curl_ = curl_easy_init();
 }
 

@@ -15,6 +15,11 @@ namespace {
 constexpr double kMultiples[] = {1.25, 1.5, 2,  3,  4,  6, 8,
                                  12,   16,  24, 32, 48, 64};
 
+// The repeated period's length for a model of `max_length` tokens.
+int64_t PeriodLength(int64_t max_length) {
+  return std::max<int64_t>(1, max_length / 4);
+}
+
 std::vector<int64_t> Period(int64_t n, int64_t vocab) {
   std::mt19937_64 rng(kReachSourceSeed);
   // Ids from 1: id 0 is many vocabularies' padding.
@@ -54,7 +59,7 @@ double Drift(const std::vector<double>& now, const std::vector<double>& ref) {
 }  // namespace
 
 std::vector<int64_t> ReachLengths(int64_t max_length, int64_t limit) {
-  const int64_t n = std::max<int64_t>(1, max_length / 4);
+  const int64_t n = PeriodLength(max_length);
   const int64_t reference = 4 * n;
   std::vector<int64_t> out;
   auto add = [&](int64_t length) {
@@ -92,7 +97,7 @@ absl::StatusOr<api::MeasuredReach> MeasureLongInputReach(
   api::MeasuredReach m;
   m.max_drift = max_drift;
   m.limit = limit;
-  const int64_t n = std::max<int64_t>(1, d.max_length / 4);
+  const int64_t n = PeriodLength(d.max_length);
   m.reference_length = 4 * n;
   m.holds_up_to = m.reference_length;
   m.source = Period(n, std::max<int64_t>(d.config.vocab_size, 1));

@@ -4,7 +4,6 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
-#include <mutex>
 #include <type_traits>
 #include <variant>
 
@@ -12,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.grpc.pb.h"
+#include "server/common/curl_global.h"
 
 namespace encoder::tracing {
 namespace {
@@ -159,8 +159,7 @@ size_t Discard(char*, size_t size, size_t n, void*) { return size * n; }
 class HttpExporter : public SpanExporter {
  public:
   explicit HttpExporter(OtlpOptions options) : options_(std::move(options)) {
-    static std::once_flag once;
-    std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+    CurlGlobalInit();
     url_ = options_.endpoint;
     const size_t scheme = url_.find("://");
     const size_t path =
