@@ -46,7 +46,8 @@ inline constexpr std::array<std::pair<Task, std::string_view>, 5> kTaskNames = {
 
 // How attention without maps runs: kFused (scaled_dot_product_attention),
 // kExplicit (the products that maps and diagnostics always use) or
-// kBfloat16 (an int8 model's Bf16Attention, --int8-attention).
+// kBfloat16 (Bf16Attention: an int8 model's, --int8-attention, or a
+// bfloat16 CPU model's, --bf16-attention).
 enum class AttentionKernel { kExplicit, kFused, kBfloat16 };
 inline constexpr std::array<std::pair<AttentionKernel, std::string_view>, 3>
     kAttentionKernelNames = {{{AttentionKernel::kExplicit, "explicit"},

@@ -72,7 +72,8 @@ const GroupList& Groups() {
         "max-tokenize-texts-per-request",
         // kernels
         "fused-attention", "cudnn-attention", "int8-float-channels",
-        "int8-row-outliers", "int8-attention", "packed-max-rows", "force-dtype",
+        "int8-row-outliers", "int8-attention", "bf16-attention",
+        "packed-max-rows", "force-dtype",
         // Diagnose
         "max-diagnose-tokens", "max-structure-positions",
         "max-pending-diagnose", "max-extrapolation-tokens",

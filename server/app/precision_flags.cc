@@ -37,6 +37,17 @@ void DefinePrecisionFlags(CLI::App& app, PrecisionFlags& f) {
                  "a second int8 copy of that weight. 0: none")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--bf16-attention", f.bf16_attention,
+                 "bfloat16 models on the CPU: how attention without maps "
+                 "runs (/info says \"attention_kernel\"). bfloat16: the "
+                 "server's kernel, float32 sums and softmax, on AMX tiles "
+                 "where the CPU has them (needs avx512_bf16 and heads of 32, "
+                 "64, 96 or 128 channels); fused: LibTorch's fused kernel, "
+                 "each sequence on its own length; auto: bfloat16 where "
+                 "the CPU has AMX BF16 (measured the faster there; on "
+                 "AVX-512 BF16 alone it lost at 512 tokens), else fused")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "bfloat16", "fused"}));
   app.add_option("--int8-attention", f.int8_attention,
                  "int8: how the attention's two products run (/info says "
                  "\"attention_kernel\"). bfloat16: bfloat16 operands with "
@@ -98,6 +109,11 @@ absl::Status ApplyPrecisionFlags(const PrecisionFlags& flags,
   if (flags.int8_attention == "bfloat16" && !cpu.avx512_bf16) {
     return absl::InvalidArgumentError(
         "--int8-attention=bfloat16 needs avx512_bf16, which this CPU lacks");
+  }
+  options->bf16_attention = flags.bf16_attention;
+  if (flags.bf16_attention == "bfloat16" && !cpu.avx512_bf16) {
+    return absl::InvalidArgumentError(
+        "--bf16-attention=bfloat16 needs avx512_bf16, which this CPU lacks");
   }
   if (flags.dtype == "auto") {
     options->dtype = at::kFloat;

@@ -119,7 +119,8 @@ at::Tensor Encoder::Attention(int64_t index, const at::Tensor& x,
     const bool use_bias =
         !pass.bias_only_padding || (pass.lengths.empty() && pass.has_padding);
     out = Bf16Attention(q, k, v, use_bias ? layer_bias : at::Tensor(),
-                        ScoreScale(d), pass.lengths);
+                        ScoreScale(d), pass.lengths)
+              .to(q.scalar_type());
   } else if (pass.lengths.empty()) {
     out = Mix(q, k, v, layer_bias,
               /*use_bias=*/!pass.bias_only_padding || pass.has_padding,
@@ -438,7 +439,8 @@ absl::StatusOr<EncoderOutput> Encoder::Forward(
     const std::vector<at::Tensor> biases = LayerBiases(bias, positions);
     Pass pass;
     pass.int8 = quantized_ && !options.full_precision;
-    pass.bf16_attention = pass.int8 && bf16_attention_;
+    pass.bf16_attention =
+        bf16_attention_ && (pass.int8 || dtype_ == at::kBFloat16);
     pass.input_max = calibrating_;
     pass.fused = options.fused_attention;
     pass.batch = b;

@@ -292,7 +292,16 @@ class Encoder {
   // float32 elsewhere). InvalidArgument for another name,
   // FailedPrecondition before QuantizeInt8. Call before serving.
   absl::Status SetInt8Attention(const std::string& mode);
-  // Whether int8 passes run Bf16Attention.
+  // How a bfloat16 model's attention runs on the CPU (maps keep the
+  // explicit products): "bfloat16" (Bf16Attention, reading the bfloat16
+  // queries, keys and values as they are; needs AVX-512 BF16 and a head
+  // size of 32, 64, 96 or 128, FailedPrecondition otherwise), "fused"
+  // (LibTorch's fused kernel, on each sequence's own length) or "auto"
+  // (bfloat16 where it runs, fused elsewhere), which a bfloat16 CPU model
+  // starts with. InvalidArgument for another name, FailedPrecondition for
+  // another dtype or device. Call before serving.
+  absl::Status SetBf16Attention(const std::string& mode);
+  // Whether int8 passes, or a bfloat16 model's passes, run Bf16Attention.
   bool bf16_attention() const { return bf16_attention_; }
 
   // Lays every layer's four float32 projection weights out once more in
@@ -318,8 +327,7 @@ class Encoder {
   int64_t parameter_count() const;
 
  private:
-  Encoder(ModelConfig config, at::Device device, at::ScalarType dtype)
-      : config_(std::move(config)), device_(device), dtype_(dtype) {}
+  Encoder(ModelConfig config, at::Device device, at::ScalarType dtype);
 
   // How one forward runs: each sequence's real length when attention runs
   // per sequence (ExactLengths; empty for the batched path), whether the
@@ -429,7 +437,9 @@ class Encoder {
   std::optional<ScoreHead> score_head_;
   std::optional<SparseHead> sparse_head_;
   bool quantized_ = false;
-  bool bf16_attention_ = false;  // SetInt8Attention
+  // SetInt8Attention, SetBf16Attention; for a bfloat16 CPU model, set at
+  // construction as SetBf16Attention("auto") would.
+  bool bf16_attention_ = false;
   // Set only during QuantizeInt8's calibration pass (before serving).
   std::map<const void*, at::Tensor>* calibrating_ = nullptr;
   bool prepacked_ = false;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "server/common/status_macros.h"
 #include "server/model/encoder.h"
+#include "server/model/kernels/bf16_attention.h"
 #include "server/model/torch_status.h"
 
 namespace encoder::model {
@@ -104,6 +105,13 @@ std::map<std::string, at::Tensor> Encoder::RandomStateDict(
     dict[name] = t;
   }
   return dict;
+}
+
+Encoder::Encoder(ModelConfig config, at::Device device, at::ScalarType dtype)
+    : config_(std::move(config)), device_(device), dtype_(dtype) {
+  // A bfloat16 CPU model starts at SetBf16Attention("auto").
+  bf16_attention_ = device_.is_cpu() && dtype_ == at::kBFloat16 &&
+                    Bf16AttentionByDefault(config_.head_dim());
 }
 
 absl::StatusOr<std::unique_ptr<Encoder>> Encoder::Create(

@@ -33,6 +33,19 @@ std::array<Projection, 4> Projections(LayerWeights& w) {
 
 }  // namespace
 
+namespace {
+
+// Why `what` cannot run Bf16Attention for heads of `head_dim` here.
+absl::Status Bf16AttentionRefused(const char* what, int64_t head_dim) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      what,
+      " needs AVX-512 BF16 and a head size of 32, 64, 96 or 128; this CPU ",
+      DetectCpuFeatures().avx512_bf16 ? "has" : "lacks",
+      " AVX-512 BF16 and the model's heads have ", head_dim, " channels"));
+}
+
+}  // namespace
+
 absl::Status Encoder::SetInt8Attention(const std::string& mode) {
   if (mode != "auto" && mode != "float32" && mode != "bfloat16") {
     return absl::InvalidArgumentError(
@@ -45,14 +58,30 @@ absl::Status Encoder::SetInt8Attention(const std::string& mode) {
   }
   const bool runs = Bf16AttentionSupported(config_.head_dim());
   if (mode == "bfloat16" && !runs) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "bfloat16 int8 attention needs AVX-512 BF16 and a head size of 32, "
-        "64, 96 or 128; this CPU ",
-        DetectCpuFeatures().avx512_bf16 ? "has" : "lacks",
-        " AVX-512 BF16 and the model's heads have ", config_.head_dim(),
-        " channels"));
+    return Bf16AttentionRefused("bfloat16 int8 attention", config_.head_dim());
   }
   bf16_attention_ = mode == "bfloat16" || (mode == "auto" && runs);
+  return absl::OkStatus();
+}
+
+absl::Status Encoder::SetBf16Attention(const std::string& mode) {
+  if (mode != "auto" && mode != "bfloat16" && mode != "fused") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bfloat16 attention must be auto, bfloat16 or fused, not "
+                     "\"",
+                     mode, "\""));
+  }
+  if (!device_.is_cpu() || dtype_ != at::kBFloat16) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "bfloat16 attention is set on a bfloat16 model on the CPU, not in ",
+        c10::toString(dtype_), " on ", device_.str()));
+  }
+  if (mode == "bfloat16" && !Bf16AttentionSupported(config_.head_dim())) {
+    return Bf16AttentionRefused("bfloat16 attention", config_.head_dim());
+  }
+  bf16_attention_ =
+      mode == "bfloat16" ||
+      (mode == "auto" && Bf16AttentionByDefault(config_.head_dim()));
   return absl::OkStatus();
 }
 

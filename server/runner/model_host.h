@@ -54,6 +54,9 @@ struct HostOptions {
   // How int8 models' attention runs: auto, float32 or bfloat16
   // (model::Encoder::SetInt8Attention).
   std::string int8_attention = "auto";
+  // How bfloat16 CPU models' attention runs: auto, bfloat16 or fused
+  // (model::Encoder::SetBf16Attention).
+  std::string bf16_attention = "auto";
   // Defaults for every model; a model's repository entry may override.
   batching::BatchOptions batching;
   bool warm_up = true;

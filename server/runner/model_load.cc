@@ -78,7 +78,7 @@ absl::StatusOr<std::unique_ptr<model::Encoder>> LoadPrecision(
     auto choice = ChoosePrecision(
         hosted->spec, std::move(encoder), options.int8_float_channels,
         options.int8_row_outliers, options.int8_attention,
-        PackedMaxRows(options, at::kBFloat16));
+        PackedMaxRows(options, at::kBFloat16), options.bf16_attention);
     if (!choice.ok()) return named(choice.status());
     hosted->precision_trials = std::move(choice->trials);
     return std::move(choice->encoder);
@@ -96,6 +96,12 @@ absl::StatusOr<std::unique_ptr<model::Encoder>> LoadPrecision(
       return named(s);
     }
     if (!options.pack_int8_models) return encoder;
+  }
+  if (cpu && dtype == at::kBFloat16) {
+    if (absl::Status s = encoder->SetBf16Attention(options.bf16_attention);
+        !s.ok()) {
+      return named(s);
+    }
   }
   if (absl::Status s = pack(); !s.ok()) return named(s);
   return encoder;

@@ -54,6 +54,7 @@ struct Options {
   int64_t int8_float_channels = encoder::model::kDefaultInt8FloatChannels;
   int64_t int8_row_outliers = 0;
   std::string int8_attention = "auto";
+  std::string bf16_attention = "auto";
   std::string pack_weights = "auto";
   int64_t packed_max_rows = -1;
   // Idle time before each timed forward, as a server sees between calls.
@@ -207,6 +208,11 @@ int main(int argc, char** argv) {
   app.add_option("--int8-attention", o.int8_attention,
                  "int8: auto | float32 | bfloat16, as the server's flag")
       ->capture_default_str();
+  app.add_option("--bf16-attention", o.bf16_attention,
+                 "bfloat16 on the CPU: auto | bfloat16 | fused, as the "
+                 "server's flag")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "bfloat16", "fused"}));
   app.add_option("--pack-weights", o.pack_weights,
                  "auto | true | false: float32 and bfloat16 CPU weights "
                  "packed at load, as the server's flag")
@@ -282,6 +288,13 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  if (device.is_cpu() && dtype == at::kBFloat16) {
+    if (absl::Status s = (*encoder)->SetBf16Attention(o.bf16_attention);
+        !s.ok()) {
+      std::cerr << s << "\n";
+      return 1;
+    }
+  }
   // As the server decides (ApplyPrecisionFlags, LoadPrecision).
   const encoder::model::PackingPlan packing =
       encoder::model::PlanPackingFor(o.pack_weights, o.packed_max_rows, dtype,
@@ -311,6 +324,9 @@ int main(int argc, char** argv) {
   out["int8_attention"] = o.quantize != "int8"           ? "none"
                           : (*encoder)->bf16_attention() ? "bfloat16"
                                                          : "float32";
+  out["bf16_attention"] = dtype != at::kBFloat16 || !device.is_cpu() ? "none"
+                          : (*encoder)->bf16_attention() ? "bfloat16"
+                                                         : "fused";
   out["packed_weights"] = packed;
   out["packed_max_rows"] = packed ? packing.max_rows : 0;
   out["pause_us"] = o.pause_us;

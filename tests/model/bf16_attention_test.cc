@@ -146,6 +146,43 @@ TEST(Bf16Attention, RowsIndependentOfBatchAndThreads) {
   }
 }
 
+// bfloat16 queries, keys and values (a bfloat16 model's) are read as they
+// are: the same floats as their float32 values, which the kernel rounds to
+// bfloat16 exactly (every bfloat16 is a float32), for every head size,
+// with a bias and with per-sequence lengths.
+TEST(Bf16Attention, BFloat16InputsGiveTheFloatsOfTheirValues) {
+  if (!Bf16AttentionSupported(32)) {
+    GTEST_SKIP() << "no AVX-512 BF16 on this CPU";
+  }
+  for (int64_t d : {32, 64, 96, 128}) {
+    const auto [q, k, v] = RandomQkv(3, 45, 2, d, 20 + d);
+    const at::Tensor q16 = q.to(at::kBFloat16), k16 = k.to(at::kBFloat16),
+                     v16 = v.to(at::kBFloat16);
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(d);
+    const at::Tensor bias = at::normal(0.0, 1.0, {1, 2, 45, 45}, gen);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+    for (const std::vector<int64_t>& lengths :
+         {std::vector<int64_t>{}, std::vector<int64_t>{45, 17, 1}}) {
+      const at::Tensor b = lengths.empty() ? bias : at::Tensor();
+      const at::Tensor got = Bf16Attention(q16, k16, v16, b, scale, lengths);
+      const at::Tensor want =
+          Bf16Attention(q16.to(at::kFloat), k16.to(at::kFloat),
+                        v16.to(at::kFloat), b, scale, lengths);
+      EXPECT_EQ(got.scalar_type(), at::kFloat);
+      EXPECT_TRUE(at::equal(got, want)) << "d " << d;
+      if (lengths.empty()) {
+        EXPECT_LT(Error(got, Reference(q16.to(at::kFloat), k16.to(at::kFloat),
+                                       v16.to(at::kFloat), b, scale)),
+                  0.02)
+            << "d " << d;
+      }
+    }
+  }
+  const auto [q, k, v] = RandomQkv(1, 8, 2, 32, 5);
+  EXPECT_THROW(Bf16Attention(q.to(at::kBFloat16), k, v, at::Tensor(), 0.2),
+               c10::Error);
+}
+
 TEST(Bf16Attention, RowWithEveryKeyMaskedIsZero) {
   if (!Bf16AttentionSupported(32)) {
     GTEST_SKIP() << "no AVX-512 BF16 on this CPU";

@@ -6,18 +6,26 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "server/model/kernels/cpu_features.h"
+
+#if defined(__x86_64__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define ENCODER_BF16_ATTENTION 1
 // GCC 12's AVX-512 headers start some intrinsics (reductions, widening
 // loads) from _mm512_undefined_*, which its -Wmaybe-uninitialized reports
-// in every caller: a false alarm of the headers, not of this file.
+// (or, where inlined into a template, -Wuninitialized) in every caller: a
+// false alarm of the headers, not of this file.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #else
 #define ENCODER_BF16_ATTENTION 0
@@ -61,13 +69,32 @@ ENCODER_BF16_TARGET inline __m256i ToBf16(__m512 x) {
   return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(x));
 }
 
-// Rows [rows x d] of float32 (row stride `ld`) to bfloat16 [rows x d].
-ENCODER_BF16_TARGET void RoundRows(const float* x, int64_t ld, int64_t rows,
+// 16 values at x as bfloat16: float32 rounded to nearest even, bfloat16
+// (its bits, uint16_t) as they are.
+ENCODER_BF16_TARGET inline __m256i Bf16At(const float* x) {
+  return ToBf16(_mm512_loadu_ps(x));
+}
+ENCODER_BF16_TARGET inline __m256i Bf16At(const uint16_t* x) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+}
+
+// 32 values at x as bfloat16, in order.
+ENCODER_BF16_TARGET inline __m512i Bf16x32At(const float* x) {
+  return reinterpret_cast<__m512i>(
+      _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16), _mm512_loadu_ps(x)));
+}
+ENCODER_BF16_TARGET inline __m512i Bf16x32At(const uint16_t* x) {
+  return _mm512_loadu_si512(x);
+}
+
+// Rows [rows x d] (row stride `ld`) to bfloat16 [rows x d].
+template <typename T>
+ENCODER_BF16_TARGET void RoundRows(const T* x, int64_t ld, int64_t rows,
                                    int64_t d, uint16_t* out) {
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < d; c += 16) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + r * d + c),
-                          ToBf16(_mm512_loadu_ps(x + r * ld + c)));
+                          Bf16At(x + r * ld + c));
     }
   }
 }
@@ -98,7 +125,8 @@ ENCODER_BF16_TARGET void Transpose16(const __m512i* rows, __m512i* out) {
   }
 }
 
-ENCODER_BF16_TARGET void PackHead(const float* k, int64_t ldk, const float* v,
+template <typename T>
+ENCODER_BF16_TARGET void PackHead(const T* k, int64_t ldk, const T* v,
                                   int64_t ldv, int64_t sk, int64_t skp,
                                   int64_t d, HeadOperands* out) {
   const int64_t pairs = d / 2;
@@ -111,11 +139,8 @@ ENCODER_BF16_TARGET void PackHead(const float* k, int64_t ldk, const float* v,
   for (int64_t j0 = 0; j0 < skp; j0 += 16) {
     for (int64_t g = 0; g < d; g += 32) {
       for (int64_t i = 0; i < 16; ++i) {
-        const float* row = k + (j0 + i) * ldk + g;
-        rows[i] = j0 + i < sk
-                      ? reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(
-                            _mm512_loadu_ps(row + 16), _mm512_loadu_ps(row)))
-                      : _mm512_setzero_si512();
+        rows[i] = j0 + i < sk ? Bf16x32At(k + (j0 + i) * ldk + g)
+                              : _mm512_setzero_si512();
       }
       Transpose16(rows, cols);
       for (int64_t c = 0; c < 16; ++c) {
@@ -127,14 +152,11 @@ ENCODER_BF16_TARGET void PackHead(const float* k, int64_t ldk, const float* v,
   for (int64_t j = 0; j < sk; j += 2) {
     const bool second = j + 1 < sk;
     for (int64_t c = 0; c < d; c += 16) {
-      const __m512i a =
-          _mm512_cvtepu16_epi32(ToBf16(_mm512_loadu_ps(v + j * ldv + c)));
+      const __m512i a = _mm512_cvtepu16_epi32(Bf16At(v + j * ldv + c));
       const __m512i b =
-          second
-              ? _mm512_slli_epi32(_mm512_cvtepu16_epi32(ToBf16(
-                                      _mm512_loadu_ps(v + (j + 1) * ldv + c))),
-                                  16)
-              : _mm512_setzero_si512();
+          second ? _mm512_slli_epi32(
+                       _mm512_cvtepu16_epi32(Bf16At(v + (j + 1) * ldv + c)), 16)
+                 : _mm512_setzero_si512();
       _mm512_storeu_si512(values + (j / 2) * d + c, _mm512_or_si512(a, b));
     }
   }
@@ -345,24 +367,174 @@ ENCODER_BF16_TARGET void MixBlock(int64_t d, const uint16_t* probs, int64_t ldp,
   }
 }
 
+// The same two products on AMX tiles (Xeons from Sapphire Rapids on),
+// from the same layouts: TDPBF16PS multiplies a 16 x 32 bfloat16 tile by a
+// 16 x 16 tile of bfloat16 pairs into 16 x 16 float32 sums, so a key
+// block of the keys layout ([d / 2][Skp][2], 16 keys) and a channel block
+// of the values layout ([Skp / 2][d][2], 16 channels) are tiles as they
+// lie. The second product takes 32 keys at a time: with AMX, Skp is
+// rounded up to 32 (KeyPadding), the extra keys zeros as before. Every
+// tile is 16 rows of 64 bytes: tmm0-3 hold sums, tmm4 the left operand,
+// tmm5 the right one. Each output is a dot product over the channels (or
+// keys) in a fixed order, as on AVX-512; AMX rounds each step to nearest
+// even and flushes denormals, so the floats differ from the AVX-512
+// path's in the last bits, and not with the batch or the threads.
+#define ENCODER_AMX_TARGET                                    \
+  __attribute__((                                             \
+      target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16," \
+             "amx-tile,amx-bf16")))
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// Whether this process may use the AMX tiles: the CPU has AMX BF16 (not
+// capped away) and Linux granted the tile data state (arch_prctl's
+// ARCH_REQ_XCOMP_PERM for XTILEDATA, feature 18; oneDNN asks the same).
+bool AmxReady() {
+  static const bool ready = [] {
+#if defined(__linux__)
+    if (!DetectCpuFeatures().amx_bf16) return false;
+    constexpr long kReqXcompPerm = 0x1023, kXtileData = 18;
+    return syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) == 0;
+#else
+    return false;
+#endif
+  }();
+  return ready;
+}
+
+// Loads the tiles' shape on this thread (every tile 16 x 64 bytes) for
+// as long as it lives, and releases them after.
+class AmxTiles {
+ public:
+  ENCODER_AMX_TARGET AmxTiles() {
+    // Static: GCC's _tile_loadconfig declares only the first 8 bytes as
+    // read, so the stores of a local configuration may be dropped.
+    static const TileConfig config = [] {
+      TileConfig c;
+      for (int t = 0; t < 6; ++t) {
+        c.colsb[t] = 64;
+        c.rows[t] = 16;
+      }
+      return c;
+    }();
+    _tile_loadconfig(&config);
+  }
+  ENCODER_AMX_TARGET ~AmxTiles() { _tile_release(); }
+  AmxTiles(const AmxTiles&) = delete;
+  AmxTiles& operator=(const AmxTiles&) = delete;
+};
+
+// Sums tile `t` into out[16][16] (row stride ld floats).
+#define ENCODER_STORE_SUMS(t, out, ld) \
+  _tile_stored(t, out, static_cast<int64_t>((ld) * sizeof(float)))
+
+// out[16][16 * blocks] (row stride ldo floats; blocks at most 4) = the sum
+// over `steps` steps of a left tile (16 rows of 32 bfloat16: left + 32 s,
+// rows left_stride bytes apart) times `blocks` right tiles side by side
+// (16 rows of 16 bfloat16 pairs: right + right_step s + 16 b, rows
+// right_stride bytes apart).
+ENCODER_AMX_TARGET void TileProduct(const uint16_t* left, int64_t left_stride,
+                                    const uint32_t* right, int64_t right_step,
+                                    int64_t right_stride, int64_t steps,
+                                    int64_t blocks, float* out, int64_t ldo) {
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t s = 0; s < steps; ++s) {
+    _tile_loadd(4, left + 32 * s, left_stride);
+    const uint32_t* r = right + right_step * s;
+    _tile_loadd(5, r, right_stride);
+    _tile_dpbf16ps(0, 4, 5);
+    if (blocks > 1) {
+      _tile_loadd(5, r + 16, right_stride);
+      _tile_dpbf16ps(1, 4, 5);
+    }
+    if (blocks > 2) {
+      _tile_loadd(5, r + 32, right_stride);
+      _tile_dpbf16ps(2, 4, 5);
+    }
+    if (blocks > 3) {
+      _tile_loadd(5, r + 48, right_stride);
+      _tile_dpbf16ps(3, 4, 5);
+    }
+  }
+  ENCODER_STORE_SUMS(0, out, ldo);
+  if (blocks > 1) ENCODER_STORE_SUMS(1, out + 16, ldo);
+  if (blocks > 2) ENCODER_STORE_SUMS(2, out + 32, ldo);
+  if (blocks > 3) ENCODER_STORE_SUMS(3, out + 48, ldo);
+}
+
+#undef ENCODER_STORE_SUMS
+
+// scores[16 rows][skp] = q[16 rows][d] . keys, 4 key blocks at a time
+// (32 channels a step).
+ENCODER_AMX_TARGET void ScoreAmx(const uint16_t* q, int64_t d,
+                                 const uint32_t* keys, int64_t skp,
+                                 float* scores) {
+  for (int64_t j = 0; j < skp; j += 64) {
+    TileProduct(q, d * 2, keys + j, 16 * skp, skp * 4, d / 32,
+                std::min<int64_t>(4, (skp - j) / 16), scores + j, skp);
+  }
+}
+
+// out[rows][d] = probs[16 rows][skp] . values * norm[rows] (skp a multiple
+// of 32: 32 keys a step), 4 channel blocks at a time through sums[16][64].
+ENCODER_AMX_TARGET void MixAmx(int64_t d, const uint16_t* probs,
+                               const float* norm, int64_t rows,
+                               const uint32_t* values, int64_t skp, float* out,
+                               int64_t ldo) {
+  alignas(64) float sums[16 * 64];
+  for (int64_t c0 = 0; c0 < d; c0 += 64) {
+    const int64_t blocks = std::min<int64_t>(4, (d - c0) / 16);
+    TileProduct(probs, skp * 2, values + c0, 16 * d, d * 4, skp / 32, blocks,
+                sums, 64);
+    for (int64_t r = 0; r < rows; ++r) {
+      const __m512 scale = _mm512_set1_ps(norm[r]);
+      for (int64_t b = 0; b < blocks; ++b) {
+        _mm512_storeu_ps(
+            out + r * ldo + c0 + 16 * b,
+            _mm512_mul_ps(_mm512_load_ps(sums + r * 64 + 16 * b), scale));
+      }
+    }
+  }
+}
+
+// Keys rounded up for the layouts: to 32 on AMX (its second product takes
+// 32 keys a step), else to 16.
+int64_t KeyPadding(int64_t sk, bool amx) {
+  const int64_t unit = amx ? 32 : 16;
+  return (sk + unit - 1) / unit * unit;
+}
+
+// T: float or uint16_t (bfloat16's bits), the type of q, k and v.
+template <typename T>
 struct Problem {
   int64_t batch, heads, sq, sk, skp, d;
   const int64_t* lengths;  // null: every sequence sq queries, sk keys
-  const float* q;
+  const T* q;
   int64_t q_strides[3];  // batch, head, row
-  const float* k;
+  const T* k;
   int64_t k_strides[3];
-  const float* v;
+  const T* v;
   int64_t v_strides[3];
   const float* bias;  // null: none
   int64_t bias_strides[3];
   float scale;
   float* out;  // [batch, sq, heads, d]
+  bool amx;    // the products on AMX tiles (AmxReady)
 };
 
 // Query rows [row0, row1) of head (b, h) over its sk keys (skp rounded
 // up); `head` already holds its keys and values.
-ENCODER_BF16_TARGET void RunRows(const Problem& pb, int64_t b, int64_t h,
+template <typename T>
+ENCODER_BF16_TARGET void RunRows(const Problem<T>& pb, int64_t b, int64_t h,
                                  int64_t row0, int64_t row1, int64_t sk,
                                  int64_t skp, const HeadOperands& head,
                                  std::vector<uint16_t>& queries,
@@ -370,12 +542,15 @@ ENCODER_BF16_TARGET void RunRows(const Problem& pb, int64_t b, int64_t h,
                                  std::vector<uint16_t>& probs) {
   const int64_t d = pb.d;
   float norm[kRowBlock];
-  const float* q = pb.q + b * pb.q_strides[0] + h * pb.q_strides[1];
+  const T* q = pb.q + b * pb.q_strides[0] + h * pb.q_strides[1];
   for (int64_t i0 = row0; i0 < row1; i0 += kRowBlock) {
     const int64_t rows = std::min(kRowBlock, row1 - i0);
     RoundRows(q + i0 * pb.q_strides[2], pb.q_strides[2], rows, d,
               queries.data());
-    int64_t r = 0;
+    if (pb.amx) {
+      ScoreAmx(queries.data(), d, head.keys.data(), skp, scores.data());
+    }
+    int64_t r = pb.amx ? rows : 0;
     for (; r + 4 <= rows; r += 4) {
       ScoreRows<4>(queries.data() + r * d, d, head.keys.data(), skp,
                    scores.data() + r * skp, skp);
@@ -394,83 +569,19 @@ ENCODER_BF16_TARGET void RunRows(const Problem& pb, int64_t b, int64_t h,
                            probs.data() + r * skp);
     }
     float* out = pb.out + ((b * pb.sq + i0) * pb.heads + h) * d;
-    MixBlock(d, probs.data(), skp, norm, rows, head.values.data(), skp, out,
+    if (pb.amx) {
+      MixAmx(d, probs.data(), norm, rows, head.values.data(), skp, out,
              pb.heads * d);
-  }
-}
-
-}  // namespace
-#endif  // ENCODER_BF16_ATTENTION
-
-bool Bf16AttentionSupported(int64_t head_dim) {
-#if ENCODER_BF16_ATTENTION
-  return DetectCpuFeatures().avx512_bf16 && (head_dim == 32 || head_dim == 64 ||
-                                             head_dim == 96 || head_dim == 128);
-#else
-  (void)head_dim;
-  return false;
-#endif
-}
-
-at::Tensor Bf16Attention(const at::Tensor& q, const at::Tensor& k,
-                         const at::Tensor& v, const at::Tensor& bias,
-                         double scale, const std::vector<int64_t>& lengths) {
-  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
-              "Bf16Attention: q, k, v must be [B, H, S, d]");
-  TORCH_CHECK(Bf16AttentionSupported(q.size(3)),
-              "Bf16Attention: not supported here for head size ", q.size(3));
-#if ENCODER_BF16_ATTENTION
-  auto unit_rows = [](const at::Tensor& t) {
-    TORCH_CHECK(t.scalar_type() == at::kFloat && t.device().is_cpu(),
-                "Bf16Attention: float32 CPU tensors only");
-    return t.stride(3) == 1 ? t : t.contiguous();
-  };
-  const at::Tensor qq = unit_rows(q), kk = unit_rows(k), vv = unit_rows(v);
-  Problem pb{};
-  pb.batch = q.size(0);
-  pb.heads = q.size(1);
-  pb.sq = q.size(2);
-  pb.sk = k.size(2);
-  pb.skp = (pb.sk + 15) / 16 * 16;
-  pb.d = q.size(3);
-  TORCH_CHECK(k.size(0) == pb.batch && v.size(0) == pb.batch &&
-                  k.size(1) == pb.heads && v.size(1) == pb.heads &&
-                  v.size(2) == pb.sk && k.size(3) == pb.d && v.size(3) == pb.d,
-              "Bf16Attention: q, k, v shapes disagree");
-  auto strides = [](const at::Tensor& t, int64_t* s) {
-    for (int i = 0; i < 3; ++i) s[i] = t.size(i) == 1 ? 0 : t.stride(i);
-  };
-  pb.q = qq.data_ptr<float>();
-  strides(qq, pb.q_strides);
-  pb.k = kk.data_ptr<float>();
-  strides(kk, pb.k_strides);
-  pb.v = vv.data_ptr<float>();
-  strides(vv, pb.v_strides);
-  at::Tensor bb;
-  if (bias.defined()) {
-    bb = bias.to(at::kFloat).expand({pb.batch, pb.heads, pb.sq, pb.sk});
-    if (bb.stride(3) != 1) bb = bb.contiguous();
-    pb.bias = bb.data_ptr<float>();
-    strides(bb, pb.bias_strides);
-  }
-  pb.scale = static_cast<float>(scale);
-  at::Tensor out = at::empty({pb.batch, pb.sq, pb.heads * pb.d}, at::kFloat);
-  pb.out = out.data_ptr<float>();
-  if (pb.sq == 0 || pb.batch == 0 || pb.heads == 0) return out;
-  if (pb.sk == 0) return out.zero_();
-  if (!lengths.empty()) {
-    TORCH_CHECK(
-        static_cast<int64_t>(lengths.size()) == pb.batch && pb.sq == pb.sk,
-        "Bf16Attention: one length per sequence, and Sq == Sk");
-    for (int64_t b = 0; b < pb.batch; ++b) {
-      TORCH_CHECK(lengths[b] >= 0 && lengths[b] <= pb.sq,
-                  "Bf16Attention: length ", lengths[b], " outside [0, ", pb.sq,
-                  "]");
-      out[b].narrow(0, lengths[b], pb.sq - lengths[b]).zero_();
+    } else {
+      MixBlock(d, probs.data(), skp, norm, rows, head.values.data(), skp, out,
+               pb.heads * d);
     }
-    pb.lengths = lengths.data();
   }
+}
 
+// Every head's query rows of `pb`, over LibTorch's intra-op threads.
+template <typename T>
+void RunAll(const Problem<T>& pb) {
   // Work items: a head's query rows, split into up to `splits` ranges so
   // that a lone sequence's heads still give every thread work.
   const int64_t heads = pb.batch * pb.heads;
@@ -482,6 +593,8 @@ at::Tensor Bf16Attention(const at::Tensor& q, const at::Tensor& k,
   const int64_t grain =
       threads > 1 ? std::max<int64_t>(1, items / (4 * threads)) : items;
   at::parallel_for(0, items, grain, [&](int64_t begin, int64_t end) {
+    std::optional<AmxTiles> tiles;
+    if (pb.amx) tiles.emplace();
     HeadOperands head;
     std::vector<uint16_t> queries(static_cast<size_t>(kRowBlock * pb.d));
     std::vector<float> scores(static_cast<size_t>(kRowBlock * pb.skp));
@@ -493,7 +606,7 @@ at::Tensor Bf16Attention(const at::Tensor& q, const at::Tensor& k,
       const int64_t sq = pb.lengths != nullptr ? pb.lengths[b] : pb.sq;
       const int64_t sk = pb.lengths != nullptr ? pb.lengths[b] : pb.sk;
       if (sq == 0) continue;
-      const int64_t skp = (sk + 15) / 16 * 16;
+      const int64_t skp = KeyPadding(sk, pb.amx);
       if (bh != packed) {
         PackHead(pb.k + b * pb.k_strides[0] + h * pb.k_strides[1],
                  pb.k_strides[2],
@@ -509,9 +622,116 @@ at::Tensor Bf16Attention(const at::Tensor& q, const at::Tensor& k,
       RunRows(pb, b, h, row0, row1, sk, skp, head, queries, scores, probs);
     }
   });
+}
+
+// Problem<T> of q, k, v and the rest, set up and run into `out`.
+template <typename T>
+void Solve(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+           const at::Tensor& bias, double scale,
+           const std::vector<int64_t>& lengths, at::Tensor& out) {
+  Problem<T> pb{};
+  pb.batch = q.size(0);
+  pb.heads = q.size(1);
+  pb.sq = q.size(2);
+  pb.sk = k.size(2);
+  pb.amx = AmxReady();
+  pb.skp = KeyPadding(pb.sk, pb.amx);
+  pb.d = q.size(3);
+  TORCH_CHECK(k.size(0) == pb.batch && v.size(0) == pb.batch &&
+                  k.size(1) == pb.heads && v.size(1) == pb.heads &&
+                  v.size(2) == pb.sk && k.size(3) == pb.d && v.size(3) == pb.d,
+              "Bf16Attention: q, k, v shapes disagree");
+  auto strides = [](const at::Tensor& t, int64_t* s) {
+    for (int i = 0; i < 3; ++i) s[i] = t.size(i) == 1 ? 0 : t.stride(i);
+  };
+  pb.q = static_cast<const T*>(q.data_ptr());
+  strides(q, pb.q_strides);
+  pb.k = static_cast<const T*>(k.data_ptr());
+  strides(k, pb.k_strides);
+  pb.v = static_cast<const T*>(v.data_ptr());
+  strides(v, pb.v_strides);
+  at::Tensor bb;
+  if (bias.defined()) {
+    bb = bias.to(at::kFloat).expand({pb.batch, pb.heads, pb.sq, pb.sk});
+    if (bb.stride(3) != 1) bb = bb.contiguous();
+    pb.bias = bb.data_ptr<float>();
+    strides(bb, pb.bias_strides);
+  }
+  pb.scale = static_cast<float>(scale);
+  out = at::empty({pb.batch, pb.sq, pb.heads * pb.d}, at::kFloat);
+  pb.out = out.data_ptr<float>();
+  if (pb.sq == 0 || pb.batch == 0 || pb.heads == 0) return;
+  if (pb.sk == 0) {
+    out.zero_();
+    return;
+  }
+  if (!lengths.empty()) {
+    TORCH_CHECK(
+        static_cast<int64_t>(lengths.size()) == pb.batch && pb.sq == pb.sk,
+        "Bf16Attention: one length per sequence, and Sq == Sk");
+    for (int64_t b = 0; b < pb.batch; ++b) {
+      TORCH_CHECK(lengths[b] >= 0 && lengths[b] <= pb.sq,
+                  "Bf16Attention: length ", lengths[b], " outside [0, ", pb.sq,
+                  "]");
+      out[b].narrow(0, lengths[b], pb.sq - lengths[b]).zero_();
+    }
+    pb.lengths = lengths.data();
+  }
+  RunAll(pb);
+}
+
+}  // namespace
+#endif  // ENCODER_BF16_ATTENTION
+
+bool Bf16AttentionSupported(int64_t head_dim) {
+#if ENCODER_BF16_ATTENTION
+  return DetectCpuFeatures().avx512_bf16 && (head_dim == 32 || head_dim == 64 ||
+                                             head_dim == 96 || head_dim == 128);
+#else
+  (void)head_dim;
+  return false;
+#endif
+}
+
+bool Bf16AttentionByDefault(int64_t head_dim) {
+  return Bf16AttentionSupported(head_dim) && Bf16AttentionOnAmx();
+}
+
+bool Bf16AttentionOnAmx() {
+#if ENCODER_BF16_ATTENTION
+  return AmxReady();
+#else
+  return false;
+#endif
+}
+
+at::Tensor Bf16Attention(const at::Tensor& q, const at::Tensor& k,
+                         const at::Tensor& v, const at::Tensor& bias,
+                         double scale, const std::vector<int64_t>& lengths) {
+  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
+              "Bf16Attention: q, k, v must be [B, H, S, d]");
+  TORCH_CHECK(Bf16AttentionSupported(q.size(3)),
+              "Bf16Attention: not supported here for head size ", q.size(3));
+#if ENCODER_BF16_ATTENTION
+  const at::ScalarType dtype = q.scalar_type();
+  auto unit_rows = [dtype](const at::Tensor& t) {
+    TORCH_CHECK(t.scalar_type() == dtype &&
+                    (dtype == at::kFloat || dtype == at::kBFloat16) &&
+                    t.device().is_cpu(),
+                "Bf16Attention: q, k, v float32 or bfloat16 CPU tensors, all "
+                "of one dtype");
+    return t.stride(3) == 1 ? t : t.contiguous();
+  };
+  const at::Tensor qq = unit_rows(q), kk = unit_rows(k), vv = unit_rows(v);
+  at::Tensor out;
+  if (dtype == at::kFloat) {
+    Solve<float>(qq, kk, vv, bias, scale, lengths, out);
+  } else {
+    Solve<uint16_t>(qq, kk, vv, bias, scale, lengths, out);
+  }
   return out;
 #else
-  (void)scale, (void)bias;
+  (void)scale, (void)bias, (void)lengths;
   return at::Tensor();
 #endif
 }
