@@ -228,6 +228,19 @@ ENCODER_BF16_TARGET void ScoreRows(const uint16_t* q, int64_t d,
   }
 }
 
+// scores[rows][skp] = q[rows][d] . keys, 4 rows at a time.
+ENCODER_BF16_TARGET void ScoreBlock(const uint16_t* q, int64_t d, int64_t rows,
+                                    const uint32_t* keys, int64_t skp,
+                                    float* scores) {
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    ScoreRows<4>(q + r * d, d, keys, skp, scores + r * skp, skp);
+  }
+  for (; r < rows; ++r) {
+    ScoreRows<1>(q + r * d, d, keys, skp, scores + r * skp, skp);
+  }
+}
+
 // exp(x) for x <= 0 in float32 to about 2 ulp (a degree-6 polynomial on
 // |r| <= ln 2 / 2 after x = n ln 2 + r); below -87.3 (where float32's exp
 // leaves the normal range) exactly 0, so that masked keys (-inf) weigh 0.
@@ -549,17 +562,10 @@ ENCODER_BF16_TARGET void RunRows(const Problem<T>& pb, int64_t b, int64_t h,
               queries.data());
     if (pb.amx) {
       ScoreAmx(queries.data(), d, head.keys.data(), skp, scores.data());
+    } else {
+      ScoreBlock(queries.data(), d, rows, head.keys.data(), skp, scores.data());
     }
-    int64_t r = pb.amx ? rows : 0;
-    for (; r + 4 <= rows; r += 4) {
-      ScoreRows<4>(queries.data() + r * d, d, head.keys.data(), skp,
-                   scores.data() + r * skp, skp);
-    }
-    for (; r < rows; ++r) {
-      ScoreRows<1>(queries.data() + r * d, d, head.keys.data(), skp,
-                   scores.data() + r * skp, skp);
-    }
-    for (r = 0; r < rows; ++r) {
+    for (int64_t r = 0; r < rows; ++r) {
       const float* bias = pb.bias == nullptr
                               ? nullptr
                               : pb.bias + b * pb.bias_strides[0] +
