@@ -166,6 +166,8 @@ struct ModelDescription {
   LinearKernel linear_kernel = LinearKernel::kPlain;
   // Packed: larger products use the BLAS, 0 none. Plain: 0.
   int64_t packed_max_rows = 0;
+  // Packed: weights of fewer elements stay plain. Plain: 0.
+  int64_t packed_min_elements = 0;
   // What the warm-up and an 8 x 128-token batch ran (oneDNN's and MKL's
   // traces; CPU only): the instruction sets the libraries dispatch to and
   // each product kernel with its rows.

@@ -73,7 +73,7 @@ const GroupList& Groups() {
         // kernels
         "fused-attention", "cudnn-attention", "int8-float-channels",
         "int8-row-outliers", "int8-attention", "bf16-attention",
-        "packed-max-rows", "force-dtype",
+        "packed-max-rows", "packed-min-elements", "force-dtype",
         // Diagnose
         "max-diagnose-tokens", "max-structure-positions",
         "max-pending-diagnose", "max-extrapolation-tokens",

@@ -80,6 +80,15 @@ void DefinePrecisionFlags(CLI::App& app, PrecisionFlags& f) {
                  "0 where --pack-weights=auto packs, 256 elsewhere")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
+  app.add_option("--packed-min-elements", f.packed_min_elements,
+                 "with packed weights: weights of fewer elements (inputs x "
+                 "outputs) stay plain and multiply through the BLAS, where a "
+                 "packed product's fixed cost per call outweighs the "
+                 "repacking it saves. -1: 131072 for float32 under "
+                 "--pack-weights=auto (measured: widths up to 128 ran "
+                 "faster plain), 0 for bfloat16 and under true")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
   app.add_flag("--force-dtype,!--no-force-dtype", f.force_dtype,
                "run --dtype bfloat16 on a CPU without native bfloat16 "
                "(emulated: much slower than float32)");
@@ -94,15 +103,19 @@ absl::Status ApplyPrecisionFlags(const PrecisionFlags& flags,
         absl::StrCat("--quantize must be none or int8, got ", flags.quantize));
   }
   options->quantize = flags.quantize;
-  const model::PackingPlan packing = model::PlanPackingFor(
-      flags.pack_weights, flags.packed_max_rows, at::kFloat, cpu);
-  const model::PackingPlan bf16_packing = model::PlanPackingFor(
-      flags.pack_weights, flags.packed_max_rows, at::kBFloat16, cpu);
+  const model::PackingPlan packing =
+      model::PlanPackingFor(flags.pack_weights, flags.packed_max_rows,
+                            flags.packed_min_elements, at::kFloat, cpu);
+  const model::PackingPlan bf16_packing =
+      model::PlanPackingFor(flags.pack_weights, flags.packed_max_rows,
+                            flags.packed_min_elements, at::kBFloat16, cpu);
   options->pack_bfloat16 = bf16_packing.pack;
   options->packed_max_rows_bfloat16 = bf16_packing.max_rows;
+  options->packed_min_elements_bfloat16 = bf16_packing.min_elements;
   options->pack_weights = packing.pack;
   options->pack_int8_models = packing.pack_int8;
   options->packed_max_rows = packing.max_rows;
+  options->packed_min_elements = packing.min_elements;
   options->int8_float_channels = flags.int8_float_channels;
   options->int8_row_outliers = flags.int8_row_outliers;
   options->int8_attention = flags.int8_attention;

@@ -21,6 +21,7 @@ struct PrecisionFlags {
   bool force_dtype = false;
   std::string pack_weights = "auto";  // auto, true or false
   int64_t packed_max_rows = -1;       // -1: chosen for the CPU
+  int64_t packed_min_elements = -1;   // -1: chosen for the dtype
   int64_t int8_float_channels = model::kDefaultInt8FloatChannels;
   int64_t int8_row_outliers = 0;
   std::string int8_attention = "auto";  // auto, float32 or bfloat16
@@ -30,8 +31,8 @@ struct PrecisionFlags {
 void DefinePrecisionFlags(CLI::App& app, PrecisionFlags& flags);
 
 // Fills options->dtype, quantize, auto_precision, pack_weights,
-// packed_max_rows, int8_float_channels, int8_row_outliers and
-// int8_attention and bf16_attention (their "bfloat16" needs AVX-512 BF16).
+// packed_max_rows, packed_min_elements, int8_float_channels, int8_row_outliers
+// and int8_attention and bf16_attention (their "bfloat16" needs AVX-512 BF16).
 // --pack-weights=auto packs where the CPU makes oneDNN's packed product the
 // faster at every size for a model's products (float32:
 // CpuFeatures::packed_float32_wins; bfloat16: packed_bfloat16_wins, and

@@ -46,9 +46,16 @@ void RegisterModels(Process& p) {
     const std::string linears =
         d.linear_kernel != encoder::api::LinearKernel::kPacked
             ? encoder::api::LinearKernelName(d.linear_kernel)
-        : d.packed_max_rows == 0
-            ? std::string("packed (every product)")
-            : absl::StrCat("packed (up to ", d.packed_max_rows, " rows)");
+            : absl::StrCat(
+                  "packed (",
+                  d.packed_max_rows == 0
+                      ? std::string("every product")
+                      : absl::StrCat("up to ", d.packed_max_rows, " rows"),
+                  d.packed_min_elements > 0
+                      ? absl::StrCat(", weights of ", d.packed_min_elements,
+                                     " elements or more")
+                      : std::string(),
+                  ")");
     spdlog::info(
         "model {} ({} {}, {} layers, d={}, {} parameters) on {} in {}, "
         "linears {}",

@@ -155,6 +155,7 @@ json ModelReportJson(const core::ModelReport& r) {
       {"attention_kernel", api::AttentionKernelName(d.attention_kernel)},
       {"linear_kernel", api::LinearKernelName(d.linear_kernel)},
       {"packed_max_rows", d.packed_max_rows},
+      {"packed_min_elements", d.packed_min_elements},
       {"kernels", KernelsJson(d.kernels)},
       {"batching", BatchingJson(d)}};
   AddHeads(d, &out);

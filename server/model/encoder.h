@@ -314,11 +314,18 @@ class Encoder {
   // mapped while the file's other tensors live); QuantizeInt8 then fails,
   // as it reads them. CPU and float32
   // only; FailedPrecondition otherwise or without the operator
-  // (PackedLinearSupported); InvalidArgument for max_rows < 0. Call once,
-  // before serving.
+  // (PackedLinearSupported); InvalidArgument for max_rows < 0. Weights
+  // of fewer than `limits.min_elements` elements stay plain, and run every
+  // product through the BLAS. Call once, before serving.
+  absl::Status PrepackWeights(PackedLimits limits);
   absl::Status PrepackWeights(
-      int64_t max_rows = PackedLinear::kDefaultPackedMaxRows);
+      int64_t max_rows = PackedLinear::kDefaultPackedMaxRows) {
+    return PrepackWeights(PackedLimits{max_rows, 0});
+  }
   bool prepacked() const { return prepacked_; }
+  // How many projection weights PrepackWeights packed (0 before it, or
+  // when every weight was under its min_elements).
+  int64_t packed_weights() const { return packed_weights_; }
 
   const ModelConfig& config() const { return config_; }
   const PositionalScheme& scheme() const { return *scheme_; }
@@ -443,6 +450,7 @@ class Encoder {
   // Set only during QuantizeInt8's calibration pass (before serving).
   std::map<const void*, at::Tensor>* calibrating_ = nullptr;
   bool prepacked_ = false;
+  int64_t packed_weights_ = 0;
   bool plain_released_ = false;  // PrepackWeights(kEveryProduct)
 };
 

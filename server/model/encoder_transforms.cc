@@ -154,29 +154,40 @@ absl::Status Encoder::QuantizeInt8(int64_t float_channels,
   return absl::OkStatus();
 }
 
-absl::Status Encoder::PrepackWeights(int64_t max_rows) {
+absl::Status Encoder::PrepackWeights(PackedLimits limits) {
   if (!device_.is_cpu() || (dtype_ != at::kFloat && dtype_ != at::kBFloat16)) {
     return absl::FailedPreconditionError(
         absl::StrCat("packed weights are for the CPU in float32 or bfloat16, "
                      "not ",
                      device_.str(), " in ", c10::toString(dtype_)));
   }
+  if (limits.max_rows < 0 || limits.min_elements < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("packed max rows and min elements must be 0 or more, not ",
+                     limits.max_rows, " and ", limits.min_elements));
+  }
   if (prepacked_) return absl::OkStatus();
   std::vector<LayerWeights> layers = layers_;
+  int64_t packed_weights = 0;
+  bool released = false;
   for (LayerWeights& w : layers) {
     for (const Projection& p : Projections(w)) {
-      ASSIGN_OR_RETURN(auto packed,
-                       PackedLinear::Create(*p.weight, *p.bias, max_rows));
+      if (p.weight->numel() < limits.min_elements) continue;
+      ASSIGN_OR_RETURN(auto packed, PackedLinear::Create(*p.weight, *p.bias,
+                                                         limits.max_rows));
       p.packed->emplace(std::move(packed));
-      if (max_rows == PackedLinear::kEveryProduct) {
+      ++packed_weights;
+      if (limits.max_rows == PackedLinear::kEveryProduct) {
         *p.weight =
             at::empty(p.weight->sizes(), p.weight->options().device(at::kMeta));
+        released = true;
       }
     }
   }
   layers_ = std::move(layers);
   prepacked_ = true;
-  plain_released_ = max_rows == PackedLinear::kEveryProduct;
+  packed_weights_ = packed_weights;
+  plain_released_ = released;
   return absl::OkStatus();
 }
 

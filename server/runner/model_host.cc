@@ -325,13 +325,16 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Load(
         hosted->encoder->bf16_attention() ? api::AttentionKernel::kBfloat16
         : options.fused_attention         ? api::AttentionKernel::kFused
                                           : api::AttentionKernel::kExplicit;
-    hosted->desc.linear_kernel = hosted->encoder->prepacked()
-                                     ? api::LinearKernel::kPacked
-                                     : api::LinearKernel::kPlain;
-    hosted->desc.packed_max_rows =
-        hosted->encoder->prepacked()
-            ? PackedMaxRows(options, hosted->encoder->dtype()).value_or(0)
-            : 0;
+    // Packed when at least one weight is (small ones may all stay plain).
+    const bool packed = hosted->encoder->packed_weights() > 0;
+    hosted->desc.linear_kernel =
+        packed ? api::LinearKernel::kPacked : api::LinearKernel::kPlain;
+    const model::PackedLimits limits =
+        packed ? PackedLimitsFor(options, hosted->encoder->dtype())
+                     .value_or(model::PackedLimits{0, 0})
+               : model::PackedLimits{0, 0};
+    hosted->desc.packed_max_rows = limits.max_rows;
+    hosted->desc.packed_min_elements = limits.min_elements;
     if (options.warm_up) {
       // The warm-up and one 8 x 128-token batch run under the libraries'
       // traces: what they ran is the model's kernels in /info.

@@ -41,16 +41,18 @@ absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> LoadModelTokenizer(
   return std::unique_ptr<tokenizer::Tokenizer>();
 }
 
-std::optional<int64_t> PackedMaxRows(const HostOptions& options,
-                                     at::ScalarType dtype) {
+std::optional<model::PackedLimits> PackedLimitsFor(const HostOptions& options,
+                                                   at::ScalarType dtype) {
   if (!options.device.is_cpu() || !model::PackedLinearSupported()) {
     return std::nullopt;
   }
   if (dtype == at::kFloat && options.pack_weights) {
-    return options.packed_max_rows;
+    return model::PackedLimits{options.packed_max_rows,
+                               options.packed_min_elements};
   }
   if (dtype == at::kBFloat16 && options.pack_bfloat16) {
-    return options.packed_max_rows_bfloat16;
+    return model::PackedLimits{options.packed_max_rows_bfloat16,
+                               options.packed_min_elements_bfloat16};
   }
   return std::nullopt;
 }
@@ -70,15 +72,17 @@ absl::StatusOr<std::unique_ptr<model::Encoder>> LoadPrecision(
   // Packed after int8 (which reads the plain weights), and before the
   // automatic choice times float32 against its candidates (built afresh).
   auto pack = [&]() -> absl::Status {
-    const std::optional<int64_t> rows = PackedMaxRows(options, dtype);
-    return rows.has_value() ? encoder->PrepackWeights(*rows) : absl::OkStatus();
+    const std::optional<model::PackedLimits> limits =
+        PackedLimitsFor(options, dtype);
+    return limits.has_value() ? encoder->PrepackWeights(*limits)
+                              : absl::OkStatus();
   };
   if (options.auto_precision && cpu) {
     if (absl::Status s = pack(); !s.ok()) return named(s);
     auto choice = ChoosePrecision(
         hosted->spec, std::move(encoder), options.int8_float_channels,
         options.int8_row_outliers, options.int8_attention,
-        PackedMaxRows(options, at::kBFloat16), options.bf16_attention);
+        PackedLimitsFor(options, at::kBFloat16), options.bf16_attention);
     if (!choice.ok()) return named(choice.status());
     hosted->precision_trials = std::move(choice->trials);
     return std::move(choice->encoder);

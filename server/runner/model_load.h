@@ -22,16 +22,16 @@ namespace encoder::runner {
 // Loads the model in the precision the options and its entry ask for:
 // --dtype=auto on a CPU chooses (ChoosePrecision, its trials kept in
 // `hosted`), int8 quantizes (--quantize or the entry's), and the weights
-// are packed as PackedMaxRows says. `hosted->spec` receives the spec as
+// are packed as PackedLimitsFor says. `hosted->spec` receives the spec as
 // resolved from the checkpoint.
 absl::StatusOr<std::unique_ptr<model::Encoder>> LoadPrecision(
     const model::ModelSpec& spec, const HostOptions& options,
     HostedModel* hosted);
 
-// The max_rows a model whose products run in `dtype` is packed with
+// The limits a model whose products run in `dtype` is packed with
 // (model::Encoder::PrepackWeights), or none where it is not packed.
-std::optional<int64_t> PackedMaxRows(const HostOptions& options,
-                                     at::ScalarType dtype);
+std::optional<model::PackedLimits> PackedLimitsFor(const HostOptions& options,
+                                                   at::ScalarType dtype);
 
 // The tokenizer of a spec: the one it names (tokenizer.json or a
 // directory), else its checkpoint directory's, else the byte tokenizer.

@@ -57,13 +57,13 @@ absl::StatusOr<std::unique_ptr<model::Encoder>> Build(
     const model::ModelSpec& spec, model::Precision precision,
     int64_t int8_float_channels, int64_t int8_row_outliers,
     const std::string& int8_attention,
-    std::optional<int64_t> pack_bfloat16_rows,
+    std::optional<model::PackedLimits> pack_bfloat16,
     const std::string& bf16_attention) {
   if (precision == model::Precision::kBfloat16) {
     ASSIGN_OR_RETURN(auto enc, model::LoadModel(spec, at::kCPU, at::kBFloat16));
     RETURN_IF_ERROR(enc->SetBf16Attention(bf16_attention));
-    if (pack_bfloat16_rows.has_value()) {
-      RETURN_IF_ERROR(enc->PrepackWeights(*pack_bfloat16_rows));
+    if (pack_bfloat16.has_value()) {
+      RETURN_IF_ERROR(enc->PrepackWeights(*pack_bfloat16));
     }
     return enc;
   }
@@ -91,7 +91,7 @@ absl::StatusOr<PrecisionChoice> ChoosePrecision(
     const model::ModelSpec& spec, std::unique_ptr<model::Encoder> float32,
     int64_t int8_float_channels, int64_t int8_row_outliers,
     const std::string& int8_attention,
-    std::optional<int64_t> pack_bfloat16_rows,
+    std::optional<model::PackedLimits> pack_bfloat16,
     const std::string& bf16_attention) {
   c10::InferenceMode guard;
   const model::ModelConfig& c = float32->config();
@@ -117,7 +117,7 @@ absl::StatusOr<PrecisionChoice> ChoosePrecision(
   for (const auto& [precision, min_cosine] : candidates) {
     ASSIGN_OR_RETURN(
         auto enc, Build(spec, precision, int8_float_channels, int8_row_outliers,
-                        int8_attention, pack_bfloat16_rows, bf16_attention));
+                        int8_attention, pack_bfloat16, bf16_attention));
     ASSIGN_OR_RETURN(auto pooled, Pooled(*enc, gate));
     const at::Tensor cos = at::cosine_similarity(pooled, reference, 1);
     PrecisionTrial trial{precision, 0, 8, length};

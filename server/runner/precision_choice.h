@@ -44,13 +44,13 @@ struct PrecisionChoice {
 // (model::Encoder::QuantizeInt8), and runs its attention as
 // `int8_attention` says (model::Encoder::SetInt8Attention). The bfloat16
 // candidate packs its weights (model::Encoder::PrepackWeights) with
-// `pack_bfloat16_rows` as max_rows where given, and runs its attention as
+// `pack_bfloat16` where given, and runs its attention as
 // `bf16_attention` says (model::Encoder::SetBf16Attention).
 absl::StatusOr<PrecisionChoice> ChoosePrecision(
     const model::ModelSpec& spec, std::unique_ptr<model::Encoder> float32,
     int64_t int8_float_channels = model::kDefaultInt8FloatChannels,
     int64_t int8_row_outliers = 0, const std::string& int8_attention = "auto",
-    std::optional<int64_t> pack_bfloat16_rows = std::nullopt,
+    std::optional<model::PackedLimits> pack_bfloat16 = std::nullopt,
     const std::string& bf16_attention = "auto");
 
 // The precision an encoder runs in: int8 when quantized, else its dtype.

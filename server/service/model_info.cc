@@ -78,6 +78,7 @@ void FillModelInfo(const core::ModelReport& report, v1::ModelInfo* info) {
   info->set_attention_kernel(api::AttentionKernelName(model.attention_kernel));
   info->set_linear_kernel(api::LinearKernelName(model.linear_kernel));
   info->set_packed_max_rows(model.packed_max_rows);
+  info->set_packed_min_elements(model.packed_min_elements);
   info->set_skip_padding_min_share(model.skip_padding_min_share);
   const batching::BatchOptions& o = model.batching;
   v1::BatchingInfo* b = info->mutable_batching();

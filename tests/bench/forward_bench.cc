@@ -57,6 +57,7 @@ struct Options {
   std::string bf16_attention = "auto";
   std::string pack_weights = "auto";
   int64_t packed_max_rows = -1;
+  int64_t packed_min_elements = -1;
   // Idle time before each timed forward, as a server sees between calls.
   int64_t pause_us = 0;
   // The server's allocator setting, so that in-process and served runs
@@ -221,6 +222,9 @@ int main(int argc, char** argv) {
   app.add_option("--packed-max-rows", o.packed_max_rows,
                  "as the server's flag (-1: chosen for the CPU)")
       ->capture_default_str();
+  app.add_option("--packed-min-elements", o.packed_min_elements,
+                 "as the server's flag (-1: chosen for the dtype)")
+      ->capture_default_str();
   app.add_option("--dtype", o.dtype, "float32 | float16 | bfloat16")
       ->capture_default_str();
   app.add_option("--cpu-buffer-cache-bytes", o.cpu_buffer_cache_bytes,
@@ -296,13 +300,12 @@ int main(int argc, char** argv) {
     }
   }
   // As the server decides (ApplyPrecisionFlags, LoadPrecision).
-  const encoder::model::PackingPlan packing =
-      encoder::model::PlanPackingFor(o.pack_weights, o.packed_max_rows, dtype,
-                                     encoder::model::DetectCpuFeatures());
-  const bool packed = packing.pack && device.is_cpu() &&
-                      encoder::model::PackedLinearSupported();
-  if (packed) {
-    if (absl::Status s = (*encoder)->PrepackWeights(packing.max_rows);
+  const encoder::model::PackingPlan packing = encoder::model::PlanPackingFor(
+      o.pack_weights, o.packed_max_rows, o.packed_min_elements, dtype,
+      encoder::model::DetectCpuFeatures());
+  if (packing.pack && device.is_cpu() &&
+      encoder::model::PackedLinearSupported()) {
+    if (absl::Status s = (*encoder)->PrepackWeights(packing.limits());
         !s.ok()) {
       std::cerr << s << "\n";
       return 1;
@@ -327,8 +330,10 @@ int main(int argc, char** argv) {
   out["bf16_attention"] = dtype != at::kBFloat16 || !device.is_cpu() ? "none"
                           : (*encoder)->bf16_attention() ? "bfloat16"
                                                          : "fused";
-  out["packed_weights"] = packed;
+  const bool packed = (*encoder)->packed_weights() > 0;
+  out["packed_weights"] = (*encoder)->packed_weights();
   out["packed_max_rows"] = packed ? packing.max_rows : 0;
+  out["packed_min_elements"] = packed ? packing.min_elements : 0;
   out["pause_us"] = o.pause_us;
   out["executions"] = o.executions;
   const int64_t shortest = o.min_length > 0 ? o.min_length : o.length;

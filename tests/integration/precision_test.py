@@ -190,28 +190,51 @@ class PrecisionTest(unittest.TestCase):
 
     def test_int8_models_are_packed_only_when_asked(self):
         """--pack-weights=auto leaves an int8 model's float32 weights plain
-        (they serve full-precision passes only); true packs them too."""
+        (they serve full-precision passes only); true packs them too. The
+        float32 model's weights (width 64: at most 12,288 elements) are
+        under auto's --packed-min-elements, so auto leaves them plain too
+        unless the limit is set to 0, and /info says the limit."""
+        flags = kernel_cpu()[1]
         with tempfile.TemporaryDirectory() as tmp:
             repo = write_repo(tmp)
-            kernels = {}
-            for mode in ("auto", "true"):
+            kernels, limits = {}, {}
+            for mode in ("auto", "true", "auto,0"):
                 server = ServerProcess(
                     ARGS.server, directory=tmp,
                     extra_args=["--models=" + repo, "--quantize=int8",
-                                "--pack-weights=" + mode,
-                                "--http-listen=127.0.0.1:0"])
+                                "--pack-weights=" + mode.split(",")[0],
+                                "--http-listen=127.0.0.1:0"] +
+                    (["--packed-min-elements=0"] if "," in mode else []))
                 try:
                     server.wait_ready(120)
+                    models = http_info(server)["models"]
                     kernels[mode] = {m["name"]: m["linear_kernel"]
-                                     for m in http_info(server)["models"]}
+                                     for m in models}
+                    limits[mode] = {m["name"]: m["packed_min_elements"]
+                                    for m in models}
                 finally:
                     server.stop()
-            print(f"linear kernels: {kernels}")
+            print(f"linear kernels: {kernels}, min elements: {limits}")
             self.assertEqual(kernels["auto"]["q"], "plain")
+            self.assertEqual(kernels["auto"]["f"], "plain")
+            self.assertEqual(limits["auto"], {"q": 0, "f": 0})
             # true packs wherever this LibTorch can (the float32 model
-            # shows whether it can), int8 models alike.
+            # shows whether it can), int8 models alike, small weights too.
             self.assertIn(kernels["true"]["f"], ("packed", "plain"))
             self.assertEqual(kernels["true"]["q"], kernels["true"]["f"])
+            self.assertEqual(limits["true"], {"q": 0, "f": 0})
+            # auto with no limit packs the float32 model where AVX-512
+            # makes packing the faster and this LibTorch can (an ISA cap
+            # in the environment decides as the CPU it names).
+            capped = any(os.environ.get(v) for v in
+                         ("ENCODER_CPU_ISA", "ONEDNN_MAX_CPU_ISA"))
+            if capped:
+                self.assertIn(kernels["auto,0"]["f"], ("packed", "plain"))
+            elif "avx512f" in flags and kernels["true"]["f"] == "packed":
+                self.assertEqual(kernels["auto,0"]["f"], "packed")
+            else:
+                self.assertEqual(kernels["auto,0"]["f"], "plain")
+            self.assertEqual(kernels["auto,0"]["q"], "plain")
 
     def test_bfloat16_models_are_packed_where_native(self):
         """--dtype=bfloat16: --pack-weights=auto packs every product where

@@ -167,24 +167,32 @@ TEST(PackedLinear, AppliesEachActivation) {
 
 // The server's --pack-weights / --packed-max-rows rule.
 TEST(PackedLinear, PlanPackingFollowsTheCpu) {
-  const PackingPlan wins = PlanPacking("auto", -1, /*packed_wins=*/true);
+  const PackingPlan wins = PlanPacking("auto", -1, -1, /*packed_wins=*/true);
   EXPECT_TRUE(wins.pack);
   EXPECT_EQ(wins.max_rows, PackedLinear::kEveryProduct);
-  const PackingPlan loses = PlanPacking("auto", -1, /*packed_wins=*/false);
+  const PackingPlan loses = PlanPacking("auto", -1, -1, /*packed_wins=*/false);
   EXPECT_FALSE(loses.pack);
   EXPECT_EQ(loses.max_rows, PackedLinear::kDefaultPackedMaxRows);
-  const PackingPlan forced = PlanPacking("true", -1, /*packed_wins=*/false);
+  const PackingPlan forced = PlanPacking("true", -1, -1, /*packed_wins=*/false);
   EXPECT_TRUE(forced.pack);
   EXPECT_EQ(forced.max_rows, PackedLinear::kDefaultPackedMaxRows);
-  EXPECT_FALSE(PlanPacking("false", -1, /*packed_wins=*/true).pack);
+  EXPECT_FALSE(PlanPacking("false", -1, -1, /*packed_wins=*/true).pack);
   // int8 models: packed when asked for, not by auto.
   EXPECT_FALSE(wins.pack_int8);
   EXPECT_TRUE(forced.pack_int8);
-  EXPECT_FALSE(PlanPacking("false", -1, true).pack_int8);
+  EXPECT_FALSE(PlanPacking("false", -1, -1, true).pack_int8);
   // A number given is kept, whatever the CPU.
-  EXPECT_EQ(PlanPacking("auto", 64, true).max_rows, 64);
-  EXPECT_EQ(PlanPacking("true", 0, false).max_rows,
+  EXPECT_EQ(PlanPacking("auto", 64, -1, true).max_rows, 64);
+  EXPECT_EQ(PlanPacking("true", 0, -1, false).max_rows,
             PackedLinear::kEveryProduct);
+  // Min elements: -1 is the caller's auto value under auto, 0 under true;
+  // a number given is kept.
+  EXPECT_EQ(PlanPacking("auto", -1, -1, true, 4096).min_elements, 4096);
+  EXPECT_EQ(PlanPacking("true", -1, -1, true, 4096).min_elements, 0);
+  EXPECT_EQ(PlanPacking("auto", -1, 7, true, 4096).min_elements, 7);
+  EXPECT_EQ(PlanPacking("true", -1, 7, true, 4096).min_elements, 7);
+  EXPECT_EQ(PlanPacking("auto", 64, 7, true).limits().max_rows, 64);
+  EXPECT_EQ(PlanPacking("auto", 64, 7, true).limits().min_elements, 7);
 }
 
 // The same rule per dtype, as the server and the forward benchmark apply
@@ -195,23 +203,27 @@ TEST(PackedLinear, PlanPackingForFollowsTheDtype) {
   avx512.avx2 = avx512.fma = avx512.avx512f = true;
   CpuFeatures amx = avx512;
   amx.avx512_bf16 = amx.amx_bf16 = true;
-  const PackingPlan f32 = PlanPackingFor("auto", -1, at::kFloat, avx512);
+  const PackingPlan f32 = PlanPackingFor("auto", -1, -1, at::kFloat, avx512);
   EXPECT_TRUE(f32.pack);
   EXPECT_EQ(f32.max_rows, PackedLinear::kEveryProduct);
-  EXPECT_FALSE(PlanPackingFor("auto", -1, at::kBFloat16, avx512).pack);
-  const PackingPlan bf16 = PlanPackingFor("auto", -1, at::kBFloat16, amx);
+  EXPECT_FALSE(PlanPackingFor("auto", -1, -1, at::kBFloat16, avx512).pack);
+  const PackingPlan bf16 = PlanPackingFor("auto", -1, -1, at::kBFloat16, amx);
   EXPECT_TRUE(bf16.pack);
   EXPECT_EQ(bf16.max_rows, PackedLinear::kEveryProduct);
+  // Small float32 weights stay plain under auto; bfloat16 packs them all.
+  EXPECT_EQ(f32.min_elements, kDefaultPackedMinElements);
+  EXPECT_EQ(bf16.min_elements, 0);
+  EXPECT_EQ(PlanPackingFor("true", -1, -1, at::kFloat, avx512).min_elements, 0);
   // Forced: bfloat16 still needs it native; float16 never packs.
-  EXPECT_FALSE(PlanPackingFor("true", -1, at::kBFloat16, avx512).pack);
-  EXPECT_FALSE(PlanPackingFor("true", -1, at::kBFloat16, avx512).pack_int8);
-  EXPECT_TRUE(PlanPackingFor("true", -1, at::kBFloat16, amx).pack);
-  EXPECT_FALSE(PlanPackingFor("true", -1, at::kHalf, amx).pack);
-  EXPECT_FALSE(PlanPackingFor("false", -1, at::kBFloat16, amx).pack);
+  EXPECT_FALSE(PlanPackingFor("true", -1, -1, at::kBFloat16, avx512).pack);
+  EXPECT_FALSE(PlanPackingFor("true", -1, -1, at::kBFloat16, avx512).pack_int8);
+  EXPECT_TRUE(PlanPackingFor("true", -1, -1, at::kBFloat16, amx).pack);
+  EXPECT_FALSE(PlanPackingFor("true", -1, -1, at::kHalf, amx).pack);
+  EXPECT_FALSE(PlanPackingFor("false", -1, -1, at::kBFloat16, amx).pack);
   CpuFeatures avx2;
   avx2.avx2 = avx2.fma = true;
-  EXPECT_FALSE(PlanPackingFor("auto", -1, at::kFloat, avx2).pack);
-  EXPECT_TRUE(PlanPackingFor("true", -1, at::kFloat, avx2).pack);
+  EXPECT_FALSE(PlanPackingFor("auto", -1, -1, at::kFloat, avx2).pack);
+  EXPECT_TRUE(PlanPackingFor("true", -1, -1, at::kFloat, avx2).pack);
 }
 
 TEST(PackedLinear, RefusesNegativeMaxRows) {
@@ -390,6 +402,40 @@ TEST(PackedLinear, EncoderPacksBFloat16) {
   EXPECT_GT(plain_error, 0);
   EXPECT_LE(packed_error, 2 * plain_error)
       << "plain bfloat16 " << plain_error << ", packed " << packed_error;
+}
+
+// Weights under min_elements stay plain (SmallConfig: in_proj 3072,
+// linear1 and linear2 2048, out_proj 1024 elements per layer): the large
+// ones are packed and drop their plain copies, the small ones run through
+// the BLAS, and the output is the plain model's; with every weight under
+// the limit nothing is packed or released, so int8 can still be built.
+TEST(PackedLinear, SmallWeightsStayPlain) {
+  if (!PackedLinearSupported()) GTEST_SKIP() << "no packed oneDNN linear";
+  auto plain = Make();
+  const at::Tensor want = Tokens(*plain).to(at::kDouble);
+  auto some = Make();
+  ASSERT_TRUE(
+      some->PrepackWeights(PackedLimits{PackedLinear::kEveryProduct, 2048})
+          .ok());
+  EXPECT_EQ(some->packed_weights(), 3 * SmallConfig().num_layers);
+  EXPECT_LT(MaxRelative(Tokens(*some), want), 1e-5);
+  EXPECT_EQ(some->QuantizeInt8().code(), absl::StatusCode::kFailedPrecondition);
+  auto none = Make();
+  ASSERT_TRUE(
+      none->PrepackWeights(PackedLimits{PackedLinear::kEveryProduct, 4096})
+          .ok());
+  EXPECT_TRUE(none->prepacked());
+  EXPECT_EQ(none->packed_weights(), 0);
+  EXPECT_TRUE(at::equal(Tokens(*none), Tokens(*plain)));
+  if (Int8Supported()) {
+    EXPECT_TRUE(none->QuantizeInt8().ok());
+  }
+  auto bad = Make();
+  EXPECT_EQ(bad->PrepackWeights(PackedLimits{0, -1}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad->PrepackWeights(PackedLimits{-1, 0}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(bad->prepacked());
 }
 
 TEST(PackedLinear, EncoderPacksNoFloat16) {

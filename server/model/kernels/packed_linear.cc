@@ -30,7 +30,8 @@ bool PackedLinearSupported() {
 }
 
 PackingPlan PlanPacking(const std::string& mode, int64_t max_rows,
-                        bool packed_wins) {
+                        int64_t min_elements, bool packed_wins,
+                        int64_t auto_min_elements) {
   PackingPlan plan;
   plan.pack = mode == "true" || (mode == "auto" && packed_wins);
   plan.pack_int8 = mode == "true";
@@ -40,15 +41,23 @@ PackingPlan PlanPacking(const std::string& mode, int64_t max_rows,
     plan.max_rows = packed_wins ? PackedLinear::kEveryProduct
                                 : PackedLinear::kDefaultPackedMaxRows;
   }
+  if (min_elements >= 0) {
+    plan.min_elements = min_elements;
+  } else {
+    plan.min_elements = mode == "auto" ? auto_min_elements : 0;
+  }
   return plan;
 }
 
 PackingPlan PlanPackingFor(const std::string& mode, int64_t max_rows,
-                           at::ScalarType dtype, const CpuFeatures& cpu) {
+                           int64_t min_elements, at::ScalarType dtype,
+                           const CpuFeatures& cpu) {
   const bool bf16 = dtype == at::kBFloat16;
-  PackingPlan plan = PlanPacking(
-      mode, max_rows,
-      bf16 ? cpu.packed_bfloat16_wins() : cpu.packed_float32_wins());
+  PackingPlan plan =
+      bf16 ? PlanPacking(mode, max_rows, min_elements,
+                         cpu.packed_bfloat16_wins())
+           : PlanPacking(mode, max_rows, min_elements,
+                         cpu.packed_float32_wins(), kDefaultPackedMinElements);
   if ((bf16 && !cpu.native_bf16()) || (!bf16 && dtype != at::kFloat)) {
     plan.pack = plan.pack_int8 = false;
   }

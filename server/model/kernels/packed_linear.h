@@ -86,28 +86,56 @@ class PackedLinear {
   int64_t max_rows_ = 0;  // kEveryProduct or a number of rows
 };
 
-// The server's --pack-weights (auto, true or false) and --packed-max-rows
-// (-1: chosen) resolved for a CPU: whether to pack, and max_rows for
-// Encoder::PrepackWeights. auto packs where `packed_wins`
-// (CpuFeatures::packed_float32_wins); -1 is kEveryProduct there and
-// kDefaultPackedMaxRows elsewhere. pack_int8: int8 models packed too, for
-// their full-precision (diagnostic) passes, which alone run float32
-// products: with true only (auto leaves their float32 weights plain, as a
-// packed copy would add its size to the int8 model's memory).
+// Which of a model's projections are packed, and for which products
+// (Encoder::PrepackWeights).
+struct PackedLimits {
+  // PackedLinear::Create's max_rows.
+  int64_t max_rows = PackedLinear::kDefaultPackedMaxRows;
+  // Weights of fewer elements (in x out) stay plain. A packed product pays
+  // a fixed cost per call (ideep's primitive lookup, argument set-up and
+  // scratchpad: ~12 us on a Xeon with AMX) that a small weight's repacking
+  // by the BLAS does not reach.
+  int64_t min_elements = 0;
+};
+
+// float32 weights of fewer elements than this stay plain under
+// --pack-weights=auto. Measured (docs/benchmarks-history.md, "Small
+// weights stay plain"): one-layer models of width 32 to 128 (weights of
+// up to 64 Ki elements) ran 1.9-2.4x faster plain at one row and
+// 1.1-1.2x at 16 to 128 rows (at 512 rows within 12% either way); from
+// width 256 (256 Ki elements) packed won from 16 rows.
+inline constexpr int64_t kDefaultPackedMinElements = 128 * 1024;
+
+// The server's --pack-weights (auto, true or false), --packed-max-rows and
+// --packed-min-elements (-1: chosen) resolved for a CPU: whether to pack,
+// and the limits for Encoder::PrepackWeights. auto packs where
+// `packed_wins` (CpuFeatures::packed_float32_wins); max rows -1 is
+// kEveryProduct there and kDefaultPackedMaxRows elsewhere; min elements -1
+// is `auto_min_elements` under auto and 0 under true. pack_int8: int8
+// models packed too, for their full-precision (diagnostic) passes, which
+// alone run float32 products: with true only (auto leaves their float32
+// weights plain, as a packed copy would add its size to the int8 model's
+// memory).
 struct PackingPlan {
   bool pack = false;
   bool pack_int8 = false;
   int64_t max_rows = PackedLinear::kDefaultPackedMaxRows;
+  int64_t min_elements = 0;
+  PackedLimits limits() const { return {max_rows, min_elements}; }
 };
 PackingPlan PlanPacking(const std::string& mode, int64_t max_rows,
-                        bool packed_wins);
+                        int64_t min_elements, bool packed_wins,
+                        int64_t auto_min_elements = 0);
 // PlanPacking for a model whose products run in `dtype` on `cpu`: float32
-// where CpuFeatures::packed_float32_wins, bfloat16 where
-// packed_bfloat16_wins, and bfloat16 only where the CPU has it natively
-// (emulated bfloat16 stays on LibTorch's own products, whatever `mode`
-// says); no other dtype is packed.
+// where CpuFeatures::packed_float32_wins (weights of at least
+// kDefaultPackedMinElements under auto), bfloat16 where
+// packed_bfloat16_wins (every weight: packed bfloat16 won from width 128
+// at one row), and bfloat16 only where the CPU has it natively (emulated
+// bfloat16 stays on LibTorch's own products, whatever `mode` says); no
+// other dtype is packed.
 PackingPlan PlanPackingFor(const std::string& mode, int64_t max_rows,
-                           at::ScalarType dtype, const CpuFeatures& cpu);
+                           int64_t min_elements, at::ScalarType dtype,
+                           const CpuFeatures& cpu);
 
 // Whether this LibTorch has the packed linear (oneDNN built in and its
 // mkldnn::_linear_pointwise operator registered: the pinned wheel does, a
