@@ -43,7 +43,7 @@
 #                        "1,32,128")
 #   CHECK_BENCH_SECONDS  per measurement (default 1)
 #   CHECK_REQUEST_PATH_SECONDS
-#                        per variant of the request_path step (default 3)
+#                        per variant of the request_path steps (default 3)
 #   CHECK_CUDA_ARCH      CMAKE_CUDA_ARCHITECTURES (default 90: H100/H200)
 #   CHECK_CXX_FLAGS      CMAKE_CXX_FLAGS (default "-include cstdint":
 #                        bookworm's headers under a newer GCC)
@@ -890,6 +890,45 @@ EOF
 )
 }
 
+# The per-request path's scaling with the server's cores: the same load
+# (the server's default device), with the client pinned to cores 2 and up
+# and the server to core 0, then to cores 0-1, over gRPC and over HTTP
+# (tests/bench/http_load.py); the ratio of 2 to 1 cores (goal >= 1.8).
+# Needs 4 cores or more.
+do_request_path_cores() {
+  local cores front n
+  cores=$(nproc)
+  if [ "$cores" -lt 4 ]; then
+    note "$cores cores: the client needs cores of its own beside 2 for the server"
+    return 0
+  fi
+  for front in grpc http; do
+    for n in 1 2; do
+      run 120 "$python" "$repo/tests/bench/request_path_bench.py" --build "$build" \
+        --front "$front" --rounds 1 --seconds "${CHECK_REQUEST_PATH_SECONDS:-3}" \
+        --server-cpus "0-$((n - 1))" --client-cpus "2-$((cores - 1))" \
+        --json "$out/request_path_${front}_cores$n.json" || return 1
+    done
+  done
+  local line
+  while IFS= read -r line; do
+    metric "${line%%=*}" "${line#*=}"
+  done < <("$json_python" - "$out" <<'EOF'
+import json, sys
+for front in ("grpc", "http"):
+    rate = {}
+    for n in (1, 2):
+        d = json.load(open("%s/request_path_%s_cores%d.json" % (sys.argv[1], front, n)))
+        v = d["variants"][0]
+        rate[n] = v["requests/s"]
+        key = "request_path_%s_cores%d" % (front, n)
+        print("%s_requests_per_s=%.0f" % (key, v["requests/s"]))
+        print("%s_server_cpu_us_per_request=%.1f" % (key, v["server CPU us/request"]))
+    print("request_path_%s_cores_2_to_1=%.2f" % (front, rate[2] / rate[1]))
+EOF
+)
+}
+
 # ------------------------------------------------------------------- main
 if [ "$configure_only" = 1 ]; then mode=configure-only; else mode=gpu; fi
 json_python="$(command -v python3 || command -v "$python")"
@@ -920,6 +959,7 @@ if [ "$configure_only" = 0 ]; then
   step oom 30 do_oom
   step matmul_rate 20 do_matmul_rate
   step request_path 40 do_request_path
+  step request_path_cores 60 do_request_path_cores
 
   case "${CHECK_BENCH:-reduced}" in
     full) lengths_default="16 128 512" ;;

@@ -16,6 +16,12 @@ Prints lscpu's model name, then per variant the medians over rounds:
 requests/s, p50 / p99, server CPU microseconds per request, the busiest
 threads (percent of one core), and the ratio to the baseline.
 
+--front http sends the same load to the HTTP front instead (POST
+/v1/embeddings with token ids, one keep-alive connection per caller,
+through http_load.py, a Python asyncio client: on shared cores it takes
+more CPU than encoder-client, so compare the server's CPU per request
+rather than requests/s across fronts).
+
 --echo measures the transport's own ceiling the same way, round by round
 beside the variants: encoder-bench-echo, gRPC's callback API answering one
 unary method with its request (--payload-bytes each way), under the same
@@ -26,7 +32,7 @@ one core, the client on the other).
 
 Usage: request_path_bench.py --build build
            [--variant spin3000=GOMP_SPINCOUNT=3000] [--rounds 3]
-           [--echo] [--server-cpus 0] [--client-cpus 1]
+           [--echo] [--server-cpus 0] [--client-cpus 1] [--front http]
            [--json FILE]   (the medians and busiest threads per variant)
            [--baseline-binary OTHER/encoder-server]
 """
@@ -95,16 +101,18 @@ def pinned(cpus):
     return ["taskset", "-c", cpus] if cpus else []
 
 
-def start(a, command, env):
+def start(a, command, env, port_key="grpc_port"):
     """Starts `command` (a server taking --ready-file) on --server-cpus;
-    returns (process, gRPC port)."""
+    returns (process, the ready file's `port_key`)."""
     tmp = tempfile.mkdtemp(prefix="request-path-")
     ready = os.path.join(tmp, "ready.json")
     log = open(os.path.join(tmp, "server.log"), "w")
     proc = subprocess.Popen(
         pinned(a.server_cpus) + command + ["--ready-file=" + ready],
         stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env})
-    return proc, run_bench.wait_ready(proc, ready, log.name, command[0])
+    run_bench.wait_ready(proc, ready, log.name, command[0])
+    with open(ready) as f:
+        return proc, json.load(f)[port_key]
 
 
 def echo_bench(a, port, seconds):
@@ -120,10 +128,26 @@ def echo_bench(a, port, seconds):
     return json.loads(out.stdout)
 
 
+def http_bench(a, port, model, seconds):
+    """http_load.py's report (encoder-client bench's fields)."""
+    out = subprocess.run(
+        pinned(a.client_cpus) +
+        [sys.executable, os.path.join(os.path.dirname(
+            os.path.abspath(__file__)), "http_load.py"),
+         "--port", str(port), "--model", model,
+         "--concurrency", str(a.concurrency), "--length", str(a.length),
+         "--duration-s", str(seconds),
+         "--warmup-requests", str(2 * a.concurrency)],
+        check=True, capture_output=True, text=True, timeout=seconds + 120)
+    return json.loads(out.stdout)
+
+
 def one_run(a, server, env):
     """One measured run of `server` ({"command": [...], "bench":
-    f(port, seconds) -> report}) started with `env`."""
-    proc, port = start(a, server["command"], env)
+    f(port, seconds) -> report, "port": the ready file's key}) started
+    with `env`."""
+    proc, port = start(a, server["command"], env,
+                       server.get("port", "grpc_port"))
     try:
         # Warm: the first batches of each size.
         server["bench"](port, 1)
@@ -182,6 +206,9 @@ def main():
                    help="taskset -c list for the server (and the echo)")
     p.add_argument("--client-cpus", default="",
                    help="taskset -c list for the load client")
+    p.add_argument("--front", choices=("grpc", "http"), default="grpc",
+                   help="the front the load goes to (the echo server is "
+                        "gRPC's either way)")
     p.add_argument("--json", help="write the medians per variant here")
     p.add_argument("--baseline-binary",
                    help="another encoder-server, run first as the variant "
@@ -200,20 +227,25 @@ def main():
         model_args, model = ["--models", path], "tiny"
 
     def encoder_bench(port, seconds):
+        if a.front == "http":
+            return http_bench(a, port, model, seconds)
         return run_bench.client_bench(
             a.build, port, model, a.concurrency, a.length, seconds,
             prefix=pinned(a.client_cpus))
+    http = a.front == "http"
     ours = {"command": [os.path.join(a.build, "encoder-server"),
-                        "--listen=127.0.0.1:0", "--http-listen=off",
+                        "--listen=127.0.0.1:0",
+                        "--http-listen=" + ("127.0.0.1:0" if http else "off"),
                         "--log-level=warn"] + model_args,
-            "bench": encoder_bench}
+            "bench": encoder_bench,
+            "port": "http_port" if http else "grpc_port"}
     echo = {"command": [os.path.join(a.build, "encoder-bench-echo"), "serve",
                         "--listen=127.0.0.1:0"],
             "bench": lambda port, seconds: echo_bench(a, port, seconds)}
-    print("CPU: %s, %d cores; %s, %d callers, %d token(s), %g s x %d rounds;"
-          " server on CPUs %s, client on %s"
-          % (cpu_model(), os.cpu_count(), model, a.concurrency, a.length,
-             a.seconds, a.rounds, a.server_cpus or "any",
+    print("CPU: %s, %d cores; %s over %s, %d callers, %d token(s), %g s x %d"
+          " rounds; server on CPUs %s, client on %s"
+          % (cpu_model(), os.cpu_count(), model, a.front, a.concurrency,
+             a.length, a.seconds, a.rounds, a.server_cpus or "any",
              a.client_cpus or "any"), flush=True)
     servers = {name: ours for name, _ in variants}
     if a.baseline_binary:
@@ -233,6 +265,7 @@ def main():
                    m["server CPU us/request"]), flush=True)
     base = None
     summary = {"cpu": cpu_model(), "cores": os.cpu_count(), "model": model,
+               "front": a.front,
                "concurrency": a.concurrency, "length": a.length,
                "seconds": a.seconds, "rounds": a.rounds,
                "server_cpus": a.server_cpus, "client_cpus": a.client_cpus,
