@@ -9,12 +9,8 @@
 #include <optional>
 #include <vector>
 
+#include "server/model/kernels/amx_tiles.h"
 #include "server/model/kernels/cpu_features.h"
-
-#if defined(__x86_64__) && defined(__linux__)
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -380,145 +376,6 @@ ENCODER_BF16_TARGET void MixBlock(int64_t d, const uint16_t* probs, int64_t ldp,
   }
 }
 
-// The same two products on AMX tiles (Xeons from Sapphire Rapids on),
-// from the same layouts: TDPBF16PS multiplies a 16 x 32 bfloat16 tile by a
-// 16 x 16 tile of bfloat16 pairs into 16 x 16 float32 sums, so a key
-// block of the keys layout ([d / 2][Skp][2], 16 keys) and a channel block
-// of the values layout ([Skp / 2][d][2], 16 channels) are tiles as they
-// lie. The second product takes 32 keys at a time: with AMX, Skp is
-// rounded up to 32 (KeyPadding), the extra keys zeros as before. Every
-// tile is 16 rows of 64 bytes: tmm0-3 hold sums, tmm4 the left operand,
-// tmm5 the right one. Each output is a dot product over the channels (or
-// keys) in a fixed order, as on AVX-512; AMX rounds each step to nearest
-// even and flushes denormals, so the floats differ from the AVX-512
-// path's in the last bits, and not with the batch or the threads.
-#define ENCODER_AMX_TARGET                                    \
-  __attribute__((                                             \
-      target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16," \
-             "amx-tile,amx-bf16")))
-
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-// Whether this process may use the AMX tiles: the CPU has AMX BF16 (not
-// capped away) and Linux granted the tile data state (arch_prctl's
-// ARCH_REQ_XCOMP_PERM for XTILEDATA, feature 18; oneDNN asks the same).
-bool AmxReady() {
-  static const bool ready = [] {
-#if defined(__linux__)
-    if (!DetectCpuFeatures().amx_bf16) return false;
-    constexpr long kReqXcompPerm = 0x1023, kXtileData = 18;
-    return syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) == 0;
-#else
-    return false;
-#endif
-  }();
-  return ready;
-}
-
-// Loads the tiles' shape on this thread (every tile 16 x 64 bytes) for
-// as long as it lives, and releases them after.
-class AmxTiles {
- public:
-  ENCODER_AMX_TARGET AmxTiles() {
-    // Static: GCC's _tile_loadconfig declares only the first 8 bytes as
-    // read, so the stores of a local configuration may be dropped.
-    static const TileConfig config = [] {
-      TileConfig c;
-      for (int t = 0; t < 6; ++t) {
-        c.colsb[t] = 64;
-        c.rows[t] = 16;
-      }
-      return c;
-    }();
-    _tile_loadconfig(&config);
-  }
-  ENCODER_AMX_TARGET ~AmxTiles() { _tile_release(); }
-  AmxTiles(const AmxTiles&) = delete;
-  AmxTiles& operator=(const AmxTiles&) = delete;
-};
-
-// Sums tile `t` into out[16][16] (row stride ld floats).
-#define ENCODER_STORE_SUMS(t, out, ld) \
-  _tile_stored(t, out, static_cast<int64_t>((ld) * sizeof(float)))
-
-// out[16][16 * blocks] (row stride ldo floats; blocks at most 4) = the sum
-// over `steps` steps of a left tile (16 rows of 32 bfloat16: left + 32 s,
-// rows left_stride bytes apart) times `blocks` right tiles side by side
-// (16 rows of 16 bfloat16 pairs: right + right_step s + 16 b, rows
-// right_stride bytes apart).
-ENCODER_AMX_TARGET void TileProduct(const uint16_t* left, int64_t left_stride,
-                                    const uint32_t* right, int64_t right_step,
-                                    int64_t right_stride, int64_t steps,
-                                    int64_t blocks, float* out, int64_t ldo) {
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
-  for (int64_t s = 0; s < steps; ++s) {
-    _tile_loadd(4, left + 32 * s, left_stride);
-    const uint32_t* r = right + right_step * s;
-    _tile_loadd(5, r, right_stride);
-    _tile_dpbf16ps(0, 4, 5);
-    if (blocks > 1) {
-      _tile_loadd(5, r + 16, right_stride);
-      _tile_dpbf16ps(1, 4, 5);
-    }
-    if (blocks > 2) {
-      _tile_loadd(5, r + 32, right_stride);
-      _tile_dpbf16ps(2, 4, 5);
-    }
-    if (blocks > 3) {
-      _tile_loadd(5, r + 48, right_stride);
-      _tile_dpbf16ps(3, 4, 5);
-    }
-  }
-  ENCODER_STORE_SUMS(0, out, ldo);
-  if (blocks > 1) ENCODER_STORE_SUMS(1, out + 16, ldo);
-  if (blocks > 2) ENCODER_STORE_SUMS(2, out + 32, ldo);
-  if (blocks > 3) ENCODER_STORE_SUMS(3, out + 48, ldo);
-}
-
-#undef ENCODER_STORE_SUMS
-
-// scores[16 rows][skp] = q[16 rows][d] . keys, 4 key blocks at a time
-// (32 channels a step).
-ENCODER_AMX_TARGET void ScoreAmx(const uint16_t* q, int64_t d,
-                                 const uint32_t* keys, int64_t skp,
-                                 float* scores) {
-  for (int64_t j = 0; j < skp; j += 64) {
-    TileProduct(q, d * 2, keys + j, 16 * skp, skp * 4, d / 32,
-                std::min<int64_t>(4, (skp - j) / 16), scores + j, skp);
-  }
-}
-
-// out[rows][d] = probs[16 rows][skp] . values * norm[rows] (skp a multiple
-// of 32: 32 keys a step), 4 channel blocks at a time through sums[16][64].
-ENCODER_AMX_TARGET void MixAmx(int64_t d, const uint16_t* probs,
-                               const float* norm, int64_t rows,
-                               const uint32_t* values, int64_t skp, float* out,
-                               int64_t ldo) {
-  alignas(64) float sums[16 * 64];
-  for (int64_t c0 = 0; c0 < d; c0 += 64) {
-    const int64_t blocks = std::min<int64_t>(4, (d - c0) / 16);
-    TileProduct(probs, skp * 2, values + c0, 16 * d, d * 4, skp / 32, blocks,
-                sums, 64);
-    for (int64_t r = 0; r < rows; ++r) {
-      const __m512 scale = _mm512_set1_ps(norm[r]);
-      for (int64_t b = 0; b < blocks; ++b) {
-        _mm512_storeu_ps(
-            out + r * ldo + c0 + 16 * b,
-            _mm512_mul_ps(_mm512_load_ps(sums + r * 64 + 16 * b), scale));
-      }
-    }
-  }
-}
-
 // Keys rounded up for the layouts: to 32 on AMX (its second product takes
 // 32 keys a step), else to 16.
 int64_t KeyPadding(int64_t sk, bool amx) {
@@ -541,7 +398,7 @@ struct Problem {
   int64_t bias_strides[3];
   float scale;
   float* out;  // [batch, sq, heads, d]
-  bool amx;    // the products on AMX tiles (AmxReady)
+  bool amx;    // the products on AMX tiles (amx::Ready)
 };
 
 // Query rows [row0, row1) of head (b, h) over its sk keys (skp rounded
@@ -561,7 +418,7 @@ ENCODER_BF16_TARGET void RunRows(const Problem<T>& pb, int64_t b, int64_t h,
     RoundRows(q + i0 * pb.q_strides[2], pb.q_strides[2], rows, d,
               queries.data());
     if (pb.amx) {
-      ScoreAmx(queries.data(), d, head.keys.data(), skp, scores.data());
+      amx::Score(queries.data(), d, head.keys.data(), skp, scores.data());
     } else {
       ScoreBlock(queries.data(), d, rows, head.keys.data(), skp, scores.data());
     }
@@ -576,8 +433,8 @@ ENCODER_BF16_TARGET void RunRows(const Problem<T>& pb, int64_t b, int64_t h,
     }
     float* out = pb.out + ((b * pb.sq + i0) * pb.heads + h) * d;
     if (pb.amx) {
-      MixAmx(d, probs.data(), norm, rows, head.values.data(), skp, out,
-             pb.heads * d);
+      amx::Mix(d, probs.data(), norm, rows, head.values.data(), skp, out,
+               pb.heads * d);
     } else {
       MixBlock(d, probs.data(), skp, norm, rows, head.values.data(), skp, out,
                pb.heads * d);
@@ -599,7 +456,7 @@ void RunAll(const Problem<T>& pb) {
   const int64_t grain =
       threads > 1 ? std::max<int64_t>(1, items / (4 * threads)) : items;
   at::parallel_for(0, items, grain, [&](int64_t begin, int64_t end) {
-    std::optional<AmxTiles> tiles;
+    std::optional<amx::Tiles> tiles;
     if (pb.amx) tiles.emplace();
     HeadOperands head;
     std::vector<uint16_t> queries(static_cast<size_t>(kRowBlock * pb.d));
@@ -640,7 +497,7 @@ void Solve(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   pb.heads = q.size(1);
   pb.sq = q.size(2);
   pb.sk = k.size(2);
-  pb.amx = AmxReady();
+  pb.amx = amx::Ready();
   pb.skp = KeyPadding(pb.sk, pb.amx);
   pb.d = q.size(3);
   TORCH_CHECK(k.size(0) == pb.batch && v.size(0) == pb.batch &&
@@ -705,7 +562,7 @@ bool Bf16AttentionByDefault(int64_t head_dim) {
 
 bool Bf16AttentionOnAmx() {
 #if ENCODER_BF16_ATTENTION
-  return AmxReady();
+  return amx::Ready();
 #else
   return false;
 #endif
