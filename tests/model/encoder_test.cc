@@ -8,23 +8,11 @@
 #include <utility>
 #include <vector>
 
-#include "server/model/kernels/bf16_attention.h"
 #include "server/model/torch_compat.h"
+#include "tests/model/encoder_configs.h"
 
 namespace encoder::model {
 namespace {
-
-ModelConfig SmallConfig(SchemeType type) {
-  ModelConfig c;
-  c.vocab_size = 300;
-  c.d_model = 32;
-  c.num_heads = 4;
-  c.num_layers = 2;
-  c.d_ff = 64;
-  c.max_positions = 40;
-  c.positional.type = type;
-  return c;
-}
 
 std::unique_ptr<Encoder> Make(const ModelConfig& c, uint64_t seed = 1) {
   auto enc = Encoder::Create(c, Encoder::RandomStateDict(c, seed), at::kCPU);
@@ -43,60 +31,6 @@ at::Tensor Tokens(const Encoder& enc, const EncoderInput& in) {
   auto out = enc.Forward(in, {});
   EXPECT_TRUE(out.ok()) << out.status();
   return out->tokens;
-}
-
-double MaxAbs(const at::Tensor& t) {
-  return t.numel() == 0 ? 0.0 : t.abs().max().item<double>();
-}
-
-const std::vector<SchemeType> kAllSchemes = {
-    SchemeType::kNone, SchemeType::kSinusoidal, SchemeType::kLearned,
-    SchemeType::kRope, SchemeType::kAlibi,      SchemeType::kRelative};
-
-// A causal decoder embedder: pre-norm RMSNorm, half-layout RoPE, SwiGLU,
-// 4 query heads over 2 key/value heads; Qwen3 with per-head q/k norms and
-// head_dim 10 (wider heads than d_model / heads), Qwen2 with q/k/v biases
-// and no output bias.
-ModelConfig QwenLike(bool qwen3) {
-  ModelConfig c = SmallConfig(SchemeType::kRope);
-  c.positional.rope_layout = RopeLayout::kHalf;
-  c.norm_first = true;
-  c.activation = Activation::kSilu;
-  c.arch.norm = NormKind::kRmsNorm;
-  c.arch.norm_bias = false;
-  c.arch.gated_ffn = true;
-  c.arch.ffn_in_bias = c.arch.ffn_out_bias = false;
-  c.arch.causal = true;
-  c.arch.num_kv_heads = 2;
-  if (qwen3) {
-    c.arch.head_dim = 10;
-    c.arch.attention_bias = false;
-    c.arch.qk_norm = true;
-  } else {
-    c.arch.attention_out_bias = false;
-  }
-  return c;
-}
-
-// Disentangled attention: v3's log buckets over shared position keys and
-// a normed table; v2's own position projections, a content-to-position
-// term only, distances clamped at 6 and a learned table at the input.
-ModelConfig DebertaLike(bool v3) {
-  ModelConfig c = SmallConfig(SchemeType::kDisentangled);
-  c.arch.embedding_norm = true;
-  PositionalConfig& p = c.positional;
-  if (v3) {
-    p.position_buckets = 8;
-    p.max_relative_positions = 20;
-  } else {
-    p.position_buckets = 0;
-    p.max_relative_positions = 6;
-    p.share_att_key = false;
-    p.p2c = false;
-    p.relative_norm = false;
-    p.absolute_input = true;
-  }
-  return c;
 }
 
 TEST(Encoder, OnlyNoneIsPermutationEquivariant) {
@@ -370,59 +304,6 @@ TEST(Encoder, LengthDependentRopeScalingsArePerSequence) {
   }
 }
 
-// A padded batch of `lengths`; with `holes`, each row's second position is
-// masked out too (a mask that is not a prefix).
-EncoderInput Padded(const std::vector<int64_t>& lengths, bool holes = false) {
-  const int64_t b = static_cast<int64_t>(lengths.size());
-  const int64_t s = *std::max_element(lengths.begin(), lengths.end());
-  EncoderInput in;
-  in.ids = at::randint(3, 290, {b, s}, at::kLong);
-  in.mask = at::zeros({b, s}, at::kBool);
-  for (int64_t i = 0; i < b; ++i) {
-    in.mask[i].narrow(0, 0, lengths[i]).fill_(true);
-    if (holes && lengths[i] > 2) in.mask[i][1] = false;
-  }
-  return in;
-}
-
-// Architectures whose token-wise work differs: every scheme post-norm, and
-// the Hugging Face families' variants (pre-norm RMSNorm with a gated
-// feed-forward and no biases, a sliding window and no first attention
-// norm, BERT's embedding norm with RoBERTa's position ids).
-std::vector<std::pair<std::string, ModelConfig>> PackingConfigs() {
-  std::vector<std::pair<std::string, ModelConfig>> configs;
-  for (SchemeType type : kAllSchemes) {
-    configs.emplace_back(SchemeName(type), SmallConfig(type));
-  }
-  ModelConfig t5 = SmallConfig(SchemeType::kRelative);
-  t5.norm_first = true;
-  t5.arch.norm = NormKind::kRmsNorm;
-  t5.arch.norm_bias = false;
-  t5.arch.attention_bias = t5.arch.ffn_in_bias = t5.arch.ffn_out_bias = false;
-  t5.arch.gated_ffn = true;
-  t5.activation = Activation::kGeluTanh;
-  configs.emplace_back("t5-like", t5);
-  ModelConfig modern = SmallConfig(SchemeType::kRope);
-  modern.norm_first = true;
-  modern.arch.first_layer_attention_norm = false;
-  modern.arch.layer_window = {3, 0};
-  modern.arch.gated_ffn = true;
-  configs.emplace_back("modernbert-like", modern);
-  ModelConfig roberta = SmallConfig(SchemeType::kLearned);
-  roberta.arch.embedding_norm = true;
-  roberta.arch.token_type_embedding = true;
-  roberta.arch.type_vocab_size = 1;
-  roberta.arch.position_ids = PositionIdRule::kAfterPadding;
-  roberta.arch.padding_idx = 1;
-  roberta.max_positions = 45;
-  configs.emplace_back("roberta-like", roberta);
-  configs.emplace_back("deberta-v3-like", DebertaLike(/*v3=*/true));
-  configs.emplace_back("deberta-v2-like", DebertaLike(/*v3=*/false));
-  configs.emplace_back("qwen3-like", QwenLike(/*qwen3=*/true));
-  configs.emplace_back("qwen2-like", QwenLike(/*qwen3=*/false));
-  return configs;
-}
-
 // Skipped padding (gathered rows; with prefix masks, attention per
 // sequence too) against the full grid (batched attention).
 TEST(Encoder, SkippingPaddedPositionsMatchesTheFullGrid) {
@@ -469,178 +350,6 @@ TEST(Encoder, SkippingPaddedPositionsMatchesTheFullGrid) {
             0.0)
             << what;
       }
-    }
-  }
-}
-
-// Layers that return no maps run the fused kernel (where LibTorch has it):
-// against the explicit products on every architecture (scheme biases,
-// RoPE, a sliding window, no scaling), with and without padding, skipping
-// it or not, in float32 and bfloat16; and with the fused kernel a sequence
-// alone equals itself in a padded batch.
-TEST(Encoder, FusedAttentionMatchesTheExplicitProducts) {
-  at::manual_seed(4);
-  std::vector<std::pair<std::string, ModelConfig>> configs = PackingConfigs();
-  ModelConfig unscaled = SmallConfig(SchemeType::kRelative);
-  unscaled.arch.attention_scale = false;  // T5 scales in its weights
-  configs.emplace_back("unscaled", unscaled);
-  for (const auto& [name, config] : configs) {
-    const auto weights = Encoder::RandomStateDict(config, 1);
-    auto f32 = Encoder::Create(config, weights, at::kCPU, at::kFloat);
-    auto bf16 = Encoder::Create(config, weights, at::kCPU, at::kBFloat16);
-    ASSERT_TRUE(f32.ok()) << f32.status();
-    ASSERT_TRUE(bf16.ok()) << bf16.status();
-    for (double share : {0.0, 1.0}) {
-      const std::string what = name + " share " + std::to_string(share);
-      const EncoderInput in = Padded({9, 4, 1, 9, 6});
-      ForwardOptions fused;
-      fused.skip_padding_min_share = share;
-      fused.hidden_layers = {1};
-      ForwardOptions explicit_products = fused;
-      explicit_products.fused_attention = false;
-      // A map requested for layer 1 leaves layer 0 fused.
-      ForwardOptions mixed = fused;
-      mixed.attention_layers = {1};
-      const at::Tensor real = in.mask.unsqueeze(-1);
-      auto on_real = [&](const at::Tensor& t) {
-        return t.to(at::kFloat).masked_fill(real.logical_not(), 0);
-      };
-      auto run = [&](const Encoder& enc, const ForwardOptions& o) {
-        auto out = enc.Forward(in, o);
-        EXPECT_TRUE(out.ok()) << out.status();
-        return std::move(out).value();
-      };
-      // float32: the fused kernel within float32 rounding of the products.
-      const EncoderOutput reference = run(**f32, explicit_products);
-      for (const ForwardOptions* o : {&fused, &mixed}) {
-        const EncoderOutput got = run(**f32, *o);
-        EXPECT_LT(MaxAbs(on_real(got.tokens) - on_real(reference.tokens)), 1e-5)
-            << what;
-        EXPECT_LT(
-            MaxAbs(on_real(got.hidden.at(1)) - on_real(reference.hidden.at(1))),
-            1e-5)
-            << what;
-      }
-      // bfloat16 (weights and activations rounded to 8 significant bits):
-      // the fused kernel keeps the scores in float32, the explicit products
-      // round them to bfloat16 first. Against float32 (root mean square of
-      // the error over that of the values; 0.6-0.9% here) the fused result
-      // is within 15% of the explicit one's error, both under 1e-2 (the
-      // ratio ranged 0.90-1.11 over these architectures: rounding noise).
-      auto relative = [&](const at::Tensor& t) {
-        return (on_real(t) - on_real(reference.tokens)).norm().item<double>() /
-               on_real(reference.tokens).norm().item<double>();
-      };
-      const double explicit_error =
-          relative(run(**bf16, explicit_products).tokens);
-      EXPECT_LT(explicit_error, 1e-2) << what;
-      for (const ForwardOptions* o : {&fused, &mixed}) {
-        const double fused_error = relative(run(**bf16, *o).tokens);
-        EXPECT_LT(fused_error, 1e-2) << what;
-        EXPECT_LE(fused_error, 1.15 * explicit_error) << what;
-      }
-      // A sequence alone equals itself in the padded batch: within float32
-      // rounding, and in bfloat16 (attention on each sequence's own length;
-      // bit for bit on this project's AMD machine, where the products'
-      // kernels do not depend on the row count) within one bfloat16
-      // rounding, relative, on CPUs whose kernels change with it.
-      const EncoderOutput batched32 = run(**f32, fused);
-      const EncoderOutput batched16 = run(**bf16, fused);
-      for (int64_t i : {1, 3}) {
-        const int64_t n = in.mask[i].sum().item<int64_t>();
-        EncoderInput alone;
-        alone.ids = in.ids.narrow(0, i, 1).narrow(1, 0, n);
-        alone.mask = in.mask.narrow(0, i, 1).narrow(1, 0, n);
-        auto one32 = (*f32)->Forward(alone, fused);
-        auto one16 = (*bf16)->Forward(alone, fused);
-        ASSERT_TRUE(one32.ok()) << one32.status();
-        ASSERT_TRUE(one16.ok()) << one16.status();
-        EXPECT_LT(
-            MaxAbs(batched32.tokens[i].narrow(0, 0, n) - one32->tokens[0]),
-            1e-5)
-            << what << " row " << i;
-        const at::Tensor got16 =
-            batched16.tokens[i].narrow(0, 0, n).to(at::kFloat);
-        const at::Tensor want16 = one16->tokens[0].to(at::kFloat);
-        EXPECT_LE((got16 - want16).norm().item<double>() /
-                      want16.norm().item<double>(),
-                  1.0 / 256)
-            << what << " row " << i;
-      }
-    }
-  }
-}
-
-// A bfloat16 CPU model whose heads the server's kernel takes (32
-// channels) runs it where asked, and by default where its products run
-// on AMX tiles (Bf16Attention: bfloat16 products of the bfloat16 queries,
-// keys and values, float32 scores and softmax). Against the float32
-// model's explicit
-// products its error stays within 15% of LibTorch's fused kernel's on the
-// same bfloat16 model (both under 1e-2 relative), padded batches included,
-// and a sequence alone equals itself in the batch within one bfloat16
-// rounding.
-TEST(Encoder, BFloat16ModelsRunTheBFloat16AttentionKernel) {
-  at::manual_seed(6);
-  for (SchemeType type :
-       {SchemeType::kRope, SchemeType::kAlibi, SchemeType::kRelative}) {
-    ModelConfig config = SmallConfig(type);
-    config.d_model = 64;
-    config.num_heads = 2;
-    const auto weights = Encoder::RandomStateDict(config, 2);
-    auto f32 = Encoder::Create(config, weights, at::kCPU, at::kFloat);
-    auto bf16 = Encoder::Create(config, weights, at::kCPU, at::kBFloat16);
-    ASSERT_TRUE(f32.ok()) << f32.status();
-    ASSERT_TRUE(bf16.ok()) << bf16.status();
-    EXPECT_FALSE((*f32)->bf16_attention());
-    EXPECT_EQ((*f32)->SetBf16Attention("auto").code(),
-              absl::StatusCode::kFailedPrecondition);
-    EXPECT_EQ((*bf16)->SetBf16Attention("fast").code(),
-              absl::StatusCode::kInvalidArgument);
-    const bool runs = Bf16AttentionSupported(32);
-    EXPECT_EQ((*bf16)->bf16_attention(), runs && Bf16AttentionOnAmx());
-    if (!runs) {
-      EXPECT_EQ((*bf16)->SetBf16Attention("bfloat16").code(),
-                absl::StatusCode::kFailedPrecondition);
-      continue;
-    }
-    ASSERT_TRUE((*bf16)->SetBf16Attention("bfloat16").ok());
-    const EncoderInput in = Padded({9, 4, 1, 9, 6});
-    ForwardOptions explicit_products;
-    explicit_products.fused_attention = false;
-    const at::Tensor real = in.mask.unsqueeze(-1);
-    auto tokens = [&](const Encoder& enc, const EncoderInput& input,
-                      const ForwardOptions& o) {
-      auto out = enc.Forward(input, o);
-      EXPECT_TRUE(out.ok()) << out.status();
-      return out.ok() ? out->tokens.to(at::kFloat) : at::Tensor();
-    };
-    const at::Tensor reference =
-        tokens(**f32, in, explicit_products).masked_fill(real.logical_not(), 0);
-    auto error = [&](const at::Tensor& t) {
-      return (t.masked_fill(real.logical_not(), 0) - reference)
-                 .norm()
-                 .item<double>() /
-             reference.norm().item<double>();
-    };
-    const at::Tensor ours = tokens(**bf16, in, ForwardOptions());
-    ASSERT_TRUE((*bf16)->SetBf16Attention("fused").ok());
-    EXPECT_FALSE((*bf16)->bf16_attention());
-    const at::Tensor fused = tokens(**bf16, in, ForwardOptions());
-    ASSERT_TRUE((*bf16)->SetBf16Attention("bfloat16").ok());
-    const std::string what = SchemeName(type);
-    EXPECT_LT(error(ours), 1e-2) << what;
-    EXPECT_LE(error(ours), 1.15 * error(fused)) << what;
-    for (int64_t i : {1, 3}) {
-      const int64_t n = in.mask[i].sum().item<int64_t>();
-      EncoderInput alone;
-      alone.ids = in.ids.narrow(0, i, 1).narrow(1, 0, n);
-      alone.mask = in.mask.narrow(0, i, 1).narrow(1, 0, n);
-      const at::Tensor one = tokens(**bf16, alone, ForwardOptions())[0];
-      EXPECT_LE((ours[i].narrow(0, 0, n) - one).norm().item<double>() /
-                    one.norm().item<double>(),
-                1.0 / 256)
-          << what << " row " << i;
     }
   }
 }
