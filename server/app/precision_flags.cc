@@ -110,12 +110,10 @@ absl::Status ApplyPrecisionFlags(const PrecisionFlags& flags,
       model::PlanPackingFor(flags.pack_weights, flags.packed_max_rows,
                             flags.packed_min_elements, at::kBFloat16, cpu);
   options->pack_bfloat16 = bf16_packing.pack;
-  options->packed_max_rows_bfloat16 = bf16_packing.max_rows;
-  options->packed_min_elements_bfloat16 = bf16_packing.min_elements;
+  options->packed_limits_bfloat16 = bf16_packing.limits;
   options->pack_weights = packing.pack;
   options->pack_int8_models = packing.pack_int8;
-  options->packed_max_rows = packing.max_rows;
-  options->packed_min_elements = packing.min_elements;
+  options->packed_limits = packing.limits;
   options->int8_float_channels = flags.int8_float_channels;
   options->int8_row_outliers = flags.int8_row_outliers;
   options->int8_attention = flags.int8_attention;

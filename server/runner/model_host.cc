@@ -329,10 +329,11 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Load(
     const bool packed = hosted->encoder->packed_weights() > 0;
     hosted->desc.linear_kernel =
         packed ? api::LinearKernel::kPacked : api::LinearKernel::kPlain;
-    const model::PackedLimits limits =
-        packed ? PackedLimitsFor(options, hosted->encoder->dtype())
-                     .value_or(model::PackedLimits{0, 0})
-               : model::PackedLimits{0, 0};
+    model::PackedLimits limits{0, 0};  // plain: none
+    if (packed) {
+      limits =
+          PackedLimitsFor(options, hosted->encoder->dtype()).value_or(limits);
+    }
     hosted->desc.packed_max_rows = limits.max_rows;
     hosted->desc.packed_min_elements = limits.min_elements;
     if (options.warm_up) {

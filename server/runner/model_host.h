@@ -39,15 +39,13 @@ struct HostOptions {
   bool pack_weights = false;
   // int8 models too (model::PackingPlan::pack_int8).
   bool pack_int8_models = false;
-  int64_t packed_max_rows = model::PackedLinear::kDefaultPackedMaxRows;
-  // Weights of fewer elements stay plain (model::PackedLimits).
-  int64_t packed_min_elements = 0;
+  model::PackedLimits packed_limits;
   // The same for bfloat16 models (--dtype=bfloat16, and the bfloat16
   // candidate of --dtype=auto): only where the CPU multiplies bfloat16
   // natively.
   bool pack_bfloat16 = false;
-  int64_t packed_max_rows_bfloat16 = model::PackedLinear::kEveryProduct;
-  int64_t packed_min_elements_bfloat16 = 0;
+  model::PackedLimits packed_limits_bfloat16{model::PackedLinear::kEveryProduct,
+                                             0};
   // int8 models: input channels per projection kept in float32
   // (model::Encoder::QuantizeInt8).
   int64_t int8_float_channels = model::kDefaultInt8FloatChannels;

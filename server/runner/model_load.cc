@@ -47,12 +47,10 @@ std::optional<model::PackedLimits> PackedLimitsFor(const HostOptions& options,
     return std::nullopt;
   }
   if (dtype == at::kFloat && options.pack_weights) {
-    return model::PackedLimits{options.packed_max_rows,
-                               options.packed_min_elements};
+    return options.packed_limits;
   }
   if (dtype == at::kBFloat16 && options.pack_bfloat16) {
-    return model::PackedLimits{options.packed_max_rows_bfloat16,
-                               options.packed_min_elements_bfloat16};
+    return options.packed_limits_bfloat16;
   }
   return std::nullopt;
 }

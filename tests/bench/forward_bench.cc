@@ -305,8 +305,7 @@ int main(int argc, char** argv) {
       encoder::model::DetectCpuFeatures());
   if (packing.pack && device.is_cpu() &&
       encoder::model::PackedLinearSupported()) {
-    if (absl::Status s = (*encoder)->PrepackWeights(packing.limits());
-        !s.ok()) {
+    if (absl::Status s = (*encoder)->PrepackWeights(packing.limits); !s.ok()) {
       std::cerr << s << "\n";
       return 1;
     }
@@ -332,8 +331,8 @@ int main(int argc, char** argv) {
                                                          : "fused";
   const bool packed = (*encoder)->packed_weights() > 0;
   out["packed_weights"] = (*encoder)->packed_weights();
-  out["packed_max_rows"] = packed ? packing.max_rows : 0;
-  out["packed_min_elements"] = packed ? packing.min_elements : 0;
+  out["packed_max_rows"] = packed ? packing.limits.max_rows : 0;
+  out["packed_min_elements"] = packed ? packing.limits.min_elements : 0;
   out["pause_us"] = o.pause_us;
   out["executions"] = o.executions;
   const int64_t shortest = o.min_length > 0 ? o.min_length : o.length;

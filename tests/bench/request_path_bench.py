@@ -110,9 +110,8 @@ def start(a, command, env, port_key="grpc_port"):
     proc = subprocess.Popen(
         pinned(a.server_cpus) + command + ["--ready-file=" + ready],
         stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env})
-    run_bench.wait_ready(proc, ready, log.name, command[0])
-    with open(ready) as f:
-        return proc, json.load(f)[port_key]
+    return proc, run_bench.wait_ready(proc, ready, log.name, command[0],
+                                      port_key)
 
 
 def echo_bench(a, port, seconds):
@@ -226,13 +225,14 @@ def main():
             json.dump(TINY, f)
         model_args, model = ["--models", path], "tiny"
 
+    http = a.front == "http"
+
     def encoder_bench(port, seconds):
-        if a.front == "http":
+        if http:
             return http_bench(a, port, model, seconds)
         return run_bench.client_bench(
             a.build, port, model, a.concurrency, a.length, seconds,
             prefix=pinned(a.client_cpus))
-    http = a.front == "http"
     ours = {"command": [os.path.join(a.build, "encoder-server"),
                         "--listen=127.0.0.1:0",
                         "--http-listen=" + ("127.0.0.1:0" if http else "off"),

@@ -33,8 +33,9 @@ def start_server(build, extra):
     return proc, wait_ready(proc, ready, log.name, "server")
 
 
-def wait_ready(proc, ready, log_name, what):
-    """The gRPC port from `ready` once `proc` writes it; exits on failure."""
+def wait_ready(proc, ready, log_name, what, key="grpc_port"):
+    """The port `key` (gRPC's by default) from `ready` once `proc` writes
+    it; exits on failure."""
     deadline = time.time() + 120
     while not os.path.exists(ready):
         if proc.poll() is not None or time.time() > deadline:
@@ -42,7 +43,7 @@ def wait_ready(proc, ready, log_name, what):
             sys.exit("%s did not start; see %s" % (what, log_name))
         time.sleep(0.2)
     with open(ready) as f:
-        return json.load(f)["grpc_port"]
+        return json.load(f)[key]
 
 
 def stop_server(proc):

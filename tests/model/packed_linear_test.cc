@@ -12,6 +12,7 @@
 #include "server/model/encoder.h"
 #include "server/model/kernels/cpu_features.h"
 #include "server/model/kernels/int8_linear.h"
+#include "tests/model/encoder_configs.h"
 
 namespace encoder::model {
 namespace {
@@ -169,30 +170,30 @@ TEST(PackedLinear, AppliesEachActivation) {
 TEST(PackedLinear, PlanPackingFollowsTheCpu) {
   const PackingPlan wins = PlanPacking("auto", -1, -1, /*packed_wins=*/true);
   EXPECT_TRUE(wins.pack);
-  EXPECT_EQ(wins.max_rows, PackedLinear::kEveryProduct);
+  EXPECT_EQ(wins.limits.max_rows, PackedLinear::kEveryProduct);
   const PackingPlan loses = PlanPacking("auto", -1, -1, /*packed_wins=*/false);
   EXPECT_FALSE(loses.pack);
-  EXPECT_EQ(loses.max_rows, PackedLinear::kDefaultPackedMaxRows);
+  EXPECT_EQ(loses.limits.max_rows, PackedLinear::kDefaultPackedMaxRows);
   const PackingPlan forced = PlanPacking("true", -1, -1, /*packed_wins=*/false);
   EXPECT_TRUE(forced.pack);
-  EXPECT_EQ(forced.max_rows, PackedLinear::kDefaultPackedMaxRows);
+  EXPECT_EQ(forced.limits.max_rows, PackedLinear::kDefaultPackedMaxRows);
   EXPECT_FALSE(PlanPacking("false", -1, -1, /*packed_wins=*/true).pack);
   // int8 models: packed when asked for, not by auto.
   EXPECT_FALSE(wins.pack_int8);
   EXPECT_TRUE(forced.pack_int8);
   EXPECT_FALSE(PlanPacking("false", -1, -1, true).pack_int8);
   // A number given is kept, whatever the CPU.
-  EXPECT_EQ(PlanPacking("auto", 64, -1, true).max_rows, 64);
-  EXPECT_EQ(PlanPacking("true", 0, -1, false).max_rows,
+  EXPECT_EQ(PlanPacking("auto", 64, -1, true).limits.max_rows, 64);
+  EXPECT_EQ(PlanPacking("true", 0, -1, false).limits.max_rows,
             PackedLinear::kEveryProduct);
   // Min elements: -1 is the caller's auto value under auto, 0 under true;
   // a number given is kept.
-  EXPECT_EQ(PlanPacking("auto", -1, -1, true, 4096).min_elements, 4096);
-  EXPECT_EQ(PlanPacking("true", -1, -1, true, 4096).min_elements, 0);
-  EXPECT_EQ(PlanPacking("auto", -1, 7, true, 4096).min_elements, 7);
-  EXPECT_EQ(PlanPacking("true", -1, 7, true, 4096).min_elements, 7);
-  EXPECT_EQ(PlanPacking("auto", 64, 7, true).limits().max_rows, 64);
-  EXPECT_EQ(PlanPacking("auto", 64, 7, true).limits().min_elements, 7);
+  EXPECT_EQ(PlanPacking("auto", -1, -1, true, 4096).limits.min_elements, 4096);
+  EXPECT_EQ(PlanPacking("true", -1, -1, true, 4096).limits.min_elements, 0);
+  EXPECT_EQ(PlanPacking("auto", -1, 7, true, 4096).limits.min_elements, 7);
+  EXPECT_EQ(PlanPacking("true", -1, 7, true, 4096).limits.min_elements, 7);
+  EXPECT_EQ(PlanPacking("auto", 64, 7, true).limits.max_rows, 64);
+  EXPECT_EQ(PlanPacking("auto", 64, 7, true).limits.min_elements, 7);
 }
 
 // The same rule per dtype, as the server and the forward benchmark apply
@@ -205,15 +206,17 @@ TEST(PackedLinear, PlanPackingForFollowsTheDtype) {
   amx.avx512_bf16 = amx.amx_bf16 = true;
   const PackingPlan f32 = PlanPackingFor("auto", -1, -1, at::kFloat, avx512);
   EXPECT_TRUE(f32.pack);
-  EXPECT_EQ(f32.max_rows, PackedLinear::kEveryProduct);
+  EXPECT_EQ(f32.limits.max_rows, PackedLinear::kEveryProduct);
   EXPECT_FALSE(PlanPackingFor("auto", -1, -1, at::kBFloat16, avx512).pack);
   const PackingPlan bf16 = PlanPackingFor("auto", -1, -1, at::kBFloat16, amx);
   EXPECT_TRUE(bf16.pack);
-  EXPECT_EQ(bf16.max_rows, PackedLinear::kEveryProduct);
+  EXPECT_EQ(bf16.limits.max_rows, PackedLinear::kEveryProduct);
   // Small float32 weights stay plain under auto; bfloat16 packs them all.
-  EXPECT_EQ(f32.min_elements, kDefaultPackedMinElements);
-  EXPECT_EQ(bf16.min_elements, 0);
-  EXPECT_EQ(PlanPackingFor("true", -1, -1, at::kFloat, avx512).min_elements, 0);
+  EXPECT_EQ(f32.limits.min_elements, kDefaultPackedMinElements);
+  EXPECT_EQ(bf16.limits.min_elements, 0);
+  EXPECT_EQ(
+      PlanPackingFor("true", -1, -1, at::kFloat, avx512).limits.min_elements,
+      0);
   // Forced: bfloat16 still needs it native; float16 never packs.
   EXPECT_FALSE(PlanPackingFor("true", -1, -1, at::kBFloat16, avx512).pack);
   EXPECT_FALSE(PlanPackingFor("true", -1, -1, at::kBFloat16, avx512).pack_int8);
@@ -243,20 +246,8 @@ TEST(PackedLinear, RefusesWhatItCannotPack) {
                                    : absl::StatusCode::kFailedPrecondition);
 }
 
-ModelConfig SmallConfig() {
-  ModelConfig c;
-  c.vocab_size = 300;
-  c.d_model = 32;
-  c.num_heads = 4;
-  c.num_layers = 2;
-  c.d_ff = 64;
-  c.max_positions = 40;
-  c.positional.type = SchemeType::kRope;
-  return c;
-}
-
 std::unique_ptr<Encoder> Make(at::ScalarType dtype = at::kFloat) {
-  const ModelConfig c = SmallConfig();
+  const ModelConfig c = SmallConfig(SchemeType::kRope);
   std::map<std::string, at::Tensor> state = Encoder::RandomStateDict(c, 7);
   // Random weights come with zero biases; give them values so a packed
   // layer that dropped its bias would show.
@@ -311,7 +302,7 @@ TEST(PackedLinear, PackedEncoderMatchesThePlainOne) {
 TEST(PackedLinear, PackingEveryProductReleasesThePlainWeights) {
   if (!PackedLinearSupported()) GTEST_SKIP() << "no packed oneDNN linear";
   for (Activation a : {Activation::kRelu, Activation::kGelu}) {
-    ModelConfig c = SmallConfig();
+    ModelConfig c = SmallConfig(SchemeType::kRope);
     c.activation = a;
     std::map<std::string, at::Tensor> state = Encoder::RandomStateDict(c, 7);
     auto plain = Encoder::Create(c, state, at::kCPU, at::kFloat);
@@ -417,7 +408,8 @@ TEST(PackedLinear, SmallWeightsStayPlain) {
   ASSERT_TRUE(
       some->PrepackWeights(PackedLimits{PackedLinear::kEveryProduct, 2048})
           .ok());
-  EXPECT_EQ(some->packed_weights(), 3 * SmallConfig().num_layers);
+  EXPECT_EQ(some->packed_weights(),
+            3 * SmallConfig(SchemeType::kRope).num_layers);
   EXPECT_LT(MaxRelative(Tokens(*some), want), 1e-5);
   EXPECT_EQ(some->QuantizeInt8().code(), absl::StatusCode::kFailedPrecondition);
   auto none = Make();

@@ -36,15 +36,15 @@ PackingPlan PlanPacking(const std::string& mode, int64_t max_rows,
   plan.pack = mode == "true" || (mode == "auto" && packed_wins);
   plan.pack_int8 = mode == "true";
   if (max_rows >= 0) {
-    plan.max_rows = max_rows;
+    plan.limits.max_rows = max_rows;
   } else {
-    plan.max_rows = packed_wins ? PackedLinear::kEveryProduct
-                                : PackedLinear::kDefaultPackedMaxRows;
+    plan.limits.max_rows = packed_wins ? PackedLinear::kEveryProduct
+                                       : PackedLinear::kDefaultPackedMaxRows;
   }
   if (min_elements >= 0) {
-    plan.min_elements = min_elements;
+    plan.limits.min_elements = min_elements;
   } else {
-    plan.min_elements = mode == "auto" ? auto_min_elements : 0;
+    plan.limits.min_elements = mode == "auto" ? auto_min_elements : 0;
   }
   return plan;
 }

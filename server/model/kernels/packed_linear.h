@@ -119,9 +119,7 @@ inline constexpr int64_t kDefaultPackedMinElements = 128 * 1024;
 struct PackingPlan {
   bool pack = false;
   bool pack_int8 = false;
-  int64_t max_rows = PackedLinear::kDefaultPackedMaxRows;
-  int64_t min_elements = 0;
-  PackedLimits limits() const { return {max_rows, min_elements}; }
+  PackedLimits limits;
 };
 PackingPlan PlanPacking(const std::string& mode, int64_t max_rows,
                         int64_t min_elements, bool packed_wins,
